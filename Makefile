@@ -1,0 +1,37 @@
+# hyper-parallel: the two README commands are `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.hp-installed
+NPROC ?= 2
+export PYTHONUNBUFFERED := 1
+
+.PHONY: demo test ut st agent gate bench install clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[torch,dev]"
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+## demo: the main job on the embedded default (2 CPU ranks, gloo, no network)
+demo: $(STAMP)
+	$(VENV)/bin/torchrun --standalone --nproc_per_node $(NPROC) examples/demo.py
+
+## test: the whole suite
+test: $(STAMP)
+	$(PY) -m pytest tests
+
+ut: $(STAMP)
+	$(PY) -m pytest tests/ut
+
+st: $(STAMP)
+	$(PY) -m pytest tests/st
+
+bench: $(STAMP)
+	$(VENV)/bin/torchrun --standalone --nproc_per_node 2 benchmarks/redistribute.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

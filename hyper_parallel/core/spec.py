@@ -1,0 +1,171 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""The one canonical, immutable description of a distributed tensor (pure Python).
+
+A ``DTensorSpec`` holds the mesh (anything with ``shape``/``ndim`` and a hash: a ``DeviceMesh`` at
+run time, a ``MeshTopology`` in pure code), one placement per mesh dimension (``Shard`` dims are
+normalised to be non-negative) and the global shape. Its hash is computed once. Local shapes and
+offsets of every coordinate follow from it; nested sharding of one tensor dim by several mesh
+dims applies in mesh-dim order (outer mesh dim first), as in PyTorch.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard, shard_range
+
+__all__ = ["DTensorSpec", "normalize_placements"]
+
+
+def normalize_placements(placements: Sequence[Placement], mesh_ndim: int, tensor_ndim: int,
+                         what: str = "placements") -> Tuple[Placement, ...]:
+    """Validate ``placements`` for a mesh and tensor rank; return them with non-negative shard dims."""
+    if isinstance(placements, Placement):
+        placements = (placements,)
+    placements = tuple(placements)
+    if len(placements) != mesh_ndim:
+        raise ValueError(f"{what}: expected {mesh_ndim} placement(s), one per mesh dim, got "
+                         f"{len(placements)}: {placements}")
+    out = []
+    for p in placements:
+        if not isinstance(p, Placement):
+            raise TypeError(f"{what}: expected Shard/Replicate/Partial, got {p!r}")
+        if isinstance(p, Shard):
+            if not -tensor_ndim <= p.dim < tensor_ndim:
+                raise ValueError(f"{what}: {p} is out of range for a {tensor_ndim}-D tensor")
+            if p.dim < 0:
+                p = Shard(p.dim % tensor_ndim)
+        out.append(p)
+    return tuple(out)
+
+
+class DTensorSpec:
+    """Mesh + placements + global shape, immutable, with a precomputed hash."""
+
+    __slots__ = ("mesh", "placements", "shape", "_hash", "_local_cache", "__weakref__")
+
+    def __init__(self, mesh: Any, placements: Sequence[Placement], shape: Sequence[int],
+                 *, validated: bool = False) -> None:
+        shape = tuple(int(s) for s in shape)
+        if not validated:
+            placements = normalize_placements(placements, mesh.ndim, len(shape))
+        object.__setattr__(self, "mesh", mesh)
+        object.__setattr__(self, "placements", tuple(placements))
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "_hash", hash((mesh, self.placements, shape)))
+        object.__setattr__(self, "_local_cache", {})
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("DTensorSpec is immutable")
+
+    def __reduce__(self):
+        return (DTensorSpec, (self.mesh, self.placements, self.shape))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, DTensorSpec) and self._hash == other._hash
+                                 and self.placements == other.placements and self.shape == other.shape
+                                 and self.mesh == other.mesh)
+
+    def __repr__(self) -> str:
+        pl = ", ".join(p.short() for p in self.placements)
+        return f"DTensorSpec(shape={list(self.shape)}, placements=[{pl}], mesh={tuple(self.mesh.shape)})"
+
+    # ------------------------------------------------------------------ derived views
+    @property
+    def ndim(self) -> int:
+        """Rank of the tensor."""
+        return len(self.shape)
+
+    @property
+    def numel(self) -> int:
+        """Number of elements of the global tensor."""
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def with_placements(self, placements: Sequence[Placement]) -> "DTensorSpec":
+        """Same mesh and shape, other placements."""
+        return DTensorSpec(self.mesh, placements, self.shape)
+
+    def with_shape(self, shape: Sequence[int]) -> "DTensorSpec":
+        """Same mesh and placements, another global shape (validated)."""
+        return DTensorSpec(self.mesh, self.placements, shape)
+
+    def shard_order(self, tensor_dim: int) -> Tuple[int, ...]:
+        """Mesh dims that shard ``tensor_dim``, outermost first."""
+        return tuple(d for d, p in enumerate(self.placements) if isinstance(p, Shard) and p.dim == tensor_dim)
+
+    def is_replicated(self) -> bool:
+        """True when every placement is ``Replicate``."""
+        return all(isinstance(p, Replicate) for p in self.placements)
+
+    def has_partial(self) -> bool:
+        """True when some placement is ``Partial``."""
+        return any(isinstance(p, Partial) for p in self.placements)
+
+    def local_shape_and_offset(self, coord: Sequence[int]) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
+        """Local shape and global offset of the shard held at mesh coordinate ``coord``."""
+        coord = tuple(coord)
+        hit = self._local_cache.get(coord)
+        if hit is None:
+            hit = _local_shape_and_offset(self.shape, self.placements, tuple(self.mesh.shape), coord)
+            self._local_cache[coord] = hit
+        return hit
+
+    def local_shape(self, coord: Sequence[int]) -> Tuple[int, ...]:
+        """Local shape at mesh coordinate ``coord``."""
+        return self.local_shape_and_offset(coord)[0]
+
+    def max_local_numel(self) -> int:
+        """Element count of the largest local shard (the padded size used by collectives)."""
+        shape = list(self.shape)
+        for d, p in enumerate(self.placements):
+            if isinstance(p, Shard):
+                n = self.mesh.shape[d]
+                shape[p.dim] = -(-shape[p.dim] // n) if shape[p.dim] else 0
+        out = 1
+        for s in shape:
+            out *= s
+        return out
+
+    def tensor_map(self) -> Tuple[Any, ...]:
+        """HyperParallel/MindSpore-style tensor map: per tensor dim, the mesh dim(s) sharding it.
+
+        Mesh dims are counted from the right (MindSpore convention); ``-1`` means not sharded.
+        A tensor dim sharded by several mesh dims maps to a tuple, outermost first.
+        """
+        nd = self.mesh.ndim
+        out = []
+        for t in range(self.ndim):
+            order = self.shard_order(t)
+            if not order:
+                out.append(-1)
+            elif len(order) == 1:
+                out.append(nd - 1 - order[0])
+            else:
+                out.append(tuple(nd - 1 - d for d in order))
+        return tuple(out)
+
+
+@lru_cache(maxsize=4096)
+def _local_shape_and_offset(shape: Tuple[int, ...], placements: Tuple[Placement, ...],
+                            mesh_shape: Tuple[int, ...], coord: Tuple[int, ...]):
+    local = list(shape)
+    offset = [0] * len(shape)
+    for d, p in enumerate(placements):
+        if isinstance(p, Shard):
+            start, length = shard_range(local[p.dim], mesh_shape[d], coord[d])
+            offset[p.dim] += start
+            local[p.dim] = length
+    return tuple(local), tuple(offset)
+
+
+def spec_summary(spec: DTensorSpec) -> Dict[str, Optional[object]]:
+    """Plain-dict view of a spec (for reports and JSON)."""
+    return {"shape": list(spec.shape), "placements": [p.short() for p in spec.placements],
+            "mesh_shape": list(spec.mesh.shape)}
