@@ -10,6 +10,7 @@ dims applies in mesh-dim order (outer mesh dim first), as in PyTorch.
 """
 from __future__ import annotations
 
+import weakref
 from functools import lru_cache
 from typing import Any, Dict, Optional, Sequence, Tuple
 
@@ -41,34 +42,38 @@ def normalize_placements(placements: Sequence[Placement], mesh_ndim: int, tensor
 
 
 class DTensorSpec:
-    """Mesh + placements + global shape, immutable, with a precomputed hash."""
+    """Mesh + placements + global shape, immutable and interned.
 
-    __slots__ = ("mesh", "placements", "shape", "_hash", "_local_cache", "__weakref__")
+    Constructing a spec with the same (mesh, placements, shape) as a live one returns that same
+    object, so equality is identity and hashing is the C-level identity hash: cache keys built
+    from specs cost nothing to hash on the dispatch hot path.
+    """
 
-    def __init__(self, mesh: Any, placements: Sequence[Placement], shape: Sequence[int],
-                 *, validated: bool = False) -> None:
+    __slots__ = ("mesh", "placements", "shape", "_local_cache", "__weakref__")
+    _intern: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
+
+    def __new__(cls, mesh: Any, placements: Sequence[Placement], shape: Sequence[int],
+                *, validated: bool = False) -> "DTensorSpec":
         shape = tuple(int(s) for s in shape)
         if not validated:
             placements = normalize_placements(placements, mesh.ndim, len(shape))
-        object.__setattr__(self, "mesh", mesh)
-        object.__setattr__(self, "placements", tuple(placements))
-        object.__setattr__(self, "shape", shape)
-        object.__setattr__(self, "_hash", hash((mesh, self.placements, shape)))
-        object.__setattr__(self, "_local_cache", {})
+        placements = tuple(placements)
+        key = (mesh, placements, shape)
+        obj = cls._intern.get(key)
+        if obj is None:
+            obj = super().__new__(cls)
+            object.__setattr__(obj, "mesh", mesh)
+            object.__setattr__(obj, "placements", placements)
+            object.__setattr__(obj, "shape", shape)
+            object.__setattr__(obj, "_local_cache", {})
+            cls._intern[key] = obj
+        return obj
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("DTensorSpec is immutable")
 
     def __reduce__(self):
         return (DTensorSpec, (self.mesh, self.placements, self.shape))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return self is other or (isinstance(other, DTensorSpec) and self._hash == other._hash
-                                 and self.placements == other.placements and self.shape == other.shape
-                                 and self.mesh == other.mesh)
 
     def __repr__(self) -> str:
         pl = ", ".join(p.short() for p in self.placements)

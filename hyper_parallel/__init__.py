@@ -1,0 +1,54 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""hyper-parallel: dual-backend (PyTorch + MindSpore) distributed training on a distributed tensor.
+
+``import hyper_parallel`` imports no framework; names that need one load it on first use.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from hyper_parallel.core.layout import Layout
+from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    # process groups
+    "init_process_group": "hyper_parallel.core.process_group",
+    "destroy_process_group": "hyper_parallel.core.process_group",
+    "get_process_group_ranks": "hyper_parallel.core.process_group",
+    "get_backend": "hyper_parallel.core.process_group",
+    "split_group": "hyper_parallel.core.process_group",
+    "get_group_local_rank": "hyper_parallel.core.process_group",
+    # mesh
+    "DeviceMesh": "hyper_parallel.core.device_mesh",
+    "init_device_mesh": "hyper_parallel.core.device_mesh",
+    # spec / planner (pure)
+    "DTensorSpec": "hyper_parallel.core.spec",
+    "explain_redistribute": "hyper_parallel.core.redistribute_plan",
+    "MeshTopology": "hyper_parallel.core.mesh_topology",
+    # dtensor (torch backend)
+    "DTensor": "hyper_parallel.platform.torch.dtensor",
+    "distribute_tensor": "hyper_parallel.platform.torch.dtensor",
+    "SkipDTensorDispatch": "hyper_parallel.platform.torch.dtensor",
+    "manual_seed": "hyper_parallel.core.random",
+    "get_platform": "hyper_parallel.platform",
+    "CollectiveError": "hyper_parallel.platform.base",
+}
+
+__all__ = ["Layout", "Partial", "Placement", "Replicate", "Shard", *sorted(_LAZY)]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hyper_parallel' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

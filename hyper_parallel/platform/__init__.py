@@ -1,0 +1,52 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Backend selection. Nothing here imports a framework until a backend is asked for.
+
+The backend is chosen explicitly: ``get_platform("torch")``, the ``HYPER_PARALLEL_BACKEND``
+environment variable (``torch`` or ``mindspore``; default ``torch``), or by the type of a tensor
+(``platform_for(tensor)``) — never by whichever framework happens to be installed.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Optional
+
+from hyper_parallel.platform.base import CollectiveError, Platform
+
+__all__ = ["get_platform", "platform_for", "Platform", "CollectiveError", "BACKENDS"]
+
+BACKENDS = ("torch", "mindspore")
+_INSTANCES: Dict[str, Platform] = {}
+
+
+def _backend_name(name: Optional[str]) -> str:
+    name = name or os.environ.get("HYPER_PARALLEL_BACKEND", "torch")
+    name = name.strip().lower()
+    if name not in BACKENDS:
+        raise ValueError(f"HYPER_PARALLEL_BACKEND / backend name: expected one of {BACKENDS}, got {name!r}")
+    return name
+
+
+def get_platform(name: Optional[str] = None) -> Platform:
+    """The backend named ``name`` (default: ``$HYPER_PARALLEL_BACKEND`` or ``torch``)."""
+    name = _backend_name(name)
+    inst = _INSTANCES.get(name)
+    if inst is None:
+        if name == "torch":
+            from hyper_parallel.platform.torch.platform import TorchPlatform
+            inst = TorchPlatform()
+        else:
+            from hyper_parallel.platform.mindspore.platform import MindSporePlatform  # pylint: disable=import-error,no-name-in-module
+            inst = MindSporePlatform()
+        _INSTANCES[name] = inst
+    return inst
+
+
+def platform_for(tensor: Any) -> Platform:
+    """The backend that owns ``tensor`` (by its type's module)."""
+    module = type(tensor).__module__
+    if module.startswith("torch") or module.startswith("hyper_parallel.platform.torch"):
+        return get_platform("torch")
+    if module.startswith("mindspore") or module.startswith("hyper_parallel.platform.mindspore"):
+        return get_platform("mindspore")
+    raise TypeError(f"expected a torch or mindspore tensor, got {type(tensor).__module__}.{type(tensor).__name__}")

@@ -1,0 +1,125 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""The backend interface: everything the core needs from a framework, and nothing more.
+
+The core (mesh, DTensor execution, redistribute executor) calls only these methods. A backend
+implements them on its own tensors and process groups; where a backend lacks a primitive it
+emulates it and documents the cost. All collectives act on *local* tensors along a tensor
+dimension and take the list of per-rank sizes along that dimension, so uneven shards (including
+empty ones) are handled by the backend, not by the caller.
+
+Differentiable primitives follow one gradient convention (see ``docs/design/gradients.md``): the
+local gradient of a tensor is the shard of the global gradient for ``Shard``, the full global
+gradient for ``Replicate`` and ``Partial(sum)``, and ``1/n`` of it for ``Partial(avg)``.
+Each primitive names its adjoint.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from datetime import timedelta
+from typing import Any, Optional, Sequence, Tuple
+
+__all__ = ["Platform", "CollectiveError"]
+
+
+class CollectiveError(RuntimeError):
+    """A collective failed (peer died, timeout, transport error); the message names the collective,
+    the group and the configured timeout."""
+
+
+class Platform(ABC):
+    """Abstract backend. One instance per framework, obtained with ``get_platform()``."""
+
+    name: str = "abstract"
+
+    # ------------------------------------------------------------------ process groups
+    @abstractmethod
+    def init_process_group(self, backend: Optional[str] = None, *, rank: Optional[int] = None,
+                           world_size: Optional[int] = None, init_method: Optional[str] = None,
+                           timeout: Optional[timedelta] = None) -> None:
+        """Initialise the default (world) group; a no-op when already initialised."""
+
+    @abstractmethod
+    def is_initialized(self) -> bool:
+        """True once the world group exists."""
+
+    @abstractmethod
+    def destroy_process_group(self, group: Any = None) -> None:
+        """Destroy ``group`` (default: everything)."""
+
+    @abstractmethod
+    def get_rank(self, group: Any = None) -> int:
+        """Global rank (or rank inside ``group``)."""
+
+    @abstractmethod
+    def get_world_size(self, group: Any = None) -> int:
+        """World size (or size of ``group``)."""
+
+    @abstractmethod
+    def new_group(self, ranks: Sequence[int]) -> Any:
+        """Create a group over ``ranks``; must be called by every rank of the world, in the same order."""
+
+    @abstractmethod
+    def get_process_group_ranks(self, group: Any) -> Tuple[int, ...]:
+        """Global ranks of ``group`` in group order."""
+
+    @abstractmethod
+    def get_backend(self, group: Any = None) -> str:
+        """Communication backend name of ``group`` (``gloo``, ``nccl``, ``mccl`` …)."""
+
+    @abstractmethod
+    def default_device_type(self) -> str:
+        """``cuda``/``npu`` when an accelerator is in use, else ``cpu``."""
+
+    # ------------------------------------------------------------------ tensors
+    @abstractmethod
+    def is_tensor(self, obj: Any) -> bool:
+        """True for this framework's tensors."""
+
+    @abstractmethod
+    def narrow(self, x: Any, dim: int, start: int, length: int) -> Any:
+        """View of ``length`` elements of ``x`` along ``dim`` from ``start``."""
+
+    @abstractmethod
+    def zeros_like(self, x: Any) -> Any:
+        """A zero tensor like ``x``."""
+
+    # ------------------------------------------------------------------ differentiable collectives
+    @abstractmethod
+    def all_gather(self, x: Any, group: Any, dim: int, sizes: Sequence[int], index: int,
+                   grad_partial: bool = False) -> Any:
+        """Concatenate the ranks' ``x`` along ``dim`` (S -> R). Adjoint: take own chunk of the
+        gradient, or reduce-scatter it when ``grad_partial`` (the consumer's gradient is partial)."""
+
+    @abstractmethod
+    def chunk(self, x: Any, dim: int, sizes: Sequence[int], index: int, group: Any) -> Any:
+        """Keep chunk ``index`` of ``x`` along ``dim`` (R -> S, local). Adjoint: all-gather."""
+
+    @abstractmethod
+    def all_reduce(self, x: Any, op: str, group: Any) -> Any:
+        """Reduce ``x`` over the group (P -> R). Adjoint: identity (sum), 1/n (avg), argmax mask (max/min)."""
+
+    @abstractmethod
+    def reduce_scatter(self, x: Any, op: str, group: Any, dim: int, sizes: Sequence[int], index: int) -> Any:
+        """Reduce and keep chunk ``index`` along ``dim`` (P -> S). Adjoint: all-gather."""
+
+    @abstractmethod
+    def all_to_all(self, x: Any, group: Any, split_dim: int, concat_dim: int, split_sizes: Sequence[int],
+                   concat_sizes: Sequence[int], index: int) -> Any:
+        """Move sharding from ``concat_dim`` to ``split_dim`` (S(c) -> S(s)). Adjoint: the inverse all-to-all."""
+
+    @abstractmethod
+    def make_partial(self, x: Any, op: str, index: int, group_size: int) -> Any:
+        """R -> P locally (sum: coordinate 0 keeps ``x``, others zero). Adjoint: identity (x n for avg)."""
+
+    @abstractmethod
+    def grad_all_reduce(self, x: Any, group: Any) -> Any:
+        """Identity forward, all-reduce(sum) of the gradient (a replicated input feeding sharded work)."""
+
+    @abstractmethod
+    def broadcast(self, x: Any, src: int, group: Any) -> Any:
+        """Broadcast ``x`` from global rank ``src`` (not differentiable); returns ``x``."""
+
+    @abstractmethod
+    def barrier(self, group: Any = None) -> None:
+        """Block until every rank of ``group`` arrives."""

@@ -1,0 +1,254 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Differentiable collectives on local torch tensors, each with its explicit adjoint.
+
+Uneven shards (``torch.chunk`` sizes, empty chunks included) are padded to the largest chunk for
+the transport and trimmed afterwards; the even case takes the direct path with no extra copy.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+import torch.distributed as dist
+
+from hyper_parallel.platform.base import CollectiveError
+
+_all_gather_1 = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+_reduce_scatter_1 = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+_REDUCE = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
+
+
+def _ranks(group) -> tuple:
+    try:
+        return tuple(dist.get_process_group_ranks(group))
+    except (RuntimeError, ValueError):
+        return ("?",)
+
+
+def _fail(name: str, group, exc: Exception) -> CollectiveError:
+    from hyper_parallel.core.process_group import collective_timeout_seconds  # pylint: disable=cyclic-import
+    return CollectiveError(
+        f"{name} over ranks {_ranks(group)} failed (collective timeout {collective_timeout_seconds()} s); "
+        f"a peer rank may have died or diverged: {exc}")
+
+
+def _pad_to(x: torch.Tensor, dim: int, size: int) -> torch.Tensor:
+    cur = x.shape[dim]
+    if cur == size:
+        return x
+    pad_shape = list(x.shape)
+    pad_shape[dim] = size - cur
+    return torch.cat([x, x.new_zeros(pad_shape)], dim)
+
+
+# ---------------------------------------------------------------------- raw (non-autograd) ops
+def raw_all_gather(x: torch.Tensor, group, dim: int, sizes: Sequence[int]) -> torch.Tensor:
+    """All-gather along ``dim`` with per-rank ``sizes``; returns the concatenation."""
+    n = len(sizes)
+    top = max(sizes)
+    even = all(s == top for s in sizes)
+    src = x if even else _pad_to(x, dim, top)
+    if dim != 0:
+        src = src.movedim(dim, 0)
+    src = src.contiguous()
+    out = src.new_empty((n * src.shape[0],) + tuple(src.shape[1:]))
+    try:
+        _all_gather_1(out, src, group=group)
+    except RuntimeError as exc:
+        raise _fail("all_gather", group, exc) from exc
+    if even:
+        return out if dim == 0 else out.movedim(0, dim)
+    parts = out.split(top, 0)
+    out = torch.cat([p.narrow(0, 0, s) for p, s in zip(parts, sizes)], 0)
+    return out if dim == 0 else out.movedim(0, dim)
+
+
+def raw_all_reduce(x: torch.Tensor, op: str, group) -> torch.Tensor:
+    """All-reduce a copy of ``x`` (``avg`` = sum / n, since gloo has no AVG)."""
+    out = x.clone(memory_format=torch.contiguous_format)
+    try:
+        dist.all_reduce(out, op=_REDUCE["sum" if op == "avg" else op], group=group)
+    except RuntimeError as exc:
+        raise _fail("all_reduce", group, exc) from exc
+    if op == "avg":
+        out.div_(dist.get_world_size(group))
+    return out
+
+
+def raw_reduce_scatter(x: torch.Tensor, op: str, group, dim: int, sizes: Sequence[int], index: int) -> torch.Tensor:
+    """Reduce over the group and keep chunk ``index`` (per-rank ``sizes``) along ``dim``."""
+    n = len(sizes)
+    if op in ("max", "min"):
+        full = raw_all_reduce(x, op, group)
+        start = sum(sizes[:index])
+        return full.narrow(dim, start, sizes[index]).clone()
+    top = max(sizes)
+    even = all(s == top for s in sizes)
+    src = x.movedim(dim, 0) if dim != 0 else x
+    if not even:
+        src = torch.cat([_pad_to(p, 0, top) for p in src.split(list(sizes), 0)], 0)
+    src = src.contiguous()
+    out = src.new_empty((top,) + tuple(src.shape[1:]))
+    try:
+        _reduce_scatter_1(out, src, op=dist.ReduceOp.SUM, group=group)
+    except RuntimeError as exc:
+        raise _fail("reduce_scatter", group, exc) from exc
+    if not even:
+        out = out.narrow(0, 0, sizes[index])
+    if op == "avg":
+        out = out.div_(n)
+    return out if dim == 0 else out.movedim(0, dim).contiguous()
+
+
+def raw_all_to_all(x: torch.Tensor, group, split_dim: int, concat_dim: int, split_sizes: Sequence[int],
+                   concat_sizes: Sequence[int], index: int) -> torch.Tensor:
+    """``x`` is chunk ``index`` along ``concat_dim`` and whole along ``split_dim``; return the whole
+    along ``concat_dim`` and chunk ``index`` along ``split_dim``."""
+    n = len(split_sizes)
+    ctop = max(concat_sizes)
+    ceven = all(s == ctop for s in concat_sizes)
+    src = x if ceven else _pad_to(x, concat_dim, ctop)
+    src = src.movedim(split_dim, 0).contiguous()
+    rows = split_sizes[index]
+    out = src.new_empty((n * rows,) + tuple(src.shape[1:]))
+    try:
+        dist.all_to_all_single(out, src, output_split_sizes=[rows] * n, input_split_sizes=list(split_sizes),
+                               group=group)
+    except RuntimeError as exc:
+        raise _fail("all_to_all", group, exc) from exc
+    # out: (n * rows, ...) where block j came from rank j and holds its concat chunk (padded)
+    out = out.movedim(0, split_dim)  # now split_dim has n*rows
+    blocks = out.split(rows, split_dim) if rows else [out.narrow(split_dim, 0, 0)] * n
+    cdim = concat_dim
+    pieces = [b if ceven else b.narrow(cdim, 0, s) for b, s in zip(blocks, concat_sizes)]
+    return torch.cat(pieces, cdim)
+
+
+def raw_broadcast(x: torch.Tensor, src: int, group) -> torch.Tensor:
+    """In-place broadcast from global rank ``src``."""
+    try:
+        dist.broadcast(x, src=src, group=group)
+    except RuntimeError as exc:
+        raise _fail("broadcast", group, exc) from exc
+    return x
+
+
+def _chunk_of(x: torch.Tensor, dim: int, sizes: Sequence[int], index: int) -> torch.Tensor:
+    start = sum(sizes[:index])
+    if sizes[index] == x.shape[dim]:
+        return x
+    return x.narrow(dim, start, sizes[index])
+
+
+# ---------------------------------------------------------------------- autograd functions
+class AllGather(torch.autograd.Function):
+    """S -> R. Adjoint: own chunk of the gradient (or reduce-scatter when the gradient is partial)."""
+
+    @staticmethod
+    def forward(ctx, x, group, dim, sizes, index, grad_partial):  # pylint: disable=arguments-differ
+        ctx.args = (group, dim, sizes, index, grad_partial)
+        return raw_all_gather(x, group, dim, sizes)
+
+    @staticmethod
+    def backward(ctx, grad):  # pylint: disable=arguments-differ
+        group, dim, sizes, index, grad_partial = ctx.args
+        if grad_partial:
+            return raw_reduce_scatter(grad, "sum", group, dim, sizes, index), None, None, None, None, None
+        return _chunk_of(grad, dim, sizes, index).contiguous(), None, None, None, None, None
+
+
+class Chunk(torch.autograd.Function):
+    """R -> S (local). Adjoint: all-gather of the shard gradients (a replicated gradient)."""
+
+    @staticmethod
+    def forward(ctx, x, dim, sizes, index, group):  # pylint: disable=arguments-differ
+        ctx.args = (dim, sizes, group)
+        return _chunk_of(x, dim, sizes, index).clone()
+
+    @staticmethod
+    def backward(ctx, grad):  # pylint: disable=arguments-differ
+        dim, sizes, group = ctx.args
+        return raw_all_gather(grad, group, dim, sizes), None, None, None, None
+
+
+class AllReduce(torch.autograd.Function):
+    """P -> R. Adjoint: identity (sum), 1/n (avg), mask of the winning ranks (max/min)."""
+
+    @staticmethod
+    def forward(ctx, x, op, group):  # pylint: disable=arguments-differ
+        out = raw_all_reduce(x, op, group)
+        ctx.op = op
+        ctx.n = dist.get_world_size(group)
+        if op in ("max", "min"):
+            ctx.save_for_backward(x == out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):  # pylint: disable=arguments-differ
+        if ctx.op == "sum":
+            return grad, None, None
+        if ctx.op == "avg":
+            return grad / ctx.n, None, None
+        (mask,) = ctx.saved_tensors
+        return grad * mask, None, None
+
+
+class ReduceScatter(torch.autograd.Function):
+    """P -> S. Adjoint: all-gather (divided by n for avg)."""
+
+    @staticmethod
+    def forward(ctx, x, op, group, dim, sizes, index):  # pylint: disable=arguments-differ
+        ctx.args = (op, group, dim, sizes)
+        return raw_reduce_scatter(x, op, group, dim, sizes, index)
+
+    @staticmethod
+    def backward(ctx, grad):  # pylint: disable=arguments-differ
+        op, group, dim, sizes = ctx.args
+        full = raw_all_gather(grad.contiguous(), group, dim, sizes)
+        if op == "avg":
+            full = full / len(sizes)
+        return full, None, None, None, None, None
+
+
+class AllToAll(torch.autograd.Function):
+    """S(c) -> S(s). Adjoint: the inverse all-to-all S(s) -> S(c)."""
+
+    @staticmethod
+    def forward(ctx, x, group, split_dim, concat_dim, split_sizes, concat_sizes, index):  # pylint: disable=arguments-differ
+        ctx.args = (group, split_dim, concat_dim, split_sizes, concat_sizes, index)
+        return raw_all_to_all(x, group, split_dim, concat_dim, split_sizes, concat_sizes, index)
+
+    @staticmethod
+    def backward(ctx, grad):  # pylint: disable=arguments-differ
+        group, split_dim, concat_dim, split_sizes, concat_sizes, index = ctx.args
+        back = raw_all_to_all(grad, group, concat_dim, split_dim, concat_sizes, split_sizes, index)
+        return back, None, None, None, None, None, None
+
+
+class MakePartial(torch.autograd.Function):
+    """R -> P (local). Adjoint: identity (x n for avg, whose local gradient is 1/n of the global)."""
+
+    @staticmethod
+    def forward(ctx, x, op, index, n):  # pylint: disable=arguments-differ
+        ctx.scale = n if op == "avg" else 1
+        if op == "sum" and index != 0:
+            return torch.zeros_like(x)
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):  # pylint: disable=arguments-differ
+        return (grad * ctx.scale if ctx.scale != 1 else grad), None, None, None
+
+
+class GradAllReduce(torch.autograd.Function):
+    """Identity forward; all-reduce(sum) of the gradient (Megatron's ``f``)."""
+
+    @staticmethod
+    def forward(ctx, x, group):  # pylint: disable=arguments-differ
+        ctx.group = group
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):  # pylint: disable=arguments-differ
+        return raw_all_reduce(grad, "sum", ctx.group), None

@@ -1,0 +1,327 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""The torch ``DTensor``: a ``torch.Tensor`` whose storage *is* the local shard.
+
+Design (see ``docs/design/dtensor.md``):
+
+* A DTensor is the local tensor itself, re-classed, plus an interned ``DTensorSpec``. There is no
+  wrapper/inner pair, so autograd runs on the local ops directly and ``to_local`` is an alias.
+* ``shape``/``size()``/``numel()``/``stride()`` report the *global* tensor, like PyTorch's DTensor.
+* Every torch function/method called on a DTensor reaches ``__torch_function__``, which looks the
+  function up in one dict: metadata passthroughs, the built-in methods below, and the op registry
+  (``hyper_parallel.core.shard``) all live there. Unknown functions raise a clear error.
+* Gradients follow one convention: the local gradient of a DTensor is the shard of the global
+  gradient for ``Shard``, the full gradient for ``Replicate``/``Partial(sum)``, and 1/n of it
+  for ``Partial(avg)``. Every redistribution step has its explicit adjoint (``collectives.py``).
+"""
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any, Callable, Dict, Optional, Sequence
+
+import torch
+from torch._C import DisableTorchFunctionSubclass
+
+from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
+from hyper_parallel.core.redistribute import compile_plan, run_redistribute
+from hyper_parallel.core.spec import DTensorSpec, normalize_placements
+
+__all__ = ["DTensor", "distribute_tensor", "SkipDTensorDispatch", "DISPATCH_TABLE", "register_function"]
+
+#: func -> handler(func, args, kwargs). Filled below and by the op registry.
+DISPATCH_TABLE: Dict[Callable, Callable] = {}
+_STATE = threading.local()
+
+
+def _skip_active() -> bool:
+    return getattr(_STATE, "skip", 0) > 0
+
+
+class SkipDTensorDispatch:
+    """Context manager: inside it, torch functions on DTensors run on the local shards and return
+    plain local tensors (for gradient hooks and hand-written local code)."""
+
+    def __enter__(self) -> "SkipDTensorDispatch":
+        _STATE.skip = getattr(_STATE, "skip", 0) + 1
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _STATE.skip -= 1
+
+
+def register_function(*funcs: Callable) -> Callable[[Callable], Callable]:
+    """Decorator: route ``funcs`` on DTensors to the decorated handler ``(func, args, kwargs)``."""
+    def deco(handler: Callable) -> Callable:
+        for f in funcs:
+            DISPATCH_TABLE[f] = handler
+        return handler
+    return deco
+
+
+def _wrap(local: torch.Tensor, spec: DTensorSpec) -> "DTensor":
+    """Turn a fresh local tensor into a DTensor in place (no copy, autograd history kept)."""
+    local.__class__ = DTensor
+    local._spec = spec  # pylint: disable=protected-access
+    return local
+
+
+def _alias(t: torch.Tensor) -> torch.Tensor:
+    """A new plain-tensor object aliasing ``t`` (differentiable identity)."""
+    with DisableTorchFunctionSubclass():
+        return t.view_as(t)
+
+
+class _ScaleGrad(torch.autograd.Function):
+    """Identity forward; gradient multiplied by ``scale`` (from_local of Partial(avg))."""
+
+    @staticmethod
+    def forward(ctx, x, scale):  # pylint: disable=arguments-differ
+        ctx.scale = scale
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):  # pylint: disable=arguments-differ
+        return grad * ctx.scale, None
+
+
+class DTensor(torch.Tensor):
+    """A distributed tensor: the local shard plus (mesh, placements, global shape).
+
+    Create one with :func:`distribute_tensor` (from a full tensor) or :meth:`DTensor.from_local`
+    (from this rank's shard); move it with :meth:`redistribute`; read it with :meth:`to_local` or
+    :meth:`full_tensor`.
+    """
+
+    _spec: DTensorSpec
+
+    # ------------------------------------------------------------------ construction
+    @staticmethod
+    def from_local(local_tensor: torch.Tensor, device_mesh=None, placements: Optional[Sequence[Placement]] = None,
+                   *, run_check: bool = False, shape: Optional[Sequence[int]] = None,
+                   stride: Optional[Sequence[int]] = None) -> "DTensor":  # pylint: disable=unused-argument
+        """Wrap this rank's shard. The global shape is ``shape`` if given; otherwise it is computed
+        exactly with a size all-gather when ``run_check`` (uneven shards), else assumed even."""
+        if not isinstance(local_tensor, torch.Tensor) or isinstance(local_tensor, DTensor):
+            raise TypeError(f"DTensor.from_local(local_tensor): expected a plain torch.Tensor, got "
+                            f"{type(local_tensor).__name__}")
+        if device_mesh is None:
+            raise ValueError("DTensor.from_local(device_mesh): a DeviceMesh is required")
+        if placements is None:
+            placements = (Replicate(),) * device_mesh.ndim
+        placements = normalize_placements(placements, device_mesh.ndim, local_tensor.dim(), "from_local placements")
+        if shape is None:
+            shape = _global_shape(local_tensor, device_mesh, placements, run_check)
+        spec = DTensorSpec(device_mesh, placements, shape, validated=True)
+        expect = spec.local_shape(device_mesh.get_coordinate())
+        if tuple(local_tensor.shape) != expect:
+            raise ValueError(f"DTensor.from_local: local shape {tuple(local_tensor.shape)} does not match the shard "
+                             f"{expect} of global shape {tuple(shape)} with placements {placements}")
+        avg = [device_mesh.shape[d] for d, p in enumerate(placements) if isinstance(p, Partial)
+               and p.reduce_op == "avg"]
+        if avg and local_tensor.requires_grad:
+            out = _ScaleGrad.apply(local_tensor, 1.0 / math.prod(avg))
+        else:
+            out = _alias(local_tensor)
+        return _wrap(out, spec)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def placements(self) -> tuple:
+        """One placement per mesh dimension."""
+        return self._spec.placements
+
+    @property
+    def device_mesh(self):
+        """The ``DeviceMesh`` this tensor lives on."""
+        return self._spec.mesh
+
+    @property
+    def spec(self) -> DTensorSpec:
+        """The canonical immutable spec."""
+        return self._spec
+
+    @property
+    def shape(self) -> torch.Size:  # type: ignore[override]
+        return torch.Size(self._spec.shape)
+
+    def size(self, dim: Optional[int] = None):  # type: ignore[override]
+        """Global size (of one dim)."""
+        if dim is None:
+            return torch.Size(self._spec.shape)
+        return self._spec.shape[dim]
+
+    def numel(self) -> int:  # type: ignore[override]
+        """Number of elements of the global tensor."""
+        return self._spec.numel
+
+    nelement = numel
+
+    def stride(self, dim: Optional[int] = None):  # type: ignore[override]
+        """Strides of the global tensor as if it were contiguous."""
+        strides, acc = [], 1
+        for s in reversed(self._spec.shape):
+            strides.append(acc)
+            acc *= max(s, 1)
+        strides = tuple(reversed(strides))
+        return strides if dim is None else strides[dim]
+
+    def __len__(self) -> int:
+        if not self._spec.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._spec.shape[0]
+
+    def __repr__(self, *, tensor_contents=None) -> str:  # pylint: disable=unused-argument
+        local = repr(_alias(self))
+        pl = ", ".join(p.short() for p in self._spec.placements)
+        return (f"DTensor(shape={list(self._spec.shape)}, placements=[{pl}], mesh={self._spec.mesh!r}, "
+                f"local={local})")
+
+    # ------------------------------------------------------------------ conversions
+    def to_local(self) -> torch.Tensor:
+        """This rank's shard as a plain tensor (an alias; gradients flow back unchanged)."""
+        return _alias(self)
+
+    def redistribute(self, device_mesh=None, placements: Optional[Sequence[Placement]] = None, *,
+                     async_op: bool = False, grad_partial: bool = False) -> "DTensor":  # pylint: disable=unused-argument
+        """Move to ``placements`` with the cheapest plan (see ``explain_redistribute``).
+
+        ``grad_partial=True`` promises that the result's consumer produces a *partial* gradient
+        on mesh dims gathered here (e.g. a column-parallel matmul), so the all-gather's adjoint is a
+        reduce-scatter instead of a slice. ``async_op`` is accepted for API parity; CPU collectives
+        here complete before returning.
+        """
+        spec = self._spec
+        if device_mesh is not None and device_mesh != spec.mesh:
+            raise ValueError(f"redistribute(device_mesh): cross-mesh moves are not supported ({spec.mesh} -> "
+                             f"{device_mesh})")
+        if placements is None:
+            raise ValueError("redistribute(placements): target placements are required")
+        placements = normalize_placements(placements, spec.mesh.ndim, spec.ndim, "redistribute placements")
+        if placements == spec.placements:
+            return self
+        gp = frozenset(d for d, p in enumerate(placements) if isinstance(p, Replicate)) if grad_partial else frozenset()
+        from hyper_parallel.platform import get_platform
+        dst, steps, _ = compile_plan(get_platform("torch"), spec, placements, self.element_size(), gp)
+        with DisableTorchFunctionSubclass():
+            out = run_redistribute(self.view_as(self), steps)  # plain alias: collectives see local shapes
+        return _wrap(out, dst)
+
+    def full_tensor(self) -> torch.Tensor:
+        """The whole global tensor on every rank, as a plain tensor (differentiable)."""
+        full = self.redistribute(placements=(Replicate(),) * self._spec.mesh.ndim)
+        return _alias(full)
+
+    # ------------------------------------------------------------------ dispatch
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if _skip_active():
+            return _run_local(func, args, kwargs)
+        handler = DISPATCH_TABLE.get(func)
+        if handler is not None:
+            return handler(func, args, kwargs or {})
+        from hyper_parallel.core.shard.dispatch import dispatch_unregistered  # registry is loaded lazily
+        return dispatch_unregistered(func, types, args, kwargs or {})
+
+
+def _global_shape(local: torch.Tensor, mesh, placements, run_check: bool):
+    shape = list(local.shape)
+    if run_check and any(isinstance(p, Shard) for p in placements):
+        from hyper_parallel.platform import get_platform
+        plat = get_platform("torch")
+        coord = mesh.get_coordinate()
+        for d in reversed(range(mesh.ndim)):
+            p = placements[d]
+            if isinstance(p, Shard):
+                n = mesh.shape[d]
+                mine = torch.tensor([shape[p.dim]], dtype=torch.int64)
+                sizes = plat.all_gather(mine, mesh.get_group(d), 0, [1] * n, coord[d])
+                shape[p.dim] = int(sizes.sum())
+        return tuple(shape)
+    for d, p in enumerate(placements):
+        if isinstance(p, Shard):
+            shape[p.dim] *= mesh.shape[d]
+    return tuple(shape)
+
+
+def _run_local(func, args, kwargs):
+    with DisableTorchFunctionSubclass():
+        out = func(*args, **(kwargs or {}))
+    return _unwrap_result(out)
+
+
+def _unwrap_result(out):
+    if isinstance(out, DTensor):
+        return _alias(out)
+    if isinstance(out, (tuple, list)):
+        return type(out)(_unwrap_result(o) for o in out)
+    return out
+
+
+# ---------------------------------------------------------------------- built-in handlers
+def _self_spec_result(func, args, kwargs):
+    """Run ``func`` on the local data; tensor results keep the first argument's spec."""
+    with DisableTorchFunctionSubclass():
+        out = func(*args, **kwargs)
+    if type(out) is torch.Tensor:  # pylint: disable=unidiomatic-typecheck
+        return _wrap(out, args[0]._spec)
+    return out
+
+
+def _passthrough(func, args, kwargs):
+    with DisableTorchFunctionSubclass():
+        return func(*args, **kwargs)
+
+
+_T = torch.Tensor
+for _f in (_T.dtype.__get__, _T.device.__get__, _T.layout.__get__, _T.requires_grad.__get__, _T.is_leaf.__get__,
+           _T.grad_fn.__get__, _T.is_cuda.__get__, _T.is_cpu.__get__, _T.is_sparse.__get__, _T.is_meta.__get__,
+           _T.is_quantized.__get__, _T.ndim.__get__, _T.output_nr.__get__, _T._version.__get__,
+           _T.itemsize.__get__, _T.requires_grad.__set__, _T.grad.__set__, _T.data.__set__, _T.__hash__,
+           _T.dim, _T.ndimension, _T.element_size, _T.is_contiguous, _T.is_floating_point, _T.is_complex,
+           _T.get_device, _T.data_ptr, _T.retain_grad, _T.register_hook, _T.backward, _T.is_shared,
+           _T.untyped_storage, _T.__format__, _T.retains_grad.__get__, _T.register_post_accumulate_grad_hook,
+           _T.is_inference, _T.__dir__, _T.__setstate__, _T._is_view, _T.is_set_to, _T.storage_offset,
+           _T.requires_grad_):
+    DISPATCH_TABLE[_f] = _passthrough
+for _f in (_T.grad.__get__, _T.data.__get__, _T.detach, _T.detach_):
+    DISPATCH_TABLE[_f] = _self_spec_result
+DISPATCH_TABLE[_T.__repr__] = lambda func, args, kwargs: args[0].__repr__()
+
+
+def distribute_tensor(tensor: torch.Tensor, device_mesh, placements: Optional[Sequence[Placement]] = None, *,
+                      src_data_rank: Optional[int] = 0) -> DTensor:
+    """Shard a full tensor over ``device_mesh`` with ``placements`` (default: all Replicate).
+
+    The full tensor is taken from mesh rank ``src_data_rank`` (broadcast first) so every rank
+    agrees; pass ``src_data_rank=None`` when every rank already holds identical data. The result
+    is a leaf with ``requires_grad`` copied from ``tensor``.
+    """
+    if not isinstance(tensor, torch.Tensor) or isinstance(tensor, DTensor):
+        raise TypeError(f"distribute_tensor(tensor): expected a plain torch.Tensor, got {type(tensor).__name__}")
+    if device_mesh is None:
+        raise ValueError("distribute_tensor(device_mesh): a DeviceMesh is required")
+    if placements is None:
+        placements = (Replicate(),) * device_mesh.ndim
+    placements = normalize_placements(placements, device_mesh.ndim, tensor.dim(), "distribute_tensor placements")
+    from hyper_parallel.platform import get_platform
+    plat = get_platform("torch")
+    with torch.no_grad():
+        full = tensor.detach()
+        copied = False
+        if src_data_rank is not None and device_mesh.size() > 1:
+            if not 0 <= src_data_rank < device_mesh.size():
+                raise ValueError(f"distribute_tensor(src_data_rank={src_data_rank}): expected a mesh rank in "
+                                 f"[0, {device_mesh.size()})")
+            full = full.contiguous().clone()
+            copied = True
+            plat.broadcast(full, device_mesh.topology.ranks[src_data_rank], device_mesh.whole_group())
+        src = DTensorSpec(device_mesh, (Replicate(),) * device_mesh.ndim, tensor.shape, validated=True)
+        dst, steps, _ = compile_plan(plat, src, placements, tensor.element_size())
+        local = run_redistribute(full, steps)
+        if local is full and not copied:
+            local = full.clone()
+        elif not local.is_contiguous():
+            local = local.contiguous()
+    local.requires_grad_(tensor.requires_grad)
+    return _wrap(local, dst)
