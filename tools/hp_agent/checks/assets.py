@@ -1,0 +1,94 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Validation of ``.agent/`` assets: rules, skills (Agent Skills format), agents, commands, hooks, settings."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from hp_agent.assets import AGENT_DIR, AssetError, Assets, load_assets
+from hp_agent.checks.findings import Finding
+from hp_agent.hooks.protocol import CANONICAL_EVENTS
+from hp_agent.rules import check_rules
+
+SKILL_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+TIERS = ("fast", "standard", "deep")
+MAX_SKILL_DESCRIPTION = 1024
+
+
+def _required(findings: list[Finding], asset, keys: tuple[str, ...], rule: str) -> None:
+    for key in keys:
+        if not str(asset.meta.get(key) or "").strip():
+            findings.append(Finding(asset.path, 1, rule, f"missing '{key}' in front matter"))
+
+
+def check_skills(assets: Assets) -> list[Finding]:
+    """Agent Skills format: name = folder, lowercase/hyphens, <= 64 chars; description present, <= 1024 chars."""
+    out: list[Finding] = []
+    for skill in assets.skills:
+        _required(out, skill, ("name", "description"), "skill-front-matter")
+        folder = Path(skill.path).parent.name
+        name = str(skill.meta.get("name") or "")
+        if name and name != folder:
+            out.append(Finding(skill.path, 1, "skill-name", f"name {name!r} must equal the folder name {folder!r}"))
+        if name and (not SKILL_NAME.match(name) or len(name) > 64):
+            out.append(Finding(skill.path, 1, "skill-name", f"name {name!r}: lowercase letters, digits, hyphens, <= 64"))
+        if len(skill.description) > MAX_SKILL_DESCRIPTION:
+            out.append(Finding(skill.path, 1, "skill-description",
+                               f"description is {len(skill.description)} chars, limit {MAX_SKILL_DESCRIPTION}"))
+        if "hp-agent" not in skill.body:
+            out.append(Finding(skill.path, 1, "skill-body", "the skill body must point at the hp-agent commands it uses"))
+    return out
+
+
+def check_agents(assets: Assets) -> list[Finding]:
+    """Agents: name (= file stem), description, tools, tier (fast | standard | deep)."""
+    out: list[Finding] = []
+    for agent in assets.agents:
+        _required(out, agent, ("name", "description", "tools", "tier"), "agent-front-matter")
+        if agent.meta.get("name") and agent.meta["name"] != Path(agent.path).stem:
+            out.append(Finding(agent.path, 1, "agent-name", "name must equal the file name"))
+        if agent.meta.get("tier") and agent.meta["tier"] not in TIERS:
+            out.append(Finding(agent.path, 1, "agent-tier", f"tier {agent.meta['tier']!r} is not one of {TIERS}"))
+    return out
+
+
+def check_commands(assets: Assets) -> list[Finding]:
+    """Commands: description, and ``run``: the hp-agent subcommand that does the work."""
+    out: list[Finding] = []
+    for cmd in assets.commands:
+        _required(out, cmd, ("description", "run"), "command-front-matter")
+        run = str(cmd.meta.get("run") or "")
+        if run and not run.startswith("hp-agent "):
+            out.append(Finding(cmd.path, 1, "command-run", f"run {run!r} must be an hp-agent subcommand"))
+    return out
+
+
+def check_hooks(assets: Assets) -> list[Finding]:
+    """Hooks: executable, call ``hp-agent hook <event>``; settings.json names existing hooks for known events."""
+    out: list[Finding] = []
+    for hook in assets.hooks:
+        if not os.access(assets.root / hook.path, os.X_OK):
+            out.append(Finding(hook.path, None, "hook-executable", "hook file is not executable (chmod +x)"))
+        if f"hook {hook.name}" not in hook.body:
+            out.append(Finding(hook.path, None, "hook-body", f"hook must call `hp-agent hook {hook.name}`"))
+    names = {h.name for h in assets.hooks}
+    for event, spec in (assets.settings.get("hooks") or {}).items():
+        where = f"{AGENT_DIR}/settings.json"
+        if event not in CANONICAL_EVENTS:
+            out.append(Finding(where, None, "settings-event", f"unknown event {event!r}; expected {CANONICAL_EVENTS}"))
+        hook = str((spec or {}).get("hook") or "")
+        if Path(hook).name not in names:
+            out.append(Finding(where, None, "settings-hook", f"event {event!r}: hook {hook!r} is not in .agent/hooks/"))
+    return out
+
+
+def check_all_assets(root: Path) -> list[Finding]:
+    """Every asset check (rules, skills, agents, commands, hooks); a malformed file is itself a finding."""
+    try:
+        assets = load_assets(root)
+    except AssetError as exc:
+        return [Finding(AGENT_DIR, None, "asset-parse", str(exc))]
+    return [*check_rules(root), *check_skills(assets), *check_agents(assets), *check_commands(assets),
+            *check_hooks(assets)]

@@ -1,0 +1,222 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""The style check run after every write (and, check-only, by the pre-commit hook).
+
+Fixes (safe, idempotent): the license header on Python files (text from :mod:`hp_agent.license`), trailing
+whitespace, the final newline, and ``-> None`` on public functions that provably return nothing (AST-checked:
+no ``return <value>``, no ``yield``, not abstract/overload, not a body that only raises; the rewritten file
+must parse to the same AST apart from the added annotations).
+
+Reports (not fixable mechanically): missing parameter/return annotations and missing docstrings on public
+modules, classes and functions, as ``path:line`` findings. Test files are exempt from the report.
+"""
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hp_agent.checks.findings import Finding
+from hp_agent.license import has_license_header, license_header
+
+TEXT_SUFFIXES = {".py", ".pyi", ".yaml", ".yml", ".toml", ".cfg", ".ini", ".txt", ".sh", ".json", ".cpp", ".cc",
+                 ".h", ".hpp", ".cu", ".cuh", ".groovy", ".mdc"}
+MARKDOWN_SUFFIXES = {".md"}  # only the final newline: two trailing spaces are a Markdown line break
+_NO_VALUE_DECORATORS = {"overload", "abstractmethod", "abstractproperty", "property", "cached_property"}
+
+
+@dataclass
+class StyleResult:
+    """What the style check did to (or found in) one file."""
+
+    path: str
+    fixed: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    new_text: str | None = None
+
+
+def _is_test_file(rel: str) -> bool:
+    name = Path(rel).name
+    return rel.startswith("tests/") or "/tests/" in rel or name.startswith("test_") or name == "conftest.py"
+
+
+def _decorator_names(node: ast.AST) -> set[str]:
+    names = set()
+    for dec in getattr(node, "decorator_list", []):
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        if isinstance(target, ast.Attribute):
+            names.add(target.attr)
+        elif isinstance(target, ast.Name):
+            names.add(target.id)
+    return names
+
+
+def _own_nodes(func: ast.AST):
+    """Yield the nodes of ``func``'s body, not descending into nested functions, lambdas or classes."""
+    stack = list(ast.iter_child_nodes(func))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _body_without_docstring(func: ast.AST) -> list[ast.stmt]:
+    body = list(func.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]
+    return body
+
+
+def returns_nothing(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """True when ``func`` provably returns None: no valued return, no yield, not abstract, not raise-only."""
+    if func.returns is not None or _decorator_names(func) & _NO_VALUE_DECORATORS:
+        return False
+    body = _body_without_docstring(func)
+    if not body or all(isinstance(s, (ast.Raise, ast.Pass)) or
+                       (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and s.value.value is ...)
+                       for s in body):
+        return False  # stub, abstract or raise-only: None would be a lie
+    for node in _own_nodes(func):
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return False
+        if isinstance(node, ast.Return) and node.value is not None and \
+                not (isinstance(node.value, ast.Constant) and node.value.value is None):
+            return False
+    return True
+
+
+def _public_defs(tree: ast.Module):
+    """Yield ``(node, qualified name)`` for public module-level functions/classes and their public methods."""
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
+            yield node, node.name
+        elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+            yield node, node.name
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                        (not item.name.startswith("_") or item.name == "__init__"):
+                    yield item, f"{node.name}.{item.name}"
+
+
+def _colon_offsets(source: str, funcs: list[ast.AST]) -> dict[int, tuple[int, int]]:
+    """Map each function's def line to the (row, col) of the ':' that ends its header."""
+    wanted = {f.lineno for f in funcs}
+    result: dict[int, tuple[int, int]] = {}
+    current, depth = None, 0
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if current is None:
+            if tok.type == tokenize.NAME and tok.string == "def" and tok.start[0] in wanted:
+                current, depth = tok.start[0], 0
+            continue
+        if tok.type == tokenize.OP and tok.string in "([{":
+            depth += 1
+        elif tok.type == tokenize.OP and tok.string in ")]}":
+            depth -= 1
+        elif tok.type == tokenize.OP and tok.string == ":" and depth == 0:
+            result[current] = tok.start
+            current = None
+    return result
+
+
+def add_none_returns(source: str) -> tuple[str, list[int]]:
+    """Add ``-> None`` to public functions that provably return nothing; return (new source, def lines)."""
+    tree = ast.parse(source)
+    targets = [n for n, _ in _public_defs(tree)
+               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and returns_nothing(n)]
+    if not targets:
+        return source, []
+    colons = _colon_offsets(source, targets)
+    lines = source.splitlines(keepends=True)
+    for lineno in sorted(colons, reverse=True):
+        row, col = colons[lineno]
+        line = lines[row - 1]
+        lines[row - 1] = line[:col].rstrip() + " -> None" + line[col:]
+    new_source = "".join(lines)
+    new_tree = ast.parse(new_source)
+    for node in ast.walk(new_tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno in colons:
+            node.returns = None
+    if ast.dump(new_tree) != ast.dump(tree):
+        raise RuntimeError("the -> None rewrite changed more than the annotations; refusing to write it")
+    return new_source, sorted(colons)
+
+
+def _with_header(text: str) -> str:
+    lines = text.splitlines(keepends=True)
+    keep = 0
+    while keep < len(lines) and keep < 2 and (lines[keep].startswith("#!") or
+                                              ("coding" in lines[keep] and lines[keep].startswith("#"))):
+        keep += 1
+    return "".join(lines[:keep]) + license_header() + "".join(lines[keep:])
+
+
+def _report(tree: ast.Module, rel: str) -> list[Finding]:
+    findings = []
+    if ast.get_docstring(tree) is None and tree.body:
+        findings.append(Finding(rel, 1, "missing-docstring", "module has no docstring"))
+    for node, qual in _public_defs(tree):
+        if ast.get_docstring(node) is None and not (isinstance(node, ast.FunctionDef) and node.name == "__init__"):
+            kind = "class" if isinstance(node, ast.ClassDef) else "function"
+            findings.append(Finding(rel, node.lineno, "missing-docstring", f"public {kind} {qual} has no docstring"))
+        if isinstance(node, ast.ClassDef):
+            continue
+        args = node.args
+        params = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+        params += [a for a in (args.vararg, args.kwarg) if a is not None]
+        missing = [a.arg for i, a in enumerate(params)
+                   if a.annotation is None and not (i == 0 and a.arg in ("self", "cls"))]
+        if missing:
+            findings.append(Finding(rel, node.lineno, "missing-annotation",
+                                    f"{qual}: parameter(s) without annotation: {', '.join(missing)}"))
+        if node.returns is None:
+            findings.append(Finding(rel, node.lineno, "missing-annotation", f"{qual}: no return annotation"))
+    return findings
+
+
+def style_text(text: str, rel: str, fix: bool = True) -> StyleResult:
+    """Run the style check on ``text`` (the content of ``rel``) and return fixes made or needed, and findings."""
+    res = StyleResult(path=rel)
+    suffix = Path(rel).suffix
+    if suffix not in TEXT_SUFFIXES | MARKDOWN_SUFFIXES:
+        return res
+    new = text
+    if suffix in TEXT_SUFFIXES:
+        stripped = "\n".join(line.rstrip() for line in new.split("\n"))
+        if stripped != new:
+            res.fixed.append("trailing whitespace")
+            new = stripped
+    if new and not new.endswith("\n") or new.endswith("\n\n"):
+        res.fixed.append("final newline")
+        new = new.rstrip("\n") + "\n"
+    if suffix in (".py", ".pyi"):
+        try:
+            ast.parse(new)
+        except SyntaxError as exc:
+            res.findings.append(Finding(rel, exc.lineno, "syntax-error", str(exc.msg)))
+            res.new_text = new if new != text else None
+            return res
+        if new.strip() and not has_license_header(new):
+            res.fixed.append("license header")
+            new = _with_header(new)
+        if not _is_test_file(rel):
+            new, lines = add_none_returns(new)
+            res.fixed.extend(f"added '-> None' at line {n}" for n in lines)
+            res.findings.extend(_report(ast.parse(new), rel))
+    if not fix:
+        res.findings[:0] = [Finding(rel, None, "style-fixable", f"needs fix: {what}") for what in res.fixed]
+    res.new_text = new if new != text else None
+    return res
+
+
+def style_file(path: Path, rel: str, fix: bool = True) -> StyleResult:
+    """Run :func:`style_text` on a file; with ``fix`` the fixes are written back."""
+    text = path.read_text(encoding="utf-8")
+    res = style_text(text, rel, fix=fix)
+    if fix and res.new_text is not None:
+        path.write_text(res.new_text, encoding="utf-8")
+    return res
