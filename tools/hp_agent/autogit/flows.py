@@ -1,0 +1,232 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""The autogit operations: commit, pr, status, update, squash, rebase (no terminal I/O here)."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from hp_agent.autogit import copyright as copyright_years
+from hp_agent.autogit.codehost import CodeHost
+from hp_agent.autogit.gitcmd import AutogitRefused, Git
+from hp_agent.autogit.message import draft_message, infer_type
+from hp_agent.autogit.policy import check_message
+from hp_agent.autogit.prbody import PrFacts, fill_template, fixes_trailers, load_gate_report, read_template
+from hp_agent.autogit.safety import (Stash, UtcNow, backup_branch, push, refuse_protected, repo_slug,
+                                     rollback_on_error, utc_now)
+from hp_agent.autogit.staging import Change, collect_changes, stage
+from hp_agent.config import Config
+
+GATE_LABELS = ("pr-check-pass", "ci-pipeline-passed")
+
+
+class PolicyRejected(AutogitRefused):
+    """The commit-msg policy rejected the message."""
+
+    def __init__(self, problems: list[str], policy: str):
+        super().__init__(f"commit message rejected by {policy}: " + "; ".join(problems))
+        self.problems = problems
+
+
+@dataclasses.dataclass
+class CommitPlan:
+    """What ``commit`` will do: the exact staging list and the drafted message."""
+
+    branch: str
+    changes: list[Change]
+    drafted: str
+
+    def to_dict(self) -> dict:
+        """JSON-ready form."""
+        return {"branch": self.branch, "drafted_message": self.drafted,
+                "files": [{"path": c.path, "kind": c.kind, "from": c.orig_path} for c in self.changes]}
+
+
+def plan_commit(git: Git) -> CommitPlan:
+    """Collect every change and draft a message; ValueError when there is nothing to commit."""
+    changes = collect_changes(git)
+    branch = git.current_branch()
+    return CommitPlan(branch=branch, changes=changes, drafted=draft_message(changes))
+
+
+def commit(git: Git, plan: CommitPlan, message: str, now: UtcNow = utc_now) -> dict:
+    """Check the message, update this project's header years, stage exactly the plan, commit."""
+    problems, policy = check_message(message)
+    if problems:
+        raise PolicyRejected(problems, policy)
+    touched = [c.path for c in plan.changes if c.kind in ("modified", "renamed")]
+    years = copyright_years.update_years(git.root(), touched, now().year)
+    stage(git, plan.changes)
+    git.run("commit", "--quiet", "--file", "-", input_text=message.rstrip("\n") + "\n")
+    return {"commit": git.head_sha(), "branch": plan.branch, "message": message, "policy": policy,
+            "files": [c.path for c in plan.changes], "copyright_updated": years}
+
+
+def branch_messages(git: Git, base_ref: str) -> list[str]:
+    """Full messages of the commits in ``base_ref..HEAD``, oldest first."""
+    raw = git.out("log", "--reverse", "--format=%B%x00", f"{base_ref}..HEAD")
+    return [m.strip() for m in raw.split("\0") if m.strip()]
+
+
+def base_ref(git: Git, cfg: Config, fetch: bool = True) -> str:
+    """``<upstream>/<base>`` (fetched first) when the upstream remote exists, else the local base branch."""
+    remotes = git.out("remote").split()
+    if cfg.upstream_remote in remotes:
+        if fetch:
+            git.run("fetch", "--quiet", cfg.upstream_remote, cfg.base_branch)
+        return f"{cfg.upstream_remote}/{cfg.base_branch}"
+    if git.ok("rev-parse", "--verify", "--quiet", f"refs/heads/{cfg.base_branch}"):
+        return cfg.base_branch
+    raise AutogitRefused(f"no upstream remote {cfg.upstream_remote!r} and no local branch {cfg.base_branch!r} "
+                         f"to compare against; configure [git] upstream_remote/base")
+
+
+def fork_slug(git: Git, cfg: Config) -> str:
+    """``owner/name`` of the fork remote; refuses when it is the upstream repository itself."""
+    slug = repo_slug(git.remote_url(cfg.fork_remote))
+    if slug.lower() == cfg.codehost_repo.lower():
+        raise AutogitRefused(f"remote {cfg.fork_remote!r} points at the upstream repository {slug}; "
+                             f"PR heads must come from your fork")
+    return slug
+
+
+def check_fork_owner(host: CodeHost, slug: str) -> None:
+    """Refuse when the token's user is not the owner of the fork ``slug``."""
+    login = host.current_user()
+    owner = slug.split("/")[0]
+    if login and login.lower() != owner.lower():
+        raise AutogitRefused(f"the fork {slug} does not belong to the authenticated user {login!r}")
+
+
+def pr_facts(git: Git, cfg: Config, base: str, body: str | None) -> PrFacts:
+    """Gather kind, what/why, ``Fixes`` trailers and the gate report for the PR body."""
+    messages = branch_messages(git, base)
+    if not messages:
+        raise AutogitRefused(f"branch has no commits ahead of {base}; commit first (hp-agent git commit)")
+    files = git.out("diff", "--name-only", f"{base}...HEAD").splitlines()
+    kinds = [m.split(":")[0].split("(")[0].rstrip("!") for m in messages]
+    kind = kinds[0] if len(set(kinds)) == 1 else infer_type([Change(f, "modified") for f in files])
+    what = body or "\n".join(f"- {m.splitlines()[0]}" for m in messages)
+    return PrFacts(kind=kind, what=what, issues=fixes_trailers(messages), gate_report=load_gate_report(git.root()))
+
+
+def open_pr(git: Git, cfg: Config, host: CodeHost, options: dict) -> dict:
+    """Push the branch to the fork (squashing first with ``squash``) and open a PR with the template body."""
+    branch = git.current_branch()
+    refuse_protected(cfg, branch, "open a PR from")
+    slug = fork_slug(git, cfg)
+    check_fork_owner(host, slug)
+    base = base_ref(git, cfg)
+    result: dict = {"branch": branch, "fork": slug}
+    if options.get("squash"):
+        result["squash"] = squash(git, cfg, options.get("squash_message"), push_after=False)
+    lease = git.remote_branch_sha(cfg.fork_remote, branch)
+    messages = branch_messages(git, base)
+    facts = pr_facts(git, cfg, base, options.get("body"))
+    title = options.get("title") or messages[-1].splitlines()[0]
+    body = fill_template(read_template(git.root(), host.provider), facts)
+    result["push"] = push(git, cfg, branch, lease, rewrite=bool(options.get("squash")))
+    owner = slug.split("/")[0]
+    pr = host.create_pr(title, f"{owner}:{branch}", cfg.base_branch, body, draft=bool(options.get("draft")))
+    result.update(pr=pr, title=title, body=body, linked_issues=facts.issues)
+    return result
+
+
+def pr_status(git: Git | None, host: CodeHost, number: int) -> dict:
+    """PR state, gate labels and the last comments, plus whether the local branch matches its head."""
+    pr = host.get_pr(number)
+    comments = host.list_comments(number)
+    status = {"pr": pr, "gate_labels": {lab: lab in pr["labels"] for lab in GATE_LABELS},
+              "last_comments": comments[-5:]}
+    if git is not None:
+        status["local_head"] = git.head_sha()
+        status["local_matches_pr"] = status["local_head"] == pr["head_sha"]
+    return status
+
+
+def update_pr(git: Git, cfg: Config, host: CodeHost, number: int, options: dict) -> dict:
+    """Push the current branch to PR ``number`` (leased when ``force``) and refresh title/body if asked."""
+    pr = host.get_pr(number)
+    branch = git.current_branch()
+    slug = fork_slug(git, cfg)
+    if (pr["head_repo"] or "").lower() != slug.lower():
+        raise AutogitRefused(f"PR #{number} head is {pr['head_repo']}:{pr['head_ref']}, not your fork {slug}; "
+                             f"refusing to push to it")
+    if pr["head_ref"] != branch:
+        raise AutogitRefused(f"PR #{number} head branch is {pr['head_ref']!r} but {branch!r} is checked out")
+    check_fork_owner(host, slug)
+    result = {"pr": number, "branch": branch}
+    lease = git.remote_branch_sha(cfg.fork_remote, branch)
+    force = bool(options.get("force"))
+    if force and lease is not None:
+        result["backup"] = backup_branch(git, branch) if not options.get("no_backup") else None
+    result["push"] = push(git, cfg, branch, lease, rewrite=force)
+    body = options.get("body")
+    if options.get("refresh_body"):
+        facts = pr_facts(git, cfg, base_ref(git, cfg), body)
+        body = fill_template(read_template(git.root(), host.provider), facts)
+    if body is not None or options.get("title"):
+        result["updated"] = host.update_pr(number, title=options.get("title"), body=body)
+    return result
+
+
+def squash(git: Git, cfg: Config, message: str | None, push_after: bool = False, now: UtcNow = utc_now) -> dict:
+    """Squash ``base..HEAD`` into one commit after creating a backup branch; optionally leased push."""
+    branch = git.current_branch()
+    refuse_protected(cfg, branch, "rewrite the history of")
+    base = base_ref(git, cfg)
+    messages = branch_messages(git, base)
+    if len(messages) < 2:
+        raise AutogitRefused(f"nothing to squash: {len(messages)} commit(s) ahead of {base}")
+    message = message or squash_message(messages)
+    problems, policy = check_message(message)
+    if problems:
+        raise PolicyRejected(problems, policy)
+    lease = git.remote_branch_sha(cfg.fork_remote, branch) if push_after else None
+    backup = backup_branch(git, branch, now)
+    merge_base = git.out("merge-base", base, "HEAD")
+    with Stash(git, f"hp-agent autogit squash {backup}") as stash:
+        with rollback_on_error(git, branch) as original:
+            git.run("reset", "--quiet", "--soft", merge_base)
+            git.run("commit", "--quiet", "--file", "-", input_text=message.rstrip("\n") + "\n")
+            if git.out("rev-parse", "HEAD^{tree}") != git.out("rev-parse", f"{original}^{{tree}}"):
+                raise AutogitRefused("squash produced a different tree; rolled back")
+            pushed = push(git, cfg, branch, lease, rewrite=True) if push_after else None
+    return {"branch": branch, "backup": backup, "squashed": len(messages), "commit": git.head_sha(),
+            "message": message, "push": pushed, "stash_note": stash.note}
+
+
+def squash_message(messages: list[str]) -> str:
+    """First commit's header, the other headers as bullet points, and every ``Fixes #N`` trailer."""
+    header = messages[0].splitlines()[0]
+    bullets = [f"- {m.splitlines()[0]}" for m in messages[1:]]
+    trailers = [f"Fixes #{n}" for n in fixes_trailers(messages)]
+    parts = [header, "\n".join(bullets)]
+    if trailers:
+        parts.append("\n".join(trailers))
+    return "\n\n".join(parts)
+
+
+def rebase(git: Git, cfg: Config, push_after: bool = False, now: UtcNow = utc_now) -> dict:
+    """Rebase the branch onto the fetched upstream base after a backup; on conflict, roll back fully."""
+    branch = git.current_branch()
+    refuse_protected(cfg, branch, "rewrite the history of")
+    base = base_ref(git, cfg)
+    lease = git.remote_branch_sha(cfg.fork_remote, branch) if push_after else None
+    backup = backup_branch(git, branch, now)
+    with Stash(git, f"hp-agent autogit rebase {backup}") as stash:
+        with rollback_on_error(git, branch) as original:
+            proc = git.run("rebase", "--quiet", base, check=False)
+            if proc.returncode != 0:
+                raise AutogitRefused(f"rebase onto {base} stopped with conflicts; the branch is back at "
+                                     f"{original[:12]} and backup {backup} holds it too. Resolve manually: "
+                                     f"`git rebase {base}`")
+            pushed = push(git, cfg, branch, lease, rewrite=True) if push_after else None
+    return {"branch": branch, "backup": backup, "onto": base, "before": original, "commit": git.head_sha(),
+            "push": pushed, "stash_note": stash.note}
+
+
+def repo_git(path: Path | None = None) -> Git:
+    """A :class:`Git` at the repository containing ``path`` (default: the current directory)."""
+    git = Git(path or Path.cwd())
+    return Git(git.root())

@@ -1,0 +1,185 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""``hp-agent git``: commit, pr, status, update, squash, rebase under policy (see docs/agent/autogit.md)."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from hp_agent.autogit import flows
+from hp_agent.autogit.codehost import CodeHostError, make_codehost
+from hp_agent.autogit.gitcmd import AutogitRefused, GitError
+from hp_agent.autogit.output import EXIT_FAIL, EXIT_REFUSED, CommandFailed, emit_json, guarded, is_interactive, say
+from hp_agent.config import PROVIDERS, ConfigError, load_config
+
+_REFUSED = (AutogitRefused, ConfigError, ValueError, FileNotFoundError)
+_FAILED = (GitError, CodeHostError, CommandFailed)
+guard = guarded(_REFUSED, _FAILED)
+
+
+def _setup():
+    git = flows.repo_git()
+    return git, load_config(git.root())
+
+
+def _show_plan(plan: flows.CommitPlan, message: str) -> None:
+    say(f"On branch {plan.branch}; files to stage ({len(plan.changes)}):")
+    for change in plan.changes:
+        say(f"  {change.label()}")
+    say("Commit message:")
+    for line in message.splitlines():
+        say(f"  | {line}")
+
+
+def _confirm_message(plan: flows.CommitPlan) -> str:
+    """Interactive path: show the draft, let the person accept, edit or abort."""
+    _show_plan(plan, plan.drafted)
+    choice = click.prompt("Commit with this message? [y]es / [e]dit / [n]o", default="n",
+                          type=click.Choice(["y", "e", "n"]), show_choices=False)
+    if choice == "n":
+        raise AutogitRefused("commit aborted by the user; nothing was staged")
+    if choice == "e":
+        edited = click.edit(plan.drafted)
+        if not edited or not edited.strip():
+            raise AutogitRefused("empty commit message; nothing was staged")
+        return edited.strip()
+    return plan.drafted
+
+
+@click.group("git")
+def cli_group() -> None:
+    """Safe commit / PR / history-rewrite flow (autogit). Nothing is ever discarded."""
+
+
+@cli_group.command("commit")
+@click.option("-m", "--message", help="Commit message (already shown to and confirmed by the user).")
+@click.option("--yes", is_flag=True, help="Use the drafted message (the user confirmed it).")
+@click.option("--dry-run", is_flag=True, help="Only show the files and the drafted message.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@guard
+def commit_cmd(message: str | None, yes: bool, dry_run: bool, as_json: bool) -> None:
+    """Stage every change (untracked non-ignored files too) and commit with a Conventional message."""
+    git, _cfg = _setup()
+    plan = flows.plan_commit(git)
+    if dry_run:
+        _ = emit_json(plan.to_dict()) if as_json else _show_plan(plan, message or plan.drafted)
+        return
+    if message is None and not yes:
+        if not is_interactive():
+            _ = emit_json(plan.to_dict()) if as_json else _show_plan(plan, plan.drafted)
+            say("refused: no terminal to confirm the commit message. Show the files and the message above to "
+                "the user first, then rerun with `-m \"<message>\"` (or `--yes` to take the draft).", err=True)
+            sys.exit(EXIT_REFUSED)
+        message = _confirm_message(plan)
+    elif not as_json:
+        _show_plan(plan, message or plan.drafted)
+    result = flows.commit(git, plan, message or plan.drafted)
+    if as_json:
+        emit_json(result)
+    else:
+        say(f"committed {result['commit'][:12]} on {result['branch']} ({result['policy']})")
+        if result["copyright_updated"]:
+            say(f"copyright year updated in: {', '.join(result['copyright_updated'])}")
+
+
+@cli_group.command("pr")
+@click.option("--provider", type=click.Choice(PROVIDERS), help="Code host (default from config).")
+@click.option("--title", help="PR title (default: the last commit's header).")
+@click.option("--body", help="The 'what and why' section (default: the commit headers).")
+@click.option("--draft", is_flag=True, help="Open as a draft PR.")
+@click.option("--squash", is_flag=True, help="Squash the branch first (backup branch, leased push).")
+@click.option("--squash-message", help="Message for --squash (default: derived from the commits).")
+@click.option("--dry-run", is_flag=True, help="Print the PR body that would be used; push nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@guard
+def pr_cmd(provider, title, body, draft, squash, squash_message, dry_run, as_json) -> None:  # noqa: PLR0913
+    """Push the branch to your fork and open a PR with the filled template body."""
+    git, cfg = _setup()
+    host = make_codehost(cfg, provider)
+    if dry_run:
+        base = flows.base_ref(git, cfg)
+        facts = flows.pr_facts(git, cfg, base, body)
+        text = flows.fill_template(flows.read_template(git.root(), host.provider), facts)
+        _ = emit_json({"body": text, "linked_issues": facts.issues}) if as_json else say(text)
+        return
+    result = flows.open_pr(git, cfg, host, {"title": title, "body": body, "draft": draft, "squash": squash,
+                                             "squash_message": squash_message})
+    if as_json:
+        emit_json(result)
+    else:
+        say(f"pushed {result['branch']} to {result['fork']}: {result['push']}")
+        say(f"opened PR #{result['pr']['number']}: {result['pr']['html_url']}")
+
+
+@cli_group.command("status")
+@click.argument("number", type=int)
+@click.option("--provider", type=click.Choice(PROVIDERS))
+@click.option("--json", "as_json", is_flag=True)
+@guard
+def status_cmd(number: int, provider: str | None, as_json: bool) -> None:
+    """Show PR NUMBER: state, gate labels, head vs local HEAD, last comments."""
+    git, cfg = _setup()
+    status = flows.pr_status(git, make_codehost(cfg, provider), number)
+    if as_json:
+        emit_json(status)
+        return
+    pr = status["pr"]
+    say(f"PR #{pr['number']} [{pr['state']}] {pr['title']}")
+    say(f"  head {pr['head_repo']}:{pr['head_ref']} @ {str(pr['head_sha'])[:12]}"
+        f" ({'matches' if status['local_matches_pr'] else 'differs from'} local HEAD)")
+    say("  gate labels: " + ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in status["gate_labels"].items()))
+    for comment in status["last_comments"]:
+        say(f"  [{comment['created_at']}] {comment['user']}: {comment['body'].splitlines()[0] if comment['body'] else ''}")
+
+
+@cli_group.command("update")
+@click.argument("number", type=int)
+@click.option("--provider", type=click.Choice(PROVIDERS))
+@click.option("--title")
+@click.option("--body", help="New PR body (or the 'what and why' text with --refresh-body).")
+@click.option("--refresh-body", is_flag=True, help="Rebuild the body from the template and the gate report.")
+@click.option("--force", is_flag=True, help="History was rewritten: backup + --force-with-lease push.")
+@click.option("--json", "as_json", is_flag=True)
+@guard
+def update_cmd(number, provider, title, body, refresh_body, force, as_json) -> None:  # noqa: PLR0913
+    """Push the current branch to PR NUMBER (your fork only) and optionally refresh title/body."""
+    git, cfg = _setup()
+    result = flows.update_pr(git, cfg, make_codehost(cfg, provider), number,
+                             {"title": title, "body": body, "refresh_body": refresh_body, "force": force})
+    _ = emit_json(result) if as_json else say(f"updated PR #{number}: {result['push']}")
+
+
+@cli_group.command("squash")
+@click.option("-m", "--message", help="Message of the squashed commit (default: derived).")
+@click.option("--push", "push_after", is_flag=True, help="Push with --force-with-lease afterwards.")
+@click.option("--json", "as_json", is_flag=True)
+@guard
+def squash_cmd(message: str | None, push_after: bool, as_json: bool) -> None:
+    """Squash the branch's commits into one (backup branch first)."""
+    git, cfg = _setup()
+    result = flows.squash(git, cfg, message, push_after=push_after)
+    _report_rewrite(result, as_json, f"squashed {result['squashed']} commits")
+
+
+@cli_group.command("rebase")
+@click.option("--push", "push_after", is_flag=True, help="Push with --force-with-lease afterwards.")
+@click.option("--json", "as_json", is_flag=True)
+@guard
+def rebase_cmd(push_after: bool, as_json: bool) -> None:
+    """Rebase the branch onto the upstream base (backup branch first, full roll-back on conflict)."""
+    git, cfg = _setup()
+    result = flows.rebase(git, cfg, push_after=push_after)
+    _report_rewrite(result, as_json, f"rebased onto {result['onto']}")
+
+
+def _report_rewrite(result: dict, as_json: bool, what: str) -> None:
+    if as_json:
+        emit_json(result)
+    else:
+        say(f"{what}; backup branch {result['backup']}; HEAD {result['commit'][:12]}")
+        if result.get("push"):
+            say(f"pushed: {result['push']}")
+    if result.get("stash_note"):
+        say(f"warning: {result['stash_note']}", err=True)
+        sys.exit(EXIT_FAIL)
