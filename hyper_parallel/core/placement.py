@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Dict, Tuple
 
-__all__ = ["Placement", "Shard", "Replicate", "Partial", "REDUCE_OPS", "shard_range", "chunk_sizes"]
+__all__ = ["Placement", "Shard", "Replicate", "Partial", "REDUCE_OPS", "shard_range", "chunk_sizes", "grad_placement"]
 
 REDUCE_OPS = ("sum", "avg", "max", "min")
 
@@ -147,3 +147,16 @@ def shard_range(size: int, parts: int, index: int) -> Tuple[int, int]:
     step = -(-size // parts) if size else 0
     start = min(index * step, size)
     return start, max(0, min(step, size - start))
+
+
+def grad_placement(p: Placement) -> Placement:
+    """Placement that describes the *local gradient* of a tensor placed with ``p``.
+
+    The gradient convention of hyper-parallel: a shard's gradient is the shard of the global
+    gradient (``Shard``), a replicated tensor's and a ``Partial(sum)`` tensor's local gradient is
+    the whole global gradient (``Replicate``), and a ``Partial(avg)`` tensor's local gradients are
+    ``1/n`` of it, so they sum to it (``Partial(sum)``).
+    """
+    if isinstance(p, Partial):
+        return Partial("sum") if p.reduce_op == "avg" else Replicate()
+    return p
