@@ -1,0 +1,247 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Where gate-doctor gets its facts: the code host + Jenkins (remote) or local ``hp-agent gate run`` reports.
+
+Both backends expose the same small interface, so one state machine drives both:
+``snapshot()``, ``post(command)``, ``find_build(since_s, exclude)``, ``diagnose_build(number)``,
+``changed_files()``, ``master_failures()`` and ``root``.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+from hp_agent.autogit.codehost import CodeHost
+from hp_agent.gate_doctor import builds as B
+from hp_agent.gate_doctor.jenkins import JenkinsClient
+from hp_agent.gate_doctor.parsers import Finding, parse_log
+from hp_agent.gate_doctor.protocol import CMD_CHECK, CMD_RETEST, FAILURE_RESULTS, LABEL_CHECK, LABEL_PIPELINE
+
+SINCE_MARGIN_S = 120.0
+MASTER_BUILDS = 3
+
+
+def _failed_stage(stage: dict) -> bool:
+    return stage["status"] in ("FAILED", "UNSTABLE", "failed")
+
+
+class RemoteBackend:
+    """GitCode (or Gitee/GitHub) PR + Jenkins job."""
+
+    def __init__(self, pr: int, host: CodeHost, jenkins: JenkinsClient, root: Path, bypass_max_s: float = 60.0,
+                 base_branch: str = "master"):
+        self.pr, self.host, self.jenkins, self.root = pr, host, jenkins, root
+        self.bypass_max_s = bypass_max_s
+        self.base_branch = base_branch
+
+    def snapshot(self) -> dict:
+        """Head sha, labels and comments of the PR right now."""
+        pr = self.host.get_pr(self.pr)
+        return {"head_sha": pr["head_sha"], "labels": pr["labels"], "comments": self.host.list_comments(self.pr),
+                "author": pr["user"], "title": pr["title"]}
+
+    def post(self, command: str) -> None:
+        """Post a gate command (``/check-pr``, ``/retest``) or a message as a PR comment."""
+        self.host.post_comment(self.pr, command)
+
+    def find_build(self, since_s: float | None, exclude: set[int]) -> dict | None:
+        """The newest non-aborted build of the PR started after ``since_s`` (margin for clock skew)."""
+        since_ms = None if since_s is None else (since_s - SINCE_MARGIN_S) * 1000.0
+        found = B.builds_for_pr(self.jenkins.list_builds(), self.pr, since_ms, exclude)
+        return found[0] if found else None
+
+    def diagnose_build(self, number: int) -> dict:
+        """Stages, bypass signals and parsed findings of build ``number`` (failing stages' logs only)."""
+        build = self.jenkins.build(number)
+        describe = self.jenkins.describe(number)
+        stages = B.stage_summary(describe) if describe is not None else None
+        findings: list[Finding] = []
+        log_source = None
+        if build.get("result") in FAILURE_RESULTS:
+            findings, log_source = self._failure_findings(number, stages)
+        return {"build": _build_view(build, self.pr), "stages": _public_stages(stages),
+                "bypass": B.bypass_signals(build, stages, self.bypass_max_s), "findings": findings,
+                "log_source": log_source}
+
+    def _failure_findings(self, number: int, stages: list[dict] | None) -> tuple[list[Finding], str]:
+        failed = [s for s in stages or [] if _failed_stage(s)]
+        findings: list[Finding] = []
+        sources = []
+        for stage in failed:
+            text = self.jenkins.stage_log(number, stage["_raw"])
+            if text:
+                findings.extend(parse_log(text, stage["name"]))
+                sources.append(f"wfapi log of stage {stage['name']}")
+        if not sources:
+            findings = parse_log(self.jenkins.console_text(number), failed[0]["name"] if failed else None)
+            sources.append("consoleText")
+        return findings, ", ".join(sources)
+
+    def changed_files(self) -> list[str]:
+        """Paths changed by the PR according to the code host."""
+        return self.host.list_files(self.pr)
+
+    def master_failures(self) -> set[str]:
+        """Failure keys of the last few base-branch builds of the job (not PR builds)."""
+        keys: set[str] = set()
+        seen = 0
+        for build in self.jenkins.list_builds():
+            params = B.build_parameters(build)
+            if seen >= MASTER_BUILDS or build.get("building"):
+                continue
+            if self.base_branch not in params.values() or B.is_pr_build(build):
+                continue
+            seen += 1
+            if build.get("result") in FAILURE_RESULTS:
+                keys.update(f.key() for f in parse_log(self.jenkins.console_text(int(build["number"]))))
+        return keys
+
+
+def _build_view(build: dict, pr: int) -> dict:
+    return {"number": build.get("number"), "result": build.get("result"), "building": bool(build.get("building")),
+            "duration_s": float(build.get("duration") or 0) / 1000.0, "timestamp_ms": build.get("timestamp"),
+            "url": build.get("url"), "matched_by": B.match_reason(build, pr)}
+
+
+def _public_stages(stages: list[dict] | None) -> list[dict] | None:
+    if stages is None:
+        return None
+    return [{k: v for k, v in s.items() if k != "_raw"} for s in stages]
+
+
+class LocalBackend:
+    """The same protocol over local gate reports: ``/retest`` runs the gate, a report is a build.
+
+    ``pr-check-pass`` is present when the HEAD commit message passes the commit-msg policy; the
+    ``ci-pipeline-passed`` label is present when the newest report is a passing run made after ``/retest``
+    for the current HEAD.
+    """
+
+    def __init__(self, root: Path, runner: Callable[[], Path] | None = None, report: Path | None = None):
+        self.root = Path(root)
+        self.runner = runner or self._run_gate
+        self.fixed_report = Path(report) if report else None
+        self.reports_dir = self.root / ".gate" / "reports"
+        self._ledger = self.root / ".gate" / "doctor" / "local-runs.json"
+
+    def _git(self, *args: str) -> str:
+        return subprocess.run(["git", *args], cwd=self.root, capture_output=True, text=True, check=True).stdout.strip()
+
+    def _runs(self) -> list[dict]:
+        if not self._ledger.is_file():
+            return []
+        return json.loads(self._ledger.read_text(encoding="utf-8"))
+
+    def _save_runs(self, runs: list[dict]) -> None:
+        self._ledger.parent.mkdir(parents=True, exist_ok=True)
+        self._ledger.write_text(json.dumps(runs, indent=2), encoding="utf-8")
+
+    def snapshot(self) -> dict:
+        """HEAD sha and the labels the local protocol grants."""
+        from hp_agent.autogit.policy import check_message  # pylint: disable=import-outside-toplevel
+        head = self._git("rev-parse", "HEAD")
+        labels = []
+        if not check_message(self._git("log", "-1", "--format=%B"))[0]:
+            labels.append(LABEL_CHECK)
+        runs = [r for r in self._runs() if r["head_sha"] == head]
+        if runs and _load(Path(runs[-1]["report"])).get("passed"):
+            labels.append(LABEL_PIPELINE)
+        return {"head_sha": head, "labels": labels, "comments": [], "author": None, "title": None}
+
+    def post(self, command: str) -> None:
+        """``/retest`` runs the gate (or takes the given report); other commands are recorded only."""
+        if command.strip() != CMD_RETEST:
+            return
+        report = self.fixed_report or self.runner()
+        runs = self._runs()
+        runs.append({"number": len(runs) + 1, "report": str(report), "head_sha": self._git("rev-parse", "HEAD")})
+        self._save_runs(runs)
+
+    def find_build(self, since_s: float | None, exclude: set[int]) -> dict | None:
+        """The newest recorded run not in ``exclude``."""
+        for run in reversed(self._runs()):
+            if run["number"] not in exclude:
+                return {"number": run["number"], "building": False}
+        return None
+
+    def diagnose_build(self, number: int) -> dict:
+        """Stages and findings of local run ``number`` from its gate report."""
+        runs = {r["number"]: r for r in self._runs()}
+        if number not in runs:
+            raise ValueError(f"no local gate run #{number}; known: {sorted(runs)}")
+        return diagnose_report(_load(Path(runs[number]["report"])), number)
+
+    def changed_files(self) -> list[str]:
+        """Files changed on this branch against the merge base with master/main (or HEAD's own files)."""
+        for base in ("upstream/master", "origin/master", "master", "main"):
+            proc = subprocess.run(["git", "merge-base", base, "HEAD"], cwd=self.root, capture_output=True,
+                                  text=True, check=False)
+            if proc.returncode == 0 and proc.stdout.strip() != self._git("rev-parse", "HEAD"):
+                return self._git("diff", "--name-only", f"{proc.stdout.strip()}...HEAD").splitlines()
+        return self._git("show", "--name-only", "--format=", "HEAD").splitlines()
+
+    def master_failures(self) -> set[str]:
+        """No base-branch history locally."""
+        return set()
+
+    def _run_gate(self) -> Path:
+        proc = subprocess.run([sys.executable, "-m", "hp_agent", "gate", "run"], cwd=self.root, check=False,
+                              capture_output=True, text=True)
+        last = self.root / ".gate" / "last.json"
+        if not last.is_file():
+            raise RuntimeError(f"`hp-agent gate run` wrote no report (exit {proc.returncode}): {proc.stderr[-500:]}")
+        runs_dir = self.root / ".gate" / "doctor" / "reports"
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        copy = runs_dir / f"run-{len(self._runs()) + 1}.json"
+        copy.write_text(last.read_text(encoding="utf-8"), encoding="utf-8")
+        return copy
+
+
+def _load(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not a readable gate report ({exc})") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("stages"), list):
+        raise ValueError(f"{path}: not a gate report (expected a 'stages' list)")
+    return data
+
+
+def diagnose_report(report: dict, number: int = 1) -> dict:
+    """Turn a gate report into the same diagnosis shape as a Jenkins build."""
+    stages = [{"id": str(i), "name": s.get("name"), "status": s.get("status"),
+               "duration_s": float(s.get("duration_s") or 0)} for i, s in enumerate(report["stages"])]
+    findings: list[Finding] = []
+    for st in report["stages"]:
+        if st.get("status") != "failed":
+            continue
+        parsed = parse_log(st.get("log_tail") or "", st.get("name"))
+        tool = _tool_of(st.get("name") or "")
+        for f in st.get("findings") or []:
+            findings.append(Finding(tool, f.get("rule") or tool, f.get("message") or "", f.get("file"),
+                                    f.get("line"), f.get("test"), st.get("name")))
+        findings.extend(p for p in parsed if p.key() not in {x.key() for x in findings})
+        if not st.get("findings") and not parsed:
+            findings.append(Finding("stage", "stage-failed", f"stage {st.get('name')} failed", stage=st.get("name")))
+    passed = bool(report.get("passed"))
+    build = {"number": number, "result": "SUCCESS" if passed else "FAILURE", "building": False,
+             "duration_s": sum(s["duration_s"] for s in stages), "timestamp_ms": None, "url": None,
+             "matched_by": "local gate report"}
+    executed = [s for s in stages if s["status"] != "not-run"]
+    bypass = {"is_bypass": passed and not executed, "structural": passed and not executed, "short_duration": False,
+              "duration_s": build["duration_s"], "reason": "no gate stage was run" if passed and not executed else None}
+    return {"build": build, "stages": stages, "bypass": bypass, "findings": findings, "log_source": "gate report"}
+
+
+def _tool_of(stage_name: str) -> str:
+    low = stage_name.lower()
+    for tool in ("pylint", "lizard", "codespell"):
+        if tool in low:
+            return tool
+    return "pytest" if any(w in low for w in ("test", "ut", "st", "pytest")) else "stage"
+
+
+__all__ = ["LocalBackend", "RemoteBackend", "diagnose_report", "CMD_CHECK"]

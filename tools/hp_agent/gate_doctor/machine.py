@@ -1,0 +1,269 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""The watch state machine: diagnose → check-pr → wait-check → retest → wait-build → classify → …
+
+Every transition is saved before the next one starts, so a restarted watcher resumes in the same phase
+with the same back-off attempt, builds seen and counters.  Waiting phases poll with the back-off of
+:mod:`hp_agent.gate_doctor.backoff`; the attempt counter resets when a new phase starts.
+"""
+from __future__ import annotations
+
+import random
+
+from hp_agent.gate_doctor import backoff
+from hp_agent.gate_doctor import protocol as P
+from hp_agent.gate_doctor.clock import Clock
+from hp_agent.gate_doctor.state import MAX_FIX_COMMITS, MAX_FLAKE_RETESTS, WAITING, StateStore, WatchState
+from hp_agent.gate_doctor.triage import triage
+
+MAX_POLLS = {"wait-check": 6, "wait-build": 12, "wait-labels": 6}
+MAX_BYPASS = 3
+
+
+class Watcher:
+    """Drive one PR to a terminal state (or to ``await-fix``, which hands a fix list to the assistant)."""
+
+    def __init__(self, backend, store: StateStore, pr: str, clock: Clock | None = None,
+                 rng: random.Random | None = None):
+        self.backend = backend
+        self.store = store
+        self.clock = clock or Clock()
+        self.rng = rng or random.Random()
+        self.state = store.load(pr) or WatchState(pr=pr)
+        self._snap: dict | None = None
+
+    # -- bookkeeping --------------------------------------------------------------------------------
+    def event(self, kind: str, **data) -> None:
+        """Append a timeline entry."""
+        self.state.timeline.append({"t": self.clock.now(), "phase": self.state.phase, "event": kind, **data})
+
+    def goto(self, phase: str, why: str | None = None) -> None:
+        """Enter ``phase`` (resetting the back-off attempt when the phase changes)."""
+        if phase != self.state.phase:
+            self.state.attempt = 0
+            self.state.phase_started = self.clock.now()
+            self.state.next_wake = None
+        self.event("enter", to=phase, why=why)
+        self.state.phase = phase
+
+    def finish(self, terminal: str, note: str) -> None:
+        """Stop in a terminal state."""
+        self.state.terminal = terminal
+        self.state.note = note
+        self.event("terminal", state=terminal, note=note)
+
+    def post(self, text: str) -> None:
+        """Post a comment through the backend and count it."""
+        self.backend.post(text)
+        self.state.comments_posted += 1
+        self.event("posted", body=text.splitlines()[0])
+
+    def snap(self) -> dict:
+        """A fresh PR snapshot; a changed head sha sends the machine back to check-pr."""
+        snap = self.backend.snapshot()
+        self._snap = snap
+        head = snap["head_sha"]
+        if self.state.head_sha is None:
+            self.state.head_sha = head
+        elif head != self.state.head_sha:
+            self._new_push(head)
+        return snap
+
+    def _new_push(self, head: str) -> None:
+        old, self.state.head_sha = self.state.head_sha, head
+        if self.state.phase == "await-fix":
+            self.state.fix_commits += 1
+        self.state.failure_history = []
+        self.event("new-push", old=old, new=head, fix_commits=self.state.fix_commits)
+        self.goto("check-pr", "new push (pr-check-pass may have been dropped)")
+
+    # -- the loop -----------------------------------------------------------------------------------
+    def run(self, max_steps: int | None = None) -> WatchState:
+        """Step until terminal, ``await-fix`` or ``max_steps``; Ctrl-C ends in ``interrupted`` (resumable)."""
+        if self.state.terminal == "interrupted":
+            self.state.terminal = None
+            self.event("resumed")
+        steps = 0
+        try:
+            while self.state.terminal is None and (max_steps is None or steps < max_steps):
+                phase_before = self.state.phase
+                self.step()
+                self.store.save(self.state)
+                steps += 1
+                if self.state.phase == "await-fix" and phase_before == "await-fix":
+                    break
+        except KeyboardInterrupt:
+            self.finish("interrupted", f"interrupted in phase {self.state.phase}; run watch again to resume")
+            self.store.save(self.state)
+        return self.state
+
+    def step(self) -> None:
+        """Run the handler of the current phase once."""
+        handler = getattr(self, "phase_" + self.state.phase.replace("-", "_"))
+        handler()
+
+    def wait_or_give_up(self, why: str) -> None:
+        """Sleep the phase's next back-off delay, or end in needs-human after too many polls."""
+        phase = self.state.phase
+        if self.state.attempt >= MAX_POLLS[phase]:
+            self.finish("needs-human", f"{why}: still not there after {self.state.attempt} polls in {phase}")
+            return
+        delay = backoff.delay(self.state.attempt, self.rng)
+        self.state.attempt += 1
+        self.state.next_wake = self.clock.now() + delay
+        self.store.save(self.state)
+        self.event("wait", seconds=round(delay, 1), why=why)
+        self.clock.sleep(delay)
+
+    # -- phases -------------------------------------------------------------------------------------
+    def phase_diagnose(self) -> None:
+        """Start (or resume from) a fresh look at the PR."""
+        self.snap()
+        if self.state.phase == "diagnose":
+            self.goto("check-pr", "start")
+
+    def phase_check_pr(self) -> None:
+        """Post ``/check-pr`` unless ``pr-check-pass`` is already there."""
+        snap = self.snap()
+        if self.state.phase != "check-pr":
+            return
+        if P.LABEL_CHECK in snap["labels"]:
+            self.goto("retest", f"{P.LABEL_CHECK} present")
+            return
+        self.post(P.CMD_CHECK)
+        self.goto("wait-check", f"posted {P.CMD_CHECK}")
+
+    def phase_wait_check(self) -> None:
+        """Wait for ``pr-check-pass``; a bot rejection of the description ends in needs-human."""
+        snap = self.snap()
+        if self.state.phase != "wait-check":
+            return
+        if P.LABEL_CHECK in snap["labels"]:
+            self.goto("retest", f"{P.LABEL_CHECK} appeared")
+            return
+        since = self.state.phase_started or 0
+        rejected = [c for c in snap["comments"] if P.CHECK_FAILED_RE.search(c["body"] or "")
+                    and _ts(c.get("created_at")) >= since - 1]
+        if rejected:
+            self.finish("needs-human", f"the PR check bot rejected the description: {rejected[-1]['body'][:300]}")
+            return
+        self.wait_or_give_up(f"waiting for label {P.LABEL_CHECK}")
+
+    def phase_retest(self) -> None:
+        """Post ``/retest`` — only with ``pr-check-pass`` present (else it would be a bypass build)."""
+        snap = self.snap()
+        if self.state.phase != "retest":
+            return
+        if P.LABEL_CHECK not in snap["labels"]:
+            self.goto("check-pr", f"{P.LABEL_CHECK} missing; a /retest now would only start a bypass build")
+            return
+        self.post(P.CMD_RETEST)
+        self.state.retest_at = self.clock.now()
+        self.goto("wait-build", f"posted {P.CMD_RETEST}")
+
+    def phase_wait_build(self) -> None:
+        """Wait for the PR's next build to finish."""
+        self.snap()
+        if self.state.phase != "wait-build":
+            return
+        build = self.backend.find_build(self.state.retest_at, set(self.state.builds_seen))
+        if build is None or build.get("building"):
+            why = "waiting for the build to start" if build is None else f"build #{build['number']} running"
+            self.wait_or_give_up(why)
+            return
+        self.state.current_build = int(build["number"])
+        self.state.builds_seen.append(self.state.current_build)
+        self.event("build-finished", build=self.state.current_build, result=build.get("result"))
+        self.goto("classify", f"build #{self.state.current_build} finished")
+
+    def phase_classify(self) -> None:
+        """Decide what the finished build means: bypass, success, or failures to triage."""
+        diag = self.backend.diagnose_build(self.state.current_build)
+        self.state.last_diagnosis = _public_diag(diag)
+        if diag["bypass"]["is_bypass"]:
+            self._on_bypass(diag)
+        elif diag["build"]["result"] in P.SUCCESS_RESULTS:
+            self.goto("wait-labels", f"build #{self.state.current_build} passed (real pipeline)")
+        else:
+            self._on_failure(diag)
+
+    def _on_bypass(self, diag: dict) -> None:
+        self.state.bypass_builds.append(self.state.current_build)
+        self.event("bypass-build", build=self.state.current_build, reason=diag["bypass"]["reason"])
+        if len(self.state.bypass_builds) >= MAX_BYPASS:
+            self.finish("needs-human", f"{len(self.state.bypass_builds)} bypass builds; the gate does not start "
+                                       f"the real pipeline")
+            return
+        self.goto("check-pr", f"build #{self.state.current_build} was a fake-green bypass build, not a pass")
+
+    def _on_failure(self, diag: dict) -> None:
+        keys = [f.key() for f in diag["findings"]]
+        self.state.failure_history.append(keys)
+        ctx = {"root": self.backend.root, "changed": self.backend.changed_files(),
+               "master_failures": self.backend.master_failures(), "history": self.state.failure_history}
+        result = triage(diag["findings"], ctx)
+        self.state.last_triage = result
+        self.event("triage", build=self.state.current_build, decision=result["decision"],
+                   failures=len(result["items"]))
+        getattr(self, "_decide_" + result["decision"].replace("-", "_"))(result)
+
+    def _decide_fix(self, result: dict) -> None:
+        if self.state.fix_commits >= MAX_FIX_COMMITS:
+            self.finish("patch-ceiling", f"PR-induced failures remain after {self.state.fix_commits} fix commits")
+            return
+        self.goto("await-fix", f"{len(result['fixes'])} PR-induced failure(s) to fix")
+
+    def _decide_retest(self, result: dict) -> None:
+        if self.state.flake_retests >= MAX_FLAKE_RETESTS:
+            self.finish("flake-ceiling", f"{self.state.flake_retests} flake retests used; failures persist")
+            return
+        self.state.flake_retests += 1
+        self.goto("retest", f"unrelated random failure(s) {', '.join(i['key'] for i in result['items'])}")
+
+    def _decide_report(self, result: dict) -> None:
+        sticky = [i for i in result["items"] if i["decision"] == "report"]
+        lines = [f"- `{i['key']}` failed in {i['failed_builds']} builds: {i['finding']['message'][:200]}"
+                 for i in sticky]
+        self.post("gate-doctor: failures unrelated to this PR keep recurring (sticky flake); a maintainer "
+                  "please take a look:\n" + "\n".join(lines))
+        self.finish("sticky-flake", f"{len(sticky)} sticky unrelated failure(s) reported to maintainers")
+
+    def _decide_needs_human(self, result: dict) -> None:
+        self.finish("needs-human", f"build #{self.state.current_build} failed without a parseable cause "
+                                   f"({len(result['items'])} marker(s)); read the log")
+
+    def phase_wait_labels(self) -> None:
+        """After a real success: wait until both gate labels are present (they can lag)."""
+        snap = self.snap()
+        if self.state.phase != "wait-labels":
+            return
+        if P.is_green(snap["labels"], real_success=True):
+            self.finish("passed", f"real build #{self.state.current_build} passed and both labels are present")
+            return
+        self.wait_or_give_up(f"waiting for labels {P.LABEL_CHECK} + {P.LABEL_PIPELINE}")
+
+    def phase_await_fix(self) -> None:
+        """The assistant must push a fix; a new head sha moves on (counted as a fix commit)."""
+        self.snap()
+
+
+def _ts(value) -> float:
+    """ISO-8601 or epoch value → epoch seconds (0 when absent or unreadable)."""
+    import datetime as _dt  # pylint: disable=import-outside-toplevel
+    if value is None:
+        return 0.0
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return _dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def _public_diag(diag: dict) -> dict:
+    out = dict(diag)
+    out["findings"] = [f.to_dict() for f in diag["findings"]]
+    return out
+
+
+__all__ = ["Watcher", "WAITING"]
