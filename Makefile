@@ -22,7 +22,7 @@ demo: $(STAMP)
 
 ## test: the whole suite
 test: $(STAMP)
-	$(PY) -m pytest tests
+	$(VENV)/bin/hp-agent gate run
 
 ut: $(STAMP)
 	$(PY) -m pytest tests/ut

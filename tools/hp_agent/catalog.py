@@ -48,7 +48,8 @@ def parse_catalog(text: str) -> tuple[list[Row], list[Finding]]:
             continue
         link = _LINK.match(cells[0])
         if not link:
-            problems.append(Finding(CATALOG_FILE, number, "catalog-row", f"first cell {cells[0]!r} is not [name](path)"))
+            problems.append(Finding(CATALOG_FILE, number, "catalog-row",
+                                    f"first cell {cells[0]!r} is not [name](path)"))
             continue
         rows.append(Row(kind, link.group("name"), link.group("path"), number))
     return rows, problems
@@ -75,7 +76,8 @@ def check_catalog(root: Path) -> list[Finding]:
         for rel, asset in by_path.items():
             if rel not in listed:
                 findings.append(Finding(rel, None, "catalog-unlisted",
-                                        f"{kind[:-1]} {asset.name!r} has no row in the AGENTS.md '## {kind.title()}' table"))
+                                        f"{kind[:-1]} {asset.name!r} has no row in the AGENTS.md "
+                                        f"'## {kind.title()}' table"))
     return findings
 
 

@@ -16,8 +16,8 @@ from hp_agent.repo import NotARepositoryError, repo_root
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
-console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+console = Console(highlight=False, emoji=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, emoji=False, soft_wrap=True)
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print a machine-readable JSON report.")
 

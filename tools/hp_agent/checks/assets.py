@@ -33,12 +33,14 @@ def check_skills(assets: Assets) -> list[Finding]:
         if name and name != folder:
             out.append(Finding(skill.path, 1, "skill-name", f"name {name!r} must equal the folder name {folder!r}"))
         if name and (not SKILL_NAME.match(name) or len(name) > 64):
-            out.append(Finding(skill.path, 1, "skill-name", f"name {name!r}: lowercase letters, digits, hyphens, <= 64"))
+            out.append(Finding(skill.path, 1, "skill-name",
+                               f"name {name!r}: lowercase letters, digits, hyphens, <= 64"))
         if len(skill.description) > MAX_SKILL_DESCRIPTION:
             out.append(Finding(skill.path, 1, "skill-description",
                                f"description is {len(skill.description)} chars, limit {MAX_SKILL_DESCRIPTION}"))
         if "hp-agent" not in skill.body:
-            out.append(Finding(skill.path, 1, "skill-body", "the skill body must point at the hp-agent commands it uses"))
+            out.append(Finding(skill.path, 1, "skill-body",
+                               "the skill body must point at the hp-agent commands it uses"))
     return out
 
 

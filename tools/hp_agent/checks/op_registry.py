@@ -125,6 +125,7 @@ class _Checker:
                                          f"{op}: class {rule!r} not found in module {module!r}"))
 
     def check_file(self, path: Path) -> None:
+        """Check one registry YAML file: structure, fields, duplicates, module/class resolution."""
         rel = path.relative_to(self.root).as_posix()
         text = path.read_text(encoding="utf-8")
         try:
@@ -138,7 +139,8 @@ class _Checker:
             return
         default = data.get(DEFAULT_KEY) or {}
         if not isinstance(default, dict):
-            self.findings.append(Finding(rel, lines.get(DEFAULT_KEY), "registry-entry", "__default__ must be a mapping"))
+            self.findings.append(Finding(rel, lines.get(DEFAULT_KEY), "registry-entry",
+                                         "__default__ must be a mapping"))
             default = {}
         for key in sorted(set(default) - DEFAULT_FIELDS):
             self.findings.append(Finding(rel, lines.get(DEFAULT_KEY), "registry-unknown-field",
@@ -158,6 +160,7 @@ class _Checker:
                 self._resolve(rel, line, op, spec.get("module", default.get("module")), spec["rule"])
 
     def check_unreferenced(self) -> None:
+        """Report rule modules that no registry entry references (base modules exempt)."""
         rules_dir = self.root / self.layout.rules_dir
         for path in sorted(rules_dir.rglob("*.py")) if rules_dir.is_dir() else []:
             if _is_base_module(path) or path.resolve() in self.referenced:

@@ -38,7 +38,8 @@ def parse_updates(text: str) -> list[RefUpdate]:
             continue
         parts = line.split()
         if len(parts) != 4:
-            raise ValueError(f"pre-push input line is not '<local ref> <local sha> <remote ref> <remote sha>': {line!r}")
+            raise ValueError("pre-push input line is not '<local ref> <local sha> <remote ref> <remote sha>': "
+                             f"{line!r}")
         updates.append(RefUpdate(*parts))
     return updates
 

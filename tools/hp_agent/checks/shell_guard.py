@@ -75,29 +75,38 @@ def _commit_problems(args: list[str]) -> list[str]:
     return problems
 
 
+def _is_forced(args: list[str]) -> bool:
+    return any(a in ("--force", "-f") or re.fullmatch(r"-[a-zA-Z]*f[a-zA-Z]*", a) for a in args)
+
+
+def _refspec_problem(spec: str, deleting: bool, forced: bool) -> str | None:
+    dst = (spec.split(":", 1)[1] if ":" in spec else spec).lstrip("+").removeprefix("refs/heads/")
+    if not is_protected(dst):
+        return None
+    if deleting or spec.startswith(":"):
+        return f"deleting protected branch '{dst}' is not allowed"
+    if spec.startswith("+") or forced:
+        return f"force-pushing protected branch '{dst}' is not allowed; open a PR instead"
+    return None
+
+
 def _push_problems(args: list[str]) -> list[str]:
     problems = []
     if "--no-verify" in args:
         problems.append("`git push --no-verify` skips the pre-push policy; push without it")
-    forced = any(a in ("--force", "-f") or re.fullmatch(r"-[a-zA-Z]*f[a-zA-Z]*", a) for a in args)
-    leased = any(a.startswith("--force-with-lease") for a in args)
+    forced = _is_forced(args)
     refspecs = [a for a in args[1:] if not a.startswith("-")][1:]
     deleting = "--delete" in args or "-d" in args
-    for spec in refspecs:
-        dst = spec.split(":", 1)[1] if ":" in spec else spec
-        dst = dst.lstrip("+").removeprefix("refs/heads/")
-        if (deleting or spec.startswith(":")) and is_protected(dst):
-            problems.append(f"deleting protected branch '{dst}' is not allowed")
-        elif (spec.startswith("+") or forced) and is_protected(dst):
-            problems.append(f"force-pushing protected branch '{dst}' is not allowed; open a PR instead")
-    if (forced or any(s.startswith("+") for s in refspecs)) and not leased and not problems:
+    problems.extend(p for p in (_refspec_problem(s, deleting, forced) for s in refspecs) if p)
+    unleased = not any(a.startswith("--force-with-lease") for a in args)
+    if (forced or any(s.startswith("+") for s in refspecs)) and unleased and not problems:
         problems.append("force push without a lease can destroy others' work; "
                         "use `git push --force-with-lease=<branch>:<expected sha>`")
     return problems
 
 
 def check_shell_command(command: str) -> list[str]:
-    """Return the reasons to block ``command`` (empty: allowed). Unparseable input is blocked."""
+    """Return the reasons to block ``command`` (empty: allowed). Unparsable input is blocked."""
     try:
         segments = _segments(command)
     except ValueError as exc:

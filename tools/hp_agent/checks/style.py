@@ -155,27 +155,63 @@ def _with_header(text: str) -> str:
     return "".join(lines[:keep]) + license_header() + "".join(lines[keep:])
 
 
+def _annotation_findings(node: ast.FunctionDef | ast.AsyncFunctionDef, qual: str, rel: str) -> list[Finding]:
+    args = node.args
+    params = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+    params += [a for a in (args.vararg, args.kwarg) if a is not None]
+    missing = [a.arg for i, a in enumerate(params)
+               if a.annotation is None and not (i == 0 and a.arg in ("self", "cls"))]
+    out = []
+    if missing:
+        out.append(Finding(rel, node.lineno, "missing-annotation",
+                           f"{qual}: parameter(s) without annotation: {', '.join(missing)}"))
+    if node.returns is None:
+        out.append(Finding(rel, node.lineno, "missing-annotation", f"{qual}: no return annotation"))
+    return out
+
+
 def _report(tree: ast.Module, rel: str) -> list[Finding]:
     findings = []
     if ast.get_docstring(tree) is None and tree.body:
         findings.append(Finding(rel, 1, "missing-docstring", "module has no docstring"))
     for node, qual in _public_defs(tree):
-        if ast.get_docstring(node) is None and not (isinstance(node, ast.FunctionDef) and node.name == "__init__"):
-            kind = "class" if isinstance(node, ast.ClassDef) else "function"
+        is_class = isinstance(node, ast.ClassDef)
+        if ast.get_docstring(node) is None and node.name != "__init__":
+            kind = "class" if is_class else "function"
             findings.append(Finding(rel, node.lineno, "missing-docstring", f"public {kind} {qual} has no docstring"))
-        if isinstance(node, ast.ClassDef):
-            continue
-        args = node.args
-        params = [*args.posonlyargs, *args.args, *args.kwonlyargs]
-        params += [a for a in (args.vararg, args.kwarg) if a is not None]
-        missing = [a.arg for i, a in enumerate(params)
-                   if a.annotation is None and not (i == 0 and a.arg in ("self", "cls"))]
-        if missing:
-            findings.append(Finding(rel, node.lineno, "missing-annotation",
-                                    f"{qual}: parameter(s) without annotation: {', '.join(missing)}"))
-        if node.returns is None:
-            findings.append(Finding(rel, node.lineno, "missing-annotation", f"{qual}: no return annotation"))
+        if not is_class:
+            findings.extend(_annotation_findings(node, qual, rel))
     return findings
+
+
+def _whitespace_fixes(text: str, suffix: str, res: StyleResult) -> str:
+    new = text
+    if suffix in TEXT_SUFFIXES:
+        stripped = "\n".join(line.rstrip() for line in new.split("\n"))
+        if stripped != new:
+            res.fixed.append("trailing whitespace")
+            new = stripped
+    if (new and not new.endswith("\n")) or new.endswith("\n\n"):
+        res.fixed.append("final newline")
+        new = new.rstrip("\n") + "\n"
+    return new
+
+
+def _python_fixes(text: str, rel: str, res: StyleResult) -> str:
+    try:
+        ast.parse(text)
+    except SyntaxError as exc:
+        res.findings.append(Finding(rel, exc.lineno, "syntax-error", str(exc.msg)))
+        return text
+    new = text
+    if new.strip() and not has_license_header(new):
+        res.fixed.append("license header")
+        new = _with_header(new)
+    if not _is_test_file(rel):
+        new, lines = add_none_returns(new)
+        res.fixed.extend(f"added '-> None' at line {n}" for n in lines)
+        res.findings.extend(_report(ast.parse(new), rel))
+    return new
 
 
 def style_text(text: str, rel: str, fix: bool = True) -> StyleResult:
@@ -184,29 +220,9 @@ def style_text(text: str, rel: str, fix: bool = True) -> StyleResult:
     suffix = Path(rel).suffix
     if suffix not in TEXT_SUFFIXES | MARKDOWN_SUFFIXES:
         return res
-    new = text
-    if suffix in TEXT_SUFFIXES:
-        stripped = "\n".join(line.rstrip() for line in new.split("\n"))
-        if stripped != new:
-            res.fixed.append("trailing whitespace")
-            new = stripped
-    if new and not new.endswith("\n") or new.endswith("\n\n"):
-        res.fixed.append("final newline")
-        new = new.rstrip("\n") + "\n"
+    new = _whitespace_fixes(text, suffix, res)
     if suffix in (".py", ".pyi"):
-        try:
-            ast.parse(new)
-        except SyntaxError as exc:
-            res.findings.append(Finding(rel, exc.lineno, "syntax-error", str(exc.msg)))
-            res.new_text = new if new != text else None
-            return res
-        if new.strip() and not has_license_header(new):
-            res.fixed.append("license header")
-            new = _with_header(new)
-        if not _is_test_file(rel):
-            new, lines = add_none_returns(new)
-            res.fixed.extend(f"added '-> None' at line {n}" for n in lines)
-            res.findings.extend(_report(ast.parse(new), rel))
+        new = _python_fixes(new, rel, res)
     if not fix:
         res.findings[:0] = [Finding(rel, None, "style-fixable", f"needs fix: {what}") for what in res.fixed]
     res.new_text = new if new != text else None

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import click
 
-from hp_agent.catalog import check_catalog
 from hp_agent.checks.assets import check_all_assets
 from hp_agent.checks.commit_msg import check_commit_message
 from hp_agent.checks.findings import Finding
@@ -26,12 +25,12 @@ from hp_agent.repo import relative_to_repo
 @click.pass_context
 @internal_errors
 def cli_group(ctx: click.Context, as_json: bool) -> None:
-    """Check the .agent/ assets and the AGENTS.md catalog (no subcommand), or run one checker."""
+    """Check the .agent/ assets (no subcommand: rules, skills, agents, commands, hooks), or run one checker."""
     if ctx.invoked_subcommand is not None:
         return
     root = root_or_exit()
-    findings = check_all_assets(root) + check_catalog(root)
-    sys.exit(emit_findings(findings, as_json, summary=f"assets and catalog: {len(findings)} finding(s)"))
+    findings = check_all_assets(root)
+    sys.exit(emit_findings(findings, as_json, summary=f"assets: {len(findings)} finding(s)"))
 
 
 @cli_group.command("style")

@@ -13,12 +13,12 @@ from hp_agent.hooks.runner import (run_assistant_hook, run_commit_msg_hook, run_
                                    run_pre_push_hook)
 
 
-def _answer(ans: HookAnswer) -> None:
-    if ans.stdout:
-        click.echo(ans.stdout)
-    if ans.stderr:
-        click.echo(ans.stderr, err=True, nl=False)
-    sys.exit(ans.exit_code)
+def _answer(answer: HookAnswer) -> None:
+    if answer.stdout:
+        click.echo(answer.stdout)
+    if answer.stderr:
+        click.echo(answer.stderr, err=True, nl=False)
+    sys.exit(answer.exit_code)
 
 
 @click.group(name="hook")

@@ -60,8 +60,8 @@ class GateReport:
 
     @property
     def passed(self) -> bool:
-        """True when no stage failed and at least one stage ran."""
-        return all(s.status != "failed" for s in self.stages) and any(s.status == "passed" for s in self.stages)
+        """True when no stage failed ("not-run" stages, e.g. nothing changed in scope, do not fail the gate)."""
+        return all(s.status != "failed" for s in self.stages)
 
     def to_dict(self) -> dict:
         """Return the report in its JSON form."""

@@ -100,26 +100,34 @@ def _files(tool_input: dict, payload: dict) -> list[str]:
     return files
 
 
+_IMPLIED_TOOL = {("cursor", "afterFileEdit"): "edit", ("cursor", "beforeShellExecution"): "shell"}
+
+
+def _first(payload: dict, *keys: str) -> str:
+    for key in keys:
+        if payload.get(key):
+            return str(payload[key])
+    return ""
+
+
 def normalize(payload: dict, assistant: str | None = None, registered_event: str | None = None) -> HookEvent:
-    """Turn an assistant's payload into a :class:`HookEvent`; ``registered_event`` fills a missing name."""
+    """Turn an assistant's payload into a :class:`HookEvent`; ``registered_event`` fills a missing name.
+
+    An event name this runner does not handle (e.g. ``SessionStart``) gives ``event=None``.
+    """
     if not isinstance(payload, dict):
         raise PayloadError(f"hook input must be a JSON object, got {type(payload).__name__}")
     who = assistant or detect_assistant(payload)
     if who not in EVENT_NAMES:
         raise PayloadError(f"unknown assistant {who!r}; expected one of {', '.join(ASSISTANTS)}")
-    raw = str(payload.get("hook_event_name") or payload.get("hookEventName") or "")
+    raw = _first(payload, "hook_event_name", "hookEventName")
     event = EVENT_NAMES[who].get(raw) if raw else registered_event
-    if raw and event is None:
-        event = None  # an event this runner does not handle (e.g. SessionStart): nothing to do
-    tool = str(payload.get("tool_name") or payload.get("toolName") or "")
+    tool = _first(payload, "tool_name", "toolName") or _IMPLIED_TOOL.get((who, raw), "")
     tool_input = _as_dict(payload.get("tool_input") if "tool_input" in payload else payload.get("toolArgs"))
-    if who == "cursor" and raw == "afterFileEdit":
-        tool = tool or "edit"
-    if who == "cursor" and raw == "beforeShellExecution":
-        tool = tool or "shell"
     command = _command_text(tool_input.get("command", payload.get("command")))
+    roots = payload.get("workspace_roots") or [None]
     return HookEvent(assistant=who, event=event, raw_event=raw, tool=tool, files=_files(tool_input, payload),
-                     command=command, cwd=payload.get("cwd") or (payload.get("workspace_roots") or [None])[0])
+                     command=command, cwd=payload.get("cwd") or roots[0])
 
 
 def is_write_tool(tool: str) -> bool:

@@ -75,7 +75,8 @@ def sync(root: Path, check: bool = False) -> SyncResult:
         res.written.append(rel)
     for rel in stale_files(root, files):
         if check:
-            res.drift.append(Finding(rel, None, "sync-stale", "generated file has no source any more; run `hp-agent sync`"))
+            res.drift.append(Finding(rel, None, "sync-stale",
+                                     "generated file has no source any more; run `hp-agent sync`"))
         else:
             (root / rel).unlink()
             res.removed.append(rel)

@@ -34,7 +34,8 @@ OWNED_DIRS = (".claude/rules", ".claude/skills", ".claude/agents", ".claude/comm
               ".github/instructions")
 CLAUDE_EVENTS = {"after-write": ("PostToolUse", "Write|Edit|MultiEdit|NotebookEdit"),
                  "before-shell": ("PreToolUse", "Bash")}
-GEMINI_EVENTS = {"after-write": ("AfterTool", "write_file|replace"), "before-shell": ("BeforeTool", "run_shell_command")}
+GEMINI_EVENTS = {"after-write": ("AfterTool", "write_file|replace"),
+                 "before-shell": ("BeforeTool", "run_shell_command")}
 CURSOR_EVENTS = {"after-write": "afterFileEdit", "before-shell": "beforeShellExecution"}
 
 
@@ -89,7 +90,7 @@ See AGENTS.md for the overview, build/test commands and the asset catalog. Path-
     "agents_block": """{{ begin }}
 <!-- {{ marker_text }} from .agent/rules/. Do not edit this block: edit the rules and run `hp-agent sync`. -->
 
-## Rules
+## Rule index
 
 Always-apply rules are below; path-scoped rules apply to the files they name - print them for a path
 with `hp-agent rules --for PATH` (or read the file).
@@ -176,7 +177,8 @@ def _mdc(rule: Asset) -> str:
 def _cursor(assets: Assets, out: dict[str, tuple[str, str]]) -> None:
     for r in assets.rules:
         out[f".cursor/rules/{r.name}.mdc"] = (_mdc(r), r.path)
-    hooks = {CURSOR_EVENTS[e]: [{"command": _hook_cmd(assets, e, "cursor")}] for e in (assets.settings.get("hooks") or {})}
+    hooks = {CURSOR_EVENTS[e]: [{"command": _hook_cmd(assets, e, "cursor")}]
+             for e in (assets.settings.get("hooks") or {})}
     out[".cursor/hooks.json"] = (_json({"version": 1, "hooks": hooks}), ".agent/settings.json")
 
 
