@@ -104,7 +104,7 @@ def test_commit_with_message_commits_everything_and_discards_nothing(repos):
 
 def test_commit_updates_only_this_projects_header_year(repos):
     repos.write("hyper_parallel/core/mesh.py", (repos.work / "hyper_parallel/core/mesh.py").read_text() + "Z = 3\n")
-    third = repos.work / "hyper_parallel/vendor/thirdparty.py"
+    third = repos.work / "hyper_parallel/vendor/vendored.py"
     third.write_text(third.read_text() + "Y = 2\n")
     res = run("git", "commit", "--yes", "--json")
     assert res.exit_code == 0, res.output
@@ -112,7 +112,7 @@ def test_commit_updates_only_this_projects_header_year(repos):
     assert out["copyright_updated"] == ["hyper_parallel/core/mesh.py"]
     mesh = git(repos.work, "show", "HEAD:hyper_parallel/core/mesh.py")
     assert mesh.startswith(f"# Copyright 2024-{YEAR} The hyper-parallel Authors. All rights reserved.")
-    assert git(repos.work, "show", "HEAD:hyper_parallel/vendor/thirdparty.py").startswith(
+    assert git(repos.work, "show", "HEAD:hyper_parallel/vendor/vendored.py").startswith(
         "# Copyright 2024 Huawei Technologies")
 
 

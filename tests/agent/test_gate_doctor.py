@@ -323,3 +323,13 @@ def test_cli_usage_errors(tmp_path, monkeypatch):
 
 def test_stage_names_cover_gate():
     assert {"Codespell", "Pylint", "Lizard", "UT"} <= set(STAGES)
+
+
+def test_failure_also_on_master_is_unrelated(forge, root, clock):
+    node = "tests/ut/test_mesh.py::test_shape"  # reaches changed mesh.py, but master fails it too
+    forge.add_build(None, "FAILURE", 900, None, console=pytest_log(node), start=clock.now() - 5000)
+    forge.scenario = GateScenario([("pytest", node), "pass"])
+    state = watcher(forge, root, clock).run()
+    assert state.terminal == "passed" and state.flake_retests == 1
+    item = [e for e in state.timeline if e["event"] == "triage"][0]
+    assert item["decision"] == "retest"

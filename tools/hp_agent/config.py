@@ -196,15 +196,15 @@ def load_config(repo_root: Path | None = None, env: Mapping[str, str] | None = N
     files = [user_config_path(env)]
     if repo_root is not None:
         files.append(Path(repo_root) / REPO_FILE)
-    datas = []
+    loaded = []
     for path in files:
         if path.is_file():
             data = _read_toml(path)
             _apply_tables(values, data, str(path))
-            datas.append((path, data))
+            loaded.append((path, data))
             sources.append(str(path))
     slug = repo_slug or values.get("codehost_repo") or Config.codehost_repo
-    for path, data in datas:
+    for path, data in loaded:
         per_repo = (data.get("repos") or {}).get(slug)
         if isinstance(per_repo, Mapping):
             _apply_tables(values, per_repo, f"{path} [repos.{slug!r}]")

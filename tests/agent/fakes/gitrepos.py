@@ -64,7 +64,7 @@ def make_repos(tmp: Path) -> Repos:
     files = {
         ".gitignore": "*.log\n.gate/\n",
         "hyper_parallel/core/mesh.py": HEADER + '"""Mesh."""\nVALUE = 1\n',
-        "hyper_parallel/vendor/thirdparty.py": THIRD_PARTY + "X = 1\n",
+        "hyper_parallel/vendor/vendored.py": THIRD_PARTY + "X = 1\n",
         "README.md": "# demo\n",
     }
     for rel, text in files.items():

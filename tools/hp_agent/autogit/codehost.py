@@ -80,6 +80,8 @@ class CodeHost:
 
     # -- transport -------------------------------------------------------------------------------
     def _auth(self, params: dict, headers: dict) -> None:
+        """GitCode v5: a bearer token header (kept out of URLs, so it never lands in access logs)."""
+        del params
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
 
@@ -172,6 +174,7 @@ class GitHubHost(CodeHost):
     provider = "github"
 
     def _auth(self, params: dict, headers: dict) -> None:
+        del params
         headers["Accept"] = "application/vnd.github+json"
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"

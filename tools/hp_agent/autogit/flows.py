@@ -62,9 +62,9 @@ def commit(git: Git, plan: CommitPlan, message: str, now: UtcNow = utc_now) -> d
             "files": [c.path for c in plan.changes], "copyright_updated": years}
 
 
-def branch_messages(git: Git, base_ref: str) -> list[str]:
-    """Full messages of the commits in ``base_ref..HEAD``, oldest first."""
-    raw = git.out("log", "--reverse", "--format=%B%x00", f"{base_ref}..HEAD")
+def branch_messages(git: Git, base: str) -> list[str]:
+    """Full messages of the commits in ``base..HEAD``, oldest first."""
+    raw = git.out("log", "--reverse", "--format=%B%x00", f"{base}..HEAD")
     return [m.strip() for m in raw.split("\0") if m.strip()]
 
 
@@ -98,7 +98,7 @@ def check_fork_owner(host: CodeHost, slug: str) -> None:
         raise AutogitRefused(f"the fork {slug} does not belong to the authenticated user {login!r}")
 
 
-def pr_facts(git: Git, cfg: Config, base: str, body: str | None) -> PrFacts:
+def pr_facts(git: Git, base: str, body: str | None) -> PrFacts:
     """Gather kind, what/why, ``Fixes`` trailers and the gate report for the PR body."""
     messages = branch_messages(git, base)
     if not messages:
@@ -122,7 +122,7 @@ def open_pr(git: Git, cfg: Config, host: CodeHost, options: dict) -> dict:
         result["squash"] = squash(git, cfg, options.get("squash_message"), push_after=False)
     lease = git.remote_branch_sha(cfg.fork_remote, branch)
     messages = branch_messages(git, base)
-    facts = pr_facts(git, cfg, base, options.get("body"))
+    facts = pr_facts(git, base, options.get("body"))
     title = options.get("title") or messages[-1].splitlines()[0]
     body = fill_template(read_template(git.root(), host.provider), facts)
     result["push"] = push(git, cfg, branch, lease, rewrite=bool(options.get("squash")))
@@ -163,7 +163,7 @@ def update_pr(git: Git, cfg: Config, host: CodeHost, number: int, options: dict)
     result["push"] = push(git, cfg, branch, lease, rewrite=force)
     body = options.get("body")
     if options.get("refresh_body"):
-        facts = pr_facts(git, cfg, base_ref(git, cfg), body)
+        facts = pr_facts(git, base_ref(git, cfg), body)
         body = fill_template(read_template(git.root(), host.provider), facts)
     if body is not None or options.get("title"):
         result["updated"] = host.update_pr(number, title=options.get("title"), body=body)

@@ -143,10 +143,11 @@ def retest_cmd(pr, local, report_path, provider, as_json) -> None:
 
 
 @cli_group.command("report")
-@common
-@click.option("--state-dir", type=click.Path(file_okay=False))
+@click.argument("pr")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--state-dir", type=click.Path(file_okay=False), help="Where per-PR state files live.")
 @guard
-def report_cmd(pr, local, report_path, provider, as_json, state_dir) -> None:  # noqa: PLR0913
+def report_cmd(pr, as_json, state_dir) -> None:
     """The final report of the watch of PR: status, timeline, fixes, unresolved failures, counters, next."""
     state = _store(_root(), state_dir).load(pr)
     if state is None:

@@ -99,7 +99,7 @@ def pr_cmd(provider, title, body, draft, squash, squash_message, dry_run, as_jso
     host = make_codehost(cfg, provider)
     if dry_run:
         base = flows.base_ref(git, cfg)
-        facts = flows.pr_facts(git, cfg, base, body)
+        facts = flows.pr_facts(git, base, body)
         text = flows.fill_template(flows.read_template(git.root(), host.provider), facts)
         _ = emit_json({"body": text, "linked_issues": facts.issues}) if as_json else say(text)
         return
@@ -130,7 +130,8 @@ def status_cmd(number: int, provider: str | None, as_json: bool) -> None:
         f" ({'matches' if status['local_matches_pr'] else 'differs from'} local HEAD)")
     say("  gate labels: " + ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in status["gate_labels"].items()))
     for comment in status["last_comments"]:
-        say(f"  [{comment['created_at']}] {comment['user']}: {comment['body'].splitlines()[0] if comment['body'] else ''}")
+        first = comment["body"].splitlines()[0] if comment["body"] else ""
+        say(f"  [{comment['created_at']}] {comment['user']}: {first}")
 
 
 @cli_group.command("update")

@@ -161,7 +161,8 @@ class LocalBackend:
         self._save_runs(runs)
 
     def find_build(self, since_s: float | None, exclude: set[int]) -> dict | None:
-        """The newest recorded run not in ``exclude``."""
+        """The newest recorded run not in ``exclude`` (runs are synchronous, so ``since_s`` is not needed)."""
+        del since_s
         for run in reversed(self._runs()):
             if run["number"] not in exclude:
                 return {"number": run["number"], "building": False}
@@ -210,29 +211,30 @@ def _load(path: Path) -> dict:
     return data
 
 
+def _stage_findings(st: dict) -> list[Finding]:
+    """Findings of one failed report stage: its structured findings, then anything new in its log tail."""
+    tool = _tool_of(st.get("name") or "")
+    found = [Finding(tool, f.get("rule") or tool, f.get("message") or "", f.get("file"), f.get("line"),
+                     f.get("test"), st.get("name")) for f in st.get("findings") or []]
+    known = {x.key() for x in found}
+    found.extend(p for p in parse_log(st.get("log_tail") or "", st.get("name")) if p.key() not in known)
+    if not found:
+        found.append(Finding("stage", "stage-failed", f"stage {st.get('name')} failed", stage=st.get("name")))
+    return found
+
+
 def diagnose_report(report: dict, number: int = 1) -> dict:
     """Turn a gate report into the same diagnosis shape as a Jenkins build."""
     stages = [{"id": str(i), "name": s.get("name"), "status": s.get("status"),
                "duration_s": float(s.get("duration_s") or 0)} for i, s in enumerate(report["stages"])]
-    findings: list[Finding] = []
-    for st in report["stages"]:
-        if st.get("status") != "failed":
-            continue
-        parsed = parse_log(st.get("log_tail") or "", st.get("name"))
-        tool = _tool_of(st.get("name") or "")
-        for f in st.get("findings") or []:
-            findings.append(Finding(tool, f.get("rule") or tool, f.get("message") or "", f.get("file"),
-                                    f.get("line"), f.get("test"), st.get("name")))
-        findings.extend(p for p in parsed if p.key() not in {x.key() for x in findings})
-        if not st.get("findings") and not parsed:
-            findings.append(Finding("stage", "stage-failed", f"stage {st.get('name')} failed", stage=st.get("name")))
+    findings = [f for st in report["stages"] if st.get("status") == "failed" for f in _stage_findings(st)]
     passed = bool(report.get("passed"))
     build = {"number": number, "result": "SUCCESS" if passed else "FAILURE", "building": False,
              "duration_s": sum(s["duration_s"] for s in stages), "timestamp_ms": None, "url": None,
              "matched_by": "local gate report"}
-    executed = [s for s in stages if s["status"] != "not-run"]
-    bypass = {"is_bypass": passed and not executed, "structural": passed and not executed, "short_duration": False,
-              "duration_s": build["duration_s"], "reason": "no gate stage was run" if passed and not executed else None}
+    none_run = passed and all(s["status"] == "not-run" for s in stages)
+    bypass = {"is_bypass": none_run, "structural": none_run, "short_duration": False,
+              "duration_s": build["duration_s"], "reason": "no gate stage was run" if none_run else None}
     return {"build": build, "stages": stages, "bypass": bypass, "findings": findings, "log_source": "gate report"}
 
 

@@ -77,7 +77,8 @@ class JenkinsClient:
     def stage_log(self, number: int, stage: dict) -> str | None:
         """Text of the logs of a stage's flow nodes, or None when Jenkins does not expose them."""
         href = ((stage.get("_links") or {}).get("self") or {}).get("href")
-        url = self._href(href) if href else f"{self.job_url}/{int(number)}/execution/node/{stage.get('id')}/wfapi/describe"
+        default = f"{self.job_url}/{int(number)}/execution/node/{stage.get('id')}/wfapi/describe"
+        url = self._href(href) if href else default
         node = self._json(url, allow_404=True)
         if not node:
             return None

@@ -73,7 +73,7 @@ def final_report(state: WatchState) -> dict:
     """Status, timeline, fixes, unresolved failures, counters and what to do next."""
     status = state.terminal or state.phase
     triage_result = state.last_triage or {}
-    unresolved = [] if state.terminal == "passed" else [i for i in triage_result.get("items", [])]
+    unresolved = [] if state.terminal == "passed" else list(triage_result.get("items", []))
     return {"pr": state.pr, "status": status, "terminal": state.terminal is not None, "note": state.note,
             "head_sha": state.head_sha, "builds_seen": state.builds_seen, "bypass_builds": state.bypass_builds,
             "counters": state.counters(), "skip_ledger": state.skip_ledger,
