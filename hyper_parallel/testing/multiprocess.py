@@ -21,10 +21,12 @@ When a case goes wrong the pool reports it and starts afresh:
 This module imports only the standard library; torch is imported inside the worker processes.
 Environment knobs: ``HYPER_PARALLEL_COLLECTIVE_TIMEOUT`` (seconds, process-group timeout,
 default 30), ``HYPER_PARALLEL_FAIL_GRACE`` (seconds, default 1), ``HYPER_PARALLEL_POOL_START_TIMEOUT``
-(seconds, default 120) and ``HYPER_PARALLEL_MAX_POOLS`` (live pools kept at once, default 2).
+(seconds, default 120), ``HYPER_PARALLEL_MAX_POOLS`` (live pools kept at once, default 2) and
+``HYPER_PARALLEL_START_METHOD`` (``forkserver``, the default on Linux, or ``spawn``).
 """
 from __future__ import annotations
 
+import ast
 import atexit
 import collections
 import functools
@@ -43,7 +45,7 @@ import threading
 import time
 import traceback
 from multiprocessing.connection import wait as _wait_ready
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 __all__ = [
     "COLLECTIVE_TIMEOUT_ENV",
@@ -62,6 +64,7 @@ COLLECTIVE_TIMEOUT_ENV = "HYPER_PARALLEL_COLLECTIVE_TIMEOUT"
 FAIL_GRACE_ENV = "HYPER_PARALLEL_FAIL_GRACE"
 START_TIMEOUT_ENV = "HYPER_PARALLEL_POOL_START_TIMEOUT"
 MAX_POOLS_ENV = "HYPER_PARALLEL_MAX_POOLS"
+START_METHOD_ENV = "HYPER_PARALLEL_START_METHOD"
 DEFAULT_COLLECTIVE_TIMEOUT = 30.0
 DEFAULT_FAIL_GRACE = 1.0
 DEFAULT_START_TIMEOUT = 120.0
@@ -208,11 +211,53 @@ def _same_file(module, path: Optional[str]) -> bool:
     return mod_file is not None and os.path.realpath(mod_file) == os.path.realpath(path)
 
 
+def _is_test_file(path: Optional[str]) -> bool:
+    base = os.path.basename(path or "")
+    return base.endswith(".py") and (base.startswith("test_") or base.endswith("_test.py"))
+
+
+def _assert_rewriter():
+    """pytest's assertion rewriter, or None when pytest is not installed."""
+    try:
+        from _pytest.assertion.rewrite import rewrite_asserts  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        return None
+    return rewrite_asserts
+
+
+def _exec_from_file(name: str, path: str):
+    """Load ``path`` as module ``name``; test files get pytest's assertion rewriting, as under pytest."""
+    parent = name.rpartition(".")[0]
+    if parent and parent not in sys.modules:
+        try:
+            importlib.import_module(parent)
+        except ImportError:
+            pass  # a module outside any importable package: relative imports then fail by themselves
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    rewrite = _assert_rewriter() if _is_test_file(path) else None
+    sys.modules[name] = module
+    try:
+        if rewrite is None:
+            spec.loader.exec_module(module)
+        else:
+            with open(path, "rb") as handle:
+                source = handle.read()
+            tree = ast.parse(source, filename=path)
+            rewrite(tree, source, path, None)
+            exec(compile(tree, path, "exec", dont_inherit=True), module.__dict__)  # pylint: disable=exec-used
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
 def _load_module(name: str, path: Optional[str]):
+    """Find module ``name`` (defined in ``path``) in this process, importing it if needed."""
     module = sys.modules.get(name)
     if module is not None and _same_file(module, path):
         return module
-    if name != "__main__":
+    if name != "__main__" and not (_is_test_file(path) and os.path.exists(path)):
         try:
             module = importlib.import_module(name)
         except ImportError:
@@ -221,11 +266,7 @@ def _load_module(name: str, path: Optional[str]):
             return module
     if path is None or not os.path.exists(path):
         raise ImportError(f"cannot import module {name!r} (file {path!r}) in a worker process")
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return _exec_from_file(name, path)
 
 
 # --------------------------------------------------------------------------------------------
@@ -242,22 +283,32 @@ def _redirect_output(log_path: str) -> None:
             stream.reconfigure(line_buffering=True)
 
 
-def _install_stack_dump(stack_path: str):
+_STACK_DUMP_FILES: list = []  # keeps the faulthandler target open for the worker's lifetime
+
+
+def _install_stack_dump(stack_path: str) -> None:
+    """Dump every thread's Python stack to ``stack_path`` on SIGUSR1 (works inside C calls too)."""
     import faulthandler  # pylint: disable=import-outside-toplevel
+    if not hasattr(signal, "SIGUSR1"):
+        return
     handle = open(stack_path, "w", encoding="utf-8")  # pylint: disable=consider-using-with
-    if hasattr(signal, "SIGUSR1"):
-        faulthandler.register(signal.SIGUSR1, file=handle, all_threads=True)
-    return handle
+    _STACK_DUMP_FILES.append(handle)
+    faulthandler.register(signal.SIGUSR1, file=handle, all_threads=True)
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """On Linux, ask the kernel to SIGKILL this worker when the thread that spawned it exits."""
+def _die_with_parent() -> None:
+    """On Linux, have the kernel SIGKILL this worker when its parent process goes away.
+
+    The parent is the multiprocessing fork server (which exits with the test process) or, with
+    the spawn start method, the thread that started the pool.
+    """
     if not sys.platform.startswith("linux"):
         return
     import ctypes  # pylint: disable=import-outside-toplevel
     pr_set_pdeathsig = 1
+    parent = os.getppid()
     ctypes.CDLL(None).prctl(pr_set_pdeathsig, int(signal.SIGKILL))
-    if os.getppid() != parent_pid:
+    if os.getppid() != parent:  # the parent died before prctl took effect
         os._exit(1)
 
 
@@ -322,17 +373,27 @@ def _serve(conn) -> None:
         _send_reply(conn, _run_case(case_id, payload))
 
 
-def _worker_main(rank: int, world_size: int, port: int, conn, workdir: str, collective_timeout: float,
-                 parent_pid: int, tie_to_parent: bool) -> None:
-    """Entry point of one worker process (spawned)."""
+class _WorkerSpec(NamedTuple):
+    """What one worker process needs to know (pickled to it at start)."""
+
+    rank: int
+    world_size: int
+    port: int
+    workdir: str
+    collective_timeout: float
+    tie_to_parent: bool
+
+
+def _worker_main(spec: _WorkerSpec, conn) -> None:
+    """Entry point of one worker process: initialise the process group, then serve cases."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    _redirect_output(os.path.join(workdir, f"rank{rank}.log"))
-    _install_stack_dump(os.path.join(workdir, f"rank{rank}.stack"))
-    if tie_to_parent:
-        _die_with_parent(parent_pid)
-    _set_worker_env(rank, world_size, port)
+    _redirect_output(os.path.join(spec.workdir, f"rank{spec.rank}.log"))
+    _install_stack_dump(os.path.join(spec.workdir, f"rank{spec.rank}.stack"))
+    if spec.tie_to_parent:
+        _die_with_parent()
+    _set_worker_env(spec.rank, spec.world_size, spec.port)
     try:
-        _init_torch(rank, world_size, port, collective_timeout)
+        _init_torch(spec.rank, spec.world_size, spec.port, spec.collective_timeout)
     except BaseException:  # pylint: disable=broad-exception-caught  # reported to the parent
         conn.send(("error", None, traceback.format_exc()))
         return
@@ -340,6 +401,8 @@ def _worker_main(rank: int, world_size: int, port: int, conn, workdir: str, coll
     _serve(conn)
     import torch.distributed as dist  # pylint: disable=import-outside-toplevel
     dist.destroy_process_group()
+    _flush_std_streams()
+    os._exit(0)  # skip the interpreter teardown: nothing is left to clean up, and it is slow
 
 
 # --------------------------------------------------------------------------------------------
@@ -432,6 +495,28 @@ class _CaseRun:
 # --------------------------------------------------------------------------------------------
 # Parent side: the pool
 # --------------------------------------------------------------------------------------------
+_PRELOAD = ["__main__", "torch", "torch.distributed"]
+
+
+def _start_context():
+    """The multiprocessing context for workers, and whether to tie workers to their parent's life.
+
+    ``forkserver`` (default on Linux) imports torch once in the fork server, so a pool starts (and
+    restarts after a failure) without paying the torch import per rank; ``spawn`` elsewhere or when
+    ``HYPER_PARALLEL_START_METHOD=spawn``.
+    """
+    method = os.environ.get(START_METHOD_ENV, "").strip()
+    if not method:
+        method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    if method not in ("forkserver", "spawn"):
+        raise ValueError(f"{START_METHOD_ENV}={method!r}: expected 'forkserver' or 'spawn'")
+    ctx = multiprocessing.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(_PRELOAD)
+        return ctx, True
+    return ctx, threading.current_thread() is threading.main_thread()
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -477,16 +562,15 @@ class WorkerPool:
         with self._lock:
             if self.procs:
                 return
-            ctx = multiprocessing.get_context("spawn")
+            ctx, tie = _start_context()
             port = _free_port()
             self._workdir = tempfile.mkdtemp(prefix="hp-pool-")
-            tie = threading.current_thread() is threading.main_thread()
             self.generation += 1
             for rank in range(self.world_size):
                 parent_end, child_end = ctx.Pipe(duplex=True)
+                spec = _WorkerSpec(rank, self.world_size, port, self._workdir, self.collective_timeout, tie)
                 proc = ctx.Process(target=_worker_main, name=f"hp-rank{rank}", daemon=True,
-                                   args=(rank, self.world_size, port, child_end, self._workdir,
-                                         self.collective_timeout, os.getpid(), tie))
+                                   args=(spec, child_end))
                 proc.start()
                 child_end.close()
                 self.procs.append(proc)

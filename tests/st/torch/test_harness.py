@@ -6,15 +6,20 @@ The fault cases call the pool API directly and assert on the error it raises, so
 harness yields passing tests. The ``_case_*`` functions run inside worker processes.
 """
 import importlib.util
+import inspect
 import os
+import signal
+import subprocess
 import sys
 import time
 
 import pytest
 
 from hyper_parallel.testing import (
+    COLLECTIVE_TIMEOUT_ENV,
     MultiRankError,
     MultiRankTimeout,
+    default_collective_timeout,
     get_pool,
     multi_rank,
     run_on_ranks,
@@ -164,8 +169,48 @@ def _case_rank_1_skips_all_reduce():
         dist.all_reduce(torch.ones(4))
 
 
+def _case_assert_on_rank_1():
+    import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+    value = dist.get_rank() * 10
+    if dist.get_rank() == 1:
+        assert value == 11
+
+
 def _case_returns_unpicklable():
     return lambda: None
+
+
+@multi_rank(world_size=2, timeout=FAULT_CASE_TIMEOUT)
+def _decorated_fails_on_rank_1(label, *, factor=1):
+    import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+    if dist.get_rank() == 1 and label != "ok":
+        raise RuntimeError(f"decorated failure {label} x{factor}")
+    return label * factor
+
+
+def test_decorator_keeps_signature_and_names_the_pytest_case():
+    """The wrapper exposes the original signature; its errors name the running pytest node id."""
+    original = _decorated_fails_on_rank_1.__wrapped__
+    assert inspect.signature(_decorated_fails_on_rank_1) == inspect.signature(original)
+    assert _decorated_fails_on_rank_1.__name__ == "_decorated_fails_on_rank_1"
+    with pytest.raises(MultiRankError) as info:
+        _decorated_fails_on_rank_1("abc", factor=2)
+    text = str(info.value)
+    assert "test_harness.py::test_decorator_keeps_signature_and_names_the_pytest_case" in text
+    assert "RuntimeError: decorated failure abc x2" in info.value.failures[1]
+
+
+def test_collective_timeout_setting(monkeypatch):
+    """The process-group timeout comes from the environment, defaults to 30 s and rejects junk."""
+    monkeypatch.delenv(COLLECTIVE_TIMEOUT_ENV, raising=False)
+    assert default_collective_timeout() == 30.0
+    monkeypatch.setenv(COLLECTIVE_TIMEOUT_ENV, "7.5")
+    assert default_collective_timeout() == 7.5
+    assert get_pool.__module__ == "hyper_parallel.testing.multiprocess"
+    for bad in ("soon", "0", "-1"):
+        monkeypatch.setenv(COLLECTIVE_TIMEOUT_ENV, bad)
+        with pytest.raises(ValueError, match=COLLECTIVE_TIMEOUT_ENV):
+            default_collective_timeout()
 
 
 def test_pool_returns_every_rank_value_and_run_on_ranks_rank0():
@@ -173,6 +218,7 @@ def test_pool_returns_every_rank_value_and_run_on_ranks_rank0():
     assert get_pool(2).run(_case_rank_and_world) == [(0, 2), (1, 2)]
     assert run_on_ranks(_case_rank_and_world, world_size=2) == (0, 2)
     assert run_on_ranks(_case_rank_sum) == 3.0
+    assert run_on_ranks(_decorated_fails_on_rank_1, args=("ok",), kwargs={"factor": 3}) == "okokok"
 
 
 def test_worker_output_reaches_pytest_capture(capsys):
@@ -201,6 +247,14 @@ def test_failing_rank_traceback_is_in_the_error():
     assert "barrier" in err.stacks[0]
     assert pool.pids != before  # torn down and recreated
     assert pool.run(_case_rank_sum) == [3.0, 3.0]
+
+
+def test_failing_assert_is_explained_like_pytest():
+    """Test modules are loaded with pytest's assertion rewriting, so a failed assert shows its values."""
+    with pytest.raises(MultiRankError) as info:
+        get_pool(2).run(_case_assert_on_rank_1, timeout=FAULT_CASE_TIMEOUT)
+    assert list(info.value.failures) == [1]
+    assert "AssertionError: assert 10 == 11" in info.value.failures[1]
 
 
 def test_every_failing_rank_is_labelled():
@@ -316,3 +370,61 @@ def test_empty_case_overhead_is_measured():
     per_case_ms = (time.perf_counter() - started) / cases * 1e3
     print(f"\nmulti-rank harness: empty case on 2 ranks costs {per_case_ms:.3f} ms ({cases} cases)")
     assert results == [[None, None]] * cases
+
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+_CHILD = """
+import sys, time
+from hyper_parallel.testing import get_pool
+from tests.st.torch.test_harness import _case_rank_sum
+pool = get_pool(2)
+assert pool.run(_case_rank_sum) == [3.0, 3.0]
+print(" ".join(str(pid) for pid in pool.pids), flush=True)
+if sys.argv[1] == "wait":
+    time.sleep(600)
+"""
+
+
+def _process_alive(pid):
+    """True while ``pid`` runs (a zombie waiting for a reaper counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _wait_gone(pids, limit=60.0):
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline and any(_process_alive(pid) for pid in pids):
+        time.sleep(0.1)
+    return [pid for pid in pids if _process_alive(pid)]
+
+
+def _child(mode, method):
+    env = dict(os.environ, HYPER_PARALLEL_START_METHOD=method)
+    return subprocess.Popen([sys.executable, "-c", _CHILD, mode], cwd=_ROOT, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_no_worker_outlives_a_normal_exit(method):
+    """At interpreter exit the pools are shut down: no worker process is left behind."""
+    proc = _child("exit", method)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    pids = [int(pid) for pid in out.split()]
+    assert len(pids) == 2
+    assert [pid for pid in pids if _process_alive(pid)] == []
+
+
+def test_no_worker_outlives_a_killed_test_process():
+    """SIGKILL of the process that owns the pool: the workers follow it (no orphans)."""
+    proc = _child("wait", "forkserver")
+    try:
+        pids = [int(pid) for pid in proc.stdout.readline().split()]
+        assert len(pids) == 2 and all(_process_alive(pid) for pid in pids)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+    assert _wait_gone(pids) == []
