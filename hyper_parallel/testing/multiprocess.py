@@ -44,6 +44,7 @@ import tempfile
 import threading
 import time
 import traceback
+import weakref
 from multiprocessing.connection import wait as _wait_ready
 from typing import Any, Callable, NamedTuple, Optional
 
@@ -253,11 +254,18 @@ def _exec_from_file(name: str, path: str):
 
 
 def _load_module(name: str, path: Optional[str]):
-    """Find module ``name`` (defined in ``path``) in this process, importing it if needed."""
-    module = sys.modules.get(name)
-    if module is not None and _same_file(module, path):
-        return module
-    if name != "__main__" and not (_is_test_file(path) and os.path.exists(path)):
+    """Find module ``name`` (defined in ``path``) in this process, importing it if needed.
+
+    A script's ``__main__`` is loaded as ``__mp_main__`` (as multiprocessing does), so that its
+    ``if __name__ == "__main__":`` block does not run again in the worker.
+    """
+    for candidate in ((name, "__mp_main__") if name == "__main__" else (name,)):
+        module = sys.modules.get(candidate)
+        if module is not None and _same_file(module, path):
+            return module
+    if name == "__main__":
+        name = "__mp_main__"
+    if name != "__mp_main__" and not (_is_test_file(path) and os.path.exists(path)):
         try:
             module = importlib.import_module(name)
         except ImportError:
@@ -387,6 +395,9 @@ class _WorkerSpec(NamedTuple):
 def _worker_main(spec: _WorkerSpec, conn) -> None:
     """Entry point of one worker process: initialise the process group, then serve cases."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    # Workers are started as daemons (so that multiprocessing never waits for them at exit); a
+    # case may still start processes of its own (a DataLoader with workers, say).
+    multiprocessing.current_process().daemon = False
     _redirect_output(os.path.join(spec.workdir, f"rank{spec.rank}.log"))
     _install_stack_dump(os.path.join(spec.workdir, f"rank{spec.rank}.stack"))
     if spec.tie_to_parent:
@@ -474,7 +485,10 @@ class _CaseRun:
         proc.join(timeout=1.0)
         self.pending.discard(rank)
         self.died[rank] = proc.exitcode
-        self._problem(self.pool.collective_timeout + self.pool.fail_grace)
+        # During a case the survivors get the collective timeout to notice the loss by themselves;
+        # during start-up they are only waiting for the rendezvous.
+        survivors_wait = self.pool.collective_timeout if self.case_id is not None else 0.0
+        self._problem(survivors_wait + self.pool.fail_grace)
 
     def error(self, case: str, timeout: float, error_cls=None) -> MultiRankError:
         """The error describing what went wrong (call only when not :attr:`ok`)."""
@@ -545,6 +559,7 @@ class WorkerPool:
         self._logs: list = []
         self._case_ids = itertools.count()
         self._lock = threading.RLock()
+        _ALL_POOLS.add(self)
 
     def __repr__(self) -> str:
         state = "ready" if self._ready else ("starting" if self.procs else "stopped")
@@ -718,6 +733,7 @@ def _read_text(path: str) -> str:
 # --------------------------------------------------------------------------------------------
 _POOLS: "collections.OrderedDict[tuple, WorkerPool]" = collections.OrderedDict()
 _POOLS_LOCK = threading.Lock()
+_ALL_POOLS: "weakref.WeakSet[WorkerPool]" = weakref.WeakSet()  # shared or not, all are stopped at exit
 
 
 def get_pool(world_size: int = 2, collective_timeout: Optional[float] = None) -> WorkerPool:
@@ -742,10 +758,10 @@ def get_pool(world_size: int = 2, collective_timeout: Optional[float] = None) ->
 
 
 def shutdown_pools() -> None:
-    """Shut down every shared pool (registered with :mod:`atexit`; safe to call repeatedly)."""
+    """Shut down every pool of this process (registered with :mod:`atexit`; safe to call repeatedly)."""
     with _POOLS_LOCK:
-        pools = list(_POOLS.values())
         _POOLS.clear()
+        pools = list(_ALL_POOLS)
     for pool in pools:
         pool.shutdown()
 

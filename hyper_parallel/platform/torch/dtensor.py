@@ -220,8 +220,19 @@ class DTensor(torch.Tensor):
         handler = DISPATCH_TABLE.get(func)
         if handler is not None:
             return handler(func, args, kwargs or {})
-        from hyper_parallel.core.shard.dispatch import dispatch_unregistered  # registry is loaded lazily
-        return dispatch_unregistered(func, types, args, kwargs or {})
+        return _dispatch_miss(func, types, args, kwargs or {})
+
+
+def _dispatch_miss(func, types, args, kwargs):
+    """Load the op registry on first use, then retry; unknown functions get a clear error."""
+    from hyper_parallel.platform.torch import dispatch as _dispatch_mod
+    if not _dispatch_mod._INSTALLED:  # pylint: disable=protected-access
+        _dispatch_mod.install_registry()
+        handler = DISPATCH_TABLE.get(func)
+        if handler is not None:
+            return handler(func, args, kwargs)
+    from hyper_parallel.core.shard.dispatch import dispatch_unregistered
+    return dispatch_unregistered(func, types, args, kwargs)
 
 
 def _global_shape(local: torch.Tensor, mesh, placements, run_check: bool):

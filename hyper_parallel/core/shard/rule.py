@@ -1,0 +1,155 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""The contract between the dispatcher and an op rule (pure Python, no framework).
+
+A rule sees an :class:`OpCall`: the op name, one :class:`TensorArg` per tensor argument (its spec
+when it is a DTensor, its shape when it is a plain tensor) and the non-tensor arguments with
+tensors replaced by their ``TensorArg`` placeholders. It returns a :class:`Decision`:
+
+* ``inputs``: the placements each DTensor input must have (``None`` = as is). The dispatcher
+  redistributes inputs that differ (cheapest plan), or raises in strict mode.
+* ``outputs``: one entry per tensor output — ``(placements, global shape)`` — or ``None`` for a
+  non-tensor output.
+* ``expand``: optional name of a method of the rule that computes the local result when it differs
+  from simply running the op on local shards (bias scaling, index offsets, local shapes for views).
+  The method receives ``(local_args, local_kwargs, call, decision)``.
+
+Rules are instantiated once per registry entry with the entry's ``options``.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
+
+__all__ = ["TensorArg", "OpCall", "Decision", "OpRule", "RuleError", "broadcast_shapes"]
+
+
+class RuleError(ValueError):
+    """Raised by a rule for an input it cannot handle; the message names op and input."""
+
+
+@dataclass(frozen=True)
+class TensorArg:
+    """A tensor argument as a rule sees it."""
+
+    slot: int
+    shape: Tuple[int, ...]
+    placements: Optional[Tuple[Placement, ...]]  # None for a plain (non-distributed) tensor
+    requires_grad: bool = False
+
+    @property
+    def is_dtensor(self) -> bool:
+        """True for a DTensor input."""
+        return self.placements is not None
+
+    @property
+    def ndim(self) -> int:
+        """Rank of the (global) tensor."""
+        return len(self.shape)
+
+
+@dataclass
+class OpCall:
+    """One call of an op on DTensors, as seen by a rule."""
+
+    op: str
+    tensors: List[TensorArg]
+    args: Tuple[Any, ...]
+    kwargs: Dict[str, Any]
+    mesh_shape: Tuple[int, ...]
+
+    def arg(self, index: int, name: str, default: Any = None) -> Any:
+        """Positional argument ``index`` or keyword ``name`` (default when absent)."""
+        if index < len(self.args):
+            return self.args[index]
+        return self.kwargs.get(name, default)
+
+    @property
+    def mesh_ndim(self) -> int:
+        """Number of mesh dimensions."""
+        return len(self.mesh_shape)
+
+    def fail(self, message: str) -> "RuleError":
+        """A RuleError naming the op."""
+        return RuleError(f"{self.op}: {message}")
+
+
+@dataclass
+class Decision:
+    """What the dispatcher must do for one (op, input specs, cache values) combination."""
+
+    inputs: List[Optional[Tuple[Placement, ...]]]
+    outputs: Any  # (placements, shape) | None | list/tuple of those (mirrors the op's output structure)
+    expand: Optional[str] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+class OpRule(ABC):
+    """Base class of all rules. Subclasses implement :meth:`infer`.
+
+    ``cache_args``: names of keyword/positional arguments that change the layout decision. The
+    default ``None`` means every non-tensor argument is part of the cache key (always correct).
+    """
+
+    cache_args: Optional[Sequence[str]] = None
+
+    def __init__(self, op: str, **options: Any) -> None:
+        self.op = op
+        unknown = set(options) - set(self.allowed_options())
+        if unknown:
+            raise RuleError(f"{op}: unknown option(s) {sorted(unknown)} for {type(self).__name__}; "
+                            f"allowed: {sorted(self.allowed_options())}")
+        self.options = options
+
+    @classmethod
+    def allowed_options(cls) -> Sequence[str]:
+        """Option names this rule accepts from the registry."""
+        return ()
+
+    @abstractmethod
+    def infer(self, call: OpCall) -> Decision:
+        """Map input specs (and layout-relevant scalars) to input requirements and output specs."""
+
+
+# ---------------------------------------------------------------------- helpers shared by rules
+def replicate(n: int) -> Tuple[Placement, ...]:
+    """``(Replicate(),) * n``."""
+    return (Replicate(),) * n
+
+
+def broadcast_shapes(*shapes: Sequence[int]) -> Tuple[int, ...]:
+    """NumPy broadcasting of shapes; clear error when incompatible."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(ndim):
+        size = 1
+        for s in shapes:
+            k = len(s) - ndim + i
+            if k < 0 or s[k] == 1:
+                continue
+            if size not in (1, s[k]):
+                raise RuleError(f"shapes {list(map(list, shapes))} cannot be broadcast together")
+            size = s[k]
+        out.append(size)
+    return tuple(out)
+
+
+def normalize_dim(dim: int, ndim: int, what: str = "dim") -> int:
+    """Non-negative dim; clear error when out of range (0-d tensors accept 0 and -1)."""
+    rank = max(ndim, 1)
+    if not -rank <= dim < rank:
+        raise RuleError(f"{what}={dim} is out of range for a {ndim}-D tensor")
+    return dim % rank
+
+
+def is_shard(p: Placement) -> bool:
+    """True for Shard."""
+    return isinstance(p, Shard)
+
+
+def is_partial(p: Placement, op: Optional[str] = None) -> bool:
+    """True for Partial (of reduce op ``op`` when given)."""
+    return isinstance(p, Partial) and (op is None or p.reduce_op == op)

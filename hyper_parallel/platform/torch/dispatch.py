@@ -1,0 +1,340 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Three-stage dispatch of registered torch ops on DTensors.
+
+1. **preprocess** — walk the arguments once: DTensor specs, plain-tensor shapes and the other
+   argument values form the cache key (specs are interned, so hashing them is an identity hash).
+2. **infer** — on a cache miss only: build the rule's :class:`OpCall`, run the rule, and compile its
+   decision into a :class:`_Plan` (redistribution steps per input, gradient all-reduce groups,
+   output specs, expand method). Rules never run on a hit.
+3. **run** — redistribute inputs if the plan says so (an error in strict mode), run the local op (or
+   the rule's expand method) on local shards with torch-function dispatch disabled, and re-class the
+   fresh outputs as DTensors with their precomputed specs.
+
+Gradient rule applied here: a *replicated* input that feeds an output which is sharded or partial
+on some mesh dim receives only a partial gradient on each rank, so its local value passes through
+``grad_all_reduce`` (identity forward, all-reduce of the gradient) on those mesh dims.
+"""
+from __future__ import annotations
+
+import threading
+import types
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import torch
+from torch._C import DisableTorchFunctionSubclass as _NoTF
+
+from hyper_parallel.core.placement import Replicate
+from hyper_parallel.core.redistribute import compile_plan, run_redistribute
+from hyper_parallel.core.shard.registry import OpEntry, get_registry, on_register
+from hyper_parallel.core.shard.rule import Decision, OpCall, RuleError, TensorArg
+from hyper_parallel.core.spec import DTensorSpec
+from hyper_parallel.platform.torch import dtensor as _dt
+
+__all__ = ["install_registry", "strict_dispatch", "set_strict", "StrictRedistributionError", "resolve_torch_name",
+           "cache_info", "clear_cache"]
+
+DTensor = _dt.DTensor
+_wrap = _dt._wrap  # pylint: disable=protected-access
+_STRICT = threading.local()
+_CACHE: Dict[tuple, "_Plan"] = {}
+_INSTALLED = False
+_PY_FUNCS = (types.FunctionType, types.MethodType)
+
+
+class StrictRedistributionError(RuntimeError):
+    """An implicit redistribution was needed while strict mode was on."""
+
+
+def set_strict(on: bool) -> None:
+    """Turn strict mode on/off for this thread (any implicit redistribution raises)."""
+    _STRICT.on = bool(on)
+
+
+class strict_dispatch:  # pylint: disable=invalid-name
+    """Context manager: implicit redistribution inside raises :class:`StrictRedistributionError`."""
+
+    def __enter__(self) -> "strict_dispatch":
+        self._prev = getattr(_STRICT, "on", False)
+        _STRICT.on = True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _STRICT.on = self._prev
+
+
+def cache_info() -> Dict[str, int]:
+    """Number of cached dispatch plans."""
+    return {"plans": len(_CACHE)}
+
+
+def clear_cache() -> None:
+    """Forget every cached plan (rules run again on the next call)."""
+    _CACHE.clear()
+
+
+# ---------------------------------------------------------------------- name resolution
+def resolve_torch_name(name: str) -> Optional[Callable]:
+    """``torch.add`` / ``Tensor.add_`` / ``torch.nn.functional.linear`` -> the function object the
+    torch-function protocol reports (property getters resolve to ``__get__``); None for other frontends."""
+    parts = name.split(".")
+    if parts[0] == "Tensor":
+        obj: Any = torch.Tensor
+        parts = parts[1:]
+    elif parts[0] == "torch":
+        obj = torch
+        parts = parts[1:]
+    else:
+        return None
+    for p in parts:
+        nxt = getattr(obj, p, None)
+        if nxt is None:
+            raise RuleError(f"op registry: {name!r} does not exist in torch {torch.__version__}")
+        obj = nxt
+    if isinstance(obj, (types.GetSetDescriptorType, property)):
+        return obj.__get__
+    return obj
+
+
+# ---------------------------------------------------------------------- plan
+class _Plan:
+    __slots__ = ("fast", "redist", "grad_sync", "outs", "expand", "unwrap", "rule", "decision", "call",
+                 "mesh", "describe")
+
+    def __init__(self) -> None:
+        self.fast = True
+        self.redist: List[Tuple[int, tuple, Optional[DTensorSpec]]] = []
+        self.grad_sync: List[Tuple[int, tuple]] = []
+        self.outs: Any = None
+        self.expand: Optional[Callable] = None
+        self.unwrap = False
+        self.rule = None
+        self.decision: Optional[Decision] = None
+        self.call: Optional[OpCall] = None
+        self.mesh = None
+        self.describe: List[str] = []
+
+
+def _freeze(value: Any) -> Any:
+    """A hashable stand-in for a non-tensor argument."""
+    if isinstance(value, slice):
+        return ("__slice__", value.start, value.stop, value.step)
+    if isinstance(value, list):
+        return ("__list__",) + tuple(_freeze(v) for v in value)
+    if isinstance(value, tuple):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, dict):
+        return ("__dict__",) + tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    try:
+        hash(value)
+    except TypeError:
+        return ("__id__", id(value))
+    return value
+
+
+def _collect(args, kwargs):
+    """(cache key parts, tensors in order, locations) for top-level args, kwargs and lists of tensors."""
+    key: List[Any] = []
+    tensors: List[torch.Tensor] = []
+    locs: List[tuple] = []
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor):
+            key.append(a._spec if type(a) is DTensor else ("__plain__", tuple(a.shape)))  # pylint: disable=protected-access,unidiomatic-typecheck
+            tensors.append(a)
+            locs.append((i, None))
+        elif type(a) in (list, tuple) and a and isinstance(a[0], torch.Tensor):  # pylint: disable=unidiomatic-typecheck
+            sub = []
+            for j, t in enumerate(a):
+                if isinstance(t, torch.Tensor):
+                    sub.append(t._spec if type(t) is DTensor else ("__plain__", tuple(t.shape)))  # pylint: disable=protected-access,unidiomatic-typecheck
+                    tensors.append(t)
+                    locs.append((i, j))
+                else:
+                    sub.append(_freeze(t))
+            key.append(("__seq__", type(a).__name__) + tuple(sub))
+        else:
+            key.append(_freeze(a))
+    for name, v in kwargs.items():
+        if isinstance(v, torch.Tensor):
+            key.append((name, v._spec if type(v) is DTensor else ("__plain__", tuple(v.shape))))  # pylint: disable=protected-access,unidiomatic-typecheck
+            tensors.append(v)
+            locs.append((name, None))
+        else:
+            key.append((name, _freeze(v)))
+    return key, tensors, locs
+
+
+def _placeholders(args, kwargs, locs):
+    """Args/kwargs with tensors replaced by their slot numbers (for the rule)."""
+    args = [list(a) if isinstance(a, (list, tuple)) else a for a in args]
+    kwargs = dict(kwargs)
+    for slot, (where, j) in enumerate(locs):
+        marker = ("__tensor__", slot)
+        if isinstance(where, str):
+            kwargs[where] = marker
+        elif j is None:
+            args[where] = marker
+        else:
+            args[where][j] = marker
+    return tuple(args), kwargs
+
+
+def _build_plan(func, name, rule, args, kwargs, tensors, locs) -> _Plan:
+    specs = [t._spec if isinstance(t, DTensor) else None for t in tensors]  # pylint: disable=protected-access
+    meshes = [s.mesh for s in specs if s is not None]
+    mesh = meshes[0]
+    for m in meshes[1:]:
+        if m is not mesh and m != mesh:
+            raise RuleError(f"{name}: DTensor inputs live on different meshes ({mesh} and {m}); redistribute them "
+                            "onto one mesh first")
+    targs = [TensorArg(i, tuple(s.shape) if s is not None else tuple(t.shape),
+                       s.placements if s is not None else None, t.requires_grad)
+             for i, (t, s) in enumerate(zip(tensors, specs))]
+    pargs, pkwargs = _placeholders(args, kwargs, locs)
+    call = OpCall(name, targs, pargs, pkwargs, tuple(mesh.shape))
+    decision = rule.infer(call)
+    plan = _Plan()
+    plan.rule, plan.decision, plan.call, plan.mesh = rule, decision, call, mesh
+    from hyper_parallel.platform import get_platform
+    plat = get_platform("torch")
+    out_placements = _out_placements(decision.outputs)
+    for i, (t, s) in enumerate(zip(tensors, specs)):
+        need = decision.inputs[i] if i < len(decision.inputs) else None
+        cur = s.placements if s is not None else (Replicate(),) * mesh.ndim
+        if need is not None and tuple(need) != cur:
+            src = s if s is not None else DTensorSpec(mesh, cur, tuple(t.shape))
+            dst, steps, rplan = compile_plan(plat, src, tuple(need), t.element_size())
+            plan.redist.append((i, steps, dst))
+            plan.describe.append(f"input {i}: {rplan}")
+            cur = tuple(need)
+        dims = tuple(d for d, p in enumerate(cur) if isinstance(p, Replicate)
+                     and any(not isinstance(op[d], Replicate) for op in out_placements))
+        if dims:
+            plan.grad_sync.append((i, tuple(mesh.get_group(d) for d in dims)))
+    plan.outs = _out_specs(mesh, decision.outputs)
+    plan.expand = getattr(rule, decision.expand) if decision.expand else None
+    plan.unwrap = isinstance(func, _PY_FUNCS)
+    plan.fast = not (plan.redist or plan.grad_sync or plan.expand or plan.unwrap)
+    return plan
+
+
+def _out_placements(outputs) -> List[tuple]:
+    if outputs is None:
+        return []
+    if isinstance(outputs, tuple) and len(outputs) == 2 and isinstance(outputs[0], tuple) \
+            and all(hasattr(p, "is_shard") for p in outputs[0]):
+        return [outputs[0]]
+    out = []
+    for o in outputs:
+        out.extend(_out_placements(o))
+    return out
+
+
+def _out_specs(mesh, outputs):
+    if outputs is None:
+        return None
+    if isinstance(outputs, tuple) and len(outputs) == 2 and isinstance(outputs[0], tuple) \
+            and all(hasattr(p, "is_shard") for p in outputs[0]):
+        return DTensorSpec(mesh, outputs[0], outputs[1])
+    return [_out_specs(mesh, o) for o in outputs]
+
+
+def _wrap_outputs(out, specs):
+    if specs is None:
+        return out
+    if type(specs) is DTensorSpec:  # pylint: disable=unidiomatic-typecheck
+        if isinstance(out, torch.Tensor):
+            return _wrap(out, specs)
+        raise RuleError(f"rule declared a tensor output but the op returned {type(out).__name__}")
+    if isinstance(out, (tuple, list)):
+        wrapped = [_wrap_outputs(o, s) for o, s in zip(out, specs)]
+        if isinstance(out, list):
+            return wrapped
+        return type(out)(wrapped) if type(out) is not tuple else tuple(wrapped)  # pylint: disable=unidiomatic-typecheck
+    raise RuleError(f"rule declared {len(specs)} outputs but the op returned {type(out).__name__}")
+
+
+def _local(t):
+    """Plain alias of a DTensor (its local shard) — for Python code that reads ``.shape``."""
+    return t.view_as(t) if isinstance(t, DTensor) else t
+
+
+def _run_general(plan: _Plan, func, args, kwargs, tensors, locs):
+    if plan.redist and getattr(_STRICT, "on", False):
+        raise StrictRedistributionError(
+            f"strict mode: {plan.call.op} would redistribute " + "; ".join(plan.describe))
+    new = list(tensors)
+    for i, steps, _dst in plan.redist:
+        new[i] = run_redistribute(_local(new[i]), steps)
+    if plan.grad_sync and torch.is_grad_enabled():
+        from hyper_parallel.platform import get_platform
+        plat = get_platform("torch")
+        for i, groups in plan.grad_sync:
+            x = new[i]
+            if x.requires_grad:
+                x = _local(x)
+                for g in groups:
+                    x = plat.grad_all_reduce(x, g)
+                new[i] = x
+    if plan.unwrap or plan.expand is not None:
+        new = [_local(t) for t in new]
+    seq_types = [type(a) for a in args]
+    args = [list(a) if isinstance(a, (list, tuple)) else a for a in args]
+    kwargs = dict(kwargs)
+    for t, (where, j) in zip(new, locs):
+        if isinstance(where, str):
+            kwargs[where] = t
+        elif j is None:
+            args[where] = t
+        else:
+            args[where][j] = t
+    for k, a in enumerate(args):
+        if seq_types[k] is tuple:
+            args[k] = tuple(a)
+    if plan.expand is not None:
+        return plan.expand(func, args, kwargs, plan)
+    return func(*args, **kwargs)
+
+
+def _dispatch(func, name, rule, args, kwargs):
+    key, tensors, locs = _collect(args, kwargs)
+    key = (func, *key)
+    plan = _CACHE.get(key)
+    if plan is None:
+        plan = _build_plan(func, name, rule, args, kwargs, tensors, locs)
+        _CACHE[key] = plan
+    with _NoTF():
+        if plan.fast:
+            out = func(*args, **kwargs)
+        else:
+            out = _run_general(plan, func, args, kwargs, tensors, locs)
+    return _wrap_outputs(out, plan.outs)
+
+
+def _make_handler(entry: OpEntry):
+    rule = entry.rule_instance()
+    name = entry.name
+
+    def handler(func, args, kwargs):
+        return _dispatch(func, name, rule, args, kwargs)
+
+    handler.entry = entry
+    return handler
+
+
+def _install(entry: OpEntry) -> None:
+    func = resolve_torch_name(entry.name)
+    if func is not None:
+        _dt.DISPATCH_TABLE[func] = _make_handler(entry)
+
+
+def install_registry() -> None:
+    """Load the registry (once) and route every torch op it names to the dispatcher."""
+    global _INSTALLED  # pylint: disable=global-statement
+    if _INSTALLED:
+        return
+    reg = get_registry()
+    for entry in reg.entries.values():
+        _install(entry)
+    on_register(_install)
+    _INSTALLED = True
