@@ -176,6 +176,19 @@ def _case_assert_on_rank_1():
         assert value == 11
 
 
+def _grandchild(code):
+    sys.exit(code)
+
+
+def _case_start_own_process():
+    import multiprocessing  # pylint: disable=import-outside-toplevel
+    import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+    child = multiprocessing.get_context("spawn").Process(target=_grandchild, args=(40 + dist.get_rank(),))
+    child.start()
+    child.join(timeout=120)
+    return child.exitcode
+
+
 def _case_returns_unpicklable():
     return lambda: None
 
@@ -219,6 +232,11 @@ def test_pool_returns_every_rank_value_and_run_on_ranks_rank0():
     assert run_on_ranks(_case_rank_and_world, world_size=2) == (0, 2)
     assert run_on_ranks(_case_rank_sum) == 3.0
     assert run_on_ranks(_decorated_fails_on_rank_1, args=("ok",), kwargs={"factor": 3}) == "okokok"
+
+
+def test_rank_can_start_its_own_process():
+    """A case may start processes (a DataLoader with workers, say): workers are not daemonic inside."""
+    assert get_pool(2).run(_case_start_own_process, timeout=150) == [40, 41]
 
 
 def test_worker_output_reaches_pytest_capture(capsys):
@@ -354,7 +372,6 @@ def test_harness_module_does_not_import_torch():
         "spec.loader.exec_module(module)\n"
         "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))\n"
     )
-    import subprocess  # pylint: disable=import-outside-toplevel
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert out.strip() == "[]"
     assert importlib.util.find_spec("torch") is not None  # the probe is meaningful: torch is installed
@@ -373,15 +390,26 @@ def test_empty_case_overhead_is_measured():
 
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-_CHILD = """
+# A script in the style of a benchmark: the function it runs on the ranks lives in ``__main__``.
+_SCRIPT = """
 import sys, time
 from hyper_parallel.testing import get_pool
-from tests.st.torch.test_harness import _case_rank_sum
-pool = get_pool(2)
-assert pool.run(_case_rank_sum) == [3.0, 3.0]
-print(" ".join(str(pid) for pid in pool.pids), flush=True)
-if sys.argv[1] == "wait":
-    time.sleep(600)
+
+
+def rank_sum():
+    import torch, torch.distributed as dist
+    t = torch.tensor([float(dist.get_rank() + 1)])
+    dist.all_reduce(t)
+    return t.item()
+
+
+if __name__ == "__main__":
+    print("main block runs", flush=True)
+    pool = get_pool(2)
+    print("result", pool.run(rank_sum), flush=True)
+    print("pids", *pool.pids, flush=True)
+    if sys.argv[1] == "wait":
+        time.sleep(600)
 """
 
 
@@ -401,28 +429,39 @@ def _wait_gone(pids, limit=60.0):
     return [pid for pid in pids if _process_alive(pid)]
 
 
-def _child(mode, method):
-    env = dict(os.environ, HYPER_PARALLEL_START_METHOD=method)
-    return subprocess.Popen([sys.executable, "-c", _CHILD, mode], cwd=_ROOT, env=env, text=True,
+def _start_script(tmp_path, mode, method):
+    script = tmp_path / "bench_like.py"
+    script.write_text(_SCRIPT, encoding="utf-8")
+    env = dict(os.environ, HYPER_PARALLEL_START_METHOD=method, PYTHONPATH=_ROOT)
+    return subprocess.Popen([sys.executable, str(script), mode], cwd=str(tmp_path), env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
+def _pids_from(line):
+    assert line.startswith("pids "), line
+    return [int(pid) for pid in line.split()[1:]]
+
+
 @pytest.mark.parametrize("method", ["forkserver", "spawn"])
-def test_no_worker_outlives_a_normal_exit(method):
-    """At interpreter exit the pools are shut down: no worker process is left behind."""
-    proc = _child("exit", method)
+def test_script_main_function_runs_and_no_worker_outlives_exit(tmp_path, method):
+    """A script's ``__main__`` function runs on the ranks; at exit no worker is left behind."""
+    proc = _start_script(tmp_path, "exit", method)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
-    pids = [int(pid) for pid in out.split()]
+    lines = out.splitlines()
+    assert lines.count("main block runs") == 1, out  # the workers did not re-run the main block
+    assert "result [3.0, 3.0]" in lines, out
+    pids = _pids_from([line for line in lines if line.startswith("pids ")][0])
     assert len(pids) == 2
     assert [pid for pid in pids if _process_alive(pid)] == []
 
 
-def test_no_worker_outlives_a_killed_test_process():
+def test_no_worker_outlives_a_killed_test_process(tmp_path):
     """SIGKILL of the process that owns the pool: the workers follow it (no orphans)."""
-    proc = _child("wait", "forkserver")
+    proc = _start_script(tmp_path, "wait", "forkserver")
     try:
-        pids = [int(pid) for pid in proc.stdout.readline().split()]
+        lines = [proc.stdout.readline().strip() for _ in range(3)]
+        pids = _pids_from(lines[2])
         assert len(pids) == 2 and all(_process_alive(pid) for pid in pids)
     finally:
         proc.send_signal(signal.SIGKILL)
