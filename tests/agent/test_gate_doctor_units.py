@@ -41,7 +41,7 @@ def test_parsers_cover_every_gate_stage():
     found = {f.tool + ":" + f.rule: f for f in parse_log(LOG, "Gate")}
     pylint = found["pylint:W0612(unused-variable)"]
     assert (pylint.file, pylint.line, pylint.message) == ("hyper_parallel/core/mesh.py", 12, "Unused variable 'x'")
-    lizard = found["lizard:lizard-complexity"]
+    lizard = found["lizard:lizard-ccn"]
     assert (lizard.file, lizard.line) == ("hyper_parallel/core/big.py", 30) and "CCN 22" in lizard.message
     assert found["codespell:codespell"].message == "recieve ==> receive"
     test = found["pytest:test-failed"]

@@ -44,7 +44,8 @@ class GateScenario(Scenario):
     """The gate bot + pipeline, driven by the forge's clock."""
 
     def __init__(self, outcomes: list, check_delay: float = 300, build_time: float = 1500,
-                 label_lag: float = 0, reject_description: bool = False):
+                 label_lag: float = 0, reject_description: bool = False) -> None:
+        super().__init__()
         self.outcomes = list(outcomes)
         self.check_delay = check_delay
         self.build_time = build_time

@@ -25,10 +25,15 @@ def iso(t: float) -> str:
 
 
 class Scenario:
-    """Hooks a test overrides: react to posted comments."""
+    """Hooks a test overrides: react to posted comments (the default only records them)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, str]] = []
 
     def on_comment(self, forge: "FakeForge", pr: int, body: str) -> None:
         """Called after a comment is stored."""
+        del forge
+        self.seen.append((pr, body))
 
 
 class FakeForge:

@@ -70,7 +70,7 @@ class CodeHost:
 
     provider = "gitcode"
 
-    def __init__(self, api: str, repo: str, token: str | None, session: requests.Session | None = None):
+    def __init__(self, api: str, repo: str, token: str | None, session: requests.Session | None = None) -> None:
         if "/" not in repo:
             raise ValueError(f"code-host repo must be 'owner/name', got {repo!r}")
         self.api = api.rstrip("/")

@@ -23,7 +23,7 @@ GATE_LABELS = ("pr-check-pass", "ci-pipeline-passed")
 class PolicyRejected(AutogitRefused):
     """The commit-msg policy rejected the message."""
 
-    def __init__(self, problems: list[str], policy: str):
+    def __init__(self, problems: list[str], policy: str) -> None:
         super().__init__(f"commit message rejected by {policy}: " + "; ".join(problems))
         self.problems = problems
 

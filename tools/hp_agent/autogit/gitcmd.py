@@ -21,7 +21,7 @@ class AutogitRefused(RuntimeError):
 class Git:
     """Run git commands in one working tree."""
 
-    def __init__(self, cwd: Path | str):
+    def __init__(self, cwd: Path | str) -> None:
         self.cwd = Path(cwd)
 
     def run(self, *args: str, check: bool = True, input_text: str | None = None,

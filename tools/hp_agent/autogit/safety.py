@@ -74,7 +74,7 @@ def push(git: Git, cfg: Config, branch: str, lease_sha: str | None = None, rewri
 class Stash:
     """Stash every change (untracked included) on enter and restore it on exit; nothing is dropped."""
 
-    def __init__(self, git: Git, label: str):
+    def __init__(self, git: Git, label: str) -> None:
         self.git = git
         self.label = label
         self.sha: str | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Callable
 
 import click
 
@@ -29,7 +30,7 @@ def _root() -> Path:
     return Path(proc.stdout.strip()) if proc.returncode == 0 else Path.cwd()
 
 
-def _backend(pr: str, local: bool, report: str | None, provider: str | None):
+def _backend(pr: str, local: bool, report: str | None, provider: str | None) -> tuple:
     root = _root()
     cfg = load_config(root)
     if local or report:
@@ -45,7 +46,7 @@ def _store(root: Path, state_dir: str | None) -> StateStore:
     return StateStore(Path(state_dir) if state_dir else root / ".gate" / "doctor")
 
 
-def common(func):
+def common(func: Callable) -> Callable:
     """PR argument and the options every subcommand shares."""
     func = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")(func)
     func = click.option("--provider", type=click.Choice(PROVIDERS), help="Code host (default from config).")(func)
@@ -64,7 +65,8 @@ def cli_group() -> None:
 @common
 @click.option("--build", "build_number", type=int, help="Diagnose this build instead of the newest.")
 @guard
-def diagnose_cmd(pr, local, report_path, provider, as_json, build_number) -> None:  # noqa: PLR0913
+def diagnose_cmd(pr: str, local: bool, report_path: str | None, provider: str | None,  # noqa: PLR0913
+                 as_json: bool, build_number: int | None) -> None:
     """Newest non-aborted build of PR: stages, failing-stage findings, bypass signals, labels, triage."""
     backend, _cfg, _root_dir = _backend(pr, local, report_path, provider)
     if isinstance(backend, LocalBackend) and report_path and build_number is None:
@@ -103,7 +105,8 @@ def _print_diagnosis(result: dict) -> None:
 @click.option("--max-steps", type=int, help="Stop after this many transitions (state is kept).")
 @click.option("--state-dir", type=click.Path(file_okay=False), help="Where per-PR state files live.")
 @guard
-def watch_cmd(pr, local, report_path, provider, as_json, time_scale, max_steps, state_dir) -> None:  # noqa: PLR0913
+def watch_cmd(pr: str, local: bool, report_path: str | None, provider: str | None,  # noqa: PLR0913
+              as_json: bool, time_scale: float | None, max_steps: int | None, state_dir: str | None) -> None:
     """Drive PR to green: check-pr → retest → wait → classify, resumable, with back-off and ceilings."""
     backend, cfg, root = _backend(pr, local, report_path, provider)
     clock = Clock(time_scale if time_scale is not None else cfg.time_scale)
@@ -116,7 +119,7 @@ def watch_cmd(pr, local, report_path, provider, as_json, time_scale, max_steps, 
 @cli_group.command("check-pr")
 @common
 @guard
-def check_pr_cmd(pr, local, report_path, provider, as_json) -> None:
+def check_pr_cmd(pr: str, local: bool, report_path: str | None, provider: str | None, as_json: bool) -> None:
     """Post /check-pr unless the PR already has pr-check-pass."""
     backend, _cfg, _root_dir = _backend(pr, local, report_path, provider)
     labels = backend.snapshot()["labels"]
@@ -130,7 +133,7 @@ def check_pr_cmd(pr, local, report_path, provider, as_json) -> None:
 @cli_group.command("retest")
 @common
 @guard
-def retest_cmd(pr, local, report_path, provider, as_json) -> None:
+def retest_cmd(pr: str, local: bool, report_path: str | None, provider: str | None, as_json: bool) -> None:
     """Post /retest — refused without pr-check-pass (it would only start a fake-green bypass build)."""
     backend, _cfg, _root_dir = _backend(pr, local, report_path, provider)
     labels = backend.snapshot()["labels"]
@@ -147,7 +150,7 @@ def retest_cmd(pr, local, report_path, provider, as_json) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--state-dir", type=click.Path(file_okay=False), help="Where per-PR state files live.")
 @guard
-def report_cmd(pr, as_json, state_dir) -> None:
+def report_cmd(pr: str, as_json: bool, state_dir: str | None) -> None:
     """The final report of the watch of PR: status, timeline, fixes, unresolved failures, counters, next."""
     state = _store(_root(), state_dir).load(pr)
     if state is None:

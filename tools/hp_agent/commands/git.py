@@ -18,7 +18,7 @@ _FAILED = (GitError, CodeHostError, CommandFailed)
 guard = guarded(_REFUSED, _FAILED)
 
 
-def _setup():
+def _setup() -> tuple:
     git = flows.repo_git()
     return git, load_config(git.root())
 
@@ -93,7 +93,8 @@ def commit_cmd(message: str | None, yes: bool, dry_run: bool, as_json: bool) -> 
 @click.option("--dry-run", is_flag=True, help="Print the PR body that would be used; push nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @guard
-def pr_cmd(provider, title, body, draft, squash, squash_message, dry_run, as_json) -> None:  # noqa: PLR0913
+def pr_cmd(provider: str | None, title: str | None, body: str | None, draft: bool, squash: bool,  # noqa: PLR0913
+           squash_message: str | None, dry_run: bool, as_json: bool) -> None:
     """Push the branch to your fork and open a PR with the filled template body."""
     git, cfg = _setup()
     host = make_codehost(cfg, provider)
@@ -143,7 +144,8 @@ def status_cmd(number: int, provider: str | None, as_json: bool) -> None:
 @click.option("--force", is_flag=True, help="History was rewritten: backup + --force-with-lease push.")
 @click.option("--json", "as_json", is_flag=True)
 @guard
-def update_cmd(number, provider, title, body, refresh_body, force, as_json) -> None:  # noqa: PLR0913
+def update_cmd(number: int, provider: str | None, title: str | None, body: str | None,  # noqa: PLR0913
+               refresh_body: bool, force: bool, as_json: bool) -> None:
     """Push the current branch to PR NUMBER (your fork only) and optionally refresh title/body."""
     git, cfg = _setup()
     result = flows.update_pr(git, cfg, make_codehost(cfg, provider), number,

@@ -32,7 +32,7 @@ class RemoteBackend:
     """GitCode (or Gitee/GitHub) PR + Jenkins job."""
 
     def __init__(self, pr: int, host: CodeHost, jenkins: JenkinsClient, root: Path, bypass_max_s: float = 60.0,
-                 base_branch: str = "master"):
+                 base_branch: str = "master") -> None:
         self.pr, self.host, self.jenkins, self.root = pr, host, jenkins, root
         self.bypass_max_s = bypass_max_s
         self.base_branch = base_branch
@@ -120,7 +120,7 @@ class LocalBackend:
     for the current HEAD.
     """
 
-    def __init__(self, root: Path, runner: Callable[[], Path] | None = None, report: Path | None = None):
+    def __init__(self, root: Path, runner: Callable[[], Path] | None = None, report: Path | None = None) -> None:
         self.root = Path(root)
         self.runner = runner or self._run_gate
         self.fixed_report = Path(report) if report else None
@@ -216,8 +216,9 @@ def _stage_findings(st: dict) -> list[Finding]:
     tool = _tool_of(st.get("name") or "")
     found = [Finding(tool, f.get("rule") or tool, f.get("message") or "", f.get("file"), f.get("line"),
                      f.get("test"), st.get("name")) for f in st.get("findings") or []]
-    known = {x.key() for x in found}
-    found.extend(p for p in parse_log(st.get("log_tail") or "", st.get("name")) if p.key() not in known)
+    known = {(x.file, x.line) for x in found if x.file} | {x.test for x in found if x.test}
+    found.extend(p for p in parse_log(st.get("log_tail") or "", st.get("name"))
+                 if (p.file, p.line) not in known and p.test not in known)
     if not found:
         found.append(Finding("stage", "stage-failed", f"stage {st.get('name')} failed", stage=st.get("name")))
     return found

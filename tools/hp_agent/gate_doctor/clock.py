@@ -10,7 +10,7 @@ from typing import Callable
 class Clock:
     """Wall clock; ``sleep(s)`` waits ``s * time_scale`` real seconds, ``now()`` is epoch seconds."""
 
-    def __init__(self, time_scale: float = 1.0):
+    def __init__(self, time_scale: float = 1.0) -> None:
         if time_scale <= 0:
             raise ValueError(f"time scale must be > 0, got {time_scale!r}")
         self.time_scale = time_scale
@@ -27,7 +27,7 @@ class Clock:
 class FakeClock(Clock):
     """A clock that never waits: ``sleep`` advances ``now`` and runs ``on_sleep`` callbacks."""
 
-    def __init__(self, start: float = 1_780_000_000.0):
+    def __init__(self, start: float = 1_780_000_000.0) -> None:
         super().__init__(1.0)
         self.t = float(start)
         self.slept: list[float] = []

@@ -23,7 +23,7 @@ class JenkinsClient:
     """Read-only client for one job (``job`` may be a folder path ``a/b``)."""
 
     def __init__(self, url: str, job: str, user: str | None = None, token: str | None = None,
-                 session: requests.Session | None = None):
+                 session: requests.Session | None = None) -> None:
         if not job:
             raise ValueError("Jenkins job name is empty; set [jenkins] job or HP_AGENT_JENKINS_JOB")
         self.url = url.rstrip("/")

@@ -9,12 +9,39 @@ with the same back-off attempt, builds seen and counters.  Waiting phases poll w
 from __future__ import annotations
 
 import random
+from typing import Any, Protocol
 
 from hp_agent.gate_doctor import backoff
 from hp_agent.gate_doctor import protocol as P
 from hp_agent.gate_doctor.clock import Clock
 from hp_agent.gate_doctor.state import MAX_FIX_COMMITS, MAX_FLAKE_RETESTS, WAITING, StateStore, WatchState
 from hp_agent.gate_doctor.triage import triage
+
+
+
+class Backend(Protocol):
+    """What the state machine needs from a backend (see :mod:`hp_agent.gate_doctor.backends`)."""
+
+    root: Any
+
+    def snapshot(self) -> dict:
+        """Head sha, labels, comments of the PR now."""
+
+    def post(self, command: str) -> None:
+        """Post a comment."""
+
+    def find_build(self, since_s: float | None, exclude: set[int]) -> dict | None:
+        """Newest build of the PR after ``since_s`` not in ``exclude``."""
+
+    def diagnose_build(self, number: int) -> dict:
+        """Stages, bypass signals and findings of a build."""
+
+    def changed_files(self) -> list[str]:
+        """Paths the PR changes."""
+
+    def master_failures(self) -> set[str]:
+        """Failure keys seen on recent base-branch builds."""
+
 
 MAX_POLLS = {"wait-check": 6, "wait-build": 12, "wait-labels": 6}
 MAX_BYPASS = 3
@@ -23,8 +50,8 @@ MAX_BYPASS = 3
 class Watcher:
     """Drive one PR to a terminal state (or to ``await-fix``, which hands a fix list to the assistant)."""
 
-    def __init__(self, backend, store: StateStore, pr: str, clock: Clock | None = None,
-                 rng: random.Random | None = None):
+    def __init__(self, backend: Backend, store: StateStore, pr: str, clock: Clock | None = None,
+                 rng: random.Random | None = None) -> None:
         self.backend = backend
         self.store = store
         self.clock = clock or Clock()
@@ -33,7 +60,7 @@ class Watcher:
         self._snap: dict | None = None
 
     # -- bookkeeping --------------------------------------------------------------------------------
-    def event(self, kind: str, **data) -> None:
+    def event(self, kind: str, **data: Any) -> None:
         """Append a timeline entry."""
         self.state.timeline.append({"t": self.clock.now(), "phase": self.state.phase, "event": kind, **data})
 
@@ -247,7 +274,7 @@ class Watcher:
         self.snap()
 
 
-def _ts(value) -> float:
+def _ts(value: Any) -> float:
     """ISO-8601 or epoch value → epoch seconds (0 when absent or unreadable)."""
     import datetime as _dt  # pylint: disable=import-outside-toplevel
     if value is None:

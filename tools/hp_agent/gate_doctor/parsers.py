@@ -57,7 +57,7 @@ def _lizard(line: str) -> Finding | None:
     if not m:
         return None
     msg = f"{m['func']} has CCN {m['ccn']}, {m['nloc']} NLOC, {m['params']} params, length {m['length']}"
-    return Finding("lizard", "lizard-complexity", msg, m["file"], int(m["line"]))
+    return Finding("lizard", "lizard-ccn", msg, m["file"], int(m["line"]))
 
 
 def _codespell(line: str) -> Finding | None:

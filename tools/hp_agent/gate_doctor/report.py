@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as _dt
 
 from hp_agent.gate_doctor import protocol as P
-from hp_agent.gate_doctor.machine import _public_diag
+from hp_agent.gate_doctor.machine import Backend, _public_diag
 from hp_agent.gate_doctor.state import WatchState
 from hp_agent.gate_doctor.triage import triage
 
@@ -22,7 +22,7 @@ _NEXT = {
 }
 
 
-def diagnose(backend, pr: str, build_number: int | None = None) -> dict:
+def diagnose(backend: Backend, pr: str, build_number: int | None = None) -> dict:
     """Everything known about the PR's gate now: labels, newest non-aborted build, stages, findings, verdict."""
     snap = backend.snapshot()
     out = {"pr": pr, "head_sha": snap["head_sha"], "labels": snap["labels"],

@@ -68,7 +68,7 @@ class WatchState:
 class StateStore:
     """JSON files ``<dir>/<pr>.json`` written atomically."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path) -> None:
         self.dir = Path(directory)
 
     def path(self, pr: str) -> Path:
