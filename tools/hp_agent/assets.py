@@ -112,4 +112,7 @@ def load_assets(root: Path) -> Assets:
             out.settings = json.loads(settings.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             raise AssetError(f"{AGENT_DIR}/settings.json: invalid JSON: {exc}") from exc
+    for hook in out.hooks:
+        spec = (out.settings.get("hooks") or {}).get(hook.name) or {}
+        hook.meta = {"description": spec.get("description", "")} if isinstance(spec, dict) else {}
     return out
