@@ -64,8 +64,13 @@ def check_catalog(root: Path) -> list[Finding]:
     assets = load_assets(root)
     for kind in KINDS:
         by_path = {a.path: a for a in assets.by_kind(kind)}
-        listed = {r.path: r for r in rows if r.kind == kind}
-        for rel, row in listed.items():
+        listed: dict[str, Row] = {}
+        for row in (r for r in rows if r.kind == kind):
+            rel = row.path
+            if rel in listed:
+                findings.append(Finding(CATALOG_FILE, row.line, "catalog-duplicate",
+                                        f"{kind}: {rel} is listed twice (also line {listed[rel].line})"))
+            listed.setdefault(rel, row)
             asset = by_path.get(rel)
             if asset is None:
                 findings.append(Finding(CATALOG_FILE, row.line, "catalog-stale",

@@ -1,0 +1,57 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Validation of skills, agents, commands, hooks and settings."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hp_agent.checks.assets import check_all_assets
+
+from .conftest import REPO, copy_agent_tree
+
+
+def test_this_repository_assets_are_valid():
+    assert check_all_assets(REPO) == []
+
+
+def _rules(findings):
+    return {(f.file, f.rule) for f in findings}
+
+
+def test_bad_assets_are_reported(tmp_repo):
+    root = Path(tmp_repo.working_tree_dir)
+    copy_agent_tree(root)
+    (root / "hyper_parallel/core/shard").mkdir(parents=True)  # the repo's rule globs need files
+    for rel in ("hyper_parallel/core/shard/x.py", "hyper_parallel/platform/x.py", "tests/x.py",
+                "tools/hp_agent/x.py"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("x\n")
+    agent = root / ".agent"
+    (agent / "skills/Bad_Name").mkdir()
+    (agent / "skills/Bad_Name/SKILL.md").write_text("---\nname: Bad_Name\ndescription: x\n---\nno command\n")
+    (agent / "skills/long").mkdir()
+    (agent / "skills/long/SKILL.md").write_text(f"---\nname: long\ndescription: {'a' * 1100}\n---\nhp-agent x\n")
+    (agent / "agents/cheap.md").write_text("---\nname: cheap\ndescription: d\ntools: [Read]\ntier: premium\n---\nx\n")
+    (agent / "commands/raw.md").write_text("---\ndescription: d\nrun: make test\n---\nx\n")
+    (agent / "hooks/after-write").chmod(0o644)
+    settings = json.loads((agent / "settings.json").read_text())
+    settings["hooks"]["on-idle"] = {"hook": ".agent/hooks/on-idle"}
+    (agent / "settings.json").write_text(json.dumps(settings))
+    got = _rules(check_all_assets(root))
+    assert (".agent/skills/Bad_Name/SKILL.md", "skill-name") in got
+    assert (".agent/skills/Bad_Name/SKILL.md", "skill-body") in got
+    assert (".agent/skills/long/SKILL.md", "skill-description") in got
+    assert (".agent/agents/cheap.md", "agent-tier") in got
+    assert (".agent/commands/raw.md", "command-run") in got
+    assert (".agent/hooks/after-write", "hook-executable") in got
+    assert (".agent/settings.json", "settings-event") in got
+    assert (".agent/settings.json", "settings-hook") in got
+
+
+def test_malformed_front_matter_is_a_finding(tmp_repo):
+    root = Path(tmp_repo.working_tree_dir)
+    (root / ".agent/rules").mkdir(parents=True)
+    (root / ".agent/rules/x.md").write_text("---\nname: [unclosed\n---\nx\n")
+    findings = check_all_assets(root)
+    assert findings[0].rule == "asset-parse" and "x.md" in findings[0].message
