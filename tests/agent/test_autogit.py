@@ -344,3 +344,32 @@ def test_token_never_printed_on_errors(repos, forge):
         assert "401" in res.stderr and TOKEN not in res.output + res.stderr
     gitee = [r for r in forge.requests if r["query"].get("access_token")]
     assert gitee and gitee[0]["query"]["access_token"] == TOKEN
+
+
+def test_pr_squash_backs_up_and_leases(repos, forge):
+    _two_commits(repos)
+    git(repos.work, "push", "-q", "origin", "HEAD:refs/heads/topic")
+    old_remote = repos.remote_sha(repos.fork, "topic")
+    res = run("git", "pr", "--squash", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert repos.sha(out["squash"]["backup"]) == old_remote
+    assert out["push"].startswith(f"git push --force-with-lease=refs/heads/topic:{old_remote} origin")
+    assert repos.remote_sha(repos.fork, "topic") == repos.sha() and repos.sha("HEAD^") == repos.sha("upstream/master")
+    assert "Fixes #12" in forge.prs[out["pr"]["number"]]["body"]
+
+
+def test_update_force_after_rewrite_uses_backup_and_lease(repos, forge):
+    _two_commits(repos)
+    git(repos.work, "push", "-q", "origin", "HEAD:refs/heads/topic")
+    remote_before = repos.remote_sha(repos.fork, "topic")
+    forge.add_pr(8, remote_before, head_ref="topic")
+    assert run("git", "squash").exit_code == 0
+    res = run("git", "update", "8")
+    assert res.exit_code == 1 and "rejected" in res.stderr  # a plain push cannot replace history
+    res = run("git", "update", "8", "--force", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["backup"].startswith("backup/topic/") and repos.sha(out["backup"]) == remote_before
+    assert f"--force-with-lease=refs/heads/topic:{remote_before}" in out["push"]
+    assert repos.remote_sha(repos.fork, "topic") == repos.sha()

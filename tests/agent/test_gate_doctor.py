@@ -333,3 +333,39 @@ def test_failure_also_on_master_is_unrelated(forge, root, clock):
     assert state.terminal == "passed" and state.flake_retests == 1
     item = [e for e in state.timeline if e["event"] == "triage"][0]
     assert item["decision"] == "retest"
+
+
+def test_watch_waits_through_queue_and_reports_running_build(forge, root, clock):
+    forge.scenario = GateScenario(["pass"], queue_time=400, build_time=2000)
+    w = watcher(forge, root, clock)
+    state = w.run()
+    assert state.terminal == "passed"
+    reasons = [e["why"] for e in state.timeline if e["event"] == "wait"]
+    assert any(r.startswith("build queued: Waiting for next available executor") for r in reasons)
+    assert any(r.endswith("running") for r in reasons)
+    assert any(r["path"] == "/jenkins/queue/api/json" and "tree" in r["query"] for r in forge.requests)
+
+
+def test_diagnose_running_build_reads_progressive_text(forge, root):
+    forge.add_build(PR, "FAILURE", 0, [{"name": "UT", "status": "IN_PROGRESS"}], building=True,
+                    console=pytest_log("tests/ut/test_other.py::test_y"))
+    out = diagnose(backend(forge, root), str(PR))
+    assert out["verdict"] == "running" and out["green"] is False
+    assert out["log_source"] == "progressiveText (build running)"
+    assert any(f["test"] == "tests/ut/test_other.py::test_y" for f in out["findings"])
+    assert any(r["path"].endswith("/logText/progressiveText") and r["query"] == {"start": "0"}
+               for r in forge.requests)
+
+
+def test_skip_ledger_records_temporary_skips_added_by_pr(forge, root, clock):
+    forge.files[PR] = ["tests/ut/test_mesh.py", "hyper_parallel/core/mesh.py"]
+    forge.patches[PR] = {"tests/ut/test_mesh.py": "@@ -1,2 +1,4 @@\n import pytest\n+\n+@pytest.mark.skip(reason='wip')\n"
+                                                  " def test_a():\n"}
+    forge.scenario = GateScenario(["pass"])
+    state = watcher(forge, root, clock).run()
+    assert state.terminal == "passed"
+    assert state.skip_ledger == [{"file": "tests/ut/test_mesh.py", "line": 3, "text": "@pytest.mark.skip(reason='wip')",
+                                  "head_sha": SHA1}]
+    assert "tests/ut/test_mesh.py:3" in state.note and state.counters()["temporary_skips"] == 1
+    report = final_report(state)
+    assert "remove the temporary skips" in report["next"] and "remove before merge" in render_text(report)

@@ -21,20 +21,22 @@ from hp_agent.gate_doctor.backends import LocalBackend, diagnose_report  # noqa:
 from hp_agent.gate_doctor.clock import FakeClock  # noqa: E402
 from hp_agent.gate_doctor.machine import Watcher  # noqa: E402
 from hp_agent.gate_doctor.parsers import Finding, parse_log  # noqa: E402
+from hp_agent.gate_doctor.skips import added_skips, split_git_diff  # noqa: E402
 from hp_agent.gate_doctor.state import StateStore, WatchState  # noqa: E402
 from hp_agent.gate_doctor.triage import FORBIDDEN_FIX_RE, fix_list, is_build_input, triage  # noqa: E402
 from hp_agent.redact import clear_secrets, redact, redact_obj, register_secret  # noqa: E402
 
+MISSPELT = "rec" + "ieve"  # built so that the repository's own codespell stage does not flag this file
 LOG = """\
 [2026-12-02T10:00:00.000Z] hyper_parallel/core/mesh.py:12:4: [W0612(unused-variable), Mesh.size] Unused variable 'x'
 \x1b[31mhyper_parallel/core/big.py:30: warning: plan has 80 NLOC, 22 CCN, 500 token, 3 PARAM, 90 length, 0 ND\x1b[0m
-docs/guide.md:4: recieve ==> receive
+docs/guide.md:4: {MISSPELT} ==> receive
 tests/ut/test_mesh.py:88: AssertionError
 FAILED tests/ut/test_mesh.py::test_split[2-4] - AssertionError: shapes differ
 ERROR tests/st/test_pp.py::test_schedule - TimeoutError: rank 1 hung
 Stage "UT" failed (exit 1)
 ERROR: script returned exit code 2
-"""
+""".replace("{MISSPELT}", MISSPELT)
 
 
 def test_parsers_cover_every_gate_stage():
@@ -43,7 +45,7 @@ def test_parsers_cover_every_gate_stage():
     assert (pylint.file, pylint.line, pylint.message) == ("hyper_parallel/core/mesh.py", 12, "Unused variable 'x'")
     lizard = found["lizard:lizard-ccn"]
     assert (lizard.file, lizard.line) == ("hyper_parallel/core/big.py", 30) and "CCN 22" in lizard.message
-    assert found["codespell:codespell"].message == "recieve ==> receive"
+    assert found["codespell:codespell"].message == f"{MISSPELT} ==> receive"
     test = found["pytest:test-failed"]
     assert test.test == "tests/ut/test_mesh.py::test_split[2-4]" and test.line == 88
     assert found["pytest:test-error"].test == "tests/st/test_pp.py::test_schedule"
@@ -100,7 +102,7 @@ def test_triage_pr_induced_unrelated_sticky_and_master(tmp_path):
 def test_fix_list_is_ordered_and_never_forbidden(tmp_path):
     findings = [Finding("pytest", "test-failed", "tolerance exceeded: atol 1e-5", "tests/t.py", 9, "tests/t.py::x"),
                 Finding("pylint", "C0301(line-too-long)", "long", "a.py", 5),
-                Finding("codespell", "codespell", "teh ==> the", "b.md", 1)]
+                Finding("codespell", "codespell", "t" + "eh ==> the", "b.md", 1)]
     result = triage(findings, _ctx(tmp_path, ["a.py", "b.md", "tests/t.py"]))
     assert [f["tool"] for f in result["fixes"]] == ["codespell", "pylint", "pytest"]
     assert not any(FORBIDDEN_FIX_RE.search(f["hint"]) for f in result["fixes"])
@@ -235,3 +237,13 @@ def test_local_mode_cli_over_a_given_report(tmp_path, monkeypatch):
 def test_local_report_all_not_run_is_bypass():
     report = {"passed": True, "stages": [{"name": "ut", "status": "not-run", "duration_s": 0}]}
     assert diagnose_report(report)["bypass"]["is_bypass"] is True
+
+
+def test_skip_ledger_parsing_from_git_diff(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    r = make_repos(tmp_path)
+    r.write("tests/ut/test_x.py", "import pytest\n\n\n@pytest.mark.xfail\ndef test_a():\n    pytest.skip('later')\n")
+    r.commit("test(ut): add x", "tests/ut/test_x.py")
+    skips = LocalBackend(r.work).added_skips()
+    assert [(s["file"], s["line"]) for s in skips] == [("tests/ut/test_x.py", 4), ("tests/ut/test_x.py", 6)]
+    assert split_git_diff("") == [] and added_skips("a.py", "@@ -1 +1 @@\n-x\n+y\n") == []

@@ -44,8 +44,9 @@ class GateScenario(Scenario):
     """The gate bot + pipeline, driven by the forge's clock."""
 
     def __init__(self, outcomes: list, check_delay: float = 300, build_time: float = 1500,
-                 label_lag: float = 0, reject_description: bool = False) -> None:
+                 label_lag: float = 0, reject_description: bool = False, queue_time: float = 0) -> None:
         super().__init__()
+        self.queue_time = queue_time
         self.outcomes = list(outcomes)
         self.check_delay = check_delay
         self.build_time = build_time
@@ -71,6 +72,17 @@ class GateScenario(Scenario):
             build = forge.add_build(pr, "SUCCESS", 17, [{"name": n, "status": "NOT_EXECUTED"} for n in STAGES])
             self.bypass_builds.append(build["number"])
             return
+        if self.queue_time:
+            item = forge.enqueue(pr)
+
+            def start() -> None:
+                forge.queued.remove(item)
+                self._start_real(forge, pr, forge.clock.now())
+            forge.schedule(now + self.queue_time, start)
+            return
+        self._start_real(forge, pr, now)
+
+    def _start_real(self, forge: FakeForge, pr: int, now: float) -> None:
         result, stages = stages_for(self.outcomes.pop(0))
         console = "\n".join(s.get("log", "") for s in stages)
         build = forge.add_build(pr, result, 0, stages, console=console, building=True)

@@ -48,6 +48,8 @@ class FakeForge:
         self.prs: dict[int, dict] = {}
         self.comments: dict[int, list[dict]] = {}
         self.files: dict[int, list[str]] = {}
+        self.patches: dict[int, dict[str, str]] = {}
+        self.queued: list[dict] = []
         self.builds: list[dict] = []
         self.queue: dict[int, dict] = {}
         self.requests: list[dict] = []
@@ -151,6 +153,14 @@ class FakeForge:
                                     "executable": {"number": number, "url": build["url"]}}
         return build
 
+    def enqueue(self, pr: int, why: str = "Waiting for next available executor") -> dict:
+        """Put a build of the PR in the Jenkins queue; return the item (remove it from ``queued`` to start)."""
+        item = {"id": 900 + len(self.queued), "why": why, "blocked": False, "stuck": False, "cancelled": False,
+                "inQueueSince": int(self.clock.now() * 1000), "task": {"name": JOB, "url": f"{self.jenkins}/job/{JOB}/"},
+                "actions": [{"parameters": [{"name": "PR_NUMBER", "value": str(pr)}]}]}
+        self.queued.append(item)
+        return item
+
     def finish_build(self, build: dict, duration_s: float) -> None:
         """Mark a running build finished with its final result."""
         build["building"] = False
@@ -241,7 +251,9 @@ class FakeForge:
         if sub == "/labels":
             return 200, pr["labels"], "application/json", None
         if sub == "/files":
-            return 200, [{"filename": f} for f in self.files.get(number, [])], "application/json", None
+            patches = self.patches.get(number, {})
+            return 200, [{"filename": f, "patch": {"diff": patches.get(f, "")}} for f in self.files.get(number, [])], \
+                "application/json", None
         if method == "POST":
             comment = {"id": len(self.comments[number]) + 1, "body": body["body"],
                        "created_at": iso(self.clock.now()), "user": {"login": self.login}}
@@ -267,6 +279,8 @@ class FakeForge:
         return {k: v for k, v in build.items() if not k.startswith("_")}
 
     def _jenkins(self, path: str, query: dict):
+        if path == "/queue/api/json":
+            return 200, {"items": list(self.queued)}, "application/json", None
         m = re.fullmatch(r"/queue/item/(\d+)/api/json", path)
         if m:
             item = self.queue.get(int(m.group(1)))

@@ -151,6 +151,17 @@ class CodeHost:
         """Paths changed by the PR (``filename`` of each entry of ``/pulls/{n}/files``)."""
         return [f.get("filename") for f in self._paged(f"{self._pr_path(number)}/files") if f.get("filename")]
 
+    def list_file_patches(self, number: int) -> list[tuple[str, str]]:
+        """``(filename, unified diff)`` per changed file (``patch`` is a string, or ``{diff}`` on Gitee)."""
+        out = []
+        for entry in self._paged(f"{self._pr_path(number)}/files"):
+            patch = entry.get("patch") or ""
+            if isinstance(patch, dict):
+                patch = patch.get("diff") or ""
+            if entry.get("filename"):
+                out.append((entry["filename"], str(patch)))
+        return out
+
     def current_user(self) -> str | None:
         """Login of the token's owner (None without a token)."""
         if not self.token:

@@ -159,7 +159,9 @@ def update_pr(git: Git, cfg: Config, host: CodeHost, number: int, options: dict)
     lease = git.remote_branch_sha(cfg.fork_remote, branch)
     force = bool(options.get("force"))
     if force and lease is not None:
-        result["backup"] = backup_branch(git, branch) if not options.get("no_backup") else None
+        # keep what the force push replaces: the fork's current tip, fetched so the backup can point at it
+        git.run("fetch", "--quiet", cfg.fork_remote, f"refs/heads/{branch}")
+        result["backup"] = backup_branch(git, branch, target=lease)
     result["push"] = push(git, cfg, branch, lease, rewrite=force)
     body = options.get("body")
     if options.get("refresh_body"):

@@ -20,15 +20,15 @@ def utc_now() -> _dt.datetime:
     return _dt.datetime.now(_dt.timezone.utc)
 
 
-def backup_branch(git: Git, branch: str, now: UtcNow = utc_now) -> str:
-    """Create ``backup/<branch>/<UTC timestamp>`` at the branch tip and return its name."""
+def backup_branch(git: Git, branch: str, now: UtcNow = utc_now, target: str | None = None) -> str:
+    """Create ``backup/<branch>/<UTC timestamp>`` at ``target`` (default: the branch tip); return its name."""
     stamp = now().strftime("%Y%m%dT%H%M%SZ")
     name = f"backup/{branch}/{stamp}"
     suffix = 1
     while git.ok("rev-parse", "--verify", "--quiet", f"refs/heads/{name}"):
         suffix += 1
         name = f"backup/{branch}/{stamp}-{suffix}"
-    git.run("branch", name, f"refs/heads/{branch}")
+    git.run("branch", name, target or f"refs/heads/{branch}")
     return name
 
 

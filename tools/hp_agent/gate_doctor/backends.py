@@ -18,6 +18,7 @@ from hp_agent.autogit.codehost import CodeHost
 from hp_agent.gate_doctor import builds as B
 from hp_agent.gate_doctor.jenkins import JenkinsClient
 from hp_agent.gate_doctor.parsers import Finding, parse_log
+from hp_agent.gate_doctor.skips import added_skips, split_git_diff
 from hp_agent.gate_doctor.protocol import CMD_CHECK, CMD_RETEST, FAILURE_RESULTS, LABEL_CHECK, LABEL_PIPELINE
 
 SINCE_MARGIN_S = 120.0
@@ -48,10 +49,19 @@ class RemoteBackend:
         self.host.post_comment(self.pr, command)
 
     def find_build(self, since_s: float | None, exclude: set[int]) -> dict | None:
-        """The newest non-aborted build of the PR started after ``since_s`` (margin for clock skew)."""
+        """The newest non-aborted build of the PR started after ``since_s`` (margin for clock skew).
+
+        When no build exists yet, a queue item of the job for this PR is returned as
+        ``{"number": None, "queued": True, "why": …}``.
+        """
         since_ms = None if since_s is None else (since_s - SINCE_MARGIN_S) * 1000.0
         found = B.builds_for_pr(self.jenkins.list_builds(), self.pr, since_ms, exclude)
-        return found[0] if found else None
+        if found:
+            return found[0]
+        for item in self.jenkins.queue_items():
+            if B.match_reason(item, self.pr) and not item.get("cancelled"):
+                return {"number": None, "queued": True, "why": item.get("why"), "queue_id": item.get("id")}
+        return None
 
     def diagnose_build(self, number: int) -> dict:
         """Stages, bypass signals and parsed findings of build ``number`` (failing stages' logs only)."""
@@ -60,7 +70,10 @@ class RemoteBackend:
         stages = B.stage_summary(describe) if describe is not None else None
         findings: list[Finding] = []
         log_source = None
-        if build.get("result") in FAILURE_RESULTS:
+        if build.get("building"):
+            text, _next, _more = self.jenkins.progressive_text(number, 0)
+            findings, log_source = parse_log(text), "progressiveText (build running)"
+        elif build.get("result") in FAILURE_RESULTS:
             findings, log_source = self._failure_findings(number, stages)
         return {"build": _build_view(build, self.pr), "stages": _public_stages(stages),
                 "bypass": B.bypass_signals(build, stages, self.bypass_max_s), "findings": findings,
@@ -83,6 +96,10 @@ class RemoteBackend:
     def changed_files(self) -> list[str]:
         """Paths changed by the PR according to the code host."""
         return self.host.list_files(self.pr)
+
+    def added_skips(self) -> list[dict]:
+        """Skip/xfail markers the PR adds (temporary-skip ledger)."""
+        return [s for name, patch in self.host.list_file_patches(self.pr) for s in added_skips(name, patch)]
 
     def master_failures(self) -> set[str]:
         """Failure keys of the last few base-branch builds of the job (not PR builds)."""
@@ -175,14 +192,36 @@ class LocalBackend:
             raise ValueError(f"no local gate run #{number}; known: {sorted(runs)}")
         return diagnose_report(_load(Path(runs[number]["report"])), number)
 
-    def changed_files(self) -> list[str]:
-        """Files changed on this branch against the merge base with master/main (or HEAD's own files)."""
+    def _base(self) -> str | None:
+        head = self._git("rev-parse", "HEAD")
         for base in ("upstream/master", "origin/master", "master", "main"):
             proc = subprocess.run(["git", "merge-base", base, "HEAD"], cwd=self.root, capture_output=True,
                                   text=True, check=False)
-            if proc.returncode == 0 and proc.stdout.strip() != self._git("rev-parse", "HEAD"):
-                return self._git("diff", "--name-only", f"{proc.stdout.strip()}...HEAD").splitlines()
+            if proc.returncode == 0 and proc.stdout.strip() != head:
+                return proc.stdout.strip()
+        return None
+
+    def changed_files(self) -> list[str]:
+        """Files changed on this branch against the merge base with master/main (or HEAD's own files)."""
+        base = self._base()
+        if base:
+            return self._git("diff", "--name-only", f"{base}...HEAD").splitlines()
         return self._git("show", "--name-only", "--format=", "HEAD").splitlines()
+
+    def added_skips(self) -> list[dict]:
+        """Skip/xfail markers this branch adds against its base (temporary-skip ledger)."""
+        base = self._base()
+        if base:
+            diff = self._git("diff", f"{base}...HEAD")
+        elif self._has_parent():
+            diff = self._git("diff", "HEAD~1", "HEAD")
+        else:
+            return []
+        return [s for name, patch in split_git_diff(diff) for s in added_skips(name, patch)]
+
+    def _has_parent(self) -> bool:
+        return subprocess.run(["git", "rev-parse", "--verify", "--quiet", "HEAD~1"], cwd=self.root,
+                              capture_output=True, check=False).returncode == 0
 
     def master_failures(self) -> set[str]:
         """No base-branch history locally."""

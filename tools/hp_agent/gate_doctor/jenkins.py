@@ -12,6 +12,8 @@ from hp_agent.redact import redact, register_secret
 BUILD_FIELDS = ("number,result,building,duration,estimatedDuration,timestamp,description,url,queueId,"
                 "actions[parameters[name,value],causes[shortDescription,userId]]")
 BUILDS_TREE = f"builds[{BUILD_FIELDS}]{{0,50}}"
+QUEUE_TREE = ("items[id,why,blocked,stuck,cancelled,inQueueSince,task[name,url],"
+              "actions[parameters[name,value],causes[shortDescription]]]")
 TIMEOUT_S = 30
 
 
@@ -101,6 +103,12 @@ class JenkinsClient:
         resp = self._get(f"{self.job_url}/{int(number)}/logText/progressiveText", {"start": start})
         size = int(resp.headers.get("X-Text-Size", start + len(resp.content)))
         return resp.text, size, resp.headers.get("X-More-Data", "").lower() == "true"
+
+    def queue_items(self) -> list[dict]:
+        """Items of the global queue that belong to this job (``why``, parameters, causes)."""
+        data = self._json(f"{self.url}/queue/api/json", {"tree": QUEUE_TREE}) or {}
+        name = self.job.strip("/").split("/")[-1]
+        return [i for i in data.get("items") or [] if (i.get("task") or {}).get("name") == name]
 
     def queue_item(self, item_id: int) -> dict:
         """A queue item (``why``, ``cancelled``, ``executable.number`` once it started)."""

@@ -42,6 +42,9 @@ class Backend(Protocol):
     def master_failures(self) -> set[str]:
         """Failure keys seen on recent base-branch builds."""
 
+    def added_skips(self) -> list[dict]:
+        """Skip/xfail markers the PR adds."""
+
 
 MAX_POLLS = {"wait-check": 6, "wait-build": 12, "wait-labels": 6}
 MAX_BYPASS = 3
@@ -92,9 +95,18 @@ class Watcher:
         head = snap["head_sha"]
         if self.state.head_sha is None:
             self.state.head_sha = head
+            self._refresh_skip_ledger()
         elif head != self.state.head_sha:
             self._new_push(head)
+            self._refresh_skip_ledger()
         return snap
+
+    def _refresh_skip_ledger(self) -> None:
+        """Record the skip/xfail markers the PR's current head adds (they must go before merge)."""
+        skips = [dict(s, head_sha=self.state.head_sha) for s in self.backend.added_skips()]
+        if skips or self.state.skip_ledger:
+            self.event("skip-ledger", count=len(skips))
+        self.state.skip_ledger = skips
 
     def _new_push(self, head: str) -> None:
         old, self.state.head_sha = self.state.head_sha, head
@@ -194,9 +206,8 @@ class Watcher:
         if self.state.phase != "wait-build":
             return
         build = self.backend.find_build(self.state.retest_at, set(self.state.builds_seen))
-        if build is None or build.get("building"):
-            why = "waiting for the build to start" if build is None else f"build #{build['number']} running"
-            self.wait_or_give_up(why)
+        if build is None or build.get("queued") or build.get("building"):
+            self.wait_or_give_up(_build_wait_reason(build))
             return
         self.state.current_build = int(build["number"])
         self.state.builds_seen.append(self.state.current_build)
@@ -265,13 +276,25 @@ class Watcher:
         if self.state.phase != "wait-labels":
             return
         if P.is_green(snap["labels"], real_success=True):
-            self.finish("passed", f"real build #{self.state.current_build} passed and both labels are present")
+            note = f"real build #{self.state.current_build} passed and both labels are present"
+            if self.state.skip_ledger:
+                where = ", ".join(f"{s['file']}:{s['line']}" for s in self.state.skip_ledger)
+                note += f"; the PR still adds {len(self.state.skip_ledger)} temporary skip(s) to remove: {where}"
+            self.finish("passed", note)
             return
         self.wait_or_give_up(f"waiting for labels {P.LABEL_CHECK} + {P.LABEL_PIPELINE}")
 
     def phase_await_fix(self) -> None:
         """The assistant must push a fix; a new head sha moves on (counted as a fix commit)."""
         self.snap()
+
+
+def _build_wait_reason(build: dict | None) -> str:
+    if build is None:
+        return "waiting for the build to start"
+    if build.get("queued"):
+        return f"build queued: {build.get('why') or 'waiting for an executor'}"
+    return f"build #{build['number']} running"
 
 
 def _ts(value: Any) -> float:

@@ -12,6 +12,8 @@ from hp_agent.gate_doctor.triage import triage
 
 _NEXT = {
     "passed": "Nothing: the gate is green (real build passed, both labels present).",
+    "passed-with-skips": "The gate is green, but remove the temporary skips listed in skip_ledger (fix the tests "
+                         "instead) before the PR is merged.",
     "patch-ceiling": "Two fix commits did not make the gate green; ask a person to review the remaining failures.",
     "flake-ceiling": "Five flake retests were used; ask a maintainer to look at the recurring failures.",
     "needs-human": "Read the note and the last diagnosis; a person must decide the next step.",
@@ -78,7 +80,13 @@ def final_report(state: WatchState) -> dict:
             "head_sha": state.head_sha, "builds_seen": state.builds_seen, "bypass_builds": state.bypass_builds,
             "counters": state.counters(), "skip_ledger": state.skip_ledger,
             "fixes": triage_result.get("fixes", []) if status == "await-fix" else [],
-            "unresolved": unresolved, "timeline": state.timeline, "next": _NEXT.get(status, "Run watch again.")}
+            "unresolved": unresolved, "timeline": state.timeline, "next": _next(status, state)}
+
+
+def _next(status: str, state: WatchState) -> str:
+    if status == "passed" and state.skip_ledger:
+        return _NEXT["passed-with-skips"]
+    return _NEXT.get(status, "Run watch again.")
 
 
 def render_text(report: dict) -> str:
@@ -91,6 +99,9 @@ def render_text(report: dict) -> str:
         lines.append("fix, in this order:")
         lines += [f"  {i}. {f['file']}:{f['line']} {f['rule']}: {f['message']} → {f['hint']}"
                   for i, f in enumerate(report["fixes"], 1)]
+    if report["skip_ledger"]:
+        lines.append("temporary skips added by the PR (remove before merge):")
+        lines += [f"  - {s['file']}:{s['line']}: {s['text']}" for s in report["skip_ledger"]]
     if report["unresolved"]:
         lines.append("unresolved failures:")
         lines += [f"  - {u['key']} ({u['decision']}): {u['finding']['message'][:160]}" for u in report["unresolved"]]

@@ -8,6 +8,8 @@ import json
 import os
 from pathlib import Path
 
+from hp_agent.redact import redact_obj
+
 TERMINAL = ("passed", "patch-ceiling", "flake-ceiling", "needs-human", "sticky-flake", "interrupted")
 PHASES = ("diagnose", "check-pr", "wait-check", "retest", "wait-build", "classify", "wait-labels", "await-fix")
 WAITING = ("wait-check", "wait-build", "wait-labels")
@@ -90,5 +92,6 @@ class StateStore:
         self.dir.mkdir(parents=True, exist_ok=True)
         path = self.path(state.pr)
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(state.to_dict(), indent=2, ensure_ascii=False, default=str), encoding="utf-8")
+        text = json.dumps(redact_obj(state.to_dict()), indent=2, ensure_ascii=False, default=str)
+        tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
