@@ -657,6 +657,7 @@ class WorkerPool:
         pool start-up. Raises :class:`MultiRankError` (or :class:`MultiRankTimeout`) on any failure,
         after which the pool has been recreated.
         """
+        __tracebackhide__ = True  # pylint: disable=unused-variable  # pytest: show the ranks' errors only
         ref = _FunctionRef(fn)
         case = case or f"{ref}"
         try:
@@ -668,8 +669,8 @@ class WorkerPool:
             return self._run_payload(payload, case, timeout)
 
     def _run_payload(self, payload: bytes, case: str, timeout: float) -> list:
+        __tracebackhide__ = True  # pylint: disable=unused-variable
         case_id = next(self._case_ids)
-        finished = False
         try:
             for conn in self.conns:
                 try:
@@ -677,14 +678,15 @@ class WorkerPool:
                 except OSError:
                     continue  # that rank is dead; its sentinel reports it while collecting
             state = _CaseRun(self, case_id, timeout).collect()
-            self.drain_output()
-            if state.ok:
-                finished = True
-                return [state.results[rank] for rank in range(self.world_size)]
-            error = state.error(case, timeout)
-        finally:
-            if not finished:
-                self.restart()  # also on KeyboardInterrupt: the workers may be mid-case
+        except BaseException:
+            self.shutdown(graceful=False)  # interrupted (Ctrl-C): the workers may be mid-case
+            raise
+        self.drain_output()
+        if state.ok:
+            return [state.results[rank] for rank in range(self.world_size)]
+        error = state.error(case, timeout)
+        self.drain_output()  # what the stuck ranks printed until now
+        self.restart()
         raise error
 
     # ---- diagnostics ---------------------------------------------------------------------------
@@ -798,6 +800,7 @@ def multi_rank(world_size: Any = 2, timeout: float = 60.0, collective_timeout: O
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
+            __tracebackhide__ = True  # pylint: disable=unused-variable
             if ref.is_method:
                 args = args[1:]  # the test-class instance; the worker makes its own
             pool = get_pool(world_size, collective_timeout)
@@ -816,5 +819,6 @@ def run_on_ranks(fn: Callable, world_size: int = 2, args: tuple = (), kwargs: Op
     For benchmarks and examples. Returns rank 0's return value; raises :class:`MultiRankError`
     on failure (with every failing rank's traceback).
     """
+    __tracebackhide__ = True  # pylint: disable=unused-variable
     pool = get_pool(world_size, collective_timeout)
     return pool.run(fn, args, kwargs, timeout=timeout)[0]

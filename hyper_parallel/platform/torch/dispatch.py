@@ -26,6 +26,7 @@ from torch._C import DisableTorchFunctionSubclass as _NoTF
 
 from hyper_parallel.core.placement import Replicate
 from hyper_parallel.core.redistribute import compile_plan, run_redistribute
+from hyper_parallel.core.redistribute_plan import LOCAL_COLLECTIVES
 from hyper_parallel.core.shard.registry import OpEntry, get_registry, on_register
 from hyper_parallel.core.shard.rule import Decision, OpCall, RuleError, TensorArg
 from hyper_parallel.core.spec import DTensorSpec
@@ -52,7 +53,9 @@ def set_strict(on: bool) -> None:
 
 
 class strict_dispatch:  # pylint: disable=invalid-name
-    """Context manager: implicit redistribution inside raises :class:`StrictRedistributionError`."""
+    """Context manager: an implicit redistribution that communicates (any collective; local chunking
+    and local R->P are allowed) raises :class:`StrictRedistributionError` naming the op, the input
+    and the plan it would have run."""
 
     def __enter__(self) -> "strict_dispatch":
         self._prev = getattr(_STRICT, "on", False)
@@ -99,7 +102,7 @@ def resolve_torch_name(name: str) -> Optional[Callable]:
 # ---------------------------------------------------------------------- plan
 class _Plan:
     __slots__ = ("fast", "redist", "grad_sync", "outs", "expand", "unwrap", "rule", "decision", "call",
-                 "mesh", "describe")
+                 "mesh", "describe", "locs")
 
     def __init__(self) -> None:
         self.fast = True
@@ -113,6 +116,7 @@ class _Plan:
         self.call: Optional[OpCall] = None
         self.mesh = None
         self.describe: List[str] = []
+        self.locs: List[tuple] = []
 
 
 def _freeze(value: Any) -> Any:
@@ -205,7 +209,8 @@ def _build_plan(func, name, rule, args, kwargs, tensors, locs) -> _Plan:
             src = s if s is not None else DTensorSpec(mesh, cur, tuple(t.shape))
             dst, steps, rplan = compile_plan(plat, src, tuple(need), t.element_size())
             plan.redist.append((i, steps, dst))
-            plan.describe.append(f"input {i}: {rplan}")
+            if any(st.collective not in LOCAL_COLLECTIVES for st in rplan.steps):
+                plan.describe.append(f"input {i}: {rplan}")
             cur = tuple(need)
         dims = tuple(d for d, p in enumerate(cur) if isinstance(p, Replicate)
                      and any(not isinstance(op[d], Replicate) for op in out_placements))
@@ -260,7 +265,7 @@ def _local(t):
 
 
 def _run_general(plan: _Plan, func, args, kwargs, tensors, locs):
-    if plan.redist and getattr(_STRICT, "on", False):
+    if plan.describe and getattr(_STRICT, "on", False):
         raise StrictRedistributionError(
             f"strict mode: {plan.call.op} would redistribute " + "; ".join(plan.describe))
     new = list(tensors)
@@ -296,19 +301,50 @@ def _run_general(plan: _Plan, func, args, kwargs, tensors, locs):
     return func(*args, **kwargs)
 
 
+_SIMPLE = (int, float, bool, type(None), str)
+
+
+def _fast_key(func, args):
+    """Cache key when every argument is a DTensor or a plain scalar (the common case), else None."""
+    key = [func]
+    for a in args:
+        t = type(a)
+        if t is DTensor:
+            key.append(a._spec)  # pylint: disable=protected-access
+        elif t in _SIMPLE:
+            key.append(a)
+        else:
+            return None
+    return tuple(key)
+
+
 def _dispatch(func, name, rule, args, kwargs):
-    key, tensors, locs = _collect(args, kwargs)
-    key = (func, *key)
+    key = None if kwargs else _fast_key(func, args)
+    if key is None:
+        parts, tensors, locs = _collect(args, kwargs)
+        key = (func, "__full__", *parts)
+    else:
+        tensors = locs = None
     plan = _CACHE.get(key)
     if plan is None:
+        if tensors is None:
+            _, tensors, locs = _collect(args, kwargs)
         plan = _build_plan(func, name, rule, args, kwargs, tensors, locs)
+        plan.locs = locs
         _CACHE[key] = plan
     with _NoTF():
         if plan.fast:
             out = func(*args, **kwargs)
         else:
+            if tensors is None:
+                _, tensors, locs = _collect(args, kwargs)
             out = _run_general(plan, func, args, kwargs, tensors, locs)
-    return _wrap_outputs(out, plan.outs)
+    specs = plan.outs
+    if type(specs) is DTensorSpec and type(out) is torch.Tensor:  # pylint: disable=unidiomatic-typecheck
+        out.__class__ = DTensor
+        out._spec = specs  # pylint: disable=protected-access
+        return out
+    return _wrap_outputs(out, specs)
 
 
 def _make_handler(entry: OpEntry):

@@ -17,7 +17,6 @@ Design (see ``docs/design/dtensor.md``):
 from __future__ import annotations
 
 import math
-import threading
 from typing import Any, Callable, Dict, Optional, Sequence
 
 import torch
@@ -31,11 +30,7 @@ __all__ = ["DTensor", "distribute_tensor", "SkipDTensorDispatch", "DISPATCH_TABL
 
 #: func -> handler(func, args, kwargs). Filled below and by the op registry.
 DISPATCH_TABLE: Dict[Callable, Callable] = {}
-_STATE = threading.local()
-
-
-def _skip_active() -> bool:
-    return getattr(_STATE, "skip", 0) > 0
+_SKIP = [0]  # depth of SkipDTensorDispatch contexts (a list: read on the hot path without a lookup chain)
 
 
 class SkipDTensorDispatch:
@@ -43,11 +38,11 @@ class SkipDTensorDispatch:
     plain local tensors (for gradient hooks and hand-written local code)."""
 
     def __enter__(self) -> "SkipDTensorDispatch":
-        _STATE.skip = getattr(_STATE, "skip", 0) + 1
+        _SKIP[0] += 1
         return self
 
     def __exit__(self, *exc) -> None:
-        _STATE.skip -= 1
+        _SKIP[0] -= 1
 
 
 def register_function(*funcs: Callable) -> Callable[[Callable], Callable]:
@@ -215,7 +210,7 @@ class DTensor(torch.Tensor):
     # ------------------------------------------------------------------ dispatch
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        if _skip_active():
+        if _SKIP[0]:
             return _run_local(func, args, kwargs)
         handler = DISPATCH_TABLE.get(func)
         if handler is not None:

@@ -73,8 +73,10 @@ class ElementwiseRule(OpRule):
             target = tensors[0].placements[d]
         else:
             target = self._choose(call, d, out_shape)
+        carrier = next((i for i, t in enumerate(tensors) if t.is_dtensor and isinstance(t.placements[d], Partial)),
+                       None)
         for i, t in enumerate(tensors):
-            req[i][d] = self._input_need(t, d, target, out_shape, i, call)
+            req[i][d] = self._input_need(t, d, target, out_shape, i == carrier)
         if self.inplace and tensors[0].is_dtensor:
             if isinstance(target, Partial) and not self._partial_ok(call, d, [target]):
                 raise call.fail(f"in-place update of a {target.short()} tensor is not linear; redistribute "
@@ -113,17 +115,15 @@ class ElementwiseRule(OpRule):
             return first.is_dtensor and isinstance(first.placements[d], Partial) and len(partials) == 1
         return len(partials) == 1  # multiplicative
 
-    def _input_need(self, t: TensorArg, d: int, target: Placement, out_shape, i: int, call: OpCall) -> Placement:
+    def _input_need(self, t: TensorArg, d: int, target: Placement, out_shape, carrier: bool) -> Placement:
         cur = t.placements[d] if t.is_dtensor else Replicate()
         if isinstance(target, Shard):
             k_in = _in_dim(t, target.dim, out_shape)
             return Shard(k_in) if k_in is not None else Replicate()
         if isinstance(target, Partial):
-            if isinstance(cur, Partial):
-                return cur
             if self.partial == "additive":
-                return target  # R -> P locally (one coordinate keeps the value)
-            return Replicate()
+                return cur if isinstance(cur, Partial) else target  # R -> P locally: one coordinate keeps it
+            return cur if carrier else Replicate()  # a product is linear in one partial factor only
         return Replicate()
 
 

@@ -1,0 +1,196 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Op parity driver: run an op on DTensors for every placement combination and compare the
+result (forward and backward) with the same op on one process.
+
+Call it inside a multi-rank case (``@multi_rank``) with the default process group initialised::
+
+    report = check_op("torch.add", torch.add, [x, y])            # every combo of R / S(d) / P
+    assert report.combos > 0
+
+Inputs are full tensors (identical on every rank: seed first). For a ``Partial`` placement the
+local values are a random split that sums to the truth (not the trivial "rank 0 holds it all").
+A combination the rule refuses with a ``RuleError`` (a clear message) is counted in ``rejected``;
+anything else that raises, or a wrong value, is a failure. Gradients: the loss is ``sum(out * W)`` over every floating output (``W`` random, fixed), and each
+input's local gradient must equal what the gradient convention prescribes for its placement
+(shard for ``Shard``, whole for ``Replicate`` / ``Partial(sum)``). Every combination is first run in
+strict mode to count the ones the rule accepts natively (no implicit redistribution).
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Callable, List, Optional, Sequence
+
+__all__ = ["ParityReport", "check_op", "placement_candidates"]
+
+
+@dataclass
+class ParityReport:
+    """Outcome of :func:`check_op`."""
+
+    op: str
+    combos: int = 0
+    native: int = 0
+    failures: List[str] = field(default_factory=list)
+    rejected: List[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> int:
+        """Combinations that ran and matched the single-process result."""
+        return self.combos - len(self.failures) - len(self.rejected)
+
+    def raise_if_failed(self) -> "ParityReport":
+        """Raise AssertionError listing every failing combination."""
+        if self.failures:
+            raise AssertionError(f"{self.op}: {len(self.failures)}/{self.combos} placement combos failed:\n"
+                                 + "\n".join(self.failures[:20]))
+        return self
+
+
+def placement_candidates(tensor, mesh_ndim: int, partial: bool = True):
+    """Every placement tuple for ``tensor`` on a mesh of ``mesh_ndim`` dims: R, S(d) per dim, P(sum)."""
+    from hyper_parallel import Partial, Replicate, Shard
+    single = [Replicate()] + [Shard(d) for d in range(tensor.dim())]
+    if partial:
+        single.append(Partial())
+    return list(itertools.product(single, repeat=mesh_ndim))
+
+
+def _make_input(t, mesh, placements, seed):
+    """A DTensor for full tensor ``t`` (Partial: random split summing to ``t``) and its leaf local."""
+    import torch
+    import hyper_parallel as hp
+    from hyper_parallel import Partial
+    from hyper_parallel.core.spec import DTensorSpec
+    coord = mesh.get_coordinate()
+    spec = DTensorSpec(mesh, placements, tuple(t.shape))
+    local, offset = spec.local_shape_and_offset(coord)
+    region = t
+    for dim, (o, n) in enumerate(zip(offset, local)):
+        region = region.narrow(dim, o, n)
+    region = region.detach().clone()
+    if t.is_floating_point():
+        gen = torch.Generator().manual_seed(seed)
+        for d, p in enumerate(placements):
+            if isinstance(p, Partial):
+                n = mesh.shape[d]
+                noise = torch.randn((n,) + tuple(region.shape), generator=gen, dtype=region.dtype)
+                noise = noise - noise.mean(0, keepdim=True)
+                region = region / n + noise[coord[d]]
+    elif any(isinstance(p, Partial) for p in placements):
+        return None, None
+    leaf = region.requires_grad_(t.requires_grad)
+    dt = hp.DTensor.from_local(leaf, mesh, placements, shape=tuple(t.shape))
+    return dt, leaf
+
+
+def _expected_local_grad(g, mesh, placements):
+    from hyper_parallel.core.spec import DTensorSpec
+    spec = DTensorSpec(mesh, placements, tuple(g.shape))
+    local, offset = spec.local_shape_and_offset(mesh.get_coordinate())
+    for dim, (o, n) in enumerate(zip(offset, local)):
+        g = g.narrow(dim, o, n)
+    return g
+
+
+def _flatten(out) -> list:
+    if isinstance(out, (list, tuple)):
+        res = []
+        for o in out:
+            res.extend(_flatten(o))
+        return res
+    return [out]
+
+
+def _to_full(o):
+    from hyper_parallel import DTensor
+    return o.full_tensor() if isinstance(o, DTensor) else o
+
+
+def check_op(name: str, fn: Callable, inputs: Sequence[Any], *, mesh=None, mesh_shape=(2,), partial: bool = True,
+             grad: bool = True, atol: float = 1e-5, rtol: float = 1.3e-6, seed: int = 0,
+             placements: Optional[Sequence[Sequence[tuple]]] = None, max_combos: Optional[int] = None) -> ParityReport:
+    """Compare ``fn`` on DTensors against ``fn`` on full tensors for every placement combination.
+
+    ``inputs``: full tensors and other arguments (non-tensors are passed through unchanged).
+    ``placements``: per tensor input, the placement tuples to try (default: all candidates).
+    """
+    import torch
+    import hyper_parallel as hp
+    from hyper_parallel.core.shard.rule import RuleError
+    from hyper_parallel.platform.torch.dispatch import StrictRedistributionError, strict_dispatch
+    if mesh is None:
+        mesh = hp.init_device_mesh("cpu", mesh_shape)
+    tensor_idx = [i for i, a in enumerate(inputs) if isinstance(a, torch.Tensor)]
+    report = ParityReport(name)
+    ref_inputs = [a.detach().clone().requires_grad_(grad and a.is_floating_point()) if i in tensor_idx else a
+                  for i, a in enumerate(inputs)]
+    ref_out = fn(*ref_inputs)
+    ref_flat = _flatten(ref_out)
+    weights = [torch.randn(o.shape, generator=torch.Generator().manual_seed(seed + 7 + k), dtype=o.dtype)
+               if isinstance(o, torch.Tensor) and o.is_floating_point() else None for k, o in enumerate(ref_flat)]
+    do_grad = grad and any(w is not None for w in weights) and any(ref_inputs[i].requires_grad for i in tensor_idx)
+    if do_grad:
+        loss = sum((o * w).sum() for o, w in zip(ref_flat, weights) if w is not None)
+        loss.backward()
+    options = placements or [placement_candidates(inputs[i], mesh.ndim, partial) for i in tensor_idx]
+    for combo in itertools.islice(itertools.product(*options), max_combos):
+        label = f"{name} with " + ", ".join(f"in{i}={[p.short() for p in pl]}" for i, pl in zip(tensor_idx, combo))
+        made = [_make_input(ref_inputs[i].detach().requires_grad_(ref_inputs[i].requires_grad), mesh, pl, seed + k)
+                for k, (i, pl) in enumerate(zip(tensor_idx, combo))]
+        if any(dt is None for dt, _ in made):
+            continue
+        report.combos += 1
+        args = list(inputs)
+        for (dt, _), i in zip(made, tensor_idx):
+            args[i] = dt
+        try:
+            with strict_dispatch():
+                fn(*args)
+            report.native += 1
+        except StrictRedistributionError:
+            pass
+        except RuleError as exc:  # a clear refusal by the rule: reported, not a wrong result
+            report.rejected.append(f"{label}: {exc}")
+            continue
+        except Exception as exc:  # pylint: disable=broad-except
+            report.failures.append(f"{label}: {type(exc).__name__}: {exc}")
+            continue
+        _compare_one(report, label, fn, args, made, tensor_idx, ref_inputs, ref_flat, weights, do_grad, mesh,
+                     combo, atol, rtol)
+    return report
+
+
+def _compare_one(report, label, fn, args, made, tensor_idx, ref_inputs, ref_flat, weights, do_grad, mesh, combo,
+                 atol, rtol):  # pylint: disable=too-many-arguments
+    import torch
+    from hyper_parallel.core.shard.rule import RuleError
+    try:
+        out = _flatten(fn(*args))
+        if len(out) != len(ref_flat):
+            raise AssertionError(f"{len(out)} outputs, expected {len(ref_flat)}")
+        fulls = [_to_full(o) for o in out]
+        for k, (got, want) in enumerate(zip(fulls, ref_flat)):
+            if isinstance(want, torch.Tensor):
+                torch.testing.assert_close(got, want.detach(), atol=atol, rtol=rtol, equal_nan=True,
+                                           msg=lambda m, k=k: f"output {k}: {m}")
+            elif got != want:
+                raise AssertionError(f"output {k}: {got!r} != {want!r}")
+        if do_grad:
+            loss = sum((f * w).sum() for f, w in zip(fulls, weights) if w is not None and f.requires_grad)
+            if isinstance(loss, torch.Tensor) and loss.requires_grad:
+                loss.backward()
+            for (_, leaf), i, pl in zip(made, tensor_idx, combo):
+                ref_g = ref_inputs[i].grad
+                if ref_g is None or not leaf.requires_grad:
+                    continue
+                got_g = leaf.grad if leaf.grad is not None else torch.zeros_like(leaf)
+                torch.testing.assert_close(got_g, _expected_local_grad(ref_g, mesh, pl), atol=atol * 10,
+                                           rtol=rtol * 10, msg=lambda m, i=i: f"grad of input {i}: {m}")
+    except AssertionError as exc:
+        report.failures.append(f"{label}: {exc}")
+    except RuleError as exc:
+        report.rejected.append(f"{label}: {exc}")
+    except Exception as exc:  # pylint: disable=broad-except
+        report.failures.append(f"{label}: {type(exc).__name__}: {exc}")

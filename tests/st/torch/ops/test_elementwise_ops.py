@@ -1,0 +1,115 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""ST parity: element-wise ops on 2 ranks, every placement combination, forward and backward."""
+import pytest
+
+from hyper_parallel.testing import multi_rank
+
+# (registry name, callable builder, input shapes, extra args, grad)
+BINARY = ["torch.add", "Tensor.__add__", "torch.sub", "Tensor.__rsub__", "torch.mul", "Tensor.__mul__", "torch.div",
+          "Tensor.__truediv__", "torch.maximum", "torch.minimum", "torch.atan2", "torch.hypot", "torch.pow",
+          "torch.xlogy", "torch.copysign"]
+COMPARE = ["torch.eq", "torch.ne", "torch.lt", "torch.le", "torch.gt", "torch.ge", "Tensor.__lt__",
+           "torch.logical_and", "torch.logical_or", "torch.logical_xor"]
+UNARY = ["torch.neg", "torch.abs", "torch.exp", "torch.expm1", "torch.sin", "torch.cos", "torch.tanh",
+         "torch.sigmoid", "torch.erf", "torch.square", "torch.relu", "torch.nn.functional.gelu",
+         "torch.nn.functional.silu", "torch.nn.functional.leaky_relu", "torch.nn.functional.elu",
+         "torch.nn.functional.softplus", "torch.nn.functional.mish", "torch.nn.functional.logsigmoid",
+         "torch.clone", "Tensor.contiguous", "Tensor.double", "torch.floor", "torch.sign", "torch.logical_not",
+         "torch.isfinite", "torch.nn.functional.relu6", "torch.nn.functional.hardtanh"]
+POSITIVE = ["torch.log", "torch.log1p", "torch.log2", "torch.log10", "torch.sqrt", "torch.rsqrt", "torch.reciprocal"]
+
+
+def _resolve(name):
+    import torch
+    obj = torch.Tensor if name.startswith("Tensor.") else torch
+    for part in name.split(".")[1:]:
+        obj = getattr(obj, part)
+    return obj
+
+
+@pytest.mark.parametrize("shapes", [((4, 6), (4, 6)), ((5, 3), (3,)), ((5, 1), (1, 3))])
+@multi_rank(world_size=2, timeout=300)
+def test_binary_ops(shapes):
+    import torch
+    from hyper_parallel.testing.op_parity import check_op
+    torch.manual_seed(0)
+    a, b = torch.randn(shapes[0]), torch.rand(shapes[1]) + 0.5
+    for name in BINARY:
+        check_op(name, _resolve(name), [a.abs() + 0.1 if "pow" in name else a, b]).raise_if_failed()
+    for name in COMPARE:
+        check_op(name, _resolve(name), [a, b], grad=False).raise_if_failed()
+
+
+@pytest.mark.parametrize("shape", [(4, 6), (5, 3)])
+@multi_rank(world_size=2, timeout=300)
+def test_unary_ops(shape):
+    import torch
+    from hyper_parallel.testing.op_parity import check_op
+    torch.manual_seed(1)
+    x = torch.randn(shape)
+    for name in UNARY:
+        check_op(name, _resolve(name), [x], grad=name not in ("torch.floor", "torch.sign", "torch.logical_not",
+                                                              "torch.isfinite")).raise_if_failed()
+    for name in POSITIVE:
+        check_op(name, _resolve(name), [x.abs() + 0.5]).raise_if_failed()
+
+
+@multi_rank(world_size=2, timeout=300)
+def test_scalar_ternary_and_inplace_ops():
+    import torch
+    from hyper_parallel.testing.op_parity import check_op
+    torch.manual_seed(2)
+    x, y, z = torch.randn(4, 6), torch.randn(4, 6), torch.rand(4, 6) + 0.5
+    mask = torch.rand(4, 6) > 0.5
+    check_op("add scalar", lambda a: a + 2.0, [x]).raise_if_failed()
+    check_op("rsub scalar", lambda a: 1.0 - a, [x]).raise_if_failed()
+    check_op("mul scalar", lambda a: a * 3.0, [x]).raise_if_failed()
+    check_op("div scalar", lambda a: a / 4.0, [x]).raise_if_failed()
+    check_op("add alpha", lambda a, b: torch.add(a, b, alpha=0.5), [x, y]).raise_if_failed()
+    check_op("torch.where", torch.where, [mask, x, y]).raise_if_failed()
+    check_op("torch.masked_fill", lambda a, m: a.masked_fill(m, 0.0), [x, mask]).raise_if_failed()
+    check_op("torch.clamp", lambda a: torch.clamp(a, -0.5, 0.5), [x]).raise_if_failed()
+    check_op("torch.lerp", lambda a, b: torch.lerp(a, b, 0.3), [x, y]).raise_if_failed()
+    check_op("torch.addcmul", lambda a, b, c: torch.addcmul(a, b, c, value=0.5), [x, y, z]).raise_if_failed()
+    check_op("torch.addcdiv", lambda a, b, c: torch.addcdiv(a, b, c, value=0.5), [x, y, z]).raise_if_failed()
+    # in-place variants (no grad through in-place on leaves: run on clones)
+    for name, f in [("Tensor.add_", lambda a, b: a.clone().add_(b)), ("Tensor.mul_", lambda a, b: a.clone().mul_(b)),
+                    ("Tensor.sub_", lambda a, b: a.clone().sub_(b, alpha=2)),
+                    ("Tensor.div_", lambda a, b: a.clone().div_(b)),
+                    ("Tensor.lerp_", lambda a, b: a.clone().lerp_(b, 0.1)),
+                    ("Tensor.addcmul_", lambda a, b: a.clone().addcmul_(b, b, value=0.2)),
+                    ("Tensor.addcdiv_", lambda a, b: a.clone().addcdiv_(b, b.abs() + 1, value=0.2)),
+                    ("Tensor.__iadd__", lambda a, b: a.clone().__iadd__(b))]:
+        report = check_op(name, f, [x, y]).raise_if_failed()
+        if name in ("Tensor.lerp_", "Tensor.addcmul_", "Tensor.addcdiv_"):
+            # a non-linear in-place update of a Partial self is refused clearly, never computed wrongly
+            assert all("in-place update of a P(sum) tensor is not linear" in r for r in report.rejected), report
+            assert len(report.rejected) == 4, (name, report.rejected)  # self P(sum) x 4 placements of other
+        else:
+            assert not report.rejected, (name, report.rejected)
+    check_op("Tensor.sqrt_", lambda a: a.clone().sqrt_(), [z]).raise_if_failed()
+    check_op("Tensor.zero_", lambda a: a.clone().zero_(), [x]).raise_if_failed()
+    check_op("Tensor.neg_", lambda a: a.clone().neg_(), [x]).raise_if_failed()
+
+
+@multi_rank(world_size=2, timeout=120)
+def test_partial_stays_partial_only_where_linear():
+    import torch
+    import hyper_parallel as hp
+    from hyper_parallel import Partial, Replicate
+    from hyper_parallel.platform.torch.dispatch import StrictRedistributionError, strict_dispatch
+    mesh = hp.init_device_mesh("cpu", (2,))
+    p = hp.DTensor.from_local(torch.ones(2, 2), mesh, [Partial()])
+    r = hp.distribute_tensor(torch.ones(2, 2), mesh, [Replicate()])
+    with strict_dispatch():
+        assert (p + p).placements == (Partial(),)
+        assert (p * r).placements == (Partial(),)
+        assert (p * 3.0).placements == (Partial(),)
+        assert (-p).placements == (Partial(),)
+        assert (p + r).placements == (Partial(),)  # r made partial locally: no communication
+        with pytest.raises(StrictRedistributionError, match=r"torch.exp would redistribute input 0: \[P\(sum\)\] -> \[R\]"):
+            torch.exp(p)
+        with pytest.raises(StrictRedistributionError, match="all_reduce"):
+            p + 1.0  # a scalar addend would be added on every rank
+    torch.testing.assert_close((p + 1.0).full_tensor(), torch.full((2, 2), 3.0))
