@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -214,6 +215,13 @@ def _python_fixes(text: str, rel: str, res: StyleResult) -> str:
     return new
 
 
+def _fixable(rel: str, what: str) -> Finding:
+    m = re.fullmatch(r"added '-> None' at line (\d+)", what)
+    if m:
+        return Finding(rel, int(m.group(1)), "style-fixable", "needs fix: add '-> None' (the function returns nothing)")
+    return Finding(rel, None, "style-fixable", f"needs fix: {what}")
+
+
 def style_text(text: str, rel: str, fix: bool = True) -> StyleResult:
     """Run the style check on ``text`` (the content of ``rel``) and return fixes made or needed, and findings."""
     res = StyleResult(path=rel)
@@ -224,7 +232,7 @@ def style_text(text: str, rel: str, fix: bool = True) -> StyleResult:
     if suffix in (".py", ".pyi"):
         new = _python_fixes(new, rel, res)
     if not fix:
-        res.findings[:0] = [Finding(rel, None, "style-fixable", f"needs fix: {what}") for what in res.fixed]
+        res.findings[:0] = [_fixable(rel, what) for what in res.fixed]
     res.new_text = new if new != text else None
     return res
 
