@@ -373,3 +373,10 @@ def test_update_force_after_rewrite_uses_backup_and_lease(repos, forge):
     assert out["backup"].startswith("backup/topic/") and repos.sha(out["backup"]) == remote_before
     assert f"--force-with-lease=refs/heads/topic:{remote_before}" in out["push"]
     assert repos.remote_sha(repos.fork, "topic") == repos.sha()
+
+
+def test_outside_a_repository_is_a_clear_usage_error(tmp_path, monkeypatch):
+    monkeypatch.delenv("HP_AGENT_REPO", raising=False)
+    monkeypatch.chdir(tmp_path)
+    res = run("git", "commit", "--dry-run")
+    assert res.exit_code == 2 and "not inside a git repository" in res.stderr

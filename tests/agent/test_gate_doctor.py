@@ -286,6 +286,7 @@ def _env(forge) -> dict:
 
 
 def test_cli_watch_report_diagnose_json_without_token(tmp_path, monkeypatch):
+    monkeypatch.delenv("HP_AGENT_REPO", raising=False)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
     with FakeForge(Clock(), token=TOKEN) as forge:
@@ -311,6 +312,7 @@ def test_cli_watch_report_diagnose_json_without_token(tmp_path, monkeypatch):
 
 
 def test_cli_usage_errors(tmp_path, monkeypatch):
+    monkeypatch.delenv("HP_AGENT_REPO", raising=False)
     monkeypatch.chdir(tmp_path)
     res = CliRunner().invoke(cli, ["gate-doctor", "diagnose", "abc"])
     assert res.exit_code == 2 and "'abc'" in res.stderr

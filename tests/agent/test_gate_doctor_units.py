@@ -215,6 +215,7 @@ def test_local_mode_watch_fix_then_pass(tmp_path, monkeypatch):
 
 def test_local_mode_cli_over_a_given_report(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("HP_AGENT_REPO", raising=False)
     r = make_repos(tmp_path)
     r.write("hyper_parallel/core/mesh.py", "X = 2\n")
     r.commit("fix(core): mesh", "hyper_parallel/core/mesh.py")

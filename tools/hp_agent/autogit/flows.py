@@ -16,6 +16,7 @@ from hp_agent.autogit.safety import (Stash, UtcNow, backup_branch, push, refuse_
                                      rollback_on_error, utc_now)
 from hp_agent.autogit.staging import Change, collect_changes, stage
 from hp_agent.config import Config
+from hp_agent.repo import NotARepositoryError, repo_root
 
 GATE_LABELS = ("pr-check-pass", "ci-pipeline-passed")
 
@@ -229,6 +230,8 @@ def rebase(git: Git, cfg: Config, push_after: bool = False, now: UtcNow = utc_no
 
 
 def repo_git(path: Path | None = None) -> Git:
-    """A :class:`Git` at the repository containing ``path`` (default: the current directory)."""
-    git = Git(path or Path.cwd())
-    return Git(git.root())
+    """A :class:`Git` at the repository root (:func:`hp_agent.repo.repo_root`; honours ``HP_AGENT_REPO``)."""
+    try:
+        return Git(repo_root(path))
+    except NotARepositoryError as exc:
+        raise AutogitRefused(str(exc)) from None

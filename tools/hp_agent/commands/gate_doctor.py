@@ -10,7 +10,7 @@ from typing import Callable
 import click
 
 from hp_agent.autogit.codehost import CodeHostError, make_codehost
-from hp_agent.autogit.gitcmd import Git, GitError
+from hp_agent.autogit.gitcmd import GitError
 from hp_agent.autogit.output import EXIT_FAIL, EXIT_REFUSED, CommandFailed, emit_json, guarded, say
 from hp_agent.config import PROVIDERS, ConfigError, load_config
 from hp_agent.gate_doctor import protocol as P
@@ -20,14 +20,18 @@ from hp_agent.gate_doctor.jenkins import JenkinsClient, JenkinsError
 from hp_agent.gate_doctor.machine import Watcher
 from hp_agent.gate_doctor.report import diagnose, final_report, render_text
 from hp_agent.gate_doctor.state import StateStore
+from hp_agent.repo import NotARepositoryError, repo_root
 
 guard = guarded((ConfigError, ValueError, FileNotFoundError), (CodeHostError, JenkinsError, GitError,
                                                                 CommandFailed, RuntimeError))
 
 
 def _root() -> Path:
-    proc = Git(Path.cwd()).run("rev-parse", "--show-toplevel", check=False)
-    return Path(proc.stdout.strip()) if proc.returncode == 0 else Path.cwd()
+    """The repository root (honours ``HP_AGENT_REPO``); the current directory outside a repository."""
+    try:
+        return repo_root()
+    except NotARepositoryError:
+        return Path.cwd()
 
 
 def _backend(pr: str, local: bool, report: str | None, provider: str | None) -> tuple:
