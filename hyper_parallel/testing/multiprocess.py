@@ -116,14 +116,13 @@ class MultiRankError(Exception):
         self.died = dict(sorted((died or {}).items()))
         self.still_running = tuple(sorted(still_running))
         self.stacks = dict(sorted((stacks or {}).items()))
-        self.headline = headline or f"multi-rank case {case!r} failed on {world_size} ranks"
+        self.headline = headline or f"multi-rank case {case!r} failed on {world_size} ranks:"
         super().__init__(self._format())
 
     def _summary_lines(self) -> list:
         lines = []
         for rank, tb in self.failures.items():
-            last = tb.strip().splitlines()[-1] if tb.strip() else "an exception"
-            lines.append(f"  rank {rank} raised: {last}")
+            lines.append(f"  rank {rank} raised: {_exception_line(tb)}")
         for rank, code in self.died.items():
             lines.append(f"  rank {rank} died (exit code {code}){_signal_note(code)}")
         for rank in self.still_running:
@@ -131,7 +130,7 @@ class MultiRankError(Exception):
         return lines
 
     def _format(self) -> str:
-        parts = [self.headline + ":"] + self._summary_lines()
+        parts = [self.headline] + self._summary_lines()
         for rank, tb in self.failures.items():
             parts.append(f"==================== rank {rank} traceback ====================")
             parts.append(tb.rstrip())
@@ -147,6 +146,22 @@ class MultiRankTimeout(MultiRankError):
 
 class PoolStartupError(MultiRankError):
     """The worker processes could not start or initialise their process group."""
+
+
+def _exception_line(tb: str) -> str:
+    """The ``Type: message`` line of a formatted traceback (the last exception of a chain)."""
+    lines = tb.rstrip().splitlines()
+    frames = [i for i, line in enumerate(lines) if line.startswith("  File ")]
+    for line in lines[frames[-1] + 1 if frames else 0:]:
+        if line and not line[0].isspace():
+            return line
+    return lines[-1].strip() if lines else "an exception"
+
+
+def _trim_stack(dump: str) -> str:
+    """Drop the harness's and multiprocessing's own frames from a faulthandler dump."""
+    own = (os.path.abspath(__file__), f"{os.sep}multiprocessing{os.sep}", 'File "<string>"')
+    return "\n".join(line for line in dump.splitlines() if not any(mark in line for mark in own))
 
 
 def _signal_note(code: Optional[int]) -> str:
@@ -501,7 +516,7 @@ class _CaseRun:
             headline = (f"multi-rank case {case!r} timed out after {timeout:g} s on {self.pool.world_size} "
                         f"ranks; rank(s) still running: {running}")
         else:
-            headline = f"multi-rank case {case!r} failed on {self.pool.world_size} ranks"
+            headline = f"multi-rank case {case!r} failed on {self.pool.world_size} ranks:"
         return error_cls(case, self.pool.world_size, failures=self.failures, died=self.died,
                          still_running=self.pending, stacks=stacks, headline=headline)
 
@@ -712,7 +727,7 @@ class WorkerPool:
         while time.monotonic() < deadline and not all(_has_content(p) for p in paths.values()):
             time.sleep(0.02)
         time.sleep(0.05)  # let a dump in progress finish
-        return {rank: _read_text(path) for rank, path in paths.items()}
+        return {rank: _trim_stack(_read_text(path)) for rank, path in paths.items()}
 
 
 def _has_content(path: str) -> bool:

@@ -260,7 +260,7 @@ def test_failing_rank_traceback_is_in_the_error():
     assert "rank 1 traceback" in text and "rank 0 traceback" not in text
     assert "Traceback (most recent call last)" in err.failures[1]
     assert "_case_raise_on_rank_1" in err.failures[1]
-    assert "ValueError: deliberate failure on rank 1" in text
+    assert "rank 1 raised: ValueError: deliberate failure on rank 1" in text
     assert err.still_running == (0,)
     assert "barrier" in err.stacks[0]
     assert pool.pids != before  # torn down and recreated
@@ -273,6 +273,7 @@ def test_failing_assert_is_explained_like_pytest():
         get_pool(2).run(_case_assert_on_rank_1, timeout=FAULT_CASE_TIMEOUT)
     assert list(info.value.failures) == [1]
     assert "AssertionError: assert 10 == 11" in info.value.failures[1]
+    assert "rank 1 raised: AssertionError: assert 10 == 11" in str(info.value)
 
 
 def test_every_failing_rank_is_labelled():
@@ -300,6 +301,7 @@ def test_hang_is_reported_naming_case_and_rank_then_next_case_passes():
     assert err.still_running == (1,)
     assert not err.failures and not err.died
     assert "_case_sleep_on_rank_1" in err.stacks[1]
+    assert "_run_case" not in err.stacks[1]  # the harness's own frames are trimmed
     assert pool.pids != before
     assert pool.run(_case_rank_sum, timeout=30) == [3.0, 3.0]
 
