@@ -380,3 +380,17 @@ def test_outside_a_repository_is_a_clear_usage_error(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     res = run("git", "commit", "--dry-run")
     assert res.exit_code == 2 and "not inside a git repository" in res.stderr
+
+
+def test_failed_commit_restores_index_and_header(repos):
+    mesh = repos.work / "hyper_parallel/core/mesh.py"
+    mesh.write_text(mesh.read_text() + "W = 4\n")
+    repos.write("hyper_parallel/core/new.py", "N = 1\n")
+    git(repos.work, "add", "hyper_parallel/core/new.py")  # something the user staged by hand
+    before, text, head = status_porcelain(repos.work), mesh.read_text(), repos.sha()
+    hook = repos.work / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\necho 'blocked by hook' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    res = run("git", "commit", "-m", "feat(core): add new")
+    assert res.exit_code == 1 and "blocked by hook" in res.stderr
+    assert repos.sha() == head and status_porcelain(repos.work) == before and mesh.read_text() == text

@@ -34,9 +34,9 @@ def _split_head(text: str) -> tuple[str, str, str]:
     return head, ("\n" if len(lines) > HEAD_LINES else ""), rest
 
 
-def update_years(root: Path, paths: list[str], year: int) -> list[str]:
-    """Update headers of the given (existing, text) files; return the paths that changed."""
-    changed = []
+def update_years(root: Path, paths: list[str], year: int) -> dict[str, str]:
+    """Update headers of the given (existing, text) files; return ``{path: original text}`` of those changed."""
+    changed: dict[str, str] = {}
     for rel in paths:
         path = root / rel
         if not path.is_file():
@@ -48,5 +48,11 @@ def update_years(root: Path, paths: list[str], year: int) -> list[str]:
         new = updated_header(text, year)
         if new is not None:
             path.write_text(new, encoding="utf-8")
-            changed.append(rel)
+            changed[rel] = text
     return changed
+
+
+def restore(root: Path, originals: dict[str, str]) -> None:
+    """Put back the texts returned by :func:`update_years` (used when the commit does not happen)."""
+    for rel, text in originals.items():
+        (root / rel).write_text(text, encoding="utf-8")

@@ -55,12 +55,21 @@ def commit(git: Git, plan: CommitPlan, message: str, now: UtcNow = utc_now) -> d
     problems, policy = check_message(message)
     if problems:
         raise PolicyRejected(problems, policy)
+    conflicts = [c.path for c in plan.changes if c.kind == "conflict"]
+    if conflicts:
+        raise AutogitRefused(f"unresolved merge conflicts in {', '.join(conflicts)}; resolve them first")
+    index_tree = git.out("write-tree")
     touched = [c.path for c in plan.changes if c.kind in ("modified", "renamed")]
-    years = copyright_years.update_years(git.root(), touched, now().year)
-    stage(git, plan.changes)
-    git.run("commit", "--quiet", "--file", "-", input_text=message.rstrip("\n") + "\n")
+    originals = copyright_years.update_years(git.root(), touched, now().year)
+    try:
+        stage(git, plan.changes)
+        git.run("commit", "--quiet", "--file", "-", input_text=message.rstrip("\n") + "\n")
+    except BaseException:
+        git.run("read-tree", index_tree)  # the index exactly as it was before
+        copyright_years.restore(git.root(), originals)
+        raise
     return {"commit": git.head_sha(), "branch": plan.branch, "message": message, "policy": policy,
-            "files": [c.path for c in plan.changes], "copyright_updated": years}
+            "files": [c.path for c in plan.changes], "copyright_updated": sorted(originals)}
 
 
 def branch_messages(git: Git, base: str) -> list[str]:
