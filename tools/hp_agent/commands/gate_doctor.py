@@ -34,11 +34,12 @@ def _root() -> Path:
         return Path.cwd()
 
 
-def _backend(pr: str, local: bool, report: str | None, provider: str | None) -> tuple:
+def _backend(pr: str, local: bool, report: str | None, provider: str | None,
+             gate_args: tuple[str, ...] = ()) -> tuple:
     root = _root()
     cfg = load_config(root)
     if local or report:
-        return LocalBackend(root, report=Path(report) if report else None), cfg, root
+        return LocalBackend(root, report=Path(report) if report else None, gate_args=gate_args), cfg, root
     if not pr.isdigit():
         raise ValueError(f"PR must be a number for the remote mode, got {pr!r} (use --local for local mode)")
     host = make_codehost(cfg, provider)
@@ -108,11 +109,15 @@ def _print_diagnosis(result: dict) -> None:
 @click.option("--time-scale", type=float, help="Scale every wait (e.g. 0.01 for a demo); env HP_AGENT_TIME_SCALE.")
 @click.option("--max-steps", type=int, help="Stop after this many transitions (state is kept).")
 @click.option("--state-dir", type=click.Path(file_okay=False), help="Where per-PR state files live.")
+@click.option("--gate-stage", "gate_stages", multiple=True, help="Local mode: run only this gate stage (repeatable).")
+@click.option("--changed", is_flag=True, help="Local mode: lint stages on changed files only.")
 @guard
 def watch_cmd(pr: str, local: bool, report_path: str | None, provider: str | None,  # noqa: PLR0913
-              as_json: bool, time_scale: float | None, max_steps: int | None, state_dir: str | None) -> None:
+              as_json: bool, time_scale: float | None, max_steps: int | None, state_dir: str | None,
+              gate_stages: tuple[str, ...], changed: bool) -> None:
     """Drive PR to green: check-pr → retest → wait → classify, resumable, with back-off and ceilings."""
-    backend, cfg, root = _backend(pr, local, report_path, provider)
+    gate_args = tuple(a for stage in gate_stages for a in ("--stage", stage)) + (("--changed",) if changed else ())
+    backend, cfg, root = _backend(pr, local, report_path, provider, gate_args)
     clock = Clock(time_scale if time_scale is not None else cfg.time_scale)
     state = Watcher(backend, _store(root, state_dir), pr, clock).run(max_steps)
     report = final_report(state)

@@ -137,8 +137,10 @@ class LocalBackend:
     for the current HEAD.
     """
 
-    def __init__(self, root: Path, runner: Callable[[], Path] | None = None, report: Path | None = None) -> None:
+    def __init__(self, root: Path, runner: Callable[[], Path] | None = None, report: Path | None = None,
+                 gate_args: tuple[str, ...] = ()) -> None:
         self.root = Path(root)
+        self.gate_args = tuple(gate_args)
         self.runner = runner or self._run_gate
         self.fixed_report = Path(report) if report else None
         self.reports_dir = self.root / ".gate" / "reports"
@@ -228,8 +230,8 @@ class LocalBackend:
         return set()
 
     def _run_gate(self) -> Path:
-        proc = subprocess.run([sys.executable, "-m", "hp_agent", "gate", "run"], cwd=self.root, check=False,
-                              capture_output=True, text=True)
+        proc = subprocess.run([sys.executable, "-m", "hp_agent", "gate", "run", *self.gate_args], cwd=self.root,
+                              check=False, capture_output=True, text=True)
         last = self.root / ".gate" / "last.json"
         if not last.is_file():
             raise RuntimeError(f"`hp-agent gate run` wrote no report (exit {proc.returncode}): {proc.stderr[-500:]}")
