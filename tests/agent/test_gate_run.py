@@ -21,7 +21,8 @@ CLEAN = HEADER + '"""Clean module."""\n\n\ndef twice(x: int) -> int:\n    """Ret
 PYLINT_BAD = HEADER + '"""Module with an unused import."""\nimport os\n\n\ndef one() -> int:\n    """One."""\n    return 1\n'
 BRANCHES = "\n".join(f"    if x == {i}:\n        return {i}" for i in range(16))
 LIZARD_BAD = HEADER + f'"""Complex."""\n\n\ndef pick(x: int) -> int:\n    """Pick."""\n{BRANCHES}\n    return -1\n'
-SPELL_BAD = HEADER + '"""Spelling."""\n\n# we recieve the tensor here\nVALUE = 1\n'
+MISSPELT = "rec" + "ieve"  # built at run time so this file itself passes codespell
+SPELL_BAD = HEADER + f'"""Spelling."""\n\n# we {MISSPELT} the tensor here\nVALUE = 1\n'
 UT = HEADER + '"""Sample tests."""\n\n\ndef test_ok():\n    assert True\n\n\ndef test_bad():\n    assert 1 == 2\n'
 
 
@@ -61,7 +62,7 @@ def test_planted_violations_are_found_with_file_and_line(sample, cli):
     assert "17 CCN" in lizard[0]["message"]
     spell = stages["codespell"]["findings"]
     assert [(f["file"], f["line"], f["rule"]) for f in spell] == [("hyper_parallel/spell.py", 5, "codespell")]
-    assert "recieve ==> receive" in spell[0]["message"]
+    assert f"{MISSPELT} ==> receive" in spell[0]["message"]
     ut = stages["ut"]["findings"]
     assert ut[0]["file"] == "tests/ut/test_sample.py" and "test_bad" in ut[0]["message"]
     # the console shows each finding and pytest's own summary line
@@ -79,7 +80,7 @@ def test_fixed_repository_passes(sample, cli):
     pkg = sample / "hyper_parallel"
     (pkg / "unused.py").write_text(PYLINT_BAD.replace("import os\n", ""))
     (pkg / "complex.py").write_text(CLEAN)
-    (pkg / "spell.py").write_text(SPELL_BAD.replace("recieve", "receive"))
+    (pkg / "spell.py").write_text(SPELL_BAD.replace(MISSPELT, "receive"))
     (sample / "tests/ut/test_sample.py").write_text(UT.replace("1 == 2", "2 == 2"))
     proc = cli(["gate", "run", *LINT, "--json"], cwd=sample)
     assert proc.returncode == 0, proc.stdout

@@ -65,13 +65,13 @@ def test_no_registry_passes_with_a_note(tmp_path):
     (lambda r: _write(r, f"{YAML}/dup.yaml", "torch.add:\n  rule: MatmulRule\n"
                       "  module: hyper_parallel.core.shard.ops.rules.matmul\n"),
      "registry-duplicate", (f"{YAML}/elementwise.yaml", 3, "torch.add: already registered in " + f"{YAML}/dup.yaml")),
-    (lambda r: _write(r, f"{YAML}/extra.yaml", "torch.div:\n  rule: MatmulRule\n  modul: x\n"
+    (lambda r: _write(r, f"{YAML}/extra.yaml", "torch.div:\n  rule: MatmulRule\n  layout: x\n"
                       "  module: hyper_parallel.core.shard.ops.rules.matmul\n"),
-     "registry-unknown-field", (f"{YAML}/extra.yaml", 1, "unknown field 'modul'")),
+     "registry-unknown-field", (f"{YAML}/extra.yaml", 1, "unknown field 'layout'")),
     (lambda r: _write(r, f"{RULES}/orphan.py", "class OrphanRule:\n    pass\n"),
      "registry-unreferenced", (f"{RULES}/orphan.py", 1, "not referenced")),
     (lambda r: _write(r, f"{YAML}/norule.yaml", "torch.neg:\n  module: hyper_parallel.core.shard.ops.rules.matmul\n"),
-     "registry-entry", (f"{YAML}/norule.yaml", 1, "missing 'rule'")),
+     "registry-entry", (f"{YAML}/norule.yaml", 1, "no 'rule'")),
     (lambda r: _write(r, f"{YAML}/broken.yaml", "torch.neg: [unclosed\n"),
      "registry-yaml", (f"{YAML}/broken.yaml", None, "invalid YAML")),
 ])
@@ -82,6 +82,14 @@ def test_planted_errors_are_found_with_file_and_key(registry, plant, rule, where
     assert len(hits) == 1, findings
     file, line, fragment = where
     assert hits[0].file == file and hits[0].line == line and fragment in hits[0].message
+
+
+def test_default_block_may_carry_the_rule(registry):
+    _write(registry, f"{YAML}/defaults.yaml", "__default__:\n  module: hyper_parallel.core.shard.ops.rules.matmul\n"
+           "  rule: MatmulRule\n  options: {transpose: false}\ntorch.mm: {options: {transpose: true}}\n"
+           "torch.bmm: {}\n")
+    findings, summary = check_registry(registry)
+    assert findings == [] and "5 op(s)" in summary
 
 
 def test_external_package_module_resolves_via_find_spec(registry):

@@ -5,7 +5,8 @@
 Registry: ``hyper_parallel/core/shard/ops/yaml/*.yaml``. Each top-level key is a frontend op name
 (``torch.add``, ``Tensor.add_``, ``mindspore.mint.add``); its value is a mapping with ``rule`` (class name,
 required), ``module`` (dotted path; may come from the file's ``__default__`` block), ``options`` (mapping) and
-``doc`` (str). Rule modules live in ``hyper_parallel/core/shard/ops/rules/``.
+``doc`` (str); a file's ``__default__`` block may set any of these fields and is merged into every entry
+(as ``hyper_parallel.core.shard.registry`` does). Rule modules live in ``hyper_parallel/core/shard/ops/rules/``.
 
 Findings: an entry whose module or class does not resolve; a rule module not referenced by any entry
 (``__init__.py``, ``base.py`` and ``_*.py`` hold bases and are exempt); an op registered twice; an unknown
@@ -25,7 +26,7 @@ from hp_agent.checks.findings import Finding
 REGISTRY_DIR = "hyper_parallel/core/shard/ops/yaml"
 RULES_DIR = "hyper_parallel/core/shard/ops/rules"
 ENTRY_FIELDS = {"rule", "module", "options", "doc"}
-DEFAULT_FIELDS = {"module", "options"}
+DEFAULT_FIELDS = ENTRY_FIELDS
 DEFAULT_KEY = "__default__"
 
 
@@ -88,8 +89,10 @@ def _entry_findings(rel: str, line: int, op: str, spec: object, default: dict) -
     for key in sorted(set(spec) - ENTRY_FIELDS):
         out.append(Finding(rel, line, "registry-unknown-field",
                            f"{op}: unknown field {key!r} (allowed: {', '.join(sorted(ENTRY_FIELDS))})"))
-    if not isinstance(spec.get("rule"), str) or not spec.get("rule"):
-        out.append(Finding(rel, line, "registry-entry", f"{op}: missing 'rule' (the rule class name)"))
+    rule = spec.get("rule", default.get("rule"))
+    if not isinstance(rule, str) or not rule:
+        out.append(Finding(rel, line, "registry-entry",
+                           f"{op}: no 'rule' (the rule class name) and no __default__ rule"))
     if not isinstance(spec.get("module", default.get("module")), str):
         out.append(Finding(rel, line, "registry-entry", f"{op}: no 'module' and no __default__ module"))
     if "options" in spec and not isinstance(spec["options"], dict):
@@ -157,7 +160,8 @@ class _Checker:
             problems = _entry_findings(rel, line, op, spec, default)
             self.findings.extend(problems)
             if not any(f.rule == "registry-entry" for f in problems):
-                self._resolve(rel, line, op, spec.get("module", default.get("module")), spec["rule"])
+                self._resolve(rel, line, op, spec.get("module", default.get("module")),
+                              spec.get("rule", default.get("rule")))
 
     def check_unreferenced(self) -> None:
         """Report rule modules that no registry entry references (base modules exempt)."""
