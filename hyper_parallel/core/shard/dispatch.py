@@ -6,6 +6,8 @@ from __future__ import annotations
 
 def _name(func) -> str:
     qual = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
+    if qual.startswith("_VariableFunctionsClass."):
+        return "torch." + qual.split(".", 1)[1]
     module = getattr(func, "__module__", None)
     if module and not qual.startswith("Tensor."):
         return f"{module}.{qual}"

@@ -87,6 +87,10 @@ def resolve_torch_name(name: str) -> Optional[Callable]:
     elif parts[0] == "torch":
         obj = torch
         parts = parts[1:]
+    elif parts[0] == "hyper_parallel":  # library ops written with the torch-function protocol
+        import importlib
+        obj = importlib.import_module(".".join(parts[:-1]))
+        parts = parts[-1:]
     else:
         return None
     for p in parts:
@@ -146,7 +150,7 @@ def _collect(args, kwargs):
             key.append(a._spec if type(a) is DTensor else ("__plain__", tuple(a.shape)))  # pylint: disable=protected-access,unidiomatic-typecheck
             tensors.append(a)
             locs.append((i, None))
-        elif type(a) in (list, tuple) and a and isinstance(a[0], torch.Tensor):  # pylint: disable=unidiomatic-typecheck
+        elif type(a) in (list, tuple) and any(isinstance(t, torch.Tensor) for t in a):  # pylint: disable=unidiomatic-typecheck
             sub = []
             for j, t in enumerate(a):
                 if isinstance(t, torch.Tensor):
@@ -169,7 +173,8 @@ def _collect(args, kwargs):
 
 
 def _placeholders(args, kwargs, locs):
-    """Args/kwargs with tensors replaced by their slot numbers (for the rule)."""
+    """Args/kwargs with tensors replaced by their slot numbers (for the rule); tuples stay tuples."""
+    tuples = [isinstance(a, tuple) for a in args]
     args = [list(a) if isinstance(a, (list, tuple)) else a for a in args]
     kwargs = dict(kwargs)
     for slot, (where, j) in enumerate(locs):
@@ -180,7 +185,7 @@ def _placeholders(args, kwargs, locs):
             args[where] = marker
         else:
             args[where][j] = marker
-    return tuple(args), kwargs
+    return tuple(tuple(a) if was else a for a, was in zip(args, tuples)), kwargs
 
 
 def _build_plan(func, name, rule, args, kwargs, tensors, locs) -> _Plan:

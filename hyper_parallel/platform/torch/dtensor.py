@@ -290,6 +290,9 @@ for _f in (_T.dtype.__get__, _T.device.__get__, _T.layout.__get__, _T.requires_g
            _T.is_inference, _T.__dir__, _T.__setstate__, _T._is_view, _T.is_set_to, _T.storage_offset,
            _T.requires_grad_):
     DISPATCH_TABLE[_f] = _passthrough
+for _f in (torch.is_complex, torch.is_floating_point, torch.is_tensor, torch.is_storage, torch.is_same_size):
+    DISPATCH_TABLE[_f] = _passthrough
+DISPATCH_TABLE[torch.numel] = lambda func, args, kwargs: args[0].numel()
 for _f in (_T.grad.__get__, _T.data.__get__, _T.detach, _T.detach_):
     DISPATCH_TABLE[_f] = _self_spec_result
 DISPATCH_TABLE[_T.__repr__] = lambda func, args, kwargs: args[0].__repr__()

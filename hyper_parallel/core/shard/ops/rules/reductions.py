@@ -1,0 +1,363 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Reductions (sum, mean, amax, max/min, argmax, prod, norm, var/std, logsumexp, all/any, count_nonzero)
+and scans (cumsum).
+
+Per mesh dimension, with input placement ``p`` and reduced tensor dims ``R``:
+
+* ``Replicate``            -> Replicate.
+* ``Shard(k)``, k not in R -> ``Shard(k')`` (k shifted left past removed dims unless ``keepdim``).
+* ``Shard(k)``, k in R     -> by the rule's ``kind`` option:
+
+  ``sum``       ``Partial(sum)`` (local sums add up).
+  ``mean``      ``Partial(sum)`` through the ``expand_mean`` expand: local *sum* divided by the
+                *global* count of reduced elements, so uneven and empty shards stay right.
+  ``count``     ``Partial(sum)`` (count_nonzero).
+  ``extreme``   ``Partial(max)`` / ``Partial(min)`` (amax, amin, max/min without dim) through
+                ``expand_extreme``: an empty local shard yields the reduction's identity (-inf/+inf).
+  ``select``    Replicate through ``expand_pick`` (max/min/argmax/argmin with a dim): local values and
+                indices, indices shifted by the shard's global offset, then all-gathered (a
+                differentiable all-gather) and the winner picked per mesh dim, inner mesh dim first,
+                so ties resolve to the lowest global index like single-device torch.
+  ``logic``     Replicate through ``expand_logic`` (all/any): local result all-reduced (min/max).
+  ``replicate`` the input is requested Replicate on that mesh dim (var, std, prod, norm,
+                logsumexp, argmax without dim: not decomposable into a placement).
+
+* ``Partial(sum|avg)`` stays partial for the linear kinds (``sum``, ``mean``); ``Partial(max)``
+  stays for amax/max and ``Partial(min)`` for amin/min; otherwise the input is requested Replicate.
+
+``params`` lists the positional parameters after ``self`` (e.g. ``[dim, keepdim]``, ``[p, dim, keepdim]``);
+``dim`` of None or ``()`` means every dim. The scan rule (cumsum) keeps shards of other dims and
+``Partial(sum)``; along a dim sharded by exactly one mesh dim it runs ``expand_scan``: local cumsum plus the
+exclusive prefix of the other shards' totals (an all-gather whose adjoint is a reduce-scatter). A dim
+sharded by two mesh dims is requested Replicate on the inner one(s).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence, Tuple
+
+from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
+from hyper_parallel.core.shard.rule import Decision, OpCall, OpRule, RuleError, normalize_dim
+
+__all__ = ["ReductionRule", "MaxMinRule", "ArgReduceRule", "ScanRule", "reduced_dims", "reduced_shape",
+           "shifted_dim", "fill_value", "local_offset"]
+
+KINDS = ("sum", "mean", "count", "extreme", "select", "logic", "replicate")
+_PSUM = Partial("sum")
+_EXPANDS = {"mean": "expand_mean", "extreme": "expand_extreme", "select": "expand_pick", "logic": "expand_logic"}
+
+
+# ---------------------------------------------------------------------- pure helpers (shared by families)
+def reduced_dims(dim: Any, ndim: int, op: str) -> Tuple[int, ...]:
+    """Normalised, sorted reduced dims; ``None`` or an empty tuple/list means every dim."""
+    if ndim == 0:
+        if dim is not None and not isinstance(dim, (tuple, list)):
+            normalize_dim(dim, 0)
+        return ()
+    if dim is None or (isinstance(dim, (tuple, list)) and not dim):
+        return tuple(range(ndim))
+    raw = list(dim) if isinstance(dim, (tuple, list)) else [dim]
+    out = []
+    for d in raw:
+        if not isinstance(d, int) or isinstance(d, bool):
+            raise RuleError(f"{op}: dim must be an int or a tuple of ints, got {dim!r}")
+        out.append(normalize_dim(d, ndim))
+    if len(set(out)) != len(out):
+        raise RuleError(f"{op}: dim {dim!r} names a dimension twice")
+    return tuple(sorted(out))
+
+
+def reduced_shape(shape: Sequence[int], dims: Sequence[int], keepdim: bool) -> Tuple[int, ...]:
+    """Global output shape of a reduction over ``dims``."""
+    if keepdim:
+        return tuple(1 if i in dims else s for i, s in enumerate(shape))
+    return tuple(s for i, s in enumerate(shape) if i not in dims)
+
+
+def shifted_dim(k: int, dims: Sequence[int], keepdim: bool) -> int:
+    """Output dim of input dim ``k`` (not reduced) after reducing ``dims``."""
+    return k if keepdim else k - sum(1 for r in dims if r < k)
+
+
+def local_offset(plan, placements, shape, dim: int) -> int:
+    """Global offset of this rank's shard along tensor ``dim``."""
+    from hyper_parallel.core.spec import DTensorSpec
+    spec = DTensorSpec(plan.mesh, placements, shape)
+    return spec.local_shape_and_offset(plan.mesh.get_coordinate())[1][dim]
+
+
+def fill_value(dtype, reduce: str):
+    """Identity element of max/min for ``dtype`` (for empty local shards)."""
+    import torch
+    if dtype == torch.bool:
+        return reduce == "min"
+    if dtype.is_floating_point or dtype.is_complex:
+        return float("-inf") if reduce == "max" else float("inf")
+    info = torch.iinfo(dtype)
+    return info.min if reduce == "max" else info.max
+
+
+def _with_first(args, first):
+    """``args`` with the first positional argument replaced."""
+    return [first] + list(args[1:])
+
+
+# ---------------------------------------------------------------------- reduction rule
+class ReductionRule(OpRule):
+    """A reduction of one tensor over ``dim`` (see the module docstring for the options)."""
+
+    @classmethod
+    def allowed_options(cls):
+        return ("kind", "params", "reduce")
+
+    def __init__(self, op: str, **options) -> None:
+        super().__init__(op, **options)
+        self.kind = options.get("kind", "sum")
+        if self.kind not in KINDS:
+            raise ValueError(f"{op}: option kind={self.kind!r}; expected one of {KINDS}")
+        self.params = tuple(options.get("params", ("dim", "keepdim")))
+        self.reduce = options.get("reduce", "max")
+        if self.reduce not in ("max", "min"):
+            raise ValueError(f"{op}: option reduce={self.reduce!r}; expected 'max' or 'min'")
+
+    # ------------------------------------------------------------------ arguments
+    def param(self, call: OpCall, name: str, default: Any = None) -> Any:
+        """Value of parameter ``name`` (positional per ``params``, or keyword)."""
+        if name in self.params:
+            return call.arg(1 + self.params.index(name), name, default)
+        return call.kwargs.get(name, default)
+
+    def parse(self, call: OpCall) -> Tuple[Tuple[int, ...], bool]:
+        """(reduced dims, keepdim) of this call."""
+        t = self.source(call)
+        dim = self.param(call, "dim")
+        if isinstance(dim, bool):  # var/std(x, unbiased): the bool sits where dim would
+            dim = None
+        if isinstance(dim, tuple) and dim and dim[0] == "__tensor__":
+            raise call.fail("dim must be an int or a tuple of ints, not a tensor")
+        return reduced_dims(dim, t.ndim, call.op), bool(self.param(call, "keepdim", False))
+
+    @staticmethod
+    def source(call: OpCall):
+        """The reduced tensor (the first tensor argument)."""
+        if not call.tensors:
+            raise call.fail("expected a tensor input")
+        return call.tensors[0]
+
+    # ------------------------------------------------------------------ inference
+    def infer(self, call: OpCall) -> Decision:
+        if len(call.tensors) != 1:
+            raise call.fail(f"expected one tensor argument, got {len(call.tensors)}")
+        dims, keepdim = self.parse(call)
+        return self.decide(call, self.kind, dims, keepdim)
+
+    def decide(self, call: OpCall, kind: str, dims: Tuple[int, ...], keepdim: bool, n_out: int = 1) -> Decision:
+        """Decision for reducing ``dims`` with ``kind`` (``n_out`` equal outputs, e.g. values and indices)."""
+        t = self.source(call)
+        need: List[Placement] = []
+        out: List[Placement] = []
+        reduced_mesh_dims: List[int] = []
+        for d in range(call.mesh_ndim):
+            p = t.placements[d] if t.is_dtensor else Replicate()
+            n, o = self.mesh_dim(kind, p, dims, keepdim)
+            if isinstance(p, Shard) and p.dim in dims and n is p:
+                reduced_mesh_dims.append(d)
+            need.append(n)
+            out.append(o)
+        shape = reduced_shape(t.shape, dims, keepdim)
+        entry = (tuple(out), shape)
+        outputs = entry if n_out == 1 else [entry] * n_out
+        expand = _EXPANDS.get(kind) if reduced_mesh_dims else None
+        extra = {"dims": dims, "keepdim": keepdim, "mesh_dims": tuple(reduced_mesh_dims), "input": tuple(need)}
+        return Decision(inputs=[tuple(need)] + [None] * (len(call.tensors) - 1), outputs=outputs, expand=expand,
+                        extra=extra)
+
+    def mesh_dim(self, kind: str, p: Placement, dims, keepdim) -> Tuple[Placement, Placement]:
+        """(required input placement, output placement) on one mesh dim."""
+        if isinstance(p, Shard):
+            if p.dim not in dims:
+                return p, Shard(shifted_dim(p.dim, dims, keepdim))
+            return self.sharded_reduced(kind, p)
+        if isinstance(p, Partial):
+            if kind in ("sum", "mean") and p.reduce_op in ("sum", "avg"):
+                return p, p
+            if kind == "extreme" and p.reduce_op == self.reduce:
+                return p, p
+        return Replicate(), Replicate()
+
+    def sharded_reduced(self, kind: str, p: Shard) -> Tuple[Placement, Placement]:
+        """Placements when the reduced dim is sharded on this mesh dim."""
+        if kind in ("sum", "mean", "count"):
+            return p, _PSUM
+        if kind == "extreme":
+            return p, Partial(self.reduce)
+        if kind in ("select", "logic"):
+            return p, Replicate()
+        return Replicate(), Replicate()
+
+    # ------------------------------------------------------------------ expands (local tensors)
+    def expand_mean(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
+        """Local sum over the reduced dims divided by the global number of reduced elements."""
+        import torch
+        x = args[0]
+        dims, keepdim = plan.decision.extra["dims"], plan.decision.extra["keepdim"]
+        dtype = kwargs.get("dtype")
+        if dtype is None and not (x.is_floating_point() or x.is_complex()):
+            return func(*args, **kwargs)  # torch's own error for an integer mean
+        count = 1
+        for d in dims:
+            count *= plan.call.tensors[0].shape[d]
+        return torch.sum(x, dim=dims, keepdim=keepdim, dtype=dtype) / count
+
+    def expand_extreme(self, func, args, kwargs, plan):
+        """amax/amin/max/min: an empty local shard reduces to the identity element."""
+        x = args[0]
+        dims = plan.decision.extra["dims"]
+        if any(x.shape[d] == 0 for d in dims):
+            shape = [1 if i in dims else s for i, s in enumerate(x.shape)]
+            x = x.new_full(shape, fill_value(x.dtype, self.reduce))
+            args = _with_first(args, x)
+        return func(*args, **kwargs)
+
+    def expand_logic(self, func, args, kwargs, plan):
+        """all/any: local result, then an all-reduce (min for all, max for any) over the sharded mesh dims."""
+        import torch
+        from hyper_parallel.platform import get_platform
+        plat = get_platform("torch")
+        out = func(*args, **kwargs)
+        dtype = out.dtype
+        acc = out.to(torch.uint8)
+        for d in plan.decision.extra["mesh_dims"]:
+            acc = plat.all_reduce(acc, self.reduce, plan.mesh.get_group(d))
+        return acc.to(dtype)
+
+    def expand_pick(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
+        """Values and global indices along a sharded dim: local extreme, gather, pick the winner."""
+        values, indices = self.pick(args[0], plan)
+        return values, indices
+
+    def pick(self, x, plan):
+        """(values, global indices) of max/min along the single reduced dim, replicated over the mesh dims."""
+        import torch
+        from hyper_parallel.platform import get_platform
+        plat = get_platform("torch")
+        extra = plan.decision.extra
+        (dim,) = extra["dims"]
+        if x.shape[dim] == 0:
+            shape = list(x.shape)
+            shape[dim] = 1
+            x = x.new_full(shape, fill_value(x.dtype, self.reduce))
+        local = torch.max if self.reduce == "max" else torch.min
+        values, indices = local(x, dim, keepdim=True)
+        t = plan.call.tensors[0]
+        indices = indices + local_offset(plan, extra["input"], t.shape, dim)
+        coord = plan.mesh.get_coordinate()
+        choose = torch.argmax if self.reduce == "max" else torch.argmin
+        for d in reversed(extra["mesh_dims"]):
+            group, n = plan.mesh.get_group(d), plan.mesh.shape[d]
+            all_v = plat.all_gather(values, group, dim, [1] * n, coord[d])
+            all_i = plat.all_gather(indices, group, dim, [1] * n, coord[d])
+            win = choose(all_v, dim, keepdim=True)
+            values, indices = all_v.gather(dim, win), all_i.gather(dim, win)
+        if not extra["keepdim"]:
+            values, indices = values.squeeze(dim), indices.squeeze(dim)
+        return values, indices
+
+
+class MaxMinRule(ReductionRule):
+    """``max``/``min``: element-wise with a second tensor, (values, indices) with ``dim``, else a value.
+
+    Option ``reduce``: ``max`` or ``min``.
+    """
+
+    def __init__(self, op: str, **options) -> None:
+        options.setdefault("kind", "extreme")
+        super().__init__(op, **options)
+        from hyper_parallel.core.shard.ops.rules.elementwise import ElementwiseRule
+        self._binary = ElementwiseRule(op)
+
+    def infer(self, call: OpCall) -> Decision:
+        if len(call.tensors) == 2:
+            return self._binary.infer(call)
+        if len(call.tensors) != 1:
+            raise call.fail(f"expected one or two tensor arguments, got {len(call.tensors)}")
+        dim = self.param(call, "dim")
+        if dim is None:
+            return self.decide(call, "extreme", reduced_dims(None, self.source(call).ndim, call.op), False)
+        if not isinstance(dim, int) or isinstance(dim, bool):
+            raise call.fail(f"dim must be an int, got {dim!r}")
+        dims = reduced_dims(dim, self.source(call).ndim, call.op)
+        return self.decide(call, "select", dims, bool(self.param(call, "keepdim", False)), n_out=2)
+
+    def expand_pick(self, func, args, kwargs, plan):
+        import torch
+        values, indices = self.pick(args[0], plan)
+        result = torch.return_types.max if self.reduce == "max" else torch.return_types.min
+        return result((values, indices))
+
+
+class ArgReduceRule(ReductionRule):
+    """``argmax``/``argmin``: along a dim like ``max``/``min`` with indices (``expand_pick``); without a
+    dim (flattened index) the sharded dims are requested Replicate. Option ``reduce``: ``max`` or ``min``."""
+
+    def infer(self, call: OpCall) -> Decision:
+        if len(call.tensors) != 1:
+            raise call.fail(f"expected one tensor argument, got {len(call.tensors)}")
+        t = self.source(call)
+        dim = self.param(call, "dim")
+        keepdim = bool(self.param(call, "keepdim", False))
+        if dim is None:
+            return self.decide(call, "replicate", reduced_dims(None, t.ndim, call.op), keepdim)
+        if not isinstance(dim, int) or isinstance(dim, bool):
+            raise call.fail(f"dim must be an int, got {dim!r}")
+        return self.decide(call, "select", reduced_dims(dim, t.ndim, call.op), keepdim)
+
+    def expand_pick(self, func, args, kwargs, plan):
+        return self.pick(args[0], plan)[1]
+
+
+# ---------------------------------------------------------------------- scans
+class ScanRule(OpRule):
+    """Inclusive scan along ``dim`` (cumsum): shards of other dims and ``Partial(sum|avg)`` are kept;
+    along a dim sharded by one mesh dim the ``expand_scan`` adds the exclusive prefix of the shard totals."""
+
+    def infer(self, call: OpCall) -> Decision:
+        if len(call.tensors) != 1:
+            raise call.fail(f"expected one tensor argument, got {len(call.tensors)}")
+        t = call.tensors[0]
+        dim = call.arg(1, "dim")
+        if not isinstance(dim, int) or isinstance(dim, bool):
+            raise call.fail(f"dim must be an int, got {dim!r}")
+        dim = normalize_dim(dim, t.ndim)
+        need: List[Placement] = []
+        scan_dims: List[int] = []
+        for d in range(call.mesh_ndim):
+            p = t.placements[d] if t.is_dtensor else Replicate()
+            if isinstance(p, Shard) and p.dim == dim and t.ndim:
+                if scan_dims:
+                    p = Replicate()  # a second mesh dim sharding the scanned dim: gather it
+                else:
+                    scan_dims.append(d)
+            elif isinstance(p, Partial) and p.reduce_op not in ("sum", "avg"):
+                p = Replicate()
+            need.append(p)
+        extra: Dict[str, Any] = {"dim": dim, "mesh_dims": tuple(scan_dims)}
+        return Decision(inputs=[tuple(need)], outputs=(tuple(need), tuple(t.shape)),
+                        expand="expand_scan" if scan_dims else None, extra=extra)
+
+    def expand_scan(self, func, args, kwargs, plan):
+        """Local scan plus the sum of the totals of the shards before this one."""
+        import torch
+        from hyper_parallel.platform import get_platform
+        plat = get_platform("torch")
+        out = func(*args, **kwargs)
+        dim = plan.decision.extra["dim"]
+        (d,) = plan.decision.extra["mesh_dims"]
+        n, index = plan.mesh.shape[d], plan.mesh.get_coordinate()[d]
+        total = torch.sum(args[0], dim=dim, keepdim=True, dtype=out.dtype)
+        # the gathered totals feed different ranks differently: the adjoint must be a reduce-scatter
+        totals = plat.all_gather(total, plan.mesh.get_group(d), dim, [1] * n, index, grad_partial=True)
+        shape = [1] * out.dim()
+        shape[dim] = n
+        before = (torch.arange(n, device=out.device) < index).to(out.dtype).reshape(shape)
+        return out + (totals * before).sum(dim, keepdim=True)

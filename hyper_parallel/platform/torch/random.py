@@ -1,0 +1,233 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Placement-invariant random numbers for torch DTensors (see ``hyper_parallel.core.random``).
+
+Each rank builds the int64 grid of *global* flat indices of its own shard, adds the stream offset
+reserved for the op, and hashes ``(seed, lane, counter)`` with the same 32-bit arithmetic as
+:func:`hyper_parallel.core.random.hash32` (multiplications split so that every product stays below
+2^48). Distributions are made from those bits with exactly rounded arithmetic only (integer ops,
+``+ - * /``, ``sqrt``, ``frexp``, ``round``, ``where``): no library ``log``/``cos``, whose vectorised
+and scalar code paths may differ in the last bit. The value of a global element therefore never
+depends on where it sits in a local shard, so every layout yields bit-identical global tensors.
+
+* uniform ``[0, 1)``: the top ``min(mantissa bits + 1, 32)`` bits, scaled (exact in the dtype);
+* normal: Box-Muller over lanes 1 and 2 in float64 with polynomial ``log`` and ``cos``, then cast;
+* bernoulli / dropout masks: 32-bit uniforms in float64 compared with ``p``.
+
+Factories :func:`rand` and :func:`randn` build DTensors directly from a global shape, a mesh and
+placements, generating only the local shard.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Optional, Sequence, Tuple
+
+import torch
+
+from hyper_parallel.core import random as _core
+from hyper_parallel.core.placement import Partial, Replicate
+from hyper_parallel.core.spec import DTensorSpec, normalize_placements
+
+__all__ = ["random_bits", "global_counters", "uniform_from_bits", "shard_values", "rand", "randn",
+           "reference_values", "holds_values"]
+
+_M16 = 0xFFFF
+_TWO_PI = 2.0 * math.pi
+_HALF_PI = 0.5 * math.pi
+_LN2 = math.log(2.0)
+_SQRT_HALF = math.sqrt(0.5)
+# atanh series: log(m) = 2 s sum_k s^(2k) / (2k+1), |s| <= 0.1716 on [sqrt(1/2), sqrt(2)): 12 terms < 1e-17
+_LOG_COEFS = [1.0 / (2 * k + 1) for k in range(12)]
+# sin t = t sum (-1)^k t^2k/(2k+1)!, cos t = sum (-1)^k t^2k/(2k)!, |t| <= pi/4: 9 terms < 1e-16
+_SIN_COEFS = [(-1.0) ** k / math.factorial(2 * k + 1) for k in range(9)]
+_COS_COEFS = [(-1.0) ** k / math.factorial(2 * k) for k in range(9)]
+
+
+# ---------------------------------------------------------------------- bits
+def _mulmod32(x: torch.Tensor, c: int) -> torch.Tensor:
+    """``(x * c) mod 2**32`` for int64 ``x`` in ``[0, 2**32)``; products stay below 2**48."""
+    hi = (x * (c >> 16)).bitwise_and_(_M16).bitwise_left_shift_(16)
+    return (x * (c & _M16)).add_(hi).bitwise_and_(_core.MASK32)
+
+
+def _mix32(x: torch.Tensor) -> torch.Tensor:
+    """Tensor version of :func:`hyper_parallel.core.random.mix32` (int64 in, int64 in [0, 2**32) out)."""
+    x = x.bitwise_xor(x >> 16)
+    x = _mulmod32(x, _core.MIX_C1)
+    x.bitwise_xor_(x >> 15)
+    x = _mulmod32(x, _core.MIX_C2)
+    return x.bitwise_xor_(x >> 16)
+
+
+def random_bits(seed: int, lane: int, counters: torch.Tensor) -> torch.Tensor:
+    """32 random bits (int64 in ``[0, 2**32)``) per counter, equal to ``hash32(seed, lane, counter)``."""
+    k0, k1 = _core.stream_keys(seed, lane)
+    h = _mix32(counters.bitwise_and(_core.MASK32).bitwise_xor_(k0))
+    return _mix32(h.bitwise_xor_(counters >> 32).bitwise_xor_(k1))
+
+
+def global_counters(global_shape: Sequence[int], local_shape: Sequence[int], offset: Sequence[int], base: int,
+                    device: Any = None) -> torch.Tensor:
+    """int64 tensor of ``local_shape``: ``base`` + row-major global flat index of each local element."""
+    out = torch.full((1,) * len(local_shape), base, dtype=torch.int64, device=device)
+    stride = 1
+    for k in reversed(range(len(global_shape))):
+        view = [1] * len(local_shape)
+        view[k] = local_shape[k]
+        idx = torch.arange(offset[k], offset[k] + local_shape[k], dtype=torch.int64, device=device)
+        out = out + (idx * stride).view(view)
+        stride *= global_shape[k]
+    return out.expand(tuple(local_shape)).contiguous()
+
+
+def uniform_from_bits(bits: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Uniform ``[0, 1)`` in ``dtype`` from 32-bit ints, exact: top ``min(mantissa + 1, 32)`` bits."""
+    keep = min(torch.finfo(dtype).nmant + 1, 32)
+    return (bits >> (32 - keep)).to(dtype).mul_(2.0 ** -keep)
+
+
+def _u64(bits: torch.Tensor) -> torch.Tensor:
+    """32-bit uniforms in ``[0, 1)`` as float64 (exact)."""
+    return bits.to(torch.float64).mul_(2.0 ** -32)
+
+
+# ---------------------------------------------------------------------- exactly rounded elementary functions
+def _horner(x: torch.Tensor, coefs: Sequence[float]) -> torch.Tensor:
+    acc = torch.full_like(x, coefs[-1])
+    for c in reversed(coefs[:-1]):
+        acc = acc.mul_(x).add_(c)
+    return acc
+
+
+def _log_f64(x: torch.Tensor) -> torch.Tensor:
+    """Natural log of positive float64 values from exactly rounded operations only."""
+    m, e = torch.frexp(x)
+    low = m < _SQRT_HALF
+    m = torch.where(low, m * 2.0, m)
+    e = e.to(torch.float64) - low.to(torch.float64)
+    s = (m - 1.0) / (m + 1.0)
+    return _horner(s * s, _LOG_COEFS).mul_(s).mul_(2.0).add_(e * _LN2)
+
+
+def _cos_2pi_f64(u: torch.Tensor) -> torch.Tensor:
+    """``cos(2 pi u)`` for float64 ``u`` in ``[0, 1)``: exact quadrant reduction, then Taylor polynomials."""
+    v = u * 4.0
+    q = torch.round(v)
+    t = (v - q).mul_(_HALF_PI)
+    t2 = t * t
+    sin_t = _horner(t2, _SIN_COEFS).mul_(t)
+    cos_t = _horner(t2, _COS_COEFS)
+    quad = q.to(torch.int64).remainder_(4)
+    return torch.where(quad == 0, cos_t, torch.where(quad == 1, -sin_t, torch.where(quad == 2, -cos_t, sin_t)))
+
+
+def _standard_normal_f64(seed: int, counters: torch.Tensor) -> torch.Tensor:
+    u1 = _u64(random_bits(seed, _core.LANE_NORMAL_RADIUS, counters))
+    u2 = _u64(random_bits(seed, _core.LANE_NORMAL_ANGLE, counters))
+    radius = _log_f64(1.0 - u1).mul_(-2.0).sqrt_()  # 1 - u1 in (0, 1]
+    return radius.mul_(_cos_2pi_f64(u2))
+
+
+# ---------------------------------------------------------------------- distributions
+def _check_float(dtype: torch.dtype, what: str) -> None:
+    if not dtype.is_floating_point:
+        raise TypeError(f"{what}: random values need a floating dtype, got {dtype}")
+
+
+def _values(kind: str, seed: int, counters: torch.Tensor, dtype: torch.dtype, params: tuple) -> torch.Tensor:
+    """Values of distribution ``kind`` at ``counters`` (see :func:`shard_values` for ``params``)."""
+    if kind == "uniform":
+        _check_float(dtype, "uniform")
+        low, high = params
+        u = uniform_from_bits(random_bits(seed, _core.LANE_UNIFORM, counters), dtype)
+        return u if (low, high) == (0.0, 1.0) else u.mul_(high - low).add_(low)
+    if kind == "normal":
+        _check_float(dtype, "normal")
+        mean, std = params
+        z = _standard_normal_f64(seed, counters)
+        if (mean, std) != (0.0, 1.0):
+            z = z.mul_(std).add_(mean)
+        return z.to(dtype)
+    if kind == "bernoulli":
+        (p,) = params
+        prob = p.to(torch.float64) if isinstance(p, torch.Tensor) else p
+        return (_u64(random_bits(seed, _core.LANE_UNIFORM, counters)) < prob).to(dtype)
+    raise ValueError(f"random distribution {kind!r}: expected uniform, normal or bernoulli")
+
+
+def holds_values(spec: DTensorSpec, coord: Sequence[int]) -> bool:
+    """False on ranks that hold zeros of a ``Partial(sum)`` random tensor (non-zero coordinate there)."""
+    return all(coord[d] == 0 for d, p in enumerate(spec.placements)
+               if isinstance(p, Partial) and p.reduce_op == "sum")
+
+
+def shard_values(kind: str, spec: DTensorSpec, coord: Sequence[int], dtype: torch.dtype, device: Any = None,
+                 params: tuple = ()) -> torch.Tensor:
+    """This rank's shard of a fresh random tensor of ``spec`` (advances the stream by the global numel).
+
+    ``kind``: ``uniform`` (params ``(low, high)``), ``normal`` (``(mean, std)``) or ``bernoulli``
+    (``(p,)``: a float, or a tensor of the local shape). ``Partial(sum)`` mesh dims: the rank at
+    coordinate 0 holds the values, the others zeros (so the sum is the random tensor); other
+    ``Partial`` kinds hold the values on every rank.
+    """
+    seed, base = _core.reserve(spec.numel)
+    local_shape, offset = spec.local_shape_and_offset(coord)
+    if not holds_values(spec, coord):
+        return torch.zeros(local_shape, dtype=dtype, device=device)
+    counters = global_counters(spec.shape, local_shape, offset, base, device)
+    return _values(kind, seed, counters, dtype, params)
+
+
+def reference_values(kind: str, shape: Sequence[int], state: Tuple[int, int], dtype: torch.dtype = torch.float32,
+                     params: tuple = ()) -> torch.Tensor:
+    """The full tensor a random op draws at stream ``state = (seed, offset)``, on one process without
+    a mesh (for tests and single-device reproduction); does not touch the stream."""
+    shape = tuple(shape)
+    counters = global_counters(shape, shape, (0,) * len(shape), state[1])
+    return _values(kind, state[0], counters, dtype, params)
+
+
+def dropout_noise(spec: DTensorSpec, coord: Sequence[int], p: float, dtype: torch.dtype,
+                  device: Any = None) -> torch.Tensor:
+    """Dropout's ``mask / (1 - p)`` for this rank's shard (every rank of a Partial dim draws the same mask)."""
+    seed, base = _core.reserve(spec.numel)
+    local_shape, offset = spec.local_shape_and_offset(coord)
+    counters = global_counters(spec.shape, local_shape, offset, base, device)
+    keep = _u64(random_bits(seed, _core.LANE_UNIFORM, counters)) >= p
+    return keep.to(dtype).div_(1.0 - p)
+
+
+# ---------------------------------------------------------------------- factories
+def _factory(kind: str, shape, device_mesh, placements, dtype, requires_grad: bool, params: tuple):
+    from hyper_parallel.platform.torch.dtensor import _wrap
+    if isinstance(shape, int):
+        shape = (shape,)
+    shape = tuple(int(s) for s in shape)
+    if any(s < 0 for s in shape):
+        raise ValueError(f"{kind} factory: negative size in shape {list(shape)}")
+    if device_mesh is None:
+        raise ValueError(f"{kind} factory (device_mesh): a DeviceMesh is required")
+    if placements is None:
+        placements = (Replicate(),) * device_mesh.ndim
+    placements = normalize_placements(placements, device_mesh.ndim, len(shape), f"{kind} factory placements")
+    if any(isinstance(p, Partial) for p in placements):
+        raise ValueError(f"{kind} factory placements {placements}: a fresh random tensor is Replicate or Shard, "
+                         "not Partial")
+    dtype = dtype or torch.get_default_dtype()
+    spec = DTensorSpec(device_mesh, placements, shape)
+    local = shard_values(kind, spec, device_mesh.get_coordinate(), dtype, device_mesh.device_type, params)
+    local.requires_grad_(requires_grad)
+    return _wrap(local, spec)
+
+
+def rand(shape, device_mesh=None, placements=None, *, dtype: Optional[torch.dtype] = None,
+         requires_grad: bool = False):
+    """A DTensor of uniform ``[0, 1)`` values with global ``shape`` on ``device_mesh`` with ``placements``
+    (default Replicate); the same global values for a given seed on any mesh and placements."""
+    return _factory("uniform", shape, device_mesh, placements, dtype, requires_grad, (0.0, 1.0))
+
+
+def randn(shape, device_mesh=None, placements=None, *, dtype: Optional[torch.dtype] = None,
+          requires_grad: bool = False):
+    """A DTensor of standard normal values with global ``shape`` (see :func:`rand`)."""
+    return _factory("normal", shape, device_mesh, placements, dtype, requires_grad, (0.0, 1.0))
