@@ -365,7 +365,28 @@ def _flush_std_streams() -> None:
             stream.flush()
 
 
+class _CaseIsolation:
+    """Undo what a case commonly changes in its worker: environment, default dtype, grad mode."""
+
+    def __init__(self):
+        self.environ = dict(os.environ)
+        self.torch = sys.modules.get("torch")
+        if self.torch is not None:
+            self.dtype = self.torch.get_default_dtype()
+            self.grad = self.torch.is_grad_enabled()
+
+    def restore(self) -> None:
+        """Put the saved state back."""
+        if os.environ != self.environ:
+            os.environ.clear()
+            os.environ.update(self.environ)
+        if self.torch is not None:
+            self.torch.set_default_dtype(self.dtype)
+            self.torch.set_grad_enabled(self.grad)
+
+
 def _run_case(case_id: int, payload: bytes) -> tuple:
+    isolation = _CaseIsolation()
     try:
         ref, args, kwargs = pickle.loads(payload)
         value = ref.resolve()(*args, **kwargs)
@@ -374,6 +395,7 @@ def _run_case(case_id: int, payload: bytes) -> tuple:
         return ("error", case_id, "".join(traceback.format_exception(type(err), err, tb)))
     finally:
         _flush_std_streams()
+        isolation.restore()
     return ("ok", case_id, value)
 
 

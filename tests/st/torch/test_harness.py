@@ -30,6 +30,7 @@ from hyper_parallel.testing import (
 # as a harness timeout instead of the expected error.
 SHORT_COLLECTIVE_TIMEOUT = 3.0
 FAULT_CASE_TIMEOUT = 20.0
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def _rank_tensor(rank, shape):
@@ -189,6 +190,18 @@ def _case_start_own_process():
     return child.exitcode
 
 
+def _case_change_process_state():
+    import torch  # pylint: disable=import-outside-toplevel
+    os.environ["HP_HARNESS_LEAK"] = "1"
+    torch.set_default_dtype(torch.float64)
+    torch.set_grad_enabled(False)
+
+
+def _case_read_process_state():
+    import torch  # pylint: disable=import-outside-toplevel
+    return os.environ.get("HP_HARNESS_LEAK"), torch.get_default_dtype(), torch.is_grad_enabled()
+
+
 def _case_returns_unpicklable():
     return lambda: None
 
@@ -237,6 +250,14 @@ def test_pool_returns_every_rank_value_and_run_on_ranks_rank0():
 def test_rank_can_start_its_own_process():
     """A case may start processes (a DataLoader with workers, say): workers are not daemonic inside."""
     assert get_pool(2).run(_case_start_own_process, timeout=150) == [40, 41]
+
+
+def test_cases_do_not_leak_process_state():
+    """Environment, default dtype and grad mode changed by one case are restored for the next."""
+    import torch  # pylint: disable=import-outside-toplevel
+    pool = get_pool(2)
+    pool.run(_case_change_process_state)
+    assert pool.run(_case_read_process_state) == [(None, torch.float32, True)] * 2
 
 
 def test_worker_output_reaches_pytest_capture(capsys):
@@ -364,17 +385,16 @@ def test_bad_inputs_are_rejected_clearly():
     assert pool.run(_case_noop) == [None, None]
 
 
-def test_harness_module_does_not_import_torch():
-    """Loading the harness module on its own pulls in the standard library only."""
-    import hyper_parallel.testing.multiprocess as harness  # pylint: disable=import-outside-toplevel
+def test_importing_the_harness_does_not_import_torch():
+    """``import hyper_parallel.testing`` stays cheap: torch is imported only in the workers."""
     code = (
-        "import importlib.util, sys\n"
-        f"spec = importlib.util.spec_from_file_location('hp_harness_probe', {harness.__file__!r})\n"
-        "module = importlib.util.module_from_spec(spec)\n"
-        "spec.loader.exec_module(module)\n"
+        "import sys\n"
+        "import hyper_parallel.testing\n"
+        "assert callable(hyper_parallel.testing.multi_rank)\n"
         "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                         cwd=_ROOT).stdout
     assert out.strip() == "[]"
     assert importlib.util.find_spec("torch") is not None  # the probe is meaningful: torch is installed
 
@@ -391,7 +411,6 @@ def test_empty_case_overhead_is_measured():
     assert results == [[None, None]] * cases
 
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 # A script in the style of a benchmark: the function it runs on the ranks lives in ``__main__``.
 _SCRIPT = """
 import sys, time
