@@ -15,15 +15,17 @@ from hp_agent.checks.commit_msg import check_commit_message
 from hp_agent.checks.pre_push import is_protected
 
 _SEPARATORS = {";", "&&", "||", "|", "&", "\n"}
+_DYNAMIC = re.compile(r"\$\(|`|\$\{?[A-Za-z_]")
 
 
 def _segments(command: str) -> list[list[str]]:
     """Split a shell command line into simple commands (tokens), at ; && || | &."""
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|")
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|\n")
+    lexer.whitespace = " \t\r"
     lexer.whitespace_split = True
     segments, current = [], []
     for tok in lexer:
-        if tok in _SEPARATORS or set(tok) <= set(";&|"):
+        if tok in _SEPARATORS or set(tok) <= set(";&|\n"):
             if current:
                 segments.append(current)
             current = []
@@ -70,7 +72,9 @@ def _commit_problems(args: list[str]) -> list[str]:
             messages.append(a.split("=", 1)[1])
         elif a.startswith("-m") and len(a) > 2 and not a.startswith("--"):
             messages.append(a[2:])
-    if messages:
+    # A message built by the shell ($(...), `...`, $VAR: e.g. a heredoc) cannot be known here; the
+    # commit-msg git hook checks it when the commit runs.
+    if messages and not any(_DYNAMIC.search(m) for m in messages):
         problems.extend(f"commit message: {p}" for p in check_commit_message("\n\n".join(messages)))
     return problems
 
