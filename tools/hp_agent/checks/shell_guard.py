@@ -59,11 +59,7 @@ def _git_args(tokens: list[str]) -> list[str] | None:
     return out
 
 
-def _commit_problems(args: list[str]) -> list[str]:
-    problems = []
-    if "--no-verify" in args or any(re.fullmatch(r"-[a-zA-Z]*n[a-zA-Z]*", a) for a in args[1:]
-                                    if not a.startswith("--")):
-        problems.append("`git commit --no-verify`/`-n` skips the repository's commit checks; commit without it")
+def _commit_messages(args: list[str]) -> list[str]:
     messages = []
     for k, a in enumerate(args):
         if a in ("-m", "--message") and k + 1 < len(args):
@@ -72,6 +68,19 @@ def _commit_problems(args: list[str]) -> list[str]:
             messages.append(a.split("=", 1)[1])
         elif a.startswith("-m") and len(a) > 2 and not a.startswith("--"):
             messages.append(a[2:])
+    return messages
+
+
+def _skips_hooks(args: list[str]) -> bool:
+    short = [a for a in args[1:] if a.startswith("-") and not a.startswith("--")]
+    return "--no-verify" in args or any(re.fullmatch(r"-[a-zA-Z]*n[a-zA-Z]*", a) for a in short)
+
+
+def _commit_problems(args: list[str]) -> list[str]:
+    problems = []
+    if _skips_hooks(args):
+        problems.append("`git commit --no-verify`/`-n` skips the repository's commit checks; commit without it")
+    messages = _commit_messages(args)
     # A message built by the shell ($(...), `...`, $VAR: e.g. a heredoc) cannot be known here; the
     # commit-msg git hook checks it when the commit runs.
     if messages and not any(_DYNAMIC.search(m) for m in messages):
