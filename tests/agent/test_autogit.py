@@ -394,3 +394,16 @@ def test_failed_commit_restores_index_and_header(repos):
     res = run("git", "commit", "-m", "feat(core): add new")
     assert res.exit_code == 1 and "blocked by hook" in res.stderr
     assert repos.sha() == head and status_porcelain(repos.work) == before and mesh.read_text() == text
+
+
+def test_human_output_of_status_pr_and_squash(repos, forge):
+    _two_commits(repos)
+    res = run("git", "pr")
+    assert res.exit_code == 0, res.output
+    assert "pushed topic to alice/hyper-parallel" in res.stdout and "opened PR #1" in res.stdout
+    forge.bot_comment(1, "reviewed\nsecond line")
+    res = run("git", "status", "1")
+    assert res.exit_code == 0 and "gate labels: pr-check-pass=no, ci-pipeline-passed=no" in res.stdout
+    assert "mindspore-ci-bot: reviewed" in res.stdout
+    res = run("git", "squash")
+    assert res.exit_code == 0 and "squashed 2 commits; backup branch backup/topic/" in res.stdout

@@ -371,3 +371,21 @@ def test_skip_ledger_records_temporary_skips_added_by_pr(forge, root, clock):
     assert "tests/ut/test_mesh.py:3" in state.note and state.counters()["temporary_skips"] == 1
     report = final_report(state)
     assert "remove the temporary skips" in report["next"] and "remove before merge" in render_text(report)
+
+
+def test_cli_check_pr_and_retest_post_comments(forge, root, monkeypatch):
+    monkeypatch.delenv("HP_AGENT_REPO", raising=False)
+    monkeypatch.chdir(root)
+    runner = CliRunner()
+    res = runner.invoke(cli, ["gate-doctor", "check-pr", str(PR), "--json"], env=_env(forge))
+    assert res.exit_code == 0 and json.loads(res.stdout)["posted"] == "/check-pr"
+    forge.set_label(PR, "pr-check-pass")
+    res = runner.invoke(cli, ["gate-doctor", "retest", str(PR)], env=_env(forge))
+    assert res.exit_code == 0 and "posted /retest" in res.stdout
+    assert comments(forge) == ["/check-pr", "/retest"]
+    result, stages = stages_for(("pylint",))
+    forge.add_build(PR, result, 300, stages)
+    res = runner.invoke(cli, ["gate-doctor", "diagnose", str(PR)], env=_env(forge))
+    assert res.exit_code == 1
+    assert "pylint hyper_parallel/core/mesh.py:7 C0301(line-too-long): Line too long (131/120)" in res.stdout
+    assert "fix: hyper_parallel/core/mesh.py:7" in res.stdout and TOKEN not in res.output
