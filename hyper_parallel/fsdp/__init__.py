@@ -1,0 +1,42 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Fully sharded data parallel (FSDP / HSDP) with FSDP2 semantics.
+
+``fully_shard(module, mesh=..., reshard_after_forward=..., mp_policy=..., offload_policy=...)``
+turns the module's parameters into ``DTensor`` s sharded ``Shard(0)`` over the data-parallel mesh
+dim. Each unit keeps one flat padded buffer of its local shards per dtype, so unsharding is one
+all-gather and gradient reduction one reduce-scatter per unit. See ``docs/fsdp.md``.
+
+The policies and the layout math are pure Python; everything that needs torch loads on first use.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from hyper_parallel.fsdp.api import CPUOffloadPolicy, FlatLayout, MixedPrecisionPolicy, OffloadPolicy
+
+_LAZY = {
+    "fully_shard": "hyper_parallel.fsdp._torch.fully_shard",
+    "FSDPModule": "hyper_parallel.fsdp._torch.fully_shard",
+    "clip_grad_norm_": "hyper_parallel.fsdp._torch.optim",
+    "get_model_state_dict": "hyper_parallel.fsdp._torch.state_dict",
+    "set_model_state_dict": "hyper_parallel.fsdp._torch.state_dict",
+    "get_optimizer_state_dict": "hyper_parallel.fsdp._torch.state_dict",
+    "set_optimizer_state_dict": "hyper_parallel.fsdp._torch.state_dict",
+}
+
+__all__ = ["CPUOffloadPolicy", "FlatLayout", "MixedPrecisionPolicy", "OffloadPolicy", *sorted(_LAZY)]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hyper_parallel.fsdp' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,0 +1,464 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""``fully_shard`` and ``FSDPModule``: hooks, root lazy init, prefetch and the backward driver.
+
+Life cycle of one training step (per unit; the root unit is the outermost ``fully_shard`` module):
+
+* pre-forward: the root resets the step; the unit waits for (or issues) its all-gather, registers
+  its unsharded parameters on the modules and issues the explicit forward prefetches;
+* post-forward: the sharded ``DTensor`` parameters are registered again, the unit reshards as
+  configured (the root keeps its parameters: backward needs them first) and a multi-grad hook on
+  the outputs marks the unit's pre-backward;
+* pre-backward: the first one queues the root's final callback; the unit unshards and prefetches
+  the next unit in backward order (the previous one in forward order, or the explicit list);
+* post-backward (the unit's last unsharded gradient accumulated): one reduce-scatter per bucket is
+  issued asynchronously and the unit reshards; older reductions are finished meanwhile;
+* final callback: leftover units are reduced, every reduction is finished (HSDP all-reduce, scale,
+  cast, ``DTensor`` gradients assigned) and every unit is resharded.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Dict, Iterable, List, Optional
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch._C import DisableTorchFunctionSubclass
+from torch.utils._pytree import tree_flatten, tree_map
+
+from hyper_parallel.core.placement import Replicate, Shard
+from hyper_parallel.core.spec import DTensorSpec
+from hyper_parallel.fsdp.api import MixedPrecisionPolicy, OffloadPolicy, CPUOffloadPolicy, post_forward_group_size
+from hyper_parallel.fsdp._torch.unit import UNSHARDED, FSDPUnit, MeshInfo, ParamInfo
+from hyper_parallel.platform.torch.dtensor import DTensor, _wrap  # pylint: disable=protected-access
+
+__all__ = ["fully_shard", "FSDPModule", "UnshardHandle"]
+
+_STATE_ATTR = "_hp_fsdp_state"
+_CLASSES: Dict[type, type] = {}
+_DEFAULT_MESH: Dict[str, Any] = {}
+
+
+# ---------------------------------------------------------------------- state
+class FSDPState:  # pylint: disable=too-many-instance-attributes
+    """Per-module FSDP state; the root's instance also drives the step."""
+
+    def __init__(self, module: nn.Module, unit: Optional[FSDPUnit], mp: MixedPrecisionPolicy) -> None:
+        self.module = module
+        self.unit = unit
+        self.mp = mp
+        self.root: Optional["FSDPState"] = None
+        self.is_root = False
+        self.states: List["FSDPState"] = []
+        self.units: List[FSDPUnit] = []
+        self.order: List[FSDPUnit] = []
+        self.pending: list = []
+        self.in_backward = False
+        self.sync_device = False
+
+    # ------------------------------------------------------------------ root
+    def lazy_init(self) -> None:
+        """Make this module the root of every FSDP module below it (first forward only)."""
+        if self.root is not None:
+            return
+        states = [m.__dict__[_STATE_ATTR] for m in self.module.modules() if _STATE_ATTR in m.__dict__]
+        for s in states:
+            s.root = self
+            s.is_root = s is self
+        self.states = states
+        self.units = [s.unit for s in states if s.unit is not None]
+        self.sync_device = any(b.offload and b.device.type != "cpu" for u in self.units for b in u.buckets)
+        if self.unit is not None:
+            self.unit.pf_k = 1  # the root keeps its parameters after forward: backward starts with them
+
+    def root_pre_forward(self) -> None:
+        """Start a step: finish a backward that never completed, restore parameter classes, reset order."""
+        if self.in_backward:
+            self.final_callback()
+        for unit in self.units:
+            for info in unit.infos:
+                _ensure_dtensor(info.sharded)
+        self.order = []
+
+    def begin_backward(self) -> None:
+        """First pre-backward of a step: queue the final callback."""
+        self.in_backward = True
+        for unit in self.units:
+            unit.in_backward = True
+        torch.autograd.Variable._execution_engine.queue_callback(self.final_callback)  # pylint: disable=protected-access
+
+    def run_post_backward(self, unit: FSDPUnit) -> None:
+        """Issue ``unit``'s reductions, then finish every older one (keeps at most one unit in flight)."""
+        scale = unit.grad_scale()
+        new = [(b, work, out, scale) for b, work, out, _ in unit.post_backward()]
+        older, self.pending = self.pending, new
+        self._finish(older)
+
+    def _finish(self, pending: Iterable) -> None:
+        with torch.no_grad(), DisableTorchFunctionSubclass():
+            for bucket, work, out, scale in pending:
+                bucket.finish_reduce(work, out, scale)
+
+    def final_callback(self) -> None:
+        """End of backward: reduce leftover units, finish all reductions, reshard everything."""
+        for unit in reversed(self.order):
+            if unit.needs_post_backward:
+                self.run_post_backward(unit)
+        for unit in self.units:
+            if unit.needs_post_backward:
+                self.run_post_backward(unit)
+        pending, self.pending = self.pending, []
+        self._finish(pending)
+        for unit in self.units:
+            unit.in_backward = False
+            unit.needs_post_backward = False
+            unit._grad_count = 0  # pylint: disable=protected-access
+            if unit.reshard_after_backward and not unit.swapped_in:
+                unit.reshard()
+        if self.sync_device:
+            torch.cuda.current_stream().synchronize()
+        self.in_backward = False
+
+
+def _ensure_dtensor(p: torch.Tensor) -> None:
+    """Undo the optimizer's temporary plain-tensor view of a sharded parameter (see ``optim``)."""
+    if type(p) is not DTensor:  # pylint: disable=unidiomatic-typecheck
+        p.__class__ = DTensor
+        g = p.grad
+        if g is not None and type(g) is torch.Tensor:  # pylint: disable=unidiomatic-typecheck
+            g.__class__ = DTensor
+
+
+# ---------------------------------------------------------------------- hooks
+def _cast(tree: Any, dtype) -> Any:
+    def one(x):
+        if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dtype != dtype:
+            return x.to(dtype)
+        return x
+    return tree_map(one, tree)
+
+
+def _pre_forward(module: nn.Module, args, kwargs):
+    state: FSDPState = module.__dict__[_STATE_ATTR]
+    state.lazy_init()
+    root = state.root
+    if state.is_root:
+        root.root_pre_forward()
+    unit = state.unit
+    if unit is not None:
+        unit.unshard()
+        unit.swap_in()
+        if torch.is_grad_enabled() and unit._expected:  # pylint: disable=protected-access
+            unit.needs_post_backward = True
+        if unit not in root.order:
+            root.order.append(unit)
+        for target in unit.forward_prefetch or ():
+            target.unshard(async_op=True)
+    mp = state.mp
+    if mp.cast_forward_inputs and mp.param_dtype is not None:
+        args, kwargs = _cast((args, kwargs), mp.param_dtype)
+    return args, kwargs
+
+
+def _post_forward(module: nn.Module, _args, output):
+    state: FSDPState = module.__dict__[_STATE_ATTR]
+    unit = state.unit
+    hooked = False
+    if torch.is_grad_enabled():
+        tensors = [t for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.requires_grad]
+        if tensors:
+            torch.autograd.graph.register_multi_grad_hook(tensors, functools.partial(_pre_backward, state),
+                                                          mode="any")
+            hooked = True
+    if unit is not None:
+        unit.swap_out()
+        # without a pre-backward hook the parameters must stay gathered for a backward that may come
+        if hooked or not unit.needs_post_backward:
+            unit.post_forward_reshard(state.is_root)
+    if state.mp.output_dtype is not None:
+        output = _cast(output, state.mp.output_dtype)
+    return output
+
+
+def _pre_backward(state: FSDPState, _grad) -> None:
+    root = state.root
+    if not root.in_backward:
+        root.begin_backward()
+    unit = state.unit
+    if unit is None:
+        return
+    unit.unshard()
+    targets = unit.backward_prefetch
+    if targets is None:
+        idx = root.order.index(unit) if unit in root.order else 0
+        targets = [root.order[idx - 1]] if idx > 0 else []
+    for target in targets:
+        if target.needs_post_backward and target.state != UNSHARDED:
+            target.unshard(async_op=True)
+
+
+def _grad_hook(state: FSDPState, _param) -> None:
+    unit = state.unit
+    if unit.on_grad_ready():
+        state.root.run_post_backward(unit)
+
+
+# ---------------------------------------------------------------------- FSDPModule
+class UnshardHandle:
+    """Returned by ``FSDPModule.unshard(async_op=True)``; ``wait()`` completes the unshard."""
+
+    def __init__(self, unit: Optional[FSDPUnit]) -> None:
+        self._unit = unit
+
+    def wait(self) -> None:
+        """Wait for the all-gather and register the unsharded parameters."""
+        if self._unit is not None:
+            self._unit.wait_unshard()
+            self._unit.swap_in()
+            self._unit = None
+
+
+class FSDPModule:
+    """Mixin added to every module passed to ``fully_shard`` (``FSDP<Class>``)."""
+
+    def _fsdp_state(self) -> FSDPState:
+        return self.__dict__[_STATE_ATTR]
+
+    def _fsdp_units(self, recurse: bool) -> List[FSDPUnit]:
+        mods = self.modules() if recurse else [self]  # type: ignore[attr-defined]
+        out = []
+        for m in mods:
+            st = m.__dict__.get(_STATE_ATTR)
+            if st is not None and st.unit is not None:
+                out.append(st.unit)
+        return out
+
+    def unshard(self, async_op: bool = False) -> Optional[UnshardHandle]:
+        """All-gather this module's parameters and register them unsharded (until ``reshard()``)."""
+        unit = self._fsdp_state().unit
+        if unit is None:
+            return UnshardHandle(None) if async_op else None
+        unit.unshard(async_op=async_op)
+        handle = UnshardHandle(unit)
+        if async_op:
+            return handle
+        handle.wait()
+        return None
+
+    def reshard(self) -> None:
+        """Register the sharded parameters again and free the unsharded ones."""
+        unit = self._fsdp_state().unit
+        if unit is not None:
+            unit.swap_out()
+            unit.reshard()
+
+    def set_requires_gradient_sync(self, requires_gradient_sync: bool, *, recurse: bool = True) -> None:
+        """When False, backward accumulates unsharded gradients locally (no reduce-scatter) until a
+        backward with True reduces the sum (gradient accumulation without communication)."""
+        for unit in self._fsdp_units(recurse):
+            unit.requires_grad_sync = bool(requires_gradient_sync)
+
+    def set_reshard_after_backward(self, reshard_after_backward: bool, *, recurse: bool = True) -> None:
+        """Whether parameters are freed after their gradients are reduced (default True)."""
+        for unit in self._fsdp_units(recurse):
+            unit.reshard_after_backward = bool(reshard_after_backward)
+
+    def set_gradient_scaling_factor(self, factor: float, *, recurse: bool = True) -> None:
+        """Multiply the reduced gradients by ``factor`` on top of the data-parallel average
+        (the reduced gradient is ``factor * sum_ranks(grad) / dp_size``; default 1.0)."""
+        if not isinstance(factor, (int, float)) or isinstance(factor, bool):
+            raise TypeError(f"set_gradient_scaling_factor(factor): expected a number, got {factor!r}")
+        for unit in self._fsdp_units(recurse):
+            unit.scale = float(factor)
+
+    def set_modules_to_forward_prefetch(self, modules: List["FSDPModule"]) -> None:
+        """All-gather ``modules`` asynchronously right after this module's pre-forward unshard."""
+        self._require_unit("set_modules_to_forward_prefetch").forward_prefetch = _units_of(
+            modules, "set_modules_to_forward_prefetch")
+
+    def set_modules_to_backward_prefetch(self, modules: List["FSDPModule"]) -> None:
+        """All-gather ``modules`` asynchronously in this module's pre-backward (replaces the implicit
+        prefetch of the previous module in forward order)."""
+        self._require_unit("set_modules_to_backward_prefetch").backward_prefetch = _units_of(
+            modules, "set_modules_to_backward_prefetch")
+
+    def _require_unit(self, what: str) -> FSDPUnit:
+        unit = self._fsdp_state().unit
+        if unit is None:
+            raise ValueError(f"{what}: {type(self).__name__} manages no parameters of its own")
+        return unit
+
+
+def _units_of(modules, what: str) -> List[FSDPUnit]:
+    if isinstance(modules, nn.Module):
+        raise TypeError(f"{what}(modules): expected a list of fully_shard modules, got one module")
+    out = []
+    for m in modules:
+        st = m.__dict__.get(_STATE_ATTR) if isinstance(m, nn.Module) else None
+        if st is None:
+            raise ValueError(f"{what}(modules): {type(m).__name__} is not a fully_shard module")
+        if st.unit is not None:
+            out.append(st.unit)
+    return out
+
+
+# ---------------------------------------------------------------------- fully_shard
+def _default_mesh(device_type: str):
+    mesh = _DEFAULT_MESH.get(device_type)
+    if mesh is None or not dist.is_initialized():
+        from hyper_parallel.core.device_mesh import init_device_mesh
+        mesh = init_device_mesh(device_type, (dist.get_world_size(),))
+        _DEFAULT_MESH[device_type] = mesh
+    return mesh
+
+
+def _collect_params(module: nn.Module, ignored: set):
+    entries: Dict[int, list] = {}
+
+    def walk(mod: nn.Module, prefix: str, top: bool) -> None:
+        if not top and _STATE_ATTR in mod.__dict__:
+            return
+        for name, p in mod._parameters.items():  # pylint: disable=protected-access
+            if p is None or id(p) in ignored or "_hp_fsdp_info" in p.__dict__:
+                continue
+            entries.setdefault(id(p), [p, [], prefix + name])[1].append((mod, name))
+        for cname, child in mod._modules.items():  # pylint: disable=protected-access
+            if child is not None:
+                walk(child, f"{prefix}{cname}.", False)
+
+    walk(module, "", True)
+    infos = [ParamInfo(locs, fqn, p) for p, locs, fqn in entries.values()]
+    return infos, {fqn: p for p, _, fqn in entries.values()}
+
+
+def _find_parent(dp_mesh, tp_mesh):
+    from hyper_parallel.core import device_mesh as dm
+    rank = dist.get_rank()
+
+    def same(sub, mesh):
+        return sub.shape == mesh.topology.shape and sub.ranks == mesh.topology.ranks
+
+    for parent in dm._MESHES:  # pylint: disable=protected-access
+        topo = parent.topology
+        if topo.ndim != 2 or not topo.dim_names or parent.get_coordinate() is None:
+            continue
+        for a, b in ((0, 1), (1, 0)):
+            if same(topo.sub((a,), rank), dp_mesh) and same(topo.sub((b,), rank), tp_mesh):
+                return parent, topo.dim_names[a], topo.dim_names[b]
+    raise ValueError(f"fully_shard: the data-parallel mesh {dp_mesh} and the TP mesh {tp_mesh} of a DTensor parameter "
+                     "must be slices of one named 2-D mesh (e.g. mesh['dp'] and mesh['tp'])")
+
+
+def _spec_for(info: ParamInfo, mi: MeshInfo) -> DTensorSpec:
+    """The global spec of a sharded parameter (plain, HSDP or TP x FSDP)."""
+    mesh = mi.mesh
+    if info.tp_spec is None:
+        placements = (Shard(0),) if mesh.ndim == 1 else (Replicate(), Shard(0))
+        return DTensorSpec(mesh, placements, info.shape)
+    tp = info.tp_spec
+    if mesh.ndim != 1 or tp.mesh.ndim != 1:
+        raise ValueError(f"fully_shard: parameter {info.fqn!r} is a DTensor on {tp.mesh}; TP x FSDP needs a 1-D "
+                         f"data-parallel mesh and a 1-D TP mesh (HSDP with TP is not supported), got {mesh}")
+    pl = tp.placements[0]
+    if pl.is_partial():
+        raise ValueError(f"fully_shard: parameter {info.fqn!r} has a Partial placement {pl}; parameters must be "
+                         "Shard or Replicate")
+    parent, dp_name, tp_name = _find_parent(mesh, tp.mesh)
+    if isinstance(pl, Shard) and pl.dim == 0:  # FSDP splits the TP shard: TP is the outer split of dim 0
+        return DTensorSpec(parent[tp_name, dp_name], (Shard(0), Shard(0)), tp.shape)
+    return DTensorSpec(parent[dp_name, tp_name], (Shard(0), pl), tp.shape)
+
+
+def _build_params(unit: FSDPUnit, originals: Dict[str, torch.Tensor]) -> None:
+    hook_state = unit.module.__dict__[_STATE_ATTR]
+    for bucket in unit.buckets:
+        fulls = []
+        for info in bucket.infos:
+            p = originals[info.fqn]
+            with DisableTorchFunctionSubclass():
+                fulls.append(p.view_as(p))
+        bucket.shard_from(fulls)
+        for info in bucket.infos:
+            info.spec = _spec_for(info, unit.mi)
+            with DisableTorchFunctionSubclass():
+                local = info.local.view_as(info.local)
+                full = info.full_view.view_as(info.full_view)
+            info.sharded = nn.Parameter(_wrap(local, info.spec), requires_grad=info.requires_grad)
+            info.sharded._hp_fsdp_info = info  # pylint: disable=protected-access
+            if info.tp_spec is not None:
+                full = _wrap(full, info.tp_spec)
+            info.unsharded = nn.Parameter(full, requires_grad=info.requires_grad)
+            if info.requires_grad:
+                info.unsharded.register_post_accumulate_grad_hook(functools.partial(_grad_hook, hook_state))
+        bucket.free_unsharded()
+
+
+def _device_of(mesh) -> torch.device:
+    if mesh.device_type == "cpu":
+        return torch.device("cpu")
+    mod = getattr(torch, mesh.device_type)
+    return torch.device(mesh.device_type, mod.current_device())
+
+
+def _check_args(module, mp_policy, offload_policy) -> None:
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"fully_shard(module): expected an nn.Module, got {type(module).__name__}")
+    if _STATE_ATTR in module.__dict__:
+        raise ValueError(f"fully_shard(module): {type(module).__name__} is already fully sharded")
+    if not isinstance(mp_policy, MixedPrecisionPolicy):
+        raise TypeError(f"fully_shard(mp_policy): expected a MixedPrecisionPolicy, got {mp_policy!r}")
+    if not isinstance(offload_policy, OffloadPolicy):
+        raise TypeError(f"fully_shard(offload_policy): expected an OffloadPolicy/CPUOffloadPolicy, got "
+                        f"{offload_policy!r}")
+
+
+def fully_shard(module: nn.Module, *, mesh=None, reshard_after_forward: Any = True,
+                mp_policy: Optional[MixedPrecisionPolicy] = None, offload_policy: Optional[OffloadPolicy] = None,
+                ignored_params: Optional[Iterable[nn.Parameter]] = None) -> nn.Module:
+    """Shard ``module``'s parameters (those not already managed by a nested ``fully_shard``) over the
+    data-parallel mesh dim and hook its forward/backward (FSDP2 semantics).
+
+    Args:
+        module: the module; its class becomes ``FSDP<Class>`` (an :class:`FSDPModule`).
+        mesh: a 1-D ``DeviceMesh`` (FSDP) or a 2-D one (replicate, shard) for HSDP; default: the world.
+        reshard_after_forward: True (free after forward, all-gather again in backward), False (keep)
+            or an int ``k`` dividing the shard group size (keep ``1/k``; backward all-gathers within
+            ``k`` ranks). The root module never reshards after forward.
+        mp_policy: :class:`MixedPrecisionPolicy` (compute, reduce and output dtypes).
+        offload_policy: :class:`CPUOffloadPolicy` keeps sharded parameters, gradients and the
+            optimizer states on the CPU.
+        ignored_params: parameters to leave alone (neither sharded nor reduced).
+
+    Returns the same module object. Parameters become ``nn.Parameter(DTensor)`` sharded ``Shard(0)``
+    (uneven and empty shards follow ``torch.chunk``); parameters that already are DTensors (TP)
+    get sharded again on dim 0 of their local shard.
+    """
+    mp_policy = MixedPrecisionPolicy() if mp_policy is None else mp_policy
+    offload_policy = OffloadPolicy() if offload_policy is None else offload_policy
+    _check_args(module, mp_policy, offload_policy)
+    if mesh is None:
+        from hyper_parallel.platform import get_platform
+        mesh = _default_mesh(get_platform("torch").default_device_type())
+    ignored = {id(p) for p in (ignored_params or ())}
+    infos, originals = _collect_params(module, ignored)
+    mi = MeshInfo(mesh, post_forward_group_size(reshard_after_forward, mesh.shape[-1]))
+    offload = isinstance(offload_policy, CPUOffloadPolicy)
+    pin = offload and offload_policy.pin_memory
+    unit = FSDPUnit(module, infos, mi, mp_policy, _device_of(mesh), offload, pin) if infos else None
+    state = FSDPState(module, unit, mp_policy)
+    module.__dict__[_STATE_ATTR] = state
+    if unit is not None:
+        _build_params(unit, originals)
+        unit.swap_out()
+    cls = type(module)
+    new_cls = _CLASSES.get(cls)
+    if new_cls is None:
+        new_cls = type(f"FSDP{cls.__name__}", (FSDPModule, cls), {})
+        _CLASSES[cls] = new_cls
+    module.__class__ = new_cls
+    module.register_forward_pre_hook(_pre_forward, prepend=True, with_kwargs=True)
+    module.register_forward_hook(_post_forward)
+    from hyper_parallel.fsdp._torch import optim as _optim
+    _optim.install_step_hooks()
+    return module
