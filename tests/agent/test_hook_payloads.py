@@ -181,3 +181,21 @@ def test_codex_apply_patch_payload_names_the_files(tmp_repo, cli):
     proc = cli(["hook", "after-write", "--assistant", "codex"], cwd=root, stdin=json.dumps(payload))
     assert proc.returncode == 2 and "p.py:1: [missing-docstring]" in proc.stderr
     assert has_license_header((root / "p.py").read_text())
+
+
+def test_agent_hook_wrappers_run_hp_agent_and_fail_closed_without_it(tmp_repo):
+    import shutil
+    import subprocess
+    import sys
+
+    from .conftest import REPO
+    root = Path(tmp_repo.working_tree_dir)
+    shutil.copytree(REPO / ".agent" / "hooks", root / ".agent" / "hooks")
+    payload = json.dumps(shell_payload("claude", "git push -f origin main", root))
+    hook = root / ".agent" / "hooks" / "before-shell"
+    with_agent = subprocess.run([str(hook)], input=payload, capture_output=True, text=True, cwd=root, check=False,
+                                env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(root)})
+    assert with_agent.returncode == 2 and "protected branch 'main'" in with_agent.stderr
+    without = subprocess.run([str(hook)], input=payload, capture_output=True, text=True, cwd=root, check=False,
+                             env={"PATH": "/usr/bin:/bin", "HOME": str(root)})
+    assert without.returncode == 2 and "fail closed" in without.stderr and "not installed" in without.stderr

@@ -7,6 +7,7 @@ import functools
 import json
 import sys
 from pathlib import Path
+from typing import Any, Callable
 
 import click
 from rich.console import Console
@@ -31,10 +32,10 @@ def root_or_exit(start: Path | None = None) -> Path:
         sys.exit(EXIT_USAGE)
 
 
-def internal_errors(func):
+def internal_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     """Decorator: an unexpected exception becomes exit 3 with a one-line cause (click's own exits pass)."""
     @functools.wraps(func)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
         except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
