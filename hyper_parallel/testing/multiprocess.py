@@ -199,15 +199,25 @@ class _FunctionRef:
         return f"{self.module}.{self.qualname}"
 
     def resolve(self) -> Callable:
-        """Import the module in this process and return the original (undecorated) callable."""
-        obj = _load_module(self.module, self.path)
-        owner = None
-        for part in self.qualname.split("."):
-            owner, obj = obj, getattr(obj, part)
-        fn = _unwrap(obj)
+        """Import the module in this process and return the original (undecorated) callable.
+
+        A method is bound to a fresh instance of its class (as pytest does for each test).
+        """
+        key = (self.module, self.qualname, self.path)
+        found = _RESOLVED.get(key)
+        if found is None:
+            obj = _load_module(self.module, self.path)
+            owner = None
+            for part in self.qualname.split("."):
+                owner, obj = obj, getattr(obj, part)
+            found = _RESOLVED[key] = (_unwrap(obj), owner)
+        fn, owner = found
         if self.is_method:
             return functools.partial(fn, owner())
         return fn
+
+
+_RESOLVED: dict = {}  # worker side: (module, qualname, path) -> (function, owner)
 
 
 def _unwrap(obj: Callable) -> Callable:
