@@ -34,6 +34,8 @@ _LAZY = {
     "distribute_tensor": "hyper_parallel.platform.torch.dtensor",
     "SkipDTensorDispatch": "hyper_parallel.platform.torch.dtensor",
     "manual_seed": "hyper_parallel.core.random",
+    "rand": "hyper_parallel.platform.torch.random",
+    "randn": "hyper_parallel.platform.torch.random",
     "get_platform": "hyper_parallel.platform",
     "CollectiveError": "hyper_parallel.platform.base",
 }

@@ -40,6 +40,7 @@ _SQRT_HALF = math.sqrt(0.5)
 _LOG_COEFS = [1.0 / (2 * k + 1) for k in range(12)]
 # sin t = t sum (-1)^k t^2k/(2k+1)!, cos t = sum (-1)^k t^2k/(2k)!, |t| <= pi/4: 9 terms < 1e-16
 _SIN_COEFS = [(-1.0) ** k / math.factorial(2 * k + 1) for k in range(9)]
+_DEFAULT_PARAMS = {"uniform": (0.0, 1.0), "normal": (0.0, 1.0), "bernoulli": (0.5,)}
 _COS_COEFS = [(-1.0) ** k / math.factorial(2 * k) for k in range(9)]
 
 
@@ -82,7 +83,7 @@ def global_counters(global_shape: Sequence[int], local_shape: Sequence[int], off
 
 def uniform_from_bits(bits: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Uniform ``[0, 1)`` in ``dtype`` from 32-bit ints, exact: top ``min(mantissa + 1, 32)`` bits."""
-    keep = min(torch.finfo(dtype).nmant + 1, 32)
+    keep = min(round(-math.log2(torch.finfo(dtype).eps)) + 1, 32)  # mantissa bits + 1
     return (bits >> (32 - keep)).to(dtype).mul_(2.0 ** -keep)
 
 
@@ -136,6 +137,7 @@ def _check_float(dtype: torch.dtype, what: str) -> None:
 
 def _values(kind: str, seed: int, counters: torch.Tensor, dtype: torch.dtype, params: tuple) -> torch.Tensor:
     """Values of distribution ``kind`` at ``counters`` (see :func:`shard_values` for ``params``)."""
+    params = params or _DEFAULT_PARAMS.get(kind, ())
     if kind == "uniform":
         _check_float(dtype, "uniform")
         low, high = params
@@ -166,7 +168,7 @@ def shard_values(kind: str, spec: DTensorSpec, coord: Sequence[int], dtype: torc
     """This rank's shard of a fresh random tensor of ``spec`` (advances the stream by the global numel).
 
     ``kind``: ``uniform`` (params ``(low, high)``), ``normal`` (``(mean, std)``) or ``bernoulli``
-    (``(p,)``: a float, or a tensor of the local shape). ``Partial(sum)`` mesh dims: the rank at
+    (``(p,)``: a float, or a tensor of the local shape); empty ``params``: the standard ones. ``Partial(sum)`` mesh dims: the rank at
     coordinate 0 holds the values, the others zeros (so the sum is the random tensor); other
     ``Partial`` kinds hold the values on every rank.
     """

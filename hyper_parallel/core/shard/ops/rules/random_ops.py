@@ -1,0 +1,220 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Random ops on DTensors: placement-invariant values from the distributed stream.
+
+Every rule here has an expand that generates the local shard's values with
+``hyper_parallel.platform.torch.random`` (counter-based over global indices, see
+``hyper_parallel.core.random``), so the global result for a given seed does not depend on the mesh,
+the placements or the world size. The framework's own generator is never used for DTensors, and a
+``generator=`` argument other than ``None`` is refused (seed with ``hyper_parallel.manual_seed``).
+
+Rules:
+  ``RandomLikeRule``     ``torch.rand_like`` / ``randn_like`` (option ``distribution``): the output
+                         follows the input's placements, ``Partial`` -> ``Replicate`` (values do not
+                         depend on the input's values).
+  ``RandomInplaceRule``  ``Tensor.uniform_`` / ``normal_`` / ``bernoulli_`` and ``nn.init.uniform_`` /
+                         ``normal_``: placements unchanged. On a ``Partial(sum)`` tensor the rank at
+                         coordinate 0 holds the values and the others zeros; other Partial kinds hold the
+                         values everywhere. Options ``distribution``, ``params`` (argument names after
+                         self) and ``defaults``. A tensor ``p`` of ``bernoulli_`` has self's shape (or one
+                         element) and is laid out like self (Partial dims replicated).
+  ``BernoulliRule``      ``torch.bernoulli`` / ``Tensor.bernoulli``: with a float ``p`` like ``rand_like``;
+                         with tensor probabilities the output follows the input, Partial reduced first.
+  ``DropoutRule``        ``F.dropout`` / ``torch.dropout`` / ``torch.dropout_`` (option ``signature``:
+                         ``functional`` = ``(input, p, training, inplace)``, ``aten`` = ``(input, p, train)``,
+                         ``aten_inplace``): linear in the input for a fixed mask, so every placement
+                         (Partial included) is kept; the mask is the same on every rank holding an element
+                         and backward reuses it (the local op is ``input * noise``).
+"""
+from __future__ import annotations
+
+from typing import Tuple
+
+from hyper_parallel.core.placement import Partial, Placement, Replicate
+from hyper_parallel.core.shard.rule import Decision, OpCall, OpRule
+
+DISTRIBUTIONS = ("uniform", "normal", "bernoulli")
+_SIGNATURES = {"functional": ("training", "inplace"), "aten": ("train", None), "aten_inplace": ("train", None)}
+
+
+def no_partial(placements: Tuple[Placement, ...]) -> Tuple[Placement, ...]:
+    """``placements`` with every Partial replaced by Replicate."""
+    return tuple(Replicate() if isinstance(p, Partial) else p for p in placements)
+
+
+def _check_generator(call: OpCall) -> None:
+    if call.kwargs.get("generator") is not None:
+        raise call.fail("generator= is not supported on DTensors: random values come from the distributed "
+                        "stream; seed it with hyper_parallel.manual_seed(seed)")
+    if call.kwargs.get("out") is not None:
+        raise call.fail("out= is not supported for random ops on DTensors; use the returned tensor")
+
+
+def _self_dtensor(call: OpCall):
+    """The op's self / input tensor, which must be a DTensor."""
+    t = call.tensors[0] if call.tensors else None
+    if t is None or not t.is_dtensor:
+        raise call.fail("the input tensor must be a DTensor (a plain tensor argument cannot set the layout)")
+    return t
+
+
+def _spec(plan):
+    from hyper_parallel.core.spec import DTensorSpec
+    placements, shape = plan.decision.outputs
+    return DTensorSpec(plan.mesh, placements, shape)
+
+
+class _RandomRule(OpRule):
+    """Shared option handling of the random rules."""
+
+    @classmethod
+    def allowed_options(cls):
+        return ("distribution",)
+
+    def __init__(self, op: str, **options) -> None:
+        super().__init__(op, **options)
+        self.distribution = options.get("distribution", "uniform")
+        if self.distribution not in DISTRIBUTIONS:
+            raise ValueError(f"{op}: option distribution={self.distribution!r}; expected one of {DISTRIBUTIONS}")
+
+
+class RandomLikeRule(_RandomRule):
+    """``torch.rand_like`` / ``torch.randn_like``: fresh values shaped and laid out like the input."""
+
+    def infer(self, call: OpCall) -> Decision:
+        _check_generator(call)
+        t = _self_dtensor(call)
+        return Decision(inputs=[None] * len(call.tensors), outputs=(no_partial(t.placements), t.shape),
+                        expand="generate")
+
+    def generate(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
+        """Expand: this rank's shard of the new random tensor."""
+        from hyper_parallel.platform.torch import random as trandom
+        x = args[0] if args else kwargs["input"]
+        dtype = kwargs.get("dtype") or x.dtype
+        device = kwargs.get("device") or x.device
+        params = (0.0, 1.0)
+        out = trandom.shard_values(self.distribution, _spec(plan), plan.mesh.get_coordinate(), dtype, device, params)
+        if kwargs.get("requires_grad"):
+            out.requires_grad_(True)
+        return out
+
+
+class RandomInplaceRule(_RandomRule):
+    """``Tensor.uniform_`` / ``normal_`` / ``bernoulli_`` (and ``nn.init`` twins): fill self in place."""
+
+    @classmethod
+    def allowed_options(cls):
+        return ("distribution", "params", "defaults")
+
+    def __init__(self, op: str, **options) -> None:
+        super().__init__(op, **options)
+        self.params = tuple(options.get("params", ()))
+        self.defaults = tuple(options.get("defaults", ()))
+        if len(self.params) != len(self.defaults):
+            raise ValueError(f"{op}: options params {self.params} and defaults {self.defaults} differ in length")
+
+    def _param(self, call: OpCall, k: int):
+        return call.arg(1 + k, self.params[k], self.defaults[k])
+
+    def infer(self, call: OpCall) -> Decision:
+        _check_generator(call)
+        t = _self_dtensor(call)
+        inputs = [None] * len(call.tensors)
+        for k in range(len(self.params)):
+            value = self._param(call, k)
+            if isinstance(value, tuple) and value and value[0] == "__tensor__":
+                arg = call.tensors[value[1]]
+                if tuple(arg.shape) != tuple(t.shape) and any(s != 1 for s in arg.shape):
+                    raise call.fail(f"tensor {self.params[k]} of shape {list(arg.shape)} must have self's shape "
+                                    f"{list(t.shape)} or a single element")
+                inputs[value[1]] = no_partial(t.placements) if tuple(arg.shape) == tuple(t.shape) \
+                    else (Replicate(),) * call.mesh_ndim
+            elif not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise call.fail(f"{self.params[k]}={value!r}: expected a number")
+        return Decision(inputs=inputs, outputs=(t.placements, t.shape), expand="fill")
+
+    def fill(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
+        """Expand: overwrite self's local shard with its values of a fresh random tensor."""
+        import torch
+        from hyper_parallel.platform.torch import random as trandom
+        x = args[0] if args else kwargs.get("tensor", kwargs.get("input"))
+        params = []
+        for k, name in enumerate(self.params):
+            params.append(args[1 + k] if 1 + k < len(args) else kwargs.get(name, self.defaults[k]))
+        values = trandom.shard_values(self.distribution, _spec(plan), plan.mesh.get_coordinate(), x.dtype, x.device,
+                                      tuple(float(v) if not isinstance(v, torch.Tensor) else v for v in params))
+        with torch.no_grad():
+            x.copy_(values)
+        return x
+
+
+class BernoulliRule(_RandomRule):
+    """``torch.bernoulli`` / ``Tensor.bernoulli``: draws with probability ``p`` or the input's values."""
+
+    def infer(self, call: OpCall) -> Decision:
+        _check_generator(call)
+        t = _self_dtensor(call)
+        p = call.arg(1, "p", None)
+        if p is None:
+            out = no_partial(t.placements)  # probabilities are values: a Partial input is reduced first
+            return Decision(inputs=[out] + [None] * (len(call.tensors) - 1), outputs=(out, t.shape), expand="draw")
+        if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0.0 <= p <= 1.0:
+            raise call.fail(f"p={p!r}: expected a probability in [0, 1]")
+        return Decision(inputs=[None] * len(call.tensors), outputs=(no_partial(t.placements), t.shape),
+                        expand="draw")
+
+    def draw(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
+        """Expand: 0/1 draws for this rank's shard."""
+        from hyper_parallel.platform.torch import random as trandom
+        x = args[0] if args else kwargs["input"]
+        p = args[1] if len(args) > 1 else kwargs.get("p")
+        prob = x if p is None else float(p)
+        return trandom.shard_values("bernoulli", _spec(plan), plan.mesh.get_coordinate(), x.dtype, x.device, (prob,))
+
+
+class DropoutRule(OpRule):
+    """Dropout with the distributed stream's mask (see module docstring)."""
+
+    @classmethod
+    def allowed_options(cls):
+        return ("signature",)
+
+    def __init__(self, op: str, **options) -> None:
+        super().__init__(op, **options)
+        self.signature = options.get("signature", "functional")
+        if self.signature not in _SIGNATURES:
+            raise ValueError(f"{op}: option signature={self.signature!r}; expected one of {sorted(_SIGNATURES)}")
+
+    def _flags(self, get) -> Tuple[float, bool, bool]:
+        """(p, training, inplace) from ``get(index, name, default)``."""
+        train_name, inplace_name = _SIGNATURES[self.signature]
+        p = get(1, "p", 0.5)
+        training = get(2, train_name, True)
+        inplace = get(3, inplace_name, False) if inplace_name else self.signature == "aten_inplace"
+        return p, bool(training), bool(inplace)
+
+    def infer(self, call: OpCall) -> Decision:
+        t = _self_dtensor(call)
+        p, _training, _inplace = self._flags(call.arg)
+        if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0.0 <= p <= 1.0:
+            raise call.fail(f"dropout probability has to be between 0 and 1, but got {p!r}")
+        return Decision(inputs=[None] * len(call.tensors), outputs=(t.placements, t.shape), expand="dropout")
+
+    def dropout(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
+        """Expand: ``input * (mask / (1 - p))`` on the local shard (identity when not training or ``p == 0``)."""
+        from hyper_parallel.platform.torch import random as trandom
+
+        def get(index, name, default):
+            if index < len(args):
+                return args[index]
+            return kwargs.get(name, default) if name else default
+
+        x = args[0] if args else kwargs["input"]
+        p, training, inplace = self._flags(get)
+        if not training or p == 0.0:
+            return x
+        if p == 1.0:
+            return x.mul_(0.0) if inplace else x * 0.0
+        noise = trandom.dropout_noise(_spec(plan), plan.mesh.get_coordinate(), float(p), x.dtype, x.device)
+        return x.mul_(noise) if inplace else x * noise

@@ -1,0 +1,260 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""ST: placement-invariant random ops on DTensors.
+
+Every random op is run on meshes of 1, 2 and 4 ranks (1-D and 2-D) with Replicate, Shard, uneven
+Shard and Partial inputs; each ``full_tensor()`` must be bit-identical to the single-process run of the
+same generator (``reference_values`` at the same stream state). Plus: the tensor hash equals the pure
+reference, the distributions pass loose statistical bounds, dropout's backward reuses the mask.
+"""
+import pytest
+
+from hyper_parallel.testing import multi_rank
+
+SHAPE = (5, 7)  # odd sizes: uneven shards on 2 and 4 ranks
+
+
+# ---------------------------------------------------------------------- single process: kernels
+def test_tensor_bits_equal_the_pure_reference():
+    import torch
+    from hyper_parallel.core.random import hash32
+    from hyper_parallel.platform.torch.random import random_bits
+    counters = [0, 1, 2, 12345, (1 << 32) - 1, 1 << 32, (1 << 32) + 5, (1 << 62) + 17, (1 << 63) - 1]
+    for seed in (0, 1, 2 ** 40 + 3, 2 ** 64 - 1):
+        for lane in (0, 1, 2):
+            got = random_bits(seed, lane, torch.tensor(counters, dtype=torch.int64)).tolist()
+            assert got == [hash32(seed, lane, c) for c in counters], (seed, lane)
+
+
+def test_global_counters_are_the_global_flat_indices():
+    import torch
+    from hyper_parallel.platform.torch.random import global_counters
+    full = torch.arange(4 * 5 * 6).view(4, 5, 6) + 100
+    got = global_counters((4, 5, 6), (2, 3, 6), (1, 2, 0), 100)
+    assert torch.equal(got, full[1:3, 2:5, :])
+    assert global_counters((), (), (), 9).item() == 9
+
+
+def test_polynomial_log_and_cos_are_accurate():
+    import torch
+    from hyper_parallel.platform.torch import random as tr
+    u = torch.rand(100000, dtype=torch.float64)
+    x = 1.0 - u
+    torch.testing.assert_close(tr._log_f64(x), torch.log(x), atol=1e-14, rtol=1e-14)  # pylint: disable=protected-access
+    torch.testing.assert_close(tr._cos_2pi_f64(u), torch.cos(2 * torch.pi * u), atol=1e-14, rtol=0)  # pylint: disable=protected-access
+
+
+def test_distributions_pass_loose_statistical_bounds():
+    import torch
+    from hyper_parallel.platform.torch.random import reference_values
+    n = 200_000
+    u = reference_values("uniform", (n,), (3, 0), torch.float64)
+    assert 0.0 <= u.min() and u.max() < 1.0
+    assert abs(u.mean() - 0.5) < 0.005 and abs(u.var() - 1 / 12) < 0.003
+    hist = torch.histc(u, bins=10, min=0, max=1) / n
+    assert (hist - 0.1).abs().max() < 0.005
+    lag = torch.corrcoef(torch.stack([u[:-1], u[1:]]))[0, 1]
+    assert abs(lag) < 0.01
+    z = reference_values("normal", (n,), (3, n), torch.float64)
+    assert abs(z.mean()) < 0.01 and abs(z.var() - 1.0) < 0.02
+    assert abs((z.abs() < 1).double().mean() - 0.6827) < 0.005  # one-sigma mass
+    assert abs(((z - z.mean()) ** 3).mean()) < 0.03 and abs(((z - z.mean()) ** 4).mean() - 3.0) < 0.1
+    b = reference_values("bernoulli", (n,), (3, 2 * n), torch.float32, (0.3,))
+    assert set(b.unique().tolist()) <= {0.0, 1.0} and abs(b.mean() - 0.3) < 0.005
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        low = reference_values("uniform", (n,), (4, 0), dtype)
+        assert low.dtype == dtype and 0.0 <= low.min() and low.max() < 1.0
+        assert abs(low.double().mean() - 0.5) < 0.01
+        assert reference_values("normal", (1000,), (4, 0), dtype).dtype == dtype
+    other_seed = reference_values("uniform", (n,), (4, 0), torch.float64)
+    assert abs(torch.corrcoef(torch.stack([u, other_seed]))[0, 1]) < 0.01
+
+
+# ---------------------------------------------------------------------- multi-rank: invariance
+def _mesh_placements(mesh_shape):
+    from hyper_parallel import Partial, Replicate, Shard
+    if len(mesh_shape) == 1:
+        return [(Replicate(),), (Shard(0),), (Shard(1),), (Partial(),)]
+    return [(Replicate(), Replicate()), (Shard(0), Shard(1)), (Shard(1), Shard(0)), (Shard(0), Shard(0)),
+            (Replicate(), Shard(1)), (Partial(), Shard(0)), (Shard(1), Partial("avg"))]
+
+
+def _input(mesh, placements, value=0.25):
+    """A DTensor of constant ``value`` with SHAPE and ``placements`` (Partial: full value on one rank)."""
+    import torch
+    import hyper_parallel as hp
+    from hyper_parallel import Partial, Replicate
+    if any(isinstance(p, Partial) for p in placements):
+        rep = hp.distribute_tensor(torch.full(SHAPE, value), mesh, [Replicate() if isinstance(p, Partial) else p
+                                                                      for p in placements])
+        return rep.redistribute(placements=placements)  # R -> P keeps the value on one coordinate
+    return hp.distribute_tensor(torch.full(SHAPE, value), mesh, placements)
+
+
+def _ops():
+    """(name, op on a DTensor x, expected full tensor at stream state (seed, offset), numel used, placements
+    rule): ``like`` -> Partial becomes Replicate, ``same`` -> placements kept."""
+    import torch
+    import torch.nn.functional as F
+    from hyper_parallel.platform.torch.random import reference_values as ref
+    n = SHAPE[0] * SHAPE[1]
+    keep = lambda st, p: 1.0 - ref("bernoulli", SHAPE, st, torch.float32, (p,))  # noqa: E731
+    return [
+        ("rand_like", torch.rand_like, lambda st: ref("uniform", SHAPE, st), "like"),
+        ("randn_like", torch.randn_like, lambda st: ref("normal", SHAPE, st), "like"),
+        ("randn_like f64", lambda x: torch.randn_like(x, dtype=torch.float64),
+         lambda st: ref("normal", SHAPE, st, torch.float64), "like"),
+        ("bernoulli(p)", lambda x: torch.bernoulli(x, 0.3), lambda st: ref("bernoulli", SHAPE, st, params=(0.3,)),
+         "like"),
+        ("Tensor.bernoulli(probs)", lambda x: x.bernoulli(),
+         lambda st: ref("bernoulli", SHAPE, st, params=(0.25,)), "like"),
+        ("uniform_", lambda x: x.clone().uniform_(-2.0, 3.0), lambda st: ref("uniform", SHAPE, st, params=(-2.0, 3.0)),
+         "same"),
+        ("normal_", lambda x: x.clone().normal_(1.0, 0.5), lambda st: ref("normal", SHAPE, st, params=(1.0, 0.5)),
+         "same"),
+        ("bernoulli_", lambda x: x.clone().bernoulli_(0.7), lambda st: ref("bernoulli", SHAPE, st, params=(0.7,)),
+         "same"),
+        ("nn.init.normal_", lambda x: torch.nn.init.normal_(x.clone(), 0.0, 2.0),
+         lambda st: ref("normal", SHAPE, st, params=(0.0, 2.0)), "same"),
+        ("F.dropout", lambda x: F.dropout(x, 0.4), lambda st: 0.25 * keep(st, 0.4) / 0.6, "same"),
+        ("torch.dropout", lambda x: torch.dropout(x, 0.4, True), lambda st: 0.25 * keep(st, 0.4) / 0.6, "same"),
+    ], n
+
+
+def _check_invariance(mesh_shape):
+    import torch
+    import hyper_parallel as hp
+    from hyper_parallel import Partial, Replicate
+    from hyper_parallel.core.random import get_rng_state
+    mesh = hp.init_device_mesh("cpu", mesh_shape)
+    ops, n = _ops()
+    checked = 0
+    for placements in _mesh_placements(mesh_shape):
+        hp.manual_seed(2026)
+        for name, op, expect, kind in ops:
+            x = _input(mesh, placements)
+            state = get_rng_state()
+            out = op(x)
+            assert get_rng_state() == (state[0], state[1] + n), (name, placements)
+            want_pl = tuple(Replicate() if kind == "like" and isinstance(p, Partial) else p for p in placements)
+            assert out.placements == want_pl, (name, placements, out.placements)
+            got = out.full_tensor()
+            assert torch.equal(got, expect(state)), (name, placements, got, expect(state))
+            checked += 1
+    return checked
+
+
+@multi_rank(world_size=1, timeout=120)
+def test_same_values_on_one_process():
+    assert _check_invariance((1,)) == 4 * 11
+
+
+@multi_rank(world_size=2, timeout=120)
+def test_same_values_on_two_ranks_every_placement():
+    assert _check_invariance((2,)) == 4 * 11
+
+
+@multi_rank(world_size=4, timeout=180)
+def test_same_values_on_four_ranks_1d_and_2d_meshes():
+    assert _check_invariance((4,)) == 4 * 11
+    assert _check_invariance((2, 2)) == 7 * 11
+
+
+@multi_rank(world_size=2, timeout=120)
+def test_factories_successive_calls_and_seeding():
+    import torch
+    import hyper_parallel as hp
+    from hyper_parallel import Replicate, Shard
+    from hyper_parallel.core.random import get_rng_state
+    from hyper_parallel.platform.torch.random import reference_values as ref
+    mesh = hp.init_device_mesh("cpu", (2,))
+    hp.manual_seed(7)
+    assert get_rng_state() == (7, 0)
+    a = hp.rand((9, 4), mesh, [Shard(0)])
+    b = hp.rand((9, 4), mesh, [Shard(1)])
+    c = hp.randn(33, mesh, [Shard(0)], dtype=torch.float64, requires_grad=True)
+    assert a.placements == (Shard(0),) and tuple(a.shape) == (9, 4) and tuple(a.to_local().shape) == ((5, 4), (4, 4))[
+        mesh.get_coordinate()[0]]
+    assert c.requires_grad and c.is_leaf and c.dtype == torch.float64
+    torch.testing.assert_close(a.full_tensor(), ref("uniform", (9, 4), (7, 0)), rtol=0, atol=0)
+    torch.testing.assert_close(b.full_tensor(), ref("uniform", (9, 4), (7, 36)), rtol=0, atol=0)
+    torch.testing.assert_close(c.full_tensor().detach(), ref("normal", (33,), (7, 72), torch.float64), rtol=0, atol=0)
+    assert not torch.equal(a.full_tensor(), b.full_tensor())  # successive calls differ
+    hp.manual_seed(7)  # re-seeding replays the stream
+    assert torch.equal(hp.rand((9, 4), mesh, [Replicate()]).full_tensor(), a.full_tensor())
+    hp.manual_seed(8)
+    assert not torch.equal(hp.rand((9, 4), mesh, [Replicate()]).full_tensor(), a.full_tensor())
+    x = hp.distribute_tensor(torch.zeros(6, 6), mesh, [Shard(0)])
+    first, second = torch.rand_like(x).full_tensor(), torch.rand_like(x).full_tensor()
+    assert not torch.equal(first, second)
+    with pytest.raises(ValueError, match="not Partial"):
+        hp.rand((4,), mesh, [hp.Partial()])
+
+
+@multi_rank(world_size=2, timeout=120)
+def test_dropout_forward_backward_reuses_the_mask():
+    import torch
+    import torch.nn.functional as F
+    import hyper_parallel as hp
+    from hyper_parallel import Partial, Replicate, Shard
+    from hyper_parallel.core.random import get_rng_state
+    from hyper_parallel.platform.torch.random import reference_values as ref
+    mesh = hp.init_device_mesh("cpu", (2,))
+    torch.manual_seed(0)
+    full = torch.randn(SHAPE, dtype=torch.float64)
+    weight = torch.randn(SHAPE, dtype=torch.float64)
+    p = 0.3
+    for placements in ([Replicate()], [Shard(0)], [Shard(1)], [Partial()]):
+        hp.manual_seed(11)
+        leaf = hp.distribute_tensor(full.clone().requires_grad_(True), mesh, [Replicate()])
+        x = leaf.redistribute(placements=placements)
+        state = get_rng_state()
+        y = F.dropout(x, p, training=True)
+        assert y.placements == tuple(placements)
+        noise = (1.0 - ref("bernoulli", SHAPE, state, torch.float64, (p,))) / (1.0 - p)
+        torch.testing.assert_close(y.full_tensor(), full * noise, rtol=0, atol=1e-15)
+        (y.full_tensor() * weight).sum().backward()
+        torch.testing.assert_close(leaf.grad.to_local(), weight * noise, rtol=0, atol=1e-15)  # same mask in backward
+        # nn.Dropout module, eval mode and p = 0 are identities that draw nothing
+        module = torch.nn.Dropout(p)
+        module.eval()
+        before = get_rng_state()
+        assert torch.equal(module(x).full_tensor(), full)
+        assert torch.equal(F.dropout(x, 0.0).full_tensor(), full)
+        assert get_rng_state() == before
+        module.train()
+        torch.testing.assert_close(module(x.detach()).full_tensor(),
+                                   full * (1.0 - ref("bernoulli", SHAPE, before, torch.float64, (p,))) / (1 - p))
+        assert torch.equal(F.dropout(x.detach(), 1.0).full_tensor(), torch.zeros(SHAPE, dtype=torch.float64))
+    # in-place dropout on a DTensor updates its local shard
+    hp.manual_seed(12)
+    z = hp.distribute_tensor(full.clone(), mesh, [Shard(0)])
+    state = get_rng_state()
+    F.dropout(z, p, training=True, inplace=True)
+    noise = (1.0 - ref("bernoulli", SHAPE, state, torch.float64, (p,))) / (1.0 - p)
+    torch.testing.assert_close(z.full_tensor(), full * noise, rtol=0, atol=1e-15)
+
+
+@multi_rank(world_size=2, timeout=120)
+def test_clear_refusals():
+    import torch
+    import torch.nn.functional as F
+    import hyper_parallel as hp
+    from hyper_parallel import Shard
+    from hyper_parallel.core.shard.rule import RuleError
+    mesh = hp.init_device_mesh("cpu", (2,))
+    x = hp.distribute_tensor(torch.zeros(4, 4), mesh, [Shard(0)])
+    with pytest.raises(RuleError, match="generator= is not supported on DTensors"):
+        x.uniform_(0, 1, generator=torch.Generator())
+    with pytest.raises(RuleError, match="dropout probability has to be between 0 and 1"):
+        F.dropout(x, 1.5)
+    with pytest.raises(RuleError, match=r"p=2\.0: expected a probability"):
+        torch.bernoulli(x, 2.0)
+    with pytest.raises(TypeError, match="random values need a floating dtype"):
+        torch.rand_like(x, dtype=torch.int64)
+    probs = hp.distribute_tensor(torch.full((4, 4), 0.5), mesh, [Shard(1)])
+    hp.manual_seed(3)
+    y = x.clone().bernoulli_(probs)  # a tensor p is laid out like self
+    assert y.placements == (Shard(0),) and set(y.full_tensor().unique().tolist()) <= {0.0, 1.0}
+    with pytest.raises(RuleError, match=r"must have self's shape \[4, 4\] or a single element"):
+        x.clone().bernoulli_(hp.distribute_tensor(torch.full((4,), 0.5), mesh, [Shard(0)]))
