@@ -29,15 +29,33 @@ _LAZY = {
     "DTensorSpec": "hyper_parallel.core.spec",
     "explain_redistribute": "hyper_parallel.core.redistribute_plan",
     "MeshTopology": "hyper_parallel.core.mesh_topology",
-    # dtensor (torch backend)
-    "DTensor": "hyper_parallel.platform.torch.dtensor",
-    "distribute_tensor": "hyper_parallel.platform.torch.dtensor",
+    # dtensor: backend chosen by the tensor type (distribute_tensor) or $HYPER_PARALLEL_BACKEND (DTensor)
+    "DTensor": "hyper_parallel.core.api",
+    "distribute_tensor": "hyper_parallel.core.api",
     "SkipDTensorDispatch": "hyper_parallel.platform.torch.dtensor",
     "manual_seed": "hyper_parallel.core.random",
     "rand": "hyper_parallel.platform.torch.random",
     "randn": "hyper_parallel.platform.torch.random",
     "get_platform": "hyper_parallel.platform",
+    # tensor parallel
+    "parallelize_module": "hyper_parallel.tp",
+    "ColwiseParallel": "hyper_parallel.tp",
+    "RowwiseParallel": "hyper_parallel.tp",
+    "SequenceParallel": "hyper_parallel.tp",
+    "PrepareModuleInput": "hyper_parallel.tp",
+    "PrepareModuleOutput": "hyper_parallel.tp",
+    "PrepareModuleInputOutput": "hyper_parallel.tp",
+    "loss_parallel": "hyper_parallel.tp",
+    # declarative parallelism
+    "shard_module": "hyper_parallel.shard",
+    "custom_shard": "hyper_parallel.shard",
+    "DFunction": "hyper_parallel.shard",
+    "parallelize_value_and_grad": "hyper_parallel.shard",
     "CollectiveError": "hyper_parallel.platform.base",
+    # fully sharded data parallel
+    "fully_shard": "hyper_parallel.fsdp",
+    "MixedPrecisionPolicy": "hyper_parallel.fsdp",
+    "CPUOffloadPolicy": "hyper_parallel.fsdp",
 }
 
 __all__ = ["Layout", "Partial", "Placement", "Replicate", "Shard", *sorted(_LAZY)]

@@ -44,27 +44,35 @@ def normalize_placements(placements: Sequence[Placement], mesh_ndim: int, tensor
 class DTensorSpec:
     """Mesh + placements + global shape, immutable and interned.
 
+    ``grad_partial`` (mesh dims, usually empty) is a promise made by ``redistribute(...,
+    grad_partial=True)``: on those Replicate dims this tensor's consumers deliver *partial*
+    gradients, so the all-gather that produced it reduce-scatters them in backward (one
+    reduce-scatter instead of an all-reduce per consumer). The dispatcher keeps the promise true:
+    consumers that would deliver a full gradient scale it by 1/n.
+
     Constructing a spec with the same (mesh, placements, shape) as a live one returns that same
     object, so equality is identity and hashing is the C-level identity hash: cache keys built
     from specs cost nothing to hash on the dispatch hot path.
     """
 
-    __slots__ = ("mesh", "placements", "shape", "_local_cache", "__weakref__")
+    __slots__ = ("mesh", "placements", "shape", "grad_partial", "_local_cache", "__weakref__")
     _intern: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
 
     def __new__(cls, mesh: Any, placements: Sequence[Placement], shape: Sequence[int],
-                *, validated: bool = False) -> "DTensorSpec":
+                *, validated: bool = False, grad_partial: frozenset = frozenset()) -> "DTensorSpec":
         shape = tuple(int(s) for s in shape)
         if not validated:
             placements = normalize_placements(placements, mesh.ndim, len(shape))
         placements = tuple(placements)
-        key = (mesh, placements, shape)
+        grad_partial = frozenset(grad_partial)
+        key = (mesh, placements, shape, grad_partial)
         obj = cls._intern.get(key)
         if obj is None:
             obj = super().__new__(cls)
             object.__setattr__(obj, "mesh", mesh)
             object.__setattr__(obj, "placements", placements)
             object.__setattr__(obj, "shape", shape)
+            object.__setattr__(obj, "grad_partial", grad_partial)
             object.__setattr__(obj, "_local_cache", {})
             cls._intern[key] = obj
         return obj
@@ -73,11 +81,18 @@ class DTensorSpec:
         raise AttributeError("DTensorSpec is immutable")
 
     def __reduce__(self):
-        return (DTensorSpec, (self.mesh, self.placements, self.shape))
+        return (_rebuild_spec, (self.mesh, self.placements, self.shape, self.grad_partial))
 
     def __repr__(self) -> str:
         pl = ", ".join(p.short() for p in self.placements)
-        return f"DTensorSpec(shape={list(self.shape)}, placements=[{pl}], mesh={tuple(self.mesh.shape)})"
+        gp = f", grad_partial={sorted(self.grad_partial)}" if self.grad_partial else ""
+        return f"DTensorSpec(shape={list(self.shape)}, placements=[{pl}], mesh={tuple(self.mesh.shape)}{gp})"
+
+    def without_grad_partial(self) -> "DTensorSpec":
+        """The same layout with no partial-gradient promise."""
+        if not self.grad_partial:
+            return self
+        return DTensorSpec(self.mesh, self.placements, self.shape, validated=True)
 
     # ------------------------------------------------------------------ derived views
     @property
@@ -155,6 +170,10 @@ class DTensorSpec:
             else:
                 out.append(tuple(nd - 1 - d for d in order))
         return tuple(out)
+
+
+def _rebuild_spec(mesh, placements, shape, grad_partial):
+    return DTensorSpec(mesh, placements, shape, validated=True, grad_partial=grad_partial)
 
 
 @lru_cache(maxsize=4096)

@@ -57,11 +57,12 @@ def raw_all_gather(x: torch.Tensor, group, dim: int, sizes: Sequence[int]) -> to
         _all_gather_1(out, src, group=group)
     except RuntimeError as exc:
         raise _fail("all_gather", group, exc) from exc
-    if even:
-        return out if dim == 0 else out.movedim(0, dim)
-    parts = out.split(top, 0)
-    out = torch.cat([p.narrow(0, 0, s) for p, s in zip(parts, sizes)], 0)
-    return out if dim == 0 else out.movedim(0, dim)
+    if not even:
+        parts = out.split(top, 0)
+        out = torch.cat([p.narrow(0, 0, s) for p, s in zip(parts, sizes)], 0)
+    # contiguous like the single-device tensor it stands for: local ops that view it (flatten, take_along_dim)
+    # must not fail only because the data was gathered along an inner dim
+    return out if dim == 0 else out.movedim(0, dim).contiguous()
 
 
 def raw_all_reduce(x: torch.Tensor, op: str, group) -> torch.Tensor:

@@ -17,6 +17,7 @@ on some mesh dim receives only a partial gradient on each rank, so its local val
 """
 from __future__ import annotations
 
+import math
 import threading
 import types
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -105,13 +106,14 @@ def resolve_torch_name(name: str) -> Optional[Callable]:
 
 # ---------------------------------------------------------------------- plan
 class _Plan:
-    __slots__ = ("fast", "redist", "grad_sync", "outs", "expand", "unwrap", "rule", "decision", "call",
-                 "mesh", "describe", "locs")
+    __slots__ = ("fast", "redist", "grad_sync", "grad_scale", "outs", "expand", "unwrap", "rule", "decision",
+                 "call", "mesh", "describe", "locs")
 
     def __init__(self) -> None:
         self.fast = True
         self.redist: List[Tuple[int, tuple, Optional[DTensorSpec]]] = []
         self.grad_sync: List[Tuple[int, tuple]] = []
+        self.grad_scale: List[Tuple[int, float]] = []
         self.outs: Any = None
         self.expand: Optional[Callable] = None
         self.unwrap = False
@@ -207,24 +209,31 @@ def _build_plan(func, name, rule, args, kwargs, tensors, locs) -> _Plan:
     from hyper_parallel.platform import get_platform
     plat = get_platform("torch")
     out_placements = _out_placements(decision.outputs)
+    sharded_out = {d for d in range(mesh.ndim) if any(not isinstance(op[d], Replicate) for op in out_placements)}
     for i, (t, s) in enumerate(zip(tensors, specs)):
         need = decision.inputs[i] if i < len(decision.inputs) else None
         cur = s.placements if s is not None else (Replicate(),) * mesh.ndim
+        flag = s.grad_partial if s is not None else frozenset()
         if need is not None and tuple(need) != cur:
-            src = s if s is not None else DTensorSpec(mesh, cur, tuple(t.shape))
+            src = (s if s is not None else DTensorSpec(mesh, cur, tuple(t.shape))).without_grad_partial()
             dst, steps, rplan = compile_plan(plat, src, tuple(need), t.element_size())
             plan.redist.append((i, steps, dst))
             if any(st.collective not in LOCAL_COLLECTIVES for st in rplan.steps):
                 plan.describe.append(f"input {i}: {rplan}")
             cur = tuple(need)
-        dims = tuple(d for d, p in enumerate(cur) if isinstance(p, Replicate)
-                     and any(not isinstance(op[d], Replicate) for op in out_placements))
+            scale_dims, skip = flag, frozenset()
+        else:  # consumers with sharded/partial outputs deliver partial gradients: the promise holds
+            skip = flag & sharded_out
+            scale_dims = flag - sharded_out
+        if scale_dims:
+            plan.grad_scale.append((i, 1.0 / math.prod(mesh.shape[d] for d in scale_dims)))
+        dims = tuple(d for d, p in enumerate(cur) if isinstance(p, Replicate) and d in sharded_out and d not in skip)
         if dims:
             plan.grad_sync.append((i, tuple(mesh.get_group(d) for d in dims)))
     plan.outs = _out_specs(mesh, decision.outputs)
     plan.expand = getattr(rule, decision.expand) if decision.expand else None
     plan.unwrap = isinstance(func, _PY_FUNCS)
-    plan.fast = not (plan.redist or plan.grad_sync or plan.expand or plan.unwrap)
+    plan.fast = not (plan.redist or plan.grad_sync or plan.grad_scale or plan.expand or plan.unwrap)
     return plan
 
 
@@ -274,6 +283,10 @@ def _run_general(plan: _Plan, func, args, kwargs, tensors, locs):
         raise StrictRedistributionError(
             f"strict mode: {plan.call.op} would redistribute " + "; ".join(plan.describe))
     new = list(tensors)
+    if plan.grad_scale and torch.is_grad_enabled():
+        for i, factor in plan.grad_scale:
+            if new[i].requires_grad:
+                new[i] = _dt._ScaleGrad.apply(_local(new[i]), factor)  # pylint: disable=protected-access
     for i, steps, _dst in plan.redist:
         new[i] = run_redistribute(_local(new[i]), steps)
     if plan.grad_sync and torch.is_grad_enabled():

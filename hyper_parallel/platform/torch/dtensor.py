@@ -175,15 +175,17 @@ class DTensor(torch.Tensor):
     # ------------------------------------------------------------------ conversions
     def to_local(self) -> torch.Tensor:
         """This rank's shard as a plain tensor (an alias; gradients flow back unchanged)."""
+        if self._spec.grad_partial and self.requires_grad and torch.is_grad_enabled():
+            return _ScaleGrad.apply(_alias(self), 1.0 / _flag_size(self._spec))
         return _alias(self)
 
     def redistribute(self, device_mesh=None, placements: Optional[Sequence[Placement]] = None, *,
                      async_op: bool = False, grad_partial: bool = False) -> "DTensor":  # pylint: disable=unused-argument
         """Move to ``placements`` with the cheapest plan (see ``explain_redistribute``).
 
-        ``grad_partial=True`` promises that the result's consumer produces a *partial* gradient
-        on mesh dims gathered here (e.g. a column-parallel matmul), so the all-gather's adjoint is a
-        reduce-scatter instead of a slice. ``async_op`` is accepted for API parity; CPU collectives
+        ``grad_partial=True`` (sequence parallel): on mesh dims gathered here the result's gradient is
+        collected as *partial* contributions and reduce-scattered once by the all-gather's adjoint,
+        instead of every column-parallel consumer all-reducing its own (see ``DTensorSpec``). ``async_op`` is accepted for API parity; CPU collectives
         here complete before returning.
         """
         spec = self._spec
@@ -195,11 +197,18 @@ class DTensor(torch.Tensor):
         placements = normalize_placements(placements, spec.mesh.ndim, spec.ndim, "redistribute placements")
         if placements == spec.placements:
             return self
-        gp = frozenset(d for d, p in enumerate(placements) if isinstance(p, Replicate)) if grad_partial else frozenset()
+        gp = frozenset(d for d, (a, b) in enumerate(zip(spec.placements, placements))
+                       if isinstance(a, Shard) and isinstance(b, Replicate)) if grad_partial else frozenset()
         from hyper_parallel.platform import get_platform
-        dst, steps, _ = compile_plan(get_platform("torch"), spec, placements, self.element_size(), gp)
+        dst, steps, _ = compile_plan(get_platform("torch"), spec.without_grad_partial(), placements,
+                                     self.element_size(), gp)
+        if gp:
+            dst = DTensorSpec(dst.mesh, dst.placements, dst.shape, validated=True, grad_partial=gp)
         with DisableTorchFunctionSubclass():
-            out = run_redistribute(self.view_as(self), steps)  # plain alias: collectives see local shapes
+            local = self.view_as(self)  # plain alias: collectives see local shapes
+            if spec.grad_partial and local.requires_grad and torch.is_grad_enabled():
+                local = _ScaleGrad.apply(local, 1.0 / _flag_size(spec))
+            out = run_redistribute(local, steps)
         return _wrap(out, dst)
 
     def full_tensor(self) -> torch.Tensor:
@@ -228,6 +237,11 @@ def _dispatch_miss(func, types, args, kwargs):
             return handler(func, args, kwargs)
     from hyper_parallel.core.shard.dispatch import dispatch_unregistered
     return dispatch_unregistered(func, types, args, kwargs)
+
+
+def _flag_size(spec: DTensorSpec) -> int:
+    """Product of the mesh sizes of the spec's ``grad_partial`` dims."""
+    return math.prod(spec.mesh.shape[d] for d in spec.grad_partial)
 
 
 def _global_shape(local: torch.Tensor, mesh, placements, run_check: bool):
@@ -290,7 +304,8 @@ for _f in (_T.dtype.__get__, _T.device.__get__, _T.layout.__get__, _T.requires_g
            _T.is_inference, _T.__dir__, _T.__setstate__, _T._is_view, _T.is_set_to, _T.storage_offset,
            _T.requires_grad_):
     DISPATCH_TABLE[_f] = _passthrough
-for _f in (torch.is_complex, torch.is_floating_point, torch.is_tensor, torch.is_storage, torch.is_same_size):
+for _f in (torch.is_complex, torch.is_floating_point, torch.is_tensor, torch.is_storage, torch.is_same_size,
+           torch.autograd.grad, torch.autograd.backward):
     DISPATCH_TABLE[_f] = _passthrough
 DISPATCH_TABLE[torch.numel] = lambda func, args, kwargs: args[0].numel()
 for _f in (_T.grad.__get__, _T.data.__get__, _T.detach, _T.detach_):

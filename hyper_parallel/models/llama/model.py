@@ -1,0 +1,188 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Llama-style decoder: embedding, RMSNorm, RoPE attention with GQA, SwiGLU MLP, LM head.
+
+Parameter names follow Hugging Face's ``LlamaForCausalLM`` (``model.embed_tokens.weight``,
+``model.layers.0.self_attn.q_proj.weight``, ``model.norm.weight``, ``lm_head.weight`` …) so HF
+state dicts load directly. Head counts are inferred from tensor sizes (``view(..., -1, head_dim)``)
+so the same code runs on tensor-parallel local shards.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from hyper_parallel.ops.rotary import apply_rotary_emb
+
+__all__ = ["LlamaConfig", "LlamaForCausalLM", "TINY_CONFIGS"]
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    """Model size. ``TINY_CONFIGS['debug']`` runs a training step in well under a second on CPU."""
+
+    vocab_size: int = 256
+    hidden_size: int = 64
+    intermediate_size: int = 128
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    max_position_embeddings: int = 128
+    rope_theta: float = 10000.0
+    rms_norm_eps: float = 1e-6
+    tie_word_embeddings: bool = False
+
+    @property
+    def head_dim(self) -> int:
+        """Per-head size."""
+        return self.hidden_size // self.num_attention_heads
+
+    def __post_init__(self) -> None:
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(f"LlamaConfig: hidden_size {self.hidden_size} is not divisible by "
+                             f"num_attention_heads {self.num_attention_heads}")
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError("LlamaConfig: num_attention_heads must be a multiple of num_key_value_heads")
+
+
+TINY_CONFIGS: Dict[str, LlamaConfig] = {
+    "debug": LlamaConfig(),
+    "small": LlamaConfig(vocab_size=1024, hidden_size=256, intermediate_size=688, num_hidden_layers=4,
+                         num_attention_heads=8, num_key_value_heads=4),
+}
+
+
+class LlamaRMSNorm(nn.Module):
+    """Root-mean-square norm with a learned scale."""
+
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Normalise the last dim."""
+        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+
+
+class LlamaRotary(nn.Module):
+    """cos/sin tables for rotary embeddings (HF ``rotate_half`` convention)."""
+
+    def __init__(self, config: LlamaConfig) -> None:
+        super().__init__()
+        inv = 1.0 / (config.rope_theta ** (torch.arange(0, config.head_dim, 2).float() / config.head_dim))
+        self.register_buffer("inv_freq", inv, persistent=False)
+
+    def forward(self, positions: torch.Tensor):
+        """(cos, sin) of shape ``[seq, 1, head_dim]`` for positions ``[seq]``."""
+        freqs = torch.outer(positions.float(), self.inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().unsqueeze(1), emb.sin().unsqueeze(1)
+
+
+class LlamaAttention(nn.Module):
+    """Causal self-attention with grouped-query heads."""
+
+    def __init__(self, config: LlamaConfig) -> None:
+        super().__init__()
+        hd = config.head_dim
+        self.head_dim = hd
+        self.q_proj = nn.Linear(config.hidden_size, config.num_attention_heads * hd, bias=False)
+        self.k_proj = nn.Linear(config.hidden_size, config.num_key_value_heads * hd, bias=False)
+        self.v_proj = nn.Linear(config.hidden_size, config.num_key_value_heads * hd, bias=False)
+        self.o_proj = nn.Linear(config.num_attention_heads * hd, config.hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """``x: [batch, seq, hidden]``."""
+        b, s = x.shape[0], x.shape[1]
+        q = self.q_proj(x).view(b, s, -1, self.head_dim)
+        k = self.k_proj(x).view(b, s, -1, self.head_dim)
+        v = self.v_proj(x).view(b, s, -1, self.head_dim)
+        q, k = apply_rotary_emb(q, cos, sin), apply_rotary_emb(k, cos, sin)
+        out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                             is_causal=True, enable_gqa=True)
+        return self.o_proj(out.transpose(1, 2).reshape(b, s, -1))
+
+
+class LlamaMLP(nn.Module):
+    """SwiGLU feed-forward."""
+
+    def __init__(self, config: LlamaConfig) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``down(silu(gate(x)) * up(x))``."""
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class LlamaDecoderLayer(nn.Module):
+    """Pre-norm attention + MLP block."""
+
+    def __init__(self, config: LlamaConfig) -> None:
+        super().__init__()
+        self.input_layernorm = LlamaRMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.self_attn = LlamaAttention(config)
+        self.post_attention_layernorm = LlamaRMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.mlp = LlamaMLP(config)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """Residual stream in, residual stream out."""
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class LlamaModel(nn.Module):
+    """Embedding + decoder layers + final norm."""
+
+    def __init__(self, config: LlamaConfig) -> None:
+        super().__init__()
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.layers = nn.ModuleList(LlamaDecoderLayer(config) for _ in range(config.num_hidden_layers))
+        self.norm = LlamaRMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.rotary = LlamaRotary(config)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Hidden states ``[batch, seq, hidden]``."""
+        seq = input_ids.shape[1]
+        cos, sin = self.rotary(torch.arange(seq, device=input_ids.device))
+        h = self.embed_tokens(input_ids)
+        for layer in self.layers:
+            h = layer(h, cos, sin)
+        return self.norm(h)
+
+
+class LlamaForCausalLM(nn.Module):
+    """Decoder + LM head; ``forward`` returns logits ``[batch, seq, vocab]``."""
+
+    def __init__(self, config: LlamaConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.model = LlamaModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        if config.tie_word_embeddings:
+            self.lm_head.weight = self.model.embed_tokens.weight
+        self.reset_parameters()
+
+    def reset_parameters(self, std: float = 0.02) -> None:
+        """Normal(0, std) init for linear and embedding weights, ones for norms."""
+        for mod in self.modules():
+            if isinstance(mod, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(mod.weight, std=std)
+            elif isinstance(mod, LlamaRMSNorm):
+                nn.init.ones_(mod.weight)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Logits for next-token prediction."""
+        return self.lm_head(self.model(input_ids))
+
+    @staticmethod
+    def loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Mean next-token cross-entropy (labels already shifted, -100 ignored)."""
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))

@@ -1,0 +1,333 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Differentiable collectives on local MindSpore tensors, each with its explicit adjoint.
+
+What MindSpore 2.10 offers on CPU (``mccl``), measured in this repository's ST:
+
+* **native**: all-reduce (sum, max, min: ``mint.distributed.all_reduce``), all-gather over the world
+  group (the ``AllGather`` primitive), broadcast, barrier. ``avg`` is sum / n.
+* **emulated** (the CPU kernels ``DistCommReduceScatterTensor``, ``DistCommAllToAllVSingle``,
+  ``DistCommAllGatherIntoTensor`` and send/recv are not registered):
+
+  - *reduce-scatter* = all-reduce of the whole tensor + local slice: ring bytes per rank
+    ``2 (n-1)/n * S`` instead of ``(n-1)/n * S`` (2x);
+  - *all-to-all* = all-gather along the concat dim + local slice along the split dim: bytes
+    ``(n-1) * L`` instead of ``(n-1)/n * L`` for a local shard of ``L`` bytes (n x);
+  - *all-gather over a sub-group* (the primitive accepts only the world group on CPU) = all-reduce
+    of a zero buffer holding each rank's block: ``2 (n-1) * L`` instead of ``(n-1) * L`` (2x);
+  - *point-to-point* (:func:`point_to_point`) = broadcast from the source over the group: every
+    rank of the group receives the ``S`` bytes, not just the destination.
+
+Uneven shards (``chunk`` sizes, empty chunks included) are padded to the largest chunk for the
+transport and trimmed afterwards; bool tensors travel as int8. Autograd functions use MindSpore's
+PyNative custom-function mechanism (``mindspore.common._grad_function._Function``, the one
+MindSpore's own recompute uses): MindSpore's all-gather has no CPU backward, so every adjoint here
+is written out by hand.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+import mindspore as ms
+from mindspore import mint, ops
+import mindspore.mint.distributed as msdist
+from mindspore.common._grad_function import _Function  # pylint: disable=import-error,no-name-in-module
+
+from hyper_parallel.platform.base import CollectiveError
+
+__all__ = ["MsGroup", "raw_all_gather", "raw_all_reduce", "raw_reduce_scatter", "raw_all_to_all", "raw_broadcast",
+           "point_to_point", "AllGather", "Chunk", "AllReduce", "ReduceScatter", "AllToAll", "MakePartial",
+           "GradAllReduce", "ScaleGrad", "chunk_of"]
+
+
+class MsGroup:
+    """A MindSpore communication group: its name (what MindSpore's APIs take) and its global ranks."""
+
+    __slots__ = ("name", "ranks", "is_world")
+
+    def __init__(self, name: str, ranks: Sequence[int], is_world: bool) -> None:
+        self.name = name
+        self.ranks = tuple(ranks)
+        self.is_world = is_world
+
+    @property
+    def size(self) -> int:
+        """Number of ranks in the group."""
+        return len(self.ranks)
+
+    def __repr__(self) -> str:
+        return f"MsGroup({self.name!r}, ranks={list(self.ranks)})"
+
+
+_GATHER_PRIMS: Dict[str, Any] = {}
+
+
+def _fail(name: str, group: MsGroup, exc: Exception) -> CollectiveError:
+    from hyper_parallel.core.process_group import collective_timeout_seconds  # pylint: disable=cyclic-import
+    return CollectiveError(
+        f"{name} over ranks {group.ranks} (group {group.name}) failed (collective timeout "
+        f"{collective_timeout_seconds()} s); a peer rank may have died or diverged: {exc}")
+
+
+def _group_arg(group: MsGroup) -> Optional[str]:
+    return None if group.is_world else group.name
+
+
+def _pad_to(x, dim: int, size: int):
+    cur = x.shape[dim]
+    if cur == size:
+        return x
+    pad_shape = list(x.shape)
+    pad_shape[dim] = size - cur
+    return mint.cat([x, mint.zeros(tuple(pad_shape), dtype=x.dtype)], dim)
+
+
+def _movedim(x, src: int, dst: int):
+    return x if src == dst else ops.movedim(x, src, dst)
+
+
+def chunk_of(x, dim: int, sizes: Sequence[int], index: int):
+    """Chunk ``index`` of ``x`` along ``dim`` for per-rank ``sizes`` (``x`` itself when it is whole)."""
+    if sizes[index] == x.shape[dim]:
+        return x
+    return mint.narrow(x, dim, sum(sizes[:index]), sizes[index])
+
+
+# ---------------------------------------------------------------------- raw (non-autograd) ops
+def _all_reduce_inplace(buf, op: str, group: MsGroup, what: str):
+    try:
+        msdist.all_reduce(buf, op=op, group=_group_arg(group))
+    except RuntimeError as exc:
+        raise _fail(what, group, exc) from exc
+    return buf
+
+
+def raw_all_reduce(x, op: str, group: MsGroup):
+    """All-reduce a copy of ``x`` (sum/max/min native; ``avg`` = sum / n)."""
+    if op not in ("sum", "avg", "max", "min"):
+        raise ValueError(f"all_reduce(op={op!r}): expected sum, avg, max or min")
+    out = x.copy()
+    if group.size == 1:
+        return out
+    is_bool = out.dtype == ms.bool_
+    if is_bool:
+        out = out.astype(ms.int32)
+    _all_reduce_inplace(out, "sum" if op == "avg" else op, group, "all_reduce")
+    if op == "avg":
+        out = out / group.size
+    return out.astype(ms.bool_) if is_bool else out
+
+
+def _gather0(src, group: MsGroup):
+    """Concatenate the ranks' equal-shaped ``src`` along dim 0."""
+    if group.is_world:
+        prim = _GATHER_PRIMS.get(group.name)
+        if prim is None:
+            prim = _GATHER_PRIMS[group.name] = ops.AllGather()
+        try:
+            return prim(src)
+        except RuntimeError as exc:
+            raise _fail("all_gather", group, exc) from exc
+    # emulated over a sub-group: each rank writes its block into a zero buffer, then all-reduce(sum)
+    n, me = group.size, group.ranks.index(_my_rank())
+    rows = src.shape[0]
+    parts = [src if j == me else mint.zeros(tuple(src.shape), dtype=src.dtype) for j in range(n)]
+    buf = mint.cat(parts, 0) if rows else src
+    return _all_reduce_inplace(buf, "sum", group, "all_gather (emulated by all_reduce)")
+
+
+def _my_rank() -> int:
+    from mindspore.communication import get_rank
+    return get_rank()
+
+
+def raw_all_gather(x, group: MsGroup, dim: int, sizes: Sequence[int]):
+    """All-gather along ``dim`` with per-rank ``sizes``; returns the concatenation."""
+    n = len(sizes)
+    if n == 1:
+        return x
+    top = max(sizes)
+    if top == 0:
+        return x  # every chunk is empty: the concatenation is empty too
+    is_bool = x.dtype == ms.bool_
+    src = x.astype(ms.int8) if is_bool else x
+    even = all(s == top for s in sizes)
+    if not even:
+        src = _pad_to(src, dim, top)
+    src = _movedim(src, dim, 0)
+    out = _gather0(src, group)
+    if not even:
+        out = mint.cat([mint.narrow(out, 0, j * top, s) for j, s in enumerate(sizes)], 0)
+    out = _movedim(out, 0, dim)
+    return out.astype(ms.bool_) if is_bool else out
+
+
+def raw_reduce_scatter(x, op: str, group: MsGroup, dim: int, sizes: Sequence[int], index: int):
+    """Reduce over the group and keep chunk ``index`` along ``dim`` (emulated: all-reduce + slice)."""
+    full = raw_all_reduce(x, op, group)
+    return chunk_of(full, dim, sizes, index)
+
+
+def raw_all_to_all(x, group: MsGroup, split_dim: int, concat_dim: int, split_sizes: Sequence[int],
+                   concat_sizes: Sequence[int], index: int):
+    """``x`` is chunk ``index`` along ``concat_dim`` and whole along ``split_dim``; return it whole along
+    ``concat_dim`` and chunk ``index`` along ``split_dim`` (emulated: all-gather + slice)."""
+    whole = raw_all_gather(x, group, concat_dim, concat_sizes)
+    return chunk_of(whole, split_dim, split_sizes, index)
+
+
+def raw_broadcast(x, src: int, group: MsGroup):
+    """In-place broadcast from global rank ``src``; returns ``x``."""
+    if group.size == 1:
+        return x
+    if src not in group.ranks:
+        raise ValueError(f"broadcast(src={src}): rank {src} is not in group {group.ranks}")
+    try:
+        msdist.broadcast(x, src, group=_group_arg(group))
+    except RuntimeError as exc:
+        raise _fail("broadcast", group, exc) from exc
+    return x
+
+
+def point_to_point(x, src: int, dst: int, group: MsGroup):
+    """Send ``x`` from global rank ``src`` to ``dst`` (emulated: broadcast over ``group``; every rank
+    of the group must call it with a tensor of the same shape and dtype). Returns the received
+    tensor on ``dst``, ``x`` unchanged elsewhere."""
+    if dst not in group.ranks:
+        raise ValueError(f"point_to_point(dst={dst}): rank {dst} is not in group {group.ranks}")
+    buf = x.copy()
+    raw_broadcast(buf, src, group)
+    return buf if _my_rank() == dst else x
+
+
+# ---------------------------------------------------------------------- autograd functions
+class AllGather(_Function):
+    """S -> R. Adjoint: own chunk of the gradient (or reduce-scatter when the gradient is partial)."""
+
+    @staticmethod
+    def forward(ctx, x, group, dim, sizes, index, grad_partial):  # pylint: disable=arguments-differ
+        ctx.args = (group, dim, sizes, index, grad_partial)
+        return raw_all_gather(x, group, dim, sizes)
+
+    @staticmethod
+    def backward(ctx, grad):  # pylint: disable=arguments-differ
+        group, dim, sizes, index, grad_partial = ctx.args
+        if grad_partial:
+            return raw_reduce_scatter(grad, "sum", group, dim, sizes, index), None, None, None, None, None
+        return chunk_of(grad, dim, sizes, index).copy(), None, None, None, None, None
+
+
+class Chunk(_Function):
+    """R -> S (local). Adjoint: all-gather of the shard gradients (a replicated gradient)."""
+
+    @staticmethod
+    def forward(ctx, x, dim, sizes, index, group):  # pylint: disable=arguments-differ
+        ctx.args = (dim, sizes, group)
+        return chunk_of(x, dim, sizes, index).copy()
+
+    @staticmethod
+    def backward(ctx, grad):  # pylint: disable=arguments-differ
+        dim, sizes, group = ctx.args
+        return raw_all_gather(grad, group, dim, sizes), None, None, None, None
+
+
+class AllReduce(_Function):
+    """P -> R. Adjoint: identity (sum), 1/n (avg), mask of the winning ranks (max/min)."""
+
+    @staticmethod
+    def forward(ctx, x, op, group):  # pylint: disable=arguments-differ
+        out = raw_all_reduce(x, op, group)
+        ctx.op = op
+        ctx.n = group.size
+        ctx.mask = (x == out).astype(x.dtype) if op in ("max", "min") else None
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):  # pylint: disable=arguments-differ
+        if ctx.op == "sum":
+            return grad, None, None
+        if ctx.op == "avg":
+            return grad / ctx.n, None, None
+        return grad * ctx.mask, None, None
+
+
+class ReduceScatter(_Function):
+    """P -> S. Adjoint: all-gather (divided by n for avg)."""
+
+    @staticmethod
+    def forward(ctx, x, op, group, dim, sizes, index):  # pylint: disable=arguments-differ
+        if op in ("max", "min"):
+            ctx.mask = (x == raw_all_reduce(x, op, group)).astype(x.dtype)
+        ctx.args = (op, group, dim, sizes)
+        return raw_reduce_scatter(x, op, group, dim, sizes, index).copy()
+
+    @staticmethod
+    def backward(ctx, grad):  # pylint: disable=arguments-differ
+        op, group, dim, sizes = ctx.args
+        full = raw_all_gather(grad, group, dim, sizes)
+        if op == "avg":
+            full = full / len(sizes)
+        elif op in ("max", "min"):
+            full = full * ctx.mask
+        return full, None, None, None, None, None
+
+
+class AllToAll(_Function):
+    """S(c) -> S(s). Adjoint: the inverse all-to-all S(s) -> S(c)."""
+
+    @staticmethod
+    def forward(ctx, x, group, split_dim, concat_dim, split_sizes, concat_sizes, index):  # pylint: disable=arguments-differ
+        ctx.args = (group, split_dim, concat_dim, split_sizes, concat_sizes, index)
+        return raw_all_to_all(x, group, split_dim, concat_dim, split_sizes, concat_sizes, index).copy()
+
+    @staticmethod
+    def backward(ctx, grad):  # pylint: disable=arguments-differ
+        group, split_dim, concat_dim, split_sizes, concat_sizes, index = ctx.args
+        back = raw_all_to_all(grad, group, concat_dim, split_dim, concat_sizes, split_sizes, index)
+        return back, None, None, None, None, None, None
+
+
+class MakePartial(_Function):
+    """R -> P (local). Adjoint: identity (x n for avg, whose local gradient is 1/n of the global)."""
+
+    @staticmethod
+    def forward(ctx, x, op, index, n):  # pylint: disable=arguments-differ
+        ctx.scale = n if op == "avg" else 1
+        if op == "sum" and index != 0:
+            return ops.zeros_like(x)
+        return x.copy()
+
+    @staticmethod
+    def backward(ctx, grad):  # pylint: disable=arguments-differ
+        return (grad * ctx.scale if ctx.scale != 1 else grad), None, None, None
+
+
+class GradAllReduce(_Function):
+    """Identity forward; all-reduce(sum) of the gradient (Megatron's ``f``)."""
+
+    @staticmethod
+    def forward(ctx, x, group):  # pylint: disable=arguments-differ
+        ctx.group = group
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):  # pylint: disable=arguments-differ
+        return raw_all_reduce(grad, "sum", ctx.group), None
+
+
+class ScaleGrad(_Function):
+    """Identity forward; gradient multiplied by ``scale`` (``from_local`` of ``Partial(avg)``)."""
+
+    @staticmethod
+    def forward(ctx, x, scale):  # pylint: disable=arguments-differ
+        ctx.scale = scale
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):  # pylint: disable=arguments-differ
+        return grad * ctx.scale, None
+
+
+def sizes_tuple(sizes: Sequence[int]) -> Tuple[int, ...]:
+    """``sizes`` as a tuple of ints (what the autograd functions keep)."""
+    return tuple(int(s) for s in sizes)

@@ -1,0 +1,268 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""The MindSpore ``DTensor``: a MindSpore local shard plus the canonical ``DTensorSpec``.
+
+Same public API as the torch DTensor (``from_local``, ``distribute_tensor``, ``to_local``,
+``full_tensor``, ``redistribute``, ``placements``, ``device_mesh``, ``spec``, global ``shape``),
+same planner (``core/redistribute_plan.py``) and executor (``core/redistribute.py``).
+
+MindSpore has no ``__torch_function__``-style protocol, so a DTensor here is a small wrapper (not a
+``mindspore.Tensor`` subclass: a subclass would let ``mint.add(dt, dt)`` silently compute on local
+shards). MindSpore functions reach the op registry through :mod:`.dispatch` (``dispatch.mint.add(x, y)``,
+``dispatch.call(mint.add, x, y)``) and through the Python operators of this class; passing a DTensor
+straight to a MindSpore function raises MindSpore's own type error instead of a silent wrong result.
+
+Autograd is MindSpore's functional one: differentiate a function of *local* tensors (or
+``Parameter`` shards) with ``mindspore.grad``/``value_and_grad``; every redistribution step inside
+has its explicit adjoint (``collectives.py``), following the gradient convention of ``base.py``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Optional, Sequence
+
+import mindspore as ms
+
+from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
+from hyper_parallel.core.redistribute import compile_plan, run_redistribute
+from hyper_parallel.core.spec import DTensorSpec, normalize_placements
+
+__all__ = ["DTensor", "distribute_tensor"]
+
+
+def _platform():
+    from hyper_parallel.platform import get_platform
+    return get_platform("mindspore")
+
+
+class DTensor:
+    """A distributed MindSpore tensor: this rank's shard plus (mesh, placements, global shape)."""
+
+    __slots__ = ("_local", "_spec", "__weakref__")
+
+    def __init__(self, local: ms.Tensor, spec: DTensorSpec) -> None:
+        """Internal: wrap ``local`` with ``spec`` (use :meth:`from_local` / :func:`distribute_tensor`)."""
+        self._local = local
+        self._spec = spec
+
+    # ------------------------------------------------------------------ construction
+    @staticmethod
+    def from_local(local_tensor: ms.Tensor, device_mesh=None, placements: Optional[Sequence[Placement]] = None, *,
+                   run_check: bool = False, shape: Optional[Sequence[int]] = None,
+                   stride: Optional[Sequence[int]] = None) -> "DTensor":  # pylint: disable=unused-argument
+        """Wrap this rank's shard. The global shape is ``shape`` if given; otherwise it is computed
+        exactly with a size all-gather when ``run_check`` (uneven shards), else assumed even."""
+        if not isinstance(local_tensor, ms.Tensor):
+            raise TypeError(f"DTensor.from_local(local_tensor): expected a mindspore.Tensor, got "
+                            f"{type(local_tensor).__name__}")
+        if device_mesh is None:
+            raise ValueError("DTensor.from_local(device_mesh): a DeviceMesh is required")
+        if placements is None:
+            placements = (Replicate(),) * device_mesh.ndim
+        placements = normalize_placements(placements, device_mesh.ndim, local_tensor.ndim, "from_local placements")
+        if shape is None:
+            shape = _global_shape(local_tensor, device_mesh, placements, run_check)
+        spec = DTensorSpec(device_mesh, placements, shape, validated=True)
+        expect = spec.local_shape(device_mesh.get_coordinate())
+        if tuple(local_tensor.shape) != expect:
+            raise ValueError(f"DTensor.from_local: local shape {tuple(local_tensor.shape)} does not match the shard "
+                             f"{expect} of global shape {tuple(shape)} with placements {placements}")
+        avg = [device_mesh.shape[d] for d, p in enumerate(placements) if isinstance(p, Partial)
+               and p.reduce_op == "avg"]
+        if avg:
+            from hyper_parallel.platform.mindspore.collectives import ScaleGrad
+            local_tensor = ScaleGrad.apply(local_tensor, 1.0 / math.prod(avg))
+        return DTensor(local_tensor, spec)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def placements(self) -> tuple:
+        """One placement per mesh dimension."""
+        return self._spec.placements
+
+    @property
+    def device_mesh(self):
+        """The ``DeviceMesh`` this tensor lives on."""
+        return self._spec.mesh
+
+    @property
+    def spec(self) -> DTensorSpec:
+        """The canonical immutable spec."""
+        return self._spec
+
+    @property
+    def shape(self) -> tuple:
+        """Global shape."""
+        return self._spec.shape
+
+    @property
+    def ndim(self) -> int:
+        """Rank of the global tensor."""
+        return self._spec.ndim
+
+    @property
+    def dtype(self):
+        """Element type (of the local shard, the same on every rank)."""
+        return self._local.dtype
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return self._local.itemsize
+
+    def dim(self) -> int:
+        """Rank of the global tensor."""
+        return self._spec.ndim
+
+    def size(self, dim: Optional[int] = None):
+        """Global size (of one dim)."""
+        return self._spec.shape if dim is None else self._spec.shape[dim]
+
+    def numel(self) -> int:
+        """Number of elements of the global tensor."""
+        return self._spec.numel
+
+    def stride(self, dim: Optional[int] = None):
+        """Strides of the global tensor as if it were contiguous."""
+        strides, acc = [], 1
+        for s in reversed(self._spec.shape):
+            strides.append(acc)
+            acc *= max(s, 1)
+        strides = tuple(reversed(strides))
+        return strides if dim is None else strides[dim]
+
+    def __len__(self) -> int:
+        if not self._spec.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._spec.shape[0]
+
+    def __repr__(self) -> str:
+        pl = ", ".join(p.short() for p in self._spec.placements)
+        return (f"DTensor(shape={list(self._spec.shape)}, placements=[{pl}], mesh={self._spec.mesh!r}, "
+                f"local={self._local!r})")
+
+    # ------------------------------------------------------------------ conversions
+    def to_local(self) -> ms.Tensor:
+        """This rank's shard as a plain MindSpore tensor (gradients flow back unchanged)."""
+        return self._local
+
+    def redistribute(self, device_mesh=None, placements: Optional[Sequence[Placement]] = None, *,
+                     async_op: bool = False, grad_partial: bool = False) -> "DTensor":  # pylint: disable=unused-argument
+        """Move to ``placements`` with the cheapest plan (see ``explain_redistribute``); differentiable.
+
+        ``grad_partial=True`` promises that the consumer produces a *partial* gradient on mesh dims
+        gathered here, so the all-gather's adjoint is a reduce-scatter instead of a slice.
+        """
+        spec = self._spec
+        if device_mesh is not None and device_mesh != spec.mesh:
+            raise ValueError(f"redistribute(device_mesh): cross-mesh moves are not supported ({spec.mesh} -> "
+                             f"{device_mesh})")
+        if placements is None:
+            raise ValueError("redistribute(placements): target placements are required")
+        placements = normalize_placements(placements, spec.mesh.ndim, spec.ndim, "redistribute placements")
+        if placements == spec.placements:
+            return self
+        gp = frozenset(d for d, p in enumerate(placements) if isinstance(p, Replicate)) if grad_partial else frozenset()
+        dst, steps, _ = compile_plan(_platform(), spec, placements, self._local.itemsize, gp)
+        return DTensor(run_redistribute(self._local, steps), dst)
+
+    def full_tensor(self) -> ms.Tensor:
+        """The whole global tensor on every rank, as a plain MindSpore tensor (differentiable)."""
+        return self.redistribute(placements=(Replicate(),) * self._spec.mesh.ndim)._local
+
+    # ------------------------------------------------------------------ Python operators -> op registry
+    def _op(self, name: str, *args):
+        from hyper_parallel.platform.mindspore import dispatch
+        return dispatch.call_name(name, *args)
+
+    def __add__(self, other):
+        return self._op("mindspore.mint.add", self, other)
+
+    def __radd__(self, other):
+        return self._op("mindspore.mint.add", self, other)
+
+    def __sub__(self, other):
+        return self._op("mindspore.mint.sub", self, other)
+
+    def __rsub__(self, other):
+        return self._op("mindspore.mint.sub", other, self)
+
+    def __mul__(self, other):
+        return self._op("mindspore.mint.mul", self, other)
+
+    def __rmul__(self, other):
+        return self._op("mindspore.mint.mul", self, other)
+
+    def __truediv__(self, other):
+        return self._op("mindspore.mint.div", self, other)
+
+    def __rtruediv__(self, other):
+        return self._op("mindspore.mint.div", other, self)
+
+    def __pow__(self, other):
+        return self._op("mindspore.mint.pow", self, other)
+
+    def __neg__(self):
+        return self._op("mindspore.mint.neg", self)
+
+    def __abs__(self):
+        return self._op("mindspore.mint.abs", self)
+
+    def __gt__(self, other):
+        return self._op("mindspore.mint.gt", self, other)
+
+    def __ge__(self, other):
+        return self._op("mindspore.mint.ge", self, other)
+
+    def __lt__(self, other):
+        return self._op("mindspore.mint.lt", self, other)
+
+    def __le__(self, other):
+        return self._op("mindspore.mint.le", self, other)
+
+    __hash__ = object.__hash__
+
+
+def _global_shape(local: ms.Tensor, mesh, placements, run_check: bool):
+    shape = list(local.shape)
+    if run_check and any(isinstance(p, Shard) for p in placements):
+        plat = _platform()
+        coord = mesh.get_coordinate()
+        for d in reversed(range(mesh.ndim)):
+            p = placements[d]
+            if isinstance(p, Shard):
+                n = mesh.shape[d]
+                mine = ms.Tensor([shape[p.dim]], ms.int32)
+                sizes = plat.all_gather(mine, mesh.get_group(d), 0, [1] * n, coord[d])
+                shape[p.dim] = int(sizes.sum())
+        return tuple(shape)
+    for d, p in enumerate(placements):
+        if isinstance(p, Shard):
+            shape[p.dim] *= mesh.shape[d]
+    return tuple(shape)
+
+
+def distribute_tensor(tensor: ms.Tensor, device_mesh, placements: Optional[Sequence[Placement]] = None, *,
+                      src_data_rank: Optional[int] = 0) -> DTensor:
+    """Shard a full MindSpore tensor over ``device_mesh`` with ``placements`` (default: all Replicate).
+
+    The full tensor is taken from mesh rank ``src_data_rank`` (broadcast first) so every rank
+    agrees; pass ``src_data_rank=None`` when every rank already holds identical data.
+    """
+    if not isinstance(tensor, ms.Tensor):
+        raise TypeError(f"distribute_tensor(tensor): expected a mindspore.Tensor, got {type(tensor).__name__}")
+    if device_mesh is None:
+        raise ValueError("distribute_tensor(device_mesh): a DeviceMesh is required")
+    if placements is None:
+        placements = (Replicate(),) * device_mesh.ndim
+    placements = normalize_placements(placements, device_mesh.ndim, tensor.ndim, "distribute_tensor placements")
+    plat = _platform()
+    full = ms.ops.stop_gradient(tensor).copy()
+    if src_data_rank is not None and device_mesh.size() > 1:
+        if not 0 <= src_data_rank < device_mesh.size():
+            raise ValueError(f"distribute_tensor(src_data_rank={src_data_rank}): expected a mesh rank in "
+                             f"[0, {device_mesh.size()})")
+        plat.broadcast(full, device_mesh.topology.ranks[src_data_rank], device_mesh.whole_group())
+    src = DTensorSpec(device_mesh, (Replicate(),) * device_mesh.ndim, tensor.shape, validated=True)
+    dst, steps, _ = compile_plan(plat, src, placements, tensor.itemsize)
+    return DTensor(run_redistribute(full, steps), dst)
