@@ -61,12 +61,28 @@ def redistribute_section(mesh) -> bool:
     return ok_all
 
 
+def tp_section() -> bool:
+    """Tiny Llama with TP + SP + loss parallel: loss next to the single-process loss."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from tp_llama import run  # pylint: disable=import-error,import-outside-toplevel
+    ours, theirs = run(steps=5)
+    ok = all(abs(a - b) <= 1e-4 * max(1.0, abs(b)) for a, b in zip(ours, theirs))
+    if dist.get_rank() == 0:
+        print(f"\n== 2. tiny Llama, tensor parallel {dist.get_world_size()} + sequence parallel + loss parallel ==")
+        print("step  TP loss     1-process loss")
+        for i, (a, b) in enumerate(zip(ours, theirs)):
+            print(f"{i:<5} {a:<11.6f} {b:.6f}")
+        print("loss curves match" if ok else "LOSS CURVES DIFFER")
+    return ok
+
+
 def main() -> int:
     """Run every demo section; exit status 1 if any check fails."""
     hp.init_process_group("gloo")
     torch.set_num_threads(1)
     mesh = hp.init_device_mesh("cpu", (dist.get_world_size(),))
     ok = redistribute_section(mesh)
+    ok = tp_section() and ok
     dist.barrier()
     hp.destroy_process_group()
     return 0 if ok else 1
