@@ -84,7 +84,8 @@ def test_fixed_repository_passes(sample, cli):
     (sample / "tests/ut/test_sample.py").write_text(UT.replace("1 == 2", "2 == 2"))
     proc = cli(["gate", "run", *LINT, "--json"], cwd=sample)
     assert proc.returncode == 0, proc.stdout
-    data = json.loads(proc.stdout[proc.stdout.index('{\n  "started"'):])
+    data = json.loads(proc.stdout)
+    assert "pytest: 2 passed" in proc.stderr
     assert data["passed"] is True and [s["status"] for s in data["stages"]] == ["passed"] * 4
 
 

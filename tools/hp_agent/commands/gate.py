@@ -7,6 +7,7 @@ import json
 import sys
 
 import click
+from rich.console import Console
 
 from hp_agent.cliutil import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, internal_errors, json_option, root_or_exit
 from hp_agent.gate.report import REPORT_DIR, load_report, render_markdown
@@ -38,7 +39,9 @@ def run(names: tuple[str, ...], changed: bool, as_json: bool) -> None:
         click.echo(f"hp-agent gate: unknown stage(s) {unknown}; stages: {', '.join(known)}", err=True)
         sys.exit(EXIT_USAGE)
     selected = [s for s in stages if not names or s.name in names]
-    report, _path = run_gate(root, selected, changed_only=changed)
+    # with --json the progress display goes to stderr so that stdout is exactly the report
+    console = Console(stderr=True, highlight=False, emoji=False, soft_wrap=True) if as_json else None
+    report, _path = run_gate(root, selected, changed_only=changed, console=console)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
     sys.exit(EXIT_OK if report.passed else EXIT_FINDINGS)
