@@ -49,6 +49,17 @@ def test_bad_assets_are_reported(tmp_repo):
     assert (".agent/settings.json", "settings-hook") in got
 
 
+def test_command_run_must_resolve_in_the_cli():
+    from hp_agent.checks.assets import resolve_cli
+    assert resolve_cli("hp-agent gate run --changed") is None
+    assert resolve_cli("hp-agent check changed --base main") is None
+    assert resolve_cli("hp-agent git commit --dry-run") is None
+    assert "no subcommand 'launch'" in resolve_cli("hp-agent gate launch")
+    assert "no option '--fast'" in resolve_cli("hp-agent gate run --fast")
+    assert "is a group" in resolve_cli("hp-agent gate")
+    assert "must start with" in resolve_cli("make test")
+
+
 def test_malformed_front_matter_is_a_finding(tmp_repo):
     root = Path(tmp_repo.working_tree_dir)
     (root / ".agent/rules").mkdir(parents=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from pathlib import Path
 
 from hp_agent.assets import AGENT_DIR, AssetError, Assets, load_assets
@@ -56,14 +57,44 @@ def check_agents(assets: Assets) -> list[Finding]:
     return out
 
 
+def resolve_cli(run: str) -> str | None:
+    """Check that ``run`` (``hp-agent group sub --opt``) names an existing subcommand and options.
+
+    Returns None when it resolves, else the reason.
+    """
+    import click
+
+    from hp_agent.cli import cli
+
+    words = shlex.split(run)
+    if not words or words[0] != "hp-agent":
+        return f"run {run!r} must start with 'hp-agent'"
+    command: click.Command = cli
+    path = ["hp-agent"]
+    for word in words[1:]:
+        if word.startswith("-"):
+            opts = {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
+            if word.split("=", 1)[0] not in opts:
+                return f"'{' '.join(path)}' has no option {word!r}"
+        elif isinstance(command, click.Group):
+            sub = command.commands.get(word)
+            if sub is None:
+                return f"'{' '.join(path)}' has no subcommand {word!r}"
+            command, path = sub, [*path, word]
+    if isinstance(command, click.Group) and not command.invoke_without_command:
+        return f"'{' '.join(path)}' is a group; name one of its subcommands"
+    return None
+
+
 def check_commands(assets: Assets) -> list[Finding]:
-    """Commands: description, and ``run``: the hp-agent subcommand that does the work."""
+    """Commands: description, and ``run``: an existing hp-agent subcommand (resolved in the CLI)."""
     out: list[Finding] = []
     for cmd in assets.commands:
         _required(out, cmd, ("description", "run"), "command-front-matter")
         run = str(cmd.meta.get("run") or "")
-        if run and not run.startswith("hp-agent "):
-            out.append(Finding(cmd.path, 1, "command-run", f"run {run!r} must be an hp-agent subcommand"))
+        problem = resolve_cli(run) if run else None
+        if problem:
+            out.append(Finding(cmd.path, 1, "command-run", problem))
     return out
 
 
