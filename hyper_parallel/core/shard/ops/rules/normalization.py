@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Tuple
 
 from hyper_parallel.core.placement import Placement, Replicate, Shard
-from hyper_parallel.core.shard.rule import Decision, OpCall, OpRule, TensorArg, normalize_dim
+from hyper_parallel.core.shard.ops.rules.reductions import checked_dim
+from hyper_parallel.core.shard.rule import Decision, OpCall, OpRule, TensorArg
 
 __all__ = ["SoftmaxRule", "LastDimsNormRule", "GroupNormRule", "BatchNormRule", "legacy_softmax_dim"]
 
@@ -60,7 +61,7 @@ class SoftmaxRule(OpRule):
             dim = legacy_softmax_dim(t.ndim)
         if not isinstance(dim, int) or isinstance(dim, bool):
             raise call.fail(f"dim must be an int, got {dim!r}")
-        dim = normalize_dim(dim, t.ndim)
+        dim = checked_dim(call.op, dim, t.ndim)
         need = _keep_except(t, call.mesh_ndim, {dim})
         return Decision(inputs=[need], outputs=(need, tuple(t.shape)))
 

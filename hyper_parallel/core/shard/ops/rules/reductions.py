@@ -37,9 +37,9 @@ from __future__ import annotations
 from typing import Any, Dict, List, Sequence, Tuple
 
 from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
-from hyper_parallel.core.shard.rule import Decision, OpCall, OpRule, RuleError, normalize_dim
+from hyper_parallel.core.shard.rule import Decision, OpCall, OpRule, RuleError
 
-__all__ = ["ReductionRule", "MaxMinRule", "ArgReduceRule", "ScanRule", "reduced_dims", "reduced_shape",
+__all__ = ["ReductionRule", "MaxMinRule", "ArgReduceRule", "ScanRule", "checked_dim", "reduced_dims", "reduced_shape",
            "shifted_dim", "fill_value", "local_offset"]
 
 KINDS = ("sum", "mean", "count", "extreme", "select", "logic", "replicate")
@@ -48,11 +48,19 @@ _EXPANDS = {"mean": "expand_mean", "extreme": "expand_extreme", "select": "expan
 
 
 # ---------------------------------------------------------------------- pure helpers (shared by families)
+def checked_dim(op: str, dim: int, ndim: int) -> int:
+    """Non-negative ``dim``; a RuleError naming ``op`` when out of range (0-d tensors accept 0 and -1)."""
+    rank = max(ndim, 1)
+    if not -rank <= dim < rank:
+        raise RuleError(f"{op}: dim={dim} is out of range for a {ndim}-D tensor")
+    return dim % rank
+
+
 def reduced_dims(dim: Any, ndim: int, op: str) -> Tuple[int, ...]:
     """Normalised, sorted reduced dims; ``None`` or an empty tuple/list means every dim."""
     if ndim == 0:
         if dim is not None and not isinstance(dim, (tuple, list)):
-            normalize_dim(dim, 0)
+            checked_dim(op, dim, 0)
         return ()
     if dim is None or (isinstance(dim, (tuple, list)) and not dim):
         return tuple(range(ndim))
@@ -61,7 +69,7 @@ def reduced_dims(dim: Any, ndim: int, op: str) -> Tuple[int, ...]:
     for d in raw:
         if not isinstance(d, int) or isinstance(d, bool):
             raise RuleError(f"{op}: dim must be an int or a tuple of ints, got {dim!r}")
-        out.append(normalize_dim(d, ndim))
+        out.append(checked_dim(op, d, ndim))
     if len(set(out)) != len(out):
         raise RuleError(f"{op}: dim {dim!r} names a dimension twice")
     return tuple(sorted(out))
@@ -328,7 +336,7 @@ class ScanRule(OpRule):
         dim = call.arg(1, "dim")
         if not isinstance(dim, int) or isinstance(dim, bool):
             raise call.fail(f"dim must be an int, got {dim!r}")
-        dim = normalize_dim(dim, t.ndim)
+        dim = checked_dim(call.op, dim, t.ndim)
         need: List[Placement] = []
         scan_dims: List[int] = []
         for d in range(call.mesh_ndim):

@@ -20,7 +20,8 @@ from __future__ import annotations
 from typing import Any, List, Tuple
 
 from hyper_parallel.core.placement import Placement, Replicate, Shard
-from hyper_parallel.core.shard.rule import Decision, OpCall, OpRule, normalize_dim
+from hyper_parallel.core.shard.ops.rules.reductions import checked_dim
+from hyper_parallel.core.shard.rule import Decision, OpCall, OpRule
 
 __all__ = ["SortRule"]
 
@@ -59,7 +60,7 @@ class SortRule(OpRule):
         dim = -1 if dim is None else dim
         if not isinstance(dim, int) or isinstance(dim, bool):
             raise call.fail(f"dim must be an int, got {dim!r}")
-        dim = normalize_dim(dim, t.ndim)
+        dim = checked_dim(call.op, dim, t.ndim)
         keepdim = bool(self.param(call, "keepdim", False)) if self.kind == "select" else True
         need: List[Placement] = []
         out: List[Placement] = []
