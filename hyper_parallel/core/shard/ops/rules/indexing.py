@@ -30,7 +30,7 @@ Placements = Tuple[Placement, ...]
 _R = Replicate()
 
 
-def _pl(call: OpCall, t: Optional[TensorArg], d: int) -> Placement:
+def _pl(t: Optional[TensorArg], d: int) -> Placement:
     if t is None or not t.is_dtensor:
         return _R
     return t.placements[d]
@@ -70,7 +70,7 @@ class GatherRule(OpRule):
             raise call.fail("expected tensor input and index arguments")
         dim = call.arg(2, "dim", None) if take else call.arg(1, "dim")
         if dim is None:  # take_along_dim over the flattened input
-            need = tuple(p if _linear_partial(p) else _R for p in (_pl(call, x, d) for d in range(call.mesh_ndim)))
+            need = tuple(p if _linear_partial(p) else _R for p in (_pl(x, d) for d in range(call.mesh_ndim)))
             return Decision(inputs=[need, (_R,) * call.mesh_ndim], outputs=(need, tuple(idx.shape)))
         if x.ndim != idx.ndim:
             raise call.fail(f"index has {idx.ndim} dims but input has {x.ndim}; they must have the same rank")
@@ -146,7 +146,7 @@ class ScatterRule(OpRule):
         need = _need_list(call)
         out = []
         for d in range(call.mesh_ndim):
-            out.append(self._mesh_dim(call, d, mode, dim, x, idx, src, linear, need))
+            out.append(self._mesh_dim(d, mode, dim, x, idx, src, linear, need))
         return Decision(inputs=[tuple(n) for n in need], outputs=(tuple(out), tuple(x.shape)))
 
     @staticmethod
@@ -164,34 +164,44 @@ class ScatterRule(OpRule):
             return src.shape[k] == x.shape[k]
         return idx.shape[k] == x.shape[k] and (src is None or src.shape[k] == x.shape[k])
 
-    def _mesh_dim(self, call, d, mode, dim, x, idx, src, linear, need) -> Placement:
+    def _mesh_dim(self, d, mode, dim, x, idx, src, linear, need) -> Placement:
         """Output placement on mesh dim ``d``; fills ``need`` for the inputs."""
-        for t in (x, idx, src):
-            p = _pl(call, t, d)
-            if not isinstance(p, Shard) or (mode == "index_add" and t is idx):
-                continue  # index_add's index dim 0 maps to `dim`, handled below
-            if self._aligned(mode, p.dim, dim, x, idx, src):
-                k = p.dim
-                need[x.slot][d] = Shard(k)
-                need[idx.slot][d] = Shard(k) if mode != "index_add" else _R
-                if src is not None:
-                    need[src.slot][d] = Shard(k)
-                return Shard(k)
-        pi = _pl(call, idx, d)
-        additive = mode in ("add", "index_add") and linear
-        if additive and isinstance(pi, Shard) and pi.dim == (0 if mode == "index_add" else dim) and \
-                (src.shape[dim] == idx.shape[pi.dim]) and not isinstance(_pl(call, x, d), Shard):
-            px = _pl(call, x, d)
-            target = px if _linear_partial(px) and px.reduce_op == "sum" else Partial("sum")
-            need[x.slot][d], need[idx.slot][d], need[src.slot][d] = target, pi, Shard(dim)
+        k = self._aligned_shard(d, mode, dim, x, idx, src)
+        if k is not None:
+            need[x.slot][d] = Shard(k)
+            need[idx.slot][d] = Shard(k) if mode != "index_add" else _R
+            if src is not None:
+                need[src.slot][d] = Shard(k)
+            return Shard(k)
+        if mode in ("add", "index_add") and linear and self._contributions_sharded(d, mode, dim, x, idx, src):
+            px = _pl(x, d)
+            target = px if px == Partial("sum") else Partial("sum")
+            need[x.slot][d], need[idx.slot][d], need[src.slot][d] = target, _pl(idx, d), Shard(dim)
             return target
-        partials = {_pl(call, t, d) for t in (x, src) if t is not None and _linear_partial(_pl(call, t, d))}
+        partials = {_pl(t, d) for t in (x, src) if _linear_partial(_pl(t, d))}
         if linear and len(partials) == 1:
             target = next(iter(partials))
-            need[x.slot][d] = target
-            need[src.slot][d] = target
+            need[x.slot][d] = need[src.slot][d] = target
             return target
         return _R
+
+    def _aligned_shard(self, d, mode, dim, x, idx, src) -> Optional[int]:
+        """A dim (other than ``dim``) some input is sharded on that all inputs can share, else None."""
+        for t in (x, idx, src):
+            p = _pl(t, d)
+            if not isinstance(p, Shard) or (mode == "index_add" and t is idx):
+                continue  # index_add's index dim 0 maps to `dim`, handled by the additive case
+            if self._aligned(mode, p.dim, dim, x, idx, src):
+                return p.dim
+        return None
+
+    @staticmethod
+    def _contributions_sharded(d, mode, dim, x, idx, src) -> bool:
+        """True when the index is sharded along the indexed dim, so each rank adds a share of the updates."""
+        pi = _pl(idx, d)
+        if not isinstance(pi, Shard) or isinstance(_pl(x, d), Shard):
+            return False
+        return pi.dim == (0 if mode == "index_add" else dim) and src.shape[dim] == idx.shape[pi.dim]
 
 
 # ---------------------------------------------------------------------- index_select
@@ -207,7 +217,7 @@ class IndexSelectRule(OpRule):
         need = _need_list(call)
         out = []
         for d in range(call.mesh_ndim):
-            px, pi = _pl(call, x, d), _pl(call, idx, d)
+            px, pi = _pl(x, d), _pl(idx, d)
             if isinstance(px, Shard) and px.dim != dim:
                 need[x.slot][d] = px
                 out.append(px)
@@ -240,7 +250,7 @@ class MaskedScatterRule(OpRule):
         need = _need_list(call)
         out = []
         for d in range(call.mesh_ndim):
-            partials = {_pl(call, t, d) for t in (x, src) if _linear_partial(_pl(call, t, d))}
+            partials = {_pl(t, d) for t in (x, src) if _linear_partial(_pl(t, d))}
             target = next(iter(partials)) if len(partials) == 1 else _R
             need[x.slot][d] = need[src.slot][d] = target
             out.append(target)
@@ -256,7 +266,7 @@ class MaskedSelectRule(OpRule):
             raise call.fail("expected tensor input and mask")
         need = _need_list(call)
         for d in range(call.mesh_ndim):
-            px = _pl(call, x, d)
+            px = _pl(x, d)
             need[x.slot][d] = px if _linear_partial(px) else _R
         return Decision(inputs=[tuple(n) for n in need], outputs=None, expand="expand_dynamic")
 
@@ -275,7 +285,7 @@ class OneHotRule(OpRule):
     def infer(self, call: OpCall) -> Decision:
         x = call.tensors[0]
         classes = call.arg(1, "num_classes", -1)
-        need = tuple(p if isinstance(p, Shard) else _R for p in (_pl(call, x, d) for d in range(call.mesh_ndim)))
+        need = tuple(p if isinstance(p, Shard) else _R for p in (_pl(x, d) for d in range(call.mesh_ndim)))
         if classes == -1:
             return Decision(inputs=[(_R,) * call.mesh_ndim], outputs=None, expand="expand_dynamic")
         return Decision(inputs=[need], outputs=(need, tuple(x.shape) + (classes,)))
@@ -323,26 +333,29 @@ class EmbeddingRule(OpRule):
         if a["sparse"]:
             raise call.fail("sparse=True is not supported on DTensors (sparse gradients of a sharded weight)")
         need = _need_list(call)
-        out, vocab = [], False
-        for d in range(call.mesh_ndim):
-            pw, pi = _pl(call, w, d), _pl(call, ids, d)
-            if a["max_norm"] is not None:
-                pw = pi = _R
-            if isinstance(pw, Shard) and pw.dim == 0 and a["scale"]:
-                pw = _R
-            if a["scale"] and isinstance(pi, Shard):
-                pi = _R
-            if isinstance(pw, Shard) or _linear_partial(pw):
-                vocab = vocab or pw == Shard(0)
-                need[w.slot][d], need[ids.slot][d] = pw, _R
-                out.append(Partial("sum") if pw == Shard(0) else Shard(ids.ndim) if isinstance(pw, Shard) else pw)
-            else:
-                pi = pi if isinstance(pi, Shard) else _R
-                need[w.slot][d], need[ids.slot][d] = _R, pi
-                out.append(pi)
+        out = [self._mesh_dim(a, w, ids, d, need) for d in range(call.mesh_ndim)]
+        vocab = any(need[w.slot][d] == Shard(0) for d in range(call.mesh_ndim))
         shape = tuple(ids.shape) + (w.shape[1],)
         return Decision(inputs=[tuple(n) for n in need], outputs=(tuple(out), shape),
                         expand="expand_vocab" if vocab else None)
+
+    @staticmethod
+    def _mesh_dim(a: Dict[str, Any], w: TensorArg, ids: TensorArg, d: int, need) -> Placement:
+        """Output placement on mesh dim ``d``; fills ``need`` for weight and ids."""
+        pw, pi = _pl(w, d), _pl(ids, d)
+        if a["max_norm"] is not None:
+            pw = pi = _R
+        if a["scale"]:  # gradient scaled by id frequencies: needs every id and whole rows on each rank
+            pi = _R
+            pw = _R if pw == Shard(0) else pw
+        if isinstance(pw, Shard) or _linear_partial(pw):
+            need[w.slot][d], need[ids.slot][d] = pw, _R
+            if pw == Shard(0):
+                return Partial("sum")
+            return Shard(ids.ndim) if isinstance(pw, Shard) else pw
+        pi = pi if isinstance(pi, Shard) else _R
+        need[w.slot][d], need[ids.slot][d] = _R, pi
+        return pi
 
     def expand_vocab(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
         """Look up the ids of this rank's vocabulary rows; other ids give zero rows (summed across ranks)."""
@@ -366,4 +379,3 @@ class EmbeddingRule(OpRule):
             return weight.sum() * 0.0 + weight.new_zeros(tuple(ids.shape) + (weight.shape[1],))
         out = torch.nn.functional.embedding((ids - lo).masked_fill(outside, 0), weight, local_pad)
         return out.masked_fill(outside.unsqueeze(-1), 0.0)
-

@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
+from hyper_parallel.core.placement import Placement, Replicate, Shard
 from hyper_parallel.core.shard.rule import Decision, OpCall, OpRule, RuleError, normalize_dim
 
 __all__ = ["ViewRule", "ExpandRule", "PermuteRule", "NarrowRule", "SelectRule", "SplitRule", "GetItemRule",
@@ -285,7 +285,7 @@ class ExpandRule(OpRule):
                 if s < 0:
                     raise call.fail(f"size -1 is not allowed for the new leading dim {j}")
                 out_shape.append(s)
-            elif s == -1 or s == x.shape[k]:
+            elif s in (-1, x.shape[k]):
                 out_shape.append(x.shape[k])
             elif x.shape[k] == 1:
                 out_shape.append(s)
@@ -417,6 +417,11 @@ def _split_sizes(call: OpCall, size: int, kind: str) -> List[int]:
         step = -(-size // chunks) if size else 0
         return [min(step, size - i) for i in range(0, size, step)] if step else [0] * chunks
     spec = call.arg(1, "split_size_or_sections", call.kwargs.get("split_size", call.kwargs.get("split_sizes")))
+    return _sections(call, spec, size)
+
+
+def _sections(call: OpCall, spec: Any, size: int) -> List[int]:
+    """torch.split sizes for an int ``split_size`` or a list of section sizes."""
     if isinstance(spec, (list, tuple)):
         if sum(spec) != size or any(s < 0 for s in spec):
             raise call.fail(f"split sizes {list(spec)} do not sum to the dimension size {size}")
@@ -491,30 +496,41 @@ def index_layout(ndim: int, kinds: Sequence[str], consumed: Sequence[int], adv_n
     item position ``None``), and ``adv_at`` the output dim where the advanced block starts.
     """
     explicit = sum(c for kd, c in zip(kinds, consumed) if kd != "ellipsis")
-    if explicit > ndim or sum(kd == "ellipsis" for kd in kinds) > 1:
+    if sum(kd == "ellipsis" for kd in kinds) > 1:
+        raise RuleError("an index can only have a single Ellipsis (...)")
+    if explicit > ndim:
         raise RuleError(f"too many indices for a tensor of dimension {ndim}")
-    adv_pos = [i for i, kd in enumerate(kinds) if kd == "adv"]
-    separated = bool(adv_pos) and adv_pos[-1] - adv_pos[0] + 1 != len(adv_pos)
+    separated = _separated(kinds)
     dims: List[Tuple[Optional[int], Optional[int]]] = []
     out = adv_ndim if separated else 0
     adv_at = 0 if separated else None
     for i, (kd, c) in enumerate(zip(kinds, consumed)):
-        if kd == "ellipsis":
-            c = ndim - explicit
         if kd == "none":
             out += 1
-        elif kd == "adv" and not separated and adv_at is None:
+        elif kd == "adv" and adv_at is None:
             adv_at, out = out, out + adv_ndim
-        for _ in range(c):
-            if kd in ("slice", "ellipsis"):
-                dims.append((i, out))
-                out += 1
-            else:
-                dims.append((i, None))
+        out = _address(dims, i, kd, ndim - explicit if kd == "ellipsis" else c, out)
     while len(dims) < ndim:
         dims.append((None, out))
         out += 1
     return dims, adv_at, out
+
+
+def _separated(kinds: Sequence[str]) -> bool:
+    """True when advanced indices are not adjacent (their block then goes first, as in NumPy)."""
+    adv_pos = [i for i, kd in enumerate(kinds) if kd == "adv"]
+    return bool(adv_pos) and adv_pos[-1] - adv_pos[0] + 1 != len(adv_pos)
+
+
+def _address(dims: list, pos: int, kind: str, count: int, out: int) -> int:
+    """Record the ``count`` input dims item ``pos`` addresses; returns the next output dim."""
+    for _ in range(count):
+        if kind in ("slice", "ellipsis"):
+            dims.append((pos, out))
+            out += 1
+        else:
+            dims.append((pos, None))
+    return out
 
 
 def _full_slice(item: Any) -> bool:
