@@ -108,7 +108,7 @@ def test_var_std_norm_argument_forms():
     assert infer("torch.var", (5, 3), [S1], 0, True, True).outputs == ((S1,), (1, 3))
     assert infer("Tensor.var", (5, 3), [S1], dim=0, correction=0).outputs == ((S0,), (3,))
     assert infer("torch.norm", (5, 3), [S1], 2, 0).outputs == ((S0,), (3,))
-    assert infer("Tensor.norm", (5, 3), [S0], p="fro").inputs == [(R,)]
+    assert infer("Tensor.norm", (5, 3), [S0], p=2.0).inputs == [(R,)]
     assert infer("torch.linalg.vector_norm", (5, 3), [S0], 2, 1, True).outputs == ((S0,), (5, 1))
 
 

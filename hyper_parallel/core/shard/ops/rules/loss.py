@@ -51,7 +51,7 @@ def _slot(value: Any) -> Optional[int]:
     return None
 
 
-class _LossRule(OpRule):
+class _LossRule(OpRule):  # pylint: disable=abstract-method
     """Shared argument access and the ``mean`` expand."""
 
     @classmethod
@@ -141,10 +141,25 @@ class ClassLossRule(_LossRule):
             raise call.fail("reduction='batchmean' is only valid for kl_div")
         prob = tuple(tgt.shape) == tuple(inp.shape) and inp.ndim > 0
         cdim = 1 if inp.ndim >= 2 else 0
+        need_in, need_tg, out_pl = self._layouts(inp, tgt, call.mesh_ndim, cdim, prob)
+        out_shape = tuple(s for i, s in enumerate(inp.shape) if i != cdim) if inp.ndim else ()
+        denominator: Any = None  # class-index targets: counted at run time (ignore_index, class weights)
+        if prob:
+            classes = inp.shape[cdim]
+            denominator = _numel(inp.shape) // classes if classes else 0
+        outputs, expand, extra = self.reduced_output(reduction, out_pl, out_shape, denominator)
+        inputs: List[Any] = [(Replicate(),) * call.mesh_ndim] * len(call.tensors)
+        inputs[inp.slot], inputs[tgt.slot] = tuple(need_in), tuple(need_tg)
+        if weight is not None:
+            inputs[weight.slot] = (Replicate(),) * call.mesh_ndim
+        return Decision(inputs=inputs, outputs=outputs, expand=expand, extra=extra)
+
+    def _layouts(self, inp: TensorArg, tgt: TensorArg, mesh_ndim: int, cdim: int, prob: bool):
+        """(input needs, target needs, per-element output placements), one entry per mesh dim."""
         need_in: List[Placement] = []
         need_tg: List[Placement] = []
         out_pl: List[Placement] = []
-        for d in range(call.mesh_ndim):
+        for d in range(mesh_ndim):
             k = self._batch_dim(inp, tgt, d, cdim, prob)
             if k is None:
                 need_in.append(Replicate())
@@ -154,18 +169,7 @@ class ClassLossRule(_LossRule):
                 need_in.append(Shard(k))
                 need_tg.append(Shard(k if prob or k < cdim else k - 1))
                 out_pl.append(Shard(k if k < cdim else k - 1))
-        out_shape = tuple(s for i, s in enumerate(inp.shape) if i != cdim) if inp.ndim else ()
-        if prob:
-            classes = inp.shape[cdim] if inp.ndim else 1
-            denominator: Any = _numel(inp.shape) // classes if classes else 0
-        else:
-            denominator = None
-        outputs, expand, extra = self.reduced_output(reduction, out_pl, out_shape, denominator)
-        inputs: List[Any] = [(Replicate(),) * call.mesh_ndim] * len(call.tensors)
-        inputs[inp.slot], inputs[tgt.slot] = tuple(need_in), tuple(need_tg)
-        if weight is not None:
-            inputs[weight.slot] = (Replicate(),) * call.mesh_ndim
-        return Decision(inputs=inputs, outputs=outputs, expand=expand, extra=extra)
+        return need_in, need_tg, out_pl
 
     @staticmethod
     def _batch_dim(inp: TensorArg, tgt: TensorArg, d: int, cdim: int, prob: bool) -> Optional[int]:

@@ -56,25 +56,26 @@ class SortRule(OpRule):
         t = call.tensors[0]
         if self.kind == "select" and self.param(call, "dim") is None and "k" not in self.params:
             return self._whole(call)  # median(x): one value of the flattened tensor (kthvalue defaults to -1)
-        dim = 0 if self.kind == "msort" else self.param(call, "dim")
-        dim = -1 if dim is None else dim
-        if not isinstance(dim, int) or isinstance(dim, bool):
-            raise call.fail(f"dim must be an int, got {dim!r}")
-        dim = checked_dim(call.op, dim, t.ndim)
+        dim = self._dim(call, t.ndim)
         keepdim = bool(self.param(call, "keepdim", False)) if self.kind == "select" else True
         need: List[Placement] = []
         out: List[Placement] = []
         for d in range(call.mesh_ndim):
             p = t.placements[d] if t.is_dtensor else Replicate()
-            if isinstance(p, Shard) and p.dim != dim:
-                need.append(p)
-                out.append(Shard(p.dim if keepdim or p.dim < dim else p.dim - 1))
-            else:
-                need.append(Replicate())
-                out.append(Replicate())
+            keep = isinstance(p, Shard) and p.dim != dim
+            need.append(p if keep else Replicate())
+            out.append(Shard(p.dim if keepdim or p.dim < dim else p.dim - 1) if keep else Replicate())
         entry = (tuple(out), self._out_shape(call, t.shape, dim, keepdim))
         n_out = 1 if self.kind in ("argsort", "msort") else 2
         return Decision(inputs=[tuple(need)], outputs=entry if n_out == 1 else [entry, entry])
+
+    def _dim(self, call: OpCall, ndim: int) -> int:
+        """The sorted/selected dim, normalised (msort: 0; default -1)."""
+        dim = 0 if self.kind == "msort" else self.param(call, "dim")
+        dim = -1 if dim is None else dim
+        if not isinstance(dim, int) or isinstance(dim, bool):
+            raise call.fail(f"dim must be an int, got {dim!r}")
+        return checked_dim(call.op, dim, ndim)
 
     def _out_shape(self, call: OpCall, shape, dim: int, keepdim: bool) -> Tuple[int, ...]:
         shape = list(shape)
