@@ -1,0 +1,170 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""``hp-agent dist-op``: the distributed-op pipeline (analyze -> confirm -> dev -> verify).
+
+Exit codes: 0 ok (plan written, confirmed, dev green, verify clean), 1 findings (dev failed, verify found
+false positives), 2 refused or bad input (unknown op, draft/stale plan, [TBD] left), 3 internal error.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Tuple
+
+import click
+
+from hp_agent.cliutil import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, err_console, internal_errors, json_option, \
+    root_or_exit
+from hp_agent.dist_op.interface import AnalyzeError
+from hp_agent.dist_op.layout import LayoutError, load_layout
+from hp_agent.dist_op.plan import PlanError, confirm_plan, find_tbd, git_identity, load_plan, plan_state
+
+
+def _layout():
+    try:
+        return load_layout(root_or_exit())
+    except LayoutError as exc:
+        err_console.print(f"hp-agent dist-op: {exc}")
+        sys.exit(EXIT_USAGE)
+
+
+def _refuse(exc: Exception) -> None:
+    err_console.print(f"hp-agent dist-op: {exc}")
+    sys.exit(EXIT_USAGE)
+
+
+def _plan_path(layout, plan: str) -> Path:
+    path = Path(plan)
+    return path if path.is_absolute() else (Path.cwd() / path if (Path.cwd() / path).exists() else layout.root / path)
+
+
+@click.group(name="dist-op")
+def cli_group() -> None:
+    """Distributed ops: analyze an op into a plan, confirm it, develop and test it, verify the registry."""
+
+
+@cli_group.command("analyze")
+@click.argument("ops", nargs=-1, required=True)
+@click.option("--force", is_flag=True, help="Overwrite a confirmed plan (it becomes a draft again).")
+@json_option
+@internal_errors
+def analyze_cmd(ops: Tuple[str, ...], force: bool, as_json: bool) -> None:
+    """Probe OPS (torch names; spellings of one op share a plan) and write plans/<op>.md, status draft."""
+    from hp_agent.dist_op.analyze import analyze
+    layout = _layout()
+    try:
+        results = analyze(list(ops), layout, force=force)
+    except (AnalyzeError, PlanError) as exc:
+        _refuse(exc)
+    if as_json:
+        click.echo(json.dumps({"ok": True, "plans": [r.to_dict() for r in results]}, indent=2))
+        return
+    for r in results:
+        click.echo(f"{r.plan_path}: draft plan for {r.op} ({r.seconds:.1f} s), {len(r.tbd)} [TBD] item(s)")
+        for item in r.tbd:
+            click.echo(f"  {item}")
+    click.echo("Stop here: a person reviews the plan(s), decides every [TBD], then runs "
+               "`hp-agent dist-op confirm <plan>`.")
+
+
+@cli_group.command("confirm")
+@click.argument("plan")
+@click.option("--by", "who", default="", help="Who confirms (default: the git user).")
+@json_option
+@internal_errors
+def confirm_cmd(plan: str, who: str, as_json: bool) -> None:
+    """Record who confirmed PLAN, when, and its sha256 (refused while [TBD] remain)."""
+    layout = _layout()
+    try:
+        parsed = load_plan(_plan_path(layout, plan))
+        record = confirm_plan(parsed, who or git_identity(layout.root))
+    except PlanError as exc:
+        _refuse(exc)
+    parsed.save()
+    if as_json:
+        click.echo(json.dumps({"ok": True, "plan": str(parsed.path), **record}, indent=2))
+    else:
+        click.echo(f"{parsed.path}: confirmed by {record['by']} at {record['at']} (sha256 {record['sha256'][:12]})")
+
+
+@cli_group.command("status")
+@json_option
+@internal_errors
+def status_cmd(as_json: bool) -> None:
+    """Every plan under plans/ with its state (draft, confirmed, stale) and open [TBD] count."""
+    layout = _layout()
+    rows = []
+    for path in sorted(layout.path(layout.plans_dir).glob("*.md")):
+        if path.name.endswith(".report.md"):
+            continue
+        try:
+            parsed = load_plan(path)
+        except PlanError as exc:
+            rows.append({"plan": path.name, "state": "invalid", "error": str(exc)})
+            continue
+        report = path.with_name(path.name[:-3] + ".report.md")
+        green = report.is_file() and "result **GREEN**" in report.read_text(encoding="utf-8")
+        rows.append({"plan": path.name, "op": parsed.op, "path": parsed.meta.get("path"),
+                     "state": plan_state(parsed), "tbd": len(find_tbd(parsed)), "green": green})
+    if as_json:
+        click.echo(json.dumps({"ok": True, "plans": rows}, indent=2))
+        return
+    for r in rows:
+        click.echo(f"{r['plan']}: {r['state']}" + (f", path {r.get('path')}, {r.get('tbd')} [TBD], "
+                                                    f"{'green' if r.get('green') else 'not green'}"
+                                                    if r["state"] != "invalid" else f" ({r['error']})"))
+
+
+@cli_group.command("dev")
+@click.argument("plan")
+@click.option("--continue", "resume", is_flag=True, help="Keep the files (your fix) and re-run every step.")
+@json_option
+@internal_errors
+def dev_cmd(plan: str, resume: bool, as_json: bool) -> None:
+    """From a confirmed PLAN: write rule/YAML/UT/ST, run UT, torch gloo ST and gate checks, write the report."""
+    from hp_agent.dist_op.runner import dev
+    layout = _layout()
+    try:
+        result = dev(load_plan(_plan_path(layout, plan)), layout, resume=resume)
+    except PlanError as exc:
+        _refuse(exc)
+    if as_json:
+        click.echo(json.dumps({"ok": result.green, **result.to_dict()}, indent=2))
+    else:
+        for r in result.runs:
+            click.echo(f"{'ok  ' if r.ok else 'FAIL'} {r.name}: {r.summary}")
+            if not r.ok and (r.first_failure or r.placements):
+                click.echo(f"     first failure: {r.first_failure} {r.placements}".rstrip())
+        click.echo(f"{result.op}: {'GREEN' if result.green else 'FAILED'} in {result.seconds:.1f} s; "
+                   f"report {result.report}")
+    sys.exit(EXIT_OK if result.green else EXIT_FINDINGS)
+
+
+@cli_group.command("verify")
+@click.argument("ops", nargs=-1)
+@click.option("--all", "all_ops", is_flag=True, help="Every registered op.")
+@click.option("--markdown", "markdown", type=click.Path(dir_okay=False), default=None,
+              help="Also write the table as Markdown to this file (e.g. docs/dist_op_verify.md).")
+@json_option
+@internal_errors
+def verify_cmd(ops: Tuple[str, ...], all_ops: bool, markdown: str, as_json: bool) -> None:
+    """Probe registered ops and compare with their rules: false positives (bugs) and false negatives."""
+    from hp_agent.dist_op.verify import render_markdown, verify
+    if bool(ops) == all_ops:
+        _refuse(ValueError("name op(s) or pass --all (not both)"))
+    layout = _layout()
+    try:
+        report = verify(list(ops) if ops else None)
+    except KeyError as exc:
+        _refuse(ValueError(f"not registered: {exc.args[0]}"))
+    if markdown:
+        target = Path(markdown)
+        target = target if target.is_absolute() else layout.root / target
+        target.write_text(render_markdown(report), encoding="utf-8")
+    if as_json:
+        click.echo(json.dumps({"ok": not report.false_positives, **report.to_dict()}, indent=2))
+    else:
+        for line in report.lines():
+            click.echo(line)
+    sys.exit(EXIT_FINDINGS if report.false_positives else EXIT_OK)

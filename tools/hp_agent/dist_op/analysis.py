@@ -1,0 +1,246 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Step 3 of the analysis: layout derivation by probing, over sample shapes and parameter values.
+
+A *case* is one call (sample shape plus values of the layout-candidate parameters). Each case is probed
+(:mod:`hp_agent.dist_op.probe`); the per-case tables are then matched against closed-form hypotheses:
+
+``elementwise``  every dim shardable, output shard on the same dim, shape kept;
+``except_dim``   every dim but the one named by a ``dim`` parameter is shardable (same output dim);
+                 sharding that dim either fails (gather it) or assembles as a *scan* (local scan combined
+                 with the carry of the shards before: the ``scan`` expand);
+and the output shape relation (``same`` or ``halved`` along ``dim``). ``Partial(sum)`` inputs are kept
+when the op is linear (the partial results sum to the result). What matches no hypothesis is reported as
+the raw table with a ``[TBD]`` question.
+"""
+from __future__ import annotations
+
+import itertools
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from hp_agent.dist_op.interface import Interface, Param
+from hp_agent.dist_op.probe import CallProbe, probe_call, simulate, parse_placement
+
+__all__ = ["Case", "Derivation", "derive", "SAMPLE_SHAPES", "COMBINES", "scan_combine", "param_values"]
+
+SAMPLE_SHAPES: Tuple[Tuple[int, ...], ...] = ((4, 6), (5, 6), (1, 6), (3, 4, 6))
+DIM_NAMES = ("dim", "axis")
+COMBINES = ("add", "mul", "logaddexp", "maximum", "minimum")
+MAX_SETTINGS = 12
+
+
+@dataclass
+class Case:
+    """One probed call."""
+
+    shape: Tuple[int, ...]
+    kwargs: Dict[str, Any]
+    probe: Optional[CallProbe] = None
+    error: str = ""
+    scan: Optional[str] = None
+
+    @property
+    def ndim(self) -> int:
+        """Rank of the sample input."""
+        return len(self.shape)
+
+    def out_on(self, combo: Tuple[str, ...]) -> List[str]:
+        """Placements of output 0 that assemble for input placements ``combo``."""
+        found = self.probe.table.get(combo) if self.probe else None
+        return found[0] if found else []
+
+
+@dataclass
+class Derivation:
+    """What probing decided (and what it could not)."""
+
+    kind: str
+    dim_param: Optional[str] = None
+    linear: bool = False
+    shape_rule: str = "same"
+    scan: Optional[str] = None
+    legacy_dim: bool = False
+    cache_values: List[str] = field(default_factory=list)
+    cases: List[Case] = field(default_factory=list)
+    questions: List[str] = field(default_factory=list)
+
+    @property
+    def ok_cases(self) -> List[Case]:
+        """Cases the single-device op accepted."""
+        return [c for c in self.cases if not c.error]
+
+
+def param_values(p: Param, ndim_max: int = 3) -> List[Any]:
+    """Values to probe for a non-tensor parameter (its default only when it cannot change a layout)."""
+    typ = p.type.lower()
+    if p.name in DIM_NAMES and "int" in typ and "[]" not in typ and "list" not in typ:
+        vals = [p.default] if p.has_default else []
+        return _unique(vals + [0, 1, -1, ndim_max])
+    if p.name in ("dims",) and ("[]" in typ or "list" in typ):
+        return [[0], [1], [0, 1]]
+    if p.has_default:
+        return [p.default]
+    if "bool" in typ:
+        return [False, True]
+    if "int" in typ:
+        return [1, 2]
+    if "float" in typ or "scalar" in typ:
+        return [0.5]
+    return []
+
+
+def _unique(vals: Sequence[Any]) -> List[Any]:
+    out: List[Any] = []
+    for v in vals:
+        if v not in out:
+            out.append(v)
+    return out
+
+
+def _settings(iface: Interface) -> Tuple[List[Param], List[Dict[str, Any]]]:
+    """(layout-candidate params, list of keyword assignments to probe)."""
+    scalars = [p for p in iface.params[1:] if not p.tensor and p.name not in ("out", "inplace", "dtype")
+               and not p.name.startswith("_")]
+    varying = [p for p in scalars if len(param_values(p)) > 1 or not p.has_default]
+    grids = [param_values(p) for p in varying]
+    out = []
+    for values in itertools.islice(itertools.product(*grids), MAX_SETTINGS):
+        out.append({p.name: v for p, v in zip(varying, values) if not (p.has_default and v == p.default)})
+    return varying, out or [{}]
+
+
+def _call(fn: Callable, x, kwargs: Dict[str, Any]):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(x, **kwargs)
+
+
+def scan_combine(fn: Callable, x, kwargs: Dict[str, Any], dim: int, ranks: Sequence[int] = (2, 3)) -> Optional[str]:
+    """The combine under which shards along ``dim`` assemble as a scan, or None.
+
+    For shard ``r`` the global result must equal ``combine(local_r, carry)``, the carry being the global
+    result at the last index of shard ``r - 1``.
+    """
+    import torch
+    from hyper_parallel.core.placement import shard_range
+    ref = _call(fn, x, kwargs)
+    if not isinstance(ref, torch.Tensor) or ref.shape != x.shape or x.shape[dim] < 2:
+        return None
+    for name in COMBINES:
+        comb = getattr(torch, name)
+        good = True
+        for n in ranks:
+            locals_ = simulate(lambda t: _call(fn, t, kwargs), [x], {}, [parse_placement(f"S({dim})")], n)
+            for r in range(1, n):
+                start, length = shard_range(x.shape[dim], n, r)
+                if length == 0 or start == 0:
+                    continue
+                carry = ref.narrow(dim, start - 1, 1)
+                want = ref.narrow(dim, start, length)
+                if not torch.allclose(comb(locals_[r][0], carry), want, atol=1e-5, rtol=1e-4):
+                    good = False
+                    break
+            if not good:
+                break
+        if good:
+            return name
+    return None
+
+
+def _run_cases(fn: Callable, iface: Interface, shapes: Sequence[Tuple[int, ...]]) -> List[Case]:
+    import torch
+    _, settings = _settings(iface)
+    cases = []
+    for shape in shapes:
+        for kwargs in settings:
+            case = Case(tuple(shape), dict(kwargs))
+            gen = torch.Generator().manual_seed(len(cases))
+            x = torch.rand(shape, generator=gen) + 0.5
+            try:
+                _call(fn, x, kwargs)
+            except Exception as exc:  # pylint: disable=broad-except  # a refused call is a finding, kept in the plan
+                case.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:240]
+                cases.append(case)
+                continue
+            case.probe = probe_call(lambda t, kw=kwargs: _call(fn, t, kw), [x], {})
+            dim = _dim_value(iface, kwargs, len(shape))
+            if dim is not None and "S(%d)" % dim not in case.out_on((f"S({dim})",)):
+                case.scan = scan_combine(fn, x, kwargs, dim)
+            cases.append(case)
+    return cases
+
+
+def dim_param(iface: Interface) -> Optional[Param]:
+    """The ``dim``-like parameter of an op, if any."""
+    return next((p for p in iface.params[1:] if p.name in DIM_NAMES and not p.tensor), None)
+
+
+def _dim_value(iface: Interface, kwargs: Dict[str, Any], ndim: int) -> Optional[int]:
+    p = dim_param(iface)
+    if p is None:
+        return None
+    value = kwargs.get(p.name, p.default if p.has_default else None)
+    if value is None:
+        return _legacy_dim(ndim)
+    if not isinstance(value, int) or not -max(ndim, 1) <= value < max(ndim, 1):
+        return None
+    return value % max(ndim, 1)
+
+
+def _legacy_dim(ndim: int) -> int:
+    """PyTorch's implicit softmax-family dim choice when ``dim=None``."""
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def _unshardable(case: Case) -> set:
+    """Dims of size >= 2 whose Shard does not map to the same output Shard."""
+    return {d for d in range(case.ndim) if case.shape[d] >= 2 and f"S({d})" not in case.out_on((f"S({d})",))}
+
+
+def _shape_rule(cases: List[Case], iface: Interface) -> Optional[str]:
+    rules = set()
+    for c in cases:
+        out = c.probe.out_shapes[0] if c.probe and c.probe.out_shapes else None
+        if out == c.shape:
+            rules.add("same")
+            continue
+        dim = _dim_value(iface, c.kwargs, c.ndim)
+        halved = dim is not None and out is not None and len(out) == c.ndim and all(
+            o == (s // 2 if i == dim else s) for i, (o, s) in enumerate(zip(out, c.shape)))
+        rules.add("halved" if halved else "other")
+    return rules.pop() if len(rules) == 1 else None
+
+
+def derive(fn: Callable, iface: Interface, shapes: Sequence[Tuple[int, ...]] = SAMPLE_SHAPES) -> Derivation:
+    """Probe the op over samples and match the closed-form hypotheses (see the module docstring)."""
+    tensors = [p for p in iface.params if p.tensor and not p.has_default]
+    cases = _run_cases(fn, iface, shapes)
+    ok = [c for c in cases if not c.error]
+    deriv = Derivation(kind="unknown", cases=cases)
+    if len(tensors) != 1:
+        deriv.questions.append(f"{len(tensors)} required tensor inputs: the analyser derives one-input rules only; "
+                               "which rule class fits (see the probe table)?")
+        return deriv
+    if not ok:
+        deriv.questions.append("no sample call ran on one device; which inputs does the op take?")
+        return deriv
+    deriv.linear = all("P(sum)" in c.out_on(("P(sum)",)) for c in ok)
+    deriv.shape_rule = _shape_rule(ok, iface) or "mixed"
+    dp = dim_param(iface)
+    if all(not _unshardable(c) for c in ok) and deriv.shape_rule == "same":
+        deriv.kind = "elementwise"
+        return deriv
+    if dp is not None and all(_unshardable(c) <= {_dim_value(iface, c.kwargs, c.ndim)} for c in ok):
+        deriv.kind, deriv.dim_param, deriv.cache_values = "except_dim", dp.name, [dp.name]
+        deriv.legacy_dim = dp.has_default and dp.default is None
+        scans = {c.scan for c in ok if _unshardable(c)}
+        if len(scans) == 1 and None not in scans:
+            deriv.scan = scans.pop()
+        if deriv.shape_rule not in ("same", "halved"):
+            deriv.questions.append(f"output shape relation is {deriv.shape_rule!r}: how is the output shape computed?")
+        return deriv
+    deriv.questions.append("the probe table matches no known rule shape (elementwise, all-but-dim): which "
+                           "placements should the rule keep?")
+    return deriv

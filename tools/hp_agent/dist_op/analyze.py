@@ -1,0 +1,83 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""``hp-agent dist-op analyze``: scope, interface, probing, design, plan — then stop."""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List
+
+from hp_agent.dist_op.analysis import derive
+from hp_agent.dist_op.design import build_plan
+from hp_agent.dist_op.interface import AnalyzeError, base_name, mindspore_scope, resolve_torch, torch_interface
+from hp_agent.dist_op.layout import Layout
+from hp_agent.dist_op.plan import find_tbd, slug_of
+
+__all__ = ["AnalyzeResult", "analyze", "group_names"]
+
+
+@dataclass
+class AnalyzeResult:
+    """One written plan."""
+
+    op: str
+    path: Path
+    plan_path: str
+    tbd: List[str]
+    seconds: float
+
+    def to_dict(self) -> Dict[str, object]:
+        """JSON form."""
+        return {"op": self.op, "plan": self.plan_path, "path": str(self.path), "tbd": self.tbd,
+                "seconds": round(self.seconds, 2)}
+
+
+def group_names(names: List[str]) -> List[List[str]]:
+    """Names of one op across spellings (``torch.cumprod``, ``Tensor.cumprod``) share a plan; order kept."""
+    groups: Dict[str, List[str]] = {}
+    for n in names:
+        groups.setdefault(base_name(n), []).append(n)
+    return list(groups.values())
+
+
+def _registered(names: List[str], layout: Layout) -> List[str]:
+    """Names already registered outside the pipeline's own YAML (they need no plan)."""
+    from hyper_parallel.core.shard.registry import get_registry
+    own = layout.path(layout.registry_yaml).resolve()
+    reg = get_registry()
+    return [n for n in names if n in reg.entries and Path(reg.entries[n].source).resolve() != own]
+
+
+def _same_rule(a, b) -> bool:
+    return (a.kind, a.linear, a.shape_rule, a.scan) == (b.kind, b.linear, b.shape_rule, b.scan)
+
+
+def analyze(names: List[str], layout: Layout, force: bool = False) -> List[AnalyzeResult]:
+    """Analyse every op group and write ``plans/<op>.md`` (status draft); refuses registered ops and,
+    unless ``force``, overwriting a confirmed plan."""
+    if not names:
+        raise AnalyzeError("name at least one op (e.g. torch.roll, Tensor.flip, torch.nn.functional.glu)")
+    for n in names:
+        if n.startswith("mindspore."):
+            raise AnalyzeError(f"{n}: give the torch name; the MindSpore counterpart is looked up in the scope step")
+    done = _registered(names, layout)
+    if done:
+        raise AnalyzeError(f"already registered (nothing to plan): {', '.join(done)}")
+    results = []
+    for group in group_names(names):
+        start = time.monotonic()
+        ifaces = {n: torch_interface(n) for n in group}
+        derivs = {n: derive(resolve_torch(n), ifaces[n]) for n in group}
+        main = derivs[group[0]]
+        questions = [f"`{n}` probes differently from `{group[0]}` ({d.kind}): one plan or two?"
+                     for n, d in derivs.items() if not _same_rule(d, main)]
+        plan = build_plan(group, ifaces, main, mindspore_scope(group[0]), questions, layout)
+        target = layout.path(layout.plans_dir) / f"{slug_of(group[0])}.md"
+        if target.exists() and not force and "status: confirmed" in target.read_text(encoding="utf-8"):
+            raise AnalyzeError(f"{target}: a confirmed plan exists; pass --force to re-analyse (it becomes a draft)")
+        plan.save(target)
+        rel = os.path.relpath(target, layout.root)
+        results.append(AnalyzeResult(group[0], target, rel, find_tbd(plan), time.monotonic() - start))
+    return results

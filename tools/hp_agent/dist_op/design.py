@@ -1,0 +1,212 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Step 4 and 5 of the analysis: choose the implementation path and write the plan.
+
+Paths (the cheapest that fits wins):
+
+* **A** — reuse an existing rule class through a YAML entry with options (``ElementwiseRule`` with its
+  ``partial`` mode, ``SoftmaxRule`` for a dim at position 1, ``ScanRule`` for an additive scan);
+* **B** — subclass the nearest base: ``SoftmaxRule`` when the coupled dim sits at another position,
+  ``ScanRule`` for a scan with another combine (multiplicative, log-add-exp, ...);
+* **C** — a new three-stage class when no base fits (e.g. the output shape changes along the dim).
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Optional, Tuple
+
+from hp_agent.dist_op.analysis import Case, Derivation
+from hp_agent.dist_op.interface import Interface, base_name
+from hp_agent.dist_op.plan import TBD, Plan, slug_of
+
+__all__ = ["design", "build_plan", "expected", "RULES_PACKAGE", "REGISTRY_FILE", "class_name"]
+
+RULES_PACKAGE = "hyper_parallel.core.shard.ops.rules"
+REGISTRY_FILE = "hyper_parallel/core/shard/ops/yaml/pipeline.yaml"
+_LINEAR_SCANS = ("add",)
+
+
+def class_name(op: str, suffix: str = "Rule") -> str:
+    """``torch.nn.functional.glu`` -> ``GluRule``."""
+    return "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", base_name(op)) if part) + suffix
+
+
+def design(deriv: Derivation, iface: Interface) -> Dict[str, Any]:
+    """Path, base class, template, options and the reason, from the derivation."""
+    if deriv.kind == "elementwise":
+        opts = {"partial": "preserve"} if deriv.linear else {}
+        why = ("every dim shards to the same output dim and the shape is kept"
+               + ("; Partial(sum) inputs give Partial(sum) outputs (linear): partial mode 'preserve'"
+                  if deriv.linear else "; Partial inputs do not sum to the result: partial mode 'none'"))
+        return _path("A", "ElementwiseRule", f"{RULES_PACKAGE}.elementwise", opts, None, why)
+    if deriv.kind != "except_dim":
+        return {"path": f"{TBD} which path (A/B/C) and base class? the probe matched no known rule shape",
+                "base_class": f"{TBD} base class", "template": None, "options": {}, "reason": TBD}
+    pos = iface.position(deriv.dim_param)
+    if deriv.shape_rule == "halved":
+        return _path("C", "OpRule", None, {}, "dim_local",
+                     f"only `{deriv.dim_param}` couples elements, but the output halves along it: no existing "
+                     "rule computes that shape, so a new class (dim-local layout, halved output shape)")
+    if deriv.scan is not None:
+        if deriv.scan in _LINEAR_SCANS and pos == 1 and deriv.linear:
+            return _path("A", "ScanRule", f"{RULES_PACKAGE}.reductions", {}, None,
+                         "an additive inclusive scan along `dim`: ScanRule as is")
+        return _path("B", "ScanRule", None, {}, "scan",
+                     f"an inclusive scan along `{deriv.dim_param}` whose shards combine with `{deriv.scan}` "
+                     "(not addition): subclass ScanRule, carry = combine of the earlier shards' totals")
+    if deriv.shape_rule == "same" and pos == 1:
+        opts = {"legacy_dim": True} if deriv.legacy_dim else {}
+        return _path("A", "SoftmaxRule", f"{RULES_PACKAGE}.normalization", opts, None,
+                     f"every dim but `{deriv.dim_param}` (position 1) shards, shape kept: the softmax layout")
+    if deriv.shape_rule == "same":
+        return _path("B", "SoftmaxRule", None, {}, "coupled_dim",
+                     f"the softmax layout, but `{deriv.dim_param}` sits at position {pos}: subclass SoftmaxRule "
+                     "to read it from there")
+    return {"path": f"{TBD} output shape relation {deriv.shape_rule!r}: which path?", "base_class": TBD,
+            "template": None, "options": {}, "reason": TBD}
+
+
+def _path(path: str, base: str, module: Optional[str], options: Dict[str, Any], template: Optional[str],
+          reason: str) -> Dict[str, Any]:
+    return {"path": path, "base_class": base, "module": module, "options": options, "template": template,
+            "reason": reason}
+
+
+# ---------------------------------------------------------------------- expected layouts (the plan's contract)
+def expected(deriv: Derivation, placement: str, dim: Optional[int]) -> Tuple[str, str, bool]:
+    """(required input placement, output placement, uses the expand) for one input placement on one mesh dim."""
+    if placement == "R":
+        return "R", "R", False
+    if placement.startswith("P"):
+        return ("P(sum)", "P(sum)", False) if deriv.linear and placement == "P(sum)" else ("R", "R", False)
+    d = int(placement[2:-1])
+    if deriv.kind == "except_dim" and d == dim:
+        if deriv.scan is not None:
+            return placement, placement, True
+        return "R", "R", False
+    return placement, placement, False
+
+
+def _dim_of(deriv: Derivation, iface: Interface, case: Case) -> Optional[int]:
+    if deriv.dim_param is None:
+        return None
+    p = iface.param(deriv.dim_param)
+    value = case.kwargs.get(deriv.dim_param, p.default if p and p.has_default else None)
+    if value is None:
+        return 0 if case.ndim in (0, 1, 3) else 1
+    return value % case.ndim
+
+
+def _accepted(deriv: Derivation, iface: Interface) -> List[Dict[str, Any]]:
+    reps = [c for c in deriv.ok_cases if c.ndim == 3] or deriv.ok_cases[:1]
+    out = []
+    for case in reps:
+        dim = _dim_of(deriv, iface, case)
+        for p in ["R"] + [f"S({d})" for d in range(case.ndim)] + ["P(sum)"]:
+            need, res, exp = expected(deriv, p, dim)
+            entry = {"shape": list(case.shape), "kwargs": dict(case.kwargs), "input": [p], "need": [need],
+                     "output": [res], "out_shape": list(case.probe.out_shapes[0]), "native": need == p}
+            if exp:
+                entry["expand"] = True
+            out.append(entry)
+    return out
+
+
+_ERRORS = {"dim_range": "out of range", "even": "must be even"}
+
+
+def _rejected(deriv: Derivation, iface: Interface, template_checks: Tuple[str, ...]) -> List[Dict[str, Any]]:
+    out = []
+    for case in deriv.cases:
+        if not case.error:
+            continue
+        value = case.kwargs.get(deriv.dim_param) if deriv.dim_param else None
+        if "dim_range" in template_checks and isinstance(value, int) and not -case.ndim <= value < case.ndim:
+            out.append({"shape": list(case.shape), "kwargs": dict(case.kwargs), "error": _ERRORS["dim_range"],
+                        "torch_error": case.error})
+        elif "even" in template_checks and "even" in case.error:
+            out.append({"shape": list(case.shape), "kwargs": dict(case.kwargs), "error": _ERRORS["even"],
+                        "torch_error": case.error})
+    uniq, seen = [], set()
+    for r in out:
+        key = (len(r["shape"]), r["error"], str(r["kwargs"]))
+        if key not in seen:
+            seen.add(key)
+            uniq.append(r)
+    return uniq[:4]
+
+
+def _st_cases(deriv: Derivation, iface: Interface) -> List[Dict[str, Any]]:
+    cases = []
+    for case in deriv.ok_cases:
+        dim = _dim_of(deriv, iface, case)
+        single = ["R"] + [f"S({d})" for d in range(case.ndim)] + ["P(sum)"]
+        native = sum(1 for p in single if expected(deriv, p, dim)[0] == p)
+        cases.append({"shape": list(case.shape), "kwargs": dict(case.kwargs), "native_min": native})
+    return cases[:8]
+
+
+def build_plan(group: List[str], ifaces: Dict[str, Interface], deriv: Derivation, ms_scope: Dict[str, Any],
+               extra_questions: List[str], layout=None) -> Plan:
+    """The draft plan for ``group`` (one op, several frontend names) from the analysis results."""
+    op = group[0]
+    iface = ifaces[op]
+    chosen = design(deriv, iface)
+    slug = slug_of(op)
+    module = chosen.get("module")
+    rule_class = chosen["base_class"]
+    rule_file = None
+    if chosen.get("template"):
+        package = layout.rules_package if layout is not None else f"{RULES_PACKAGE}.generated"
+        module = f"{package}.{slug.replace('.', '_')}"
+        rule_class = class_name(op)
+        rule_file = module.replace(".", "/") + ".py"
+    checks = ("dim_range", "even") if chosen.get("template") == "dim_local" else (
+        ("dim_range",) if deriv.kind == "except_dim" and not str(chosen["path"]).startswith(TBD) else ())
+    meta: Dict[str, Any] = {
+        "op": op,
+        "frontends": {"torch": list(group), "mindspore": _ms_entry(ms_scope)},
+        "interface": {n: {"signature": i.signature, "source": i.source, "dtypes": i.dtypes,
+                          "params": [p.to_dict() for p in i.params]} for n, i in ifaces.items()},
+        "derivation": {"kind": deriv.kind, "dim_param": deriv.dim_param, "linear": deriv.linear,
+                       "shape_rule": deriv.shape_rule, "scan_combine": deriv.scan, "legacy_dim": deriv.legacy_dim,
+                       "probed_cases": len(deriv.cases)},
+        "path": chosen["path"],
+        "reason": chosen["reason"],
+        "base_class": chosen["base_class"],
+        "rule": {"class": rule_class, "module": module, "file": rule_file, "template": chosen.get("template")},
+        "options": chosen.get("options", {}),
+        "dim_position": iface.position(deriv.dim_param) if deriv.dim_param else None,
+        "dim_default": _default(iface, deriv.dim_param),
+        "cache_values": deriv.cache_values,
+        "expand": "expand_scan" if chosen.get("template") == "scan" or deriv.scan else None,
+        "registry": {"file": layout.registry_yaml if layout is not None else REGISTRY_FILE, "names": list(group)},
+        "accepted": _accepted(deriv, iface) if deriv.ok_cases and deriv.kind != "unknown" else [],
+        "rejected": _rejected(deriv, iface, checks),
+        "ut_cases": [],
+        "st_cases": _st_cases(deriv, iface) if deriv.kind != "unknown" else [],
+        "status": "draft",
+    }
+    meta["ut_cases"] = [f"accepted[{i}]" for i in range(len(meta["accepted"]))] + \
+        [f"rejected[{i}]" for i in range(len(meta["rejected"]))]
+    questions = list(deriv.questions) + list(extra_questions)
+    from hp_agent.dist_op.render import render_body
+    body = render_body(meta, deriv, ifaces, questions)
+    return Plan(meta, body)
+
+
+def _default(iface: Interface, name: Optional[str]) -> Any:
+    p = iface.param(name) if name else None
+    return p.default if p is not None and p.has_default else None
+
+
+def _ms_entry(scope: Dict[str, Any]) -> Dict[str, Any]:
+    if not scope.get("installed"):
+        return {"installed": False, "names": [],
+                "in_scope": f"{TBD} MindSpore is not installed here: is the MindSpore frontend in scope?"}
+    if not scope.get("names"):
+        return {"installed": True, "version": scope.get("version"), "names": [],
+                "in_scope": f"{TBD} torch-only op (no mint/ops counterpart in MindSpore "
+                            f"{scope.get('version')}): confirm torch only (false)?"}
+    return {"installed": True, "version": scope.get("version"), "names": scope["names"],
+            "in_scope": f"{TBD} MindSpore has {', '.join(scope['names'])}: deliver the MindSpore frontend too?"}

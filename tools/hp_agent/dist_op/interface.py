@@ -1,0 +1,194 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Steps 1 and 2 of the analysis: which frontends have an op (scope) and its interface, read from the
+framework itself (``inspect.signature`` for Python functions, ``torch._C`` operator schemas for builtins).
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import warnings
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Dict, List, Optional
+
+__all__ = ["Param", "Interface", "torch_interface", "mindspore_scope", "resolve_torch", "base_name",
+           "AnalyzeError"]
+
+_EMPTY = inspect.Parameter.empty
+
+
+class AnalyzeError(ValueError):
+    """An op name that cannot be analysed; the message names it and says why."""
+
+
+@dataclass
+class Param:
+    """One parameter of an op."""
+
+    name: str
+    type: str
+    default: Any = None
+    has_default: bool = False
+    keyword_only: bool = False
+    tensor: bool = False
+
+    def to_dict(self) -> Dict[str, Any]:
+        """YAML-friendly form."""
+        d = asdict(self)
+        if not self.has_default:
+            d.pop("default")
+        return d
+
+
+@dataclass
+class Interface:
+    """Signature of a frontend op."""
+
+    name: str
+    signature: str
+    source: str
+    params: List[Param] = field(default_factory=list)
+    dtypes: List[str] = field(default_factory=list)
+
+    def param(self, name: str) -> Optional[Param]:
+        """Parameter ``name`` or None."""
+        return next((p for p in self.params if p.name == name), None)
+
+    def position(self, name: str) -> int:
+        """Positional index of parameter ``name``."""
+        for i, p in enumerate(self.params):
+            if p.name == name:
+                return i
+        raise AnalyzeError(f"{self.name}: no parameter {name!r}")
+
+
+def base_name(name: str) -> str:
+    """``torch.nn.functional.glu`` -> ``glu``."""
+    return name.rsplit(".", 1)[-1]
+
+
+def resolve_torch(name: str) -> Callable:
+    """The torch callable for ``torch.x`` / ``Tensor.x`` / ``torch.nn.functional.x``; a clear error otherwise."""
+    if not (name.startswith("torch.") or name.startswith("Tensor.")):
+        raise AnalyzeError(f"{name}: not a torch name (expected torch.*, Tensor.* or torch.nn.functional.*)")
+    from hyper_parallel.platform.torch.dispatch import resolve_torch_name
+    from hyper_parallel.core.shard.rule import RuleError
+    try:
+        fn = resolve_torch_name(name)
+    except RuleError as exc:
+        raise AnalyzeError(str(exc)) from exc
+    if fn is None or not callable(fn):
+        raise AnalyzeError(f"{name}: does not resolve to a callable in torch")
+    return fn
+
+
+_TENSOR_HINTS = ("Tensor",)
+
+
+def _from_signature(name: str, fn: Callable) -> Optional[Interface]:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    params = []
+    for p in sig.parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        ann = p.annotation
+        text = ann if isinstance(ann, str) else getattr(ann, "__name__", str(ann)) if ann is not _EMPTY else ""
+        optional = "Optional" in str(text) or "None" in str(text)
+        is_tensor = ("Tensor" in str(text) and not optional) or (not params and p.name in ("input", "self", "x"))
+        params.append(Param(p.name, str(text) or "Any", None if p.default is _EMPTY else p.default,
+                            p.default is not _EMPTY, p.kind == p.KEYWORD_ONLY, bool(is_tensor)))
+    return Interface(name, f"{base_name(name)}{sig}", "inspect.signature", params)
+
+
+def _schema_default(text: Optional[str]) -> Any:
+    if text is None:
+        return None
+    import ast
+    try:
+        return ast.literal_eval(text.replace("True", "True").replace("None", "None"))
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _from_schema(name: str) -> Optional[Interface]:
+    import torch
+    op = base_name(name)
+    try:
+        schemas = torch._C._jit_get_schemas_for_operator(f"aten::{op}")  # pylint: disable=protected-access
+    except RuntimeError:
+        return None
+    schemas = [s for s in schemas if s.arguments and "Tensor" in str(s.arguments[0].type)
+               and not s.overload_name.endswith("out")]
+    if not schemas:
+        return None
+    primary = next((s for s in schemas if s.overload_name == ""), schemas[0])
+    params = []
+    for a in primary.arguments:
+        has_default = a.default_value is not None or "Optional" in str(a.type)
+        params.append(Param(a.name, str(a.type), _schema_default(str(a.default_value))
+                            if a.default_value is not None else None, has_default, a.kwarg_only,
+                            str(a.type) == "Tensor"))
+    return Interface(name, str(primary), "torch._C schema aten::" + op
+                     + (f".{primary.overload_name}" if primary.overload_name else ""), params)
+
+
+def torch_interface(name: str) -> Interface:
+    """The interface of a torch op from the framework (signature first, then the aten schema)."""
+    fn = resolve_torch(name)
+    iface = _from_signature(name, fn)
+    if iface is None or not any(p.tensor for p in iface.params):
+        schema = _from_schema(name)
+        if schema is not None:
+            iface = schema
+    if iface is None:
+        raise AnalyzeError(f"{name}: neither inspect.signature nor an aten schema describes it")
+    if name.startswith("Tensor.") and iface.params and iface.params[0].name != "self":
+        iface.params[0].name = "self"
+    if iface.params:
+        iface.params[0].tensor = True
+    iface.dtypes = _dtypes(fn, iface)
+    return iface
+
+
+def _dtypes(fn: Callable, iface: Interface) -> List[str]:
+    """dtypes the op accepts on a small sample (one tensor argument, defaults elsewhere)."""
+    import torch
+    required = [p for p in iface.params if not p.has_default and not p.tensor]
+    kwargs = {p.name: [0] if "[]" in p.type or "List" in p.type else 0 if "int" in p.type.lower() else 1
+              for p in required}
+    ok = []
+    for dt in ("float32", "float64", "bfloat16", "float16", "int64", "bool"):
+        x = (torch.rand(2, 4) * 3).to(getattr(torch, dt))
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fn(x, **kwargs)
+        except (RuntimeError, TypeError, ValueError, NotImplementedError):
+            continue
+        ok.append(dt)
+    return ok
+
+
+MS_PREFIXES = ("mindspore.mint.", "mindspore.mint.nn.functional.", "mindspore.ops.")
+
+
+def mindspore_scope(torch_name: str) -> Dict[str, Any]:
+    """MindSpore counterparts of a torch op: installed or not, and which mint/ops names exist."""
+    if importlib.util.find_spec("mindspore") is None:
+        return {"installed": False, "names": [], "note": "MindSpore is not installed here: scope unknown"}
+    op = base_name(torch_name)
+    names = []
+    for prefix in MS_PREFIXES:
+        module_name, attr = (prefix + op).rsplit(".", 1)
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        if callable(getattr(module, attr, None)):
+            names.append(prefix + op)
+    version = getattr(importlib.import_module("mindspore"), "__version__", "?")
+    return {"installed": True, "version": version, "names": names}

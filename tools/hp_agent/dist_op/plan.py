@@ -1,0 +1,168 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""The plan file ``plans/<op>.md``: a YAML front-matter block (machine-readable) and a Markdown body.
+
+Lifecycle: ``draft`` (written by ``analyze``) -> ``confirmed`` (``confirm`` records who, when and the
+sha256 of the plan's content) -> ``stale`` when the content no longer matches the recorded hash (edited
+after confirmation). Anything undecided is written ``[TBD] <question>``; ``confirm`` refuses while one
+remains anywhere in the file.
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import yaml
+
+__all__ = ["Plan", "PlanError", "TBD", "load_plan", "find_tbd", "content_hash", "slug_of", "confirm_plan",
+           "plan_state", "git_identity"]
+
+TBD = "[TBD]"
+_FENCE = "---"
+_VOLATILE = ("status", "confirmation")
+STATES = ("draft", "confirmed", "stale")
+
+
+class _Dumper(yaml.SafeDumper):  # pylint: disable=too-many-ancestors
+    """Short lists of scalars in flow style (``[3, 4, 6]``), everything else block style."""
+
+
+def _represent_list(dumper, data):
+    flow = len(data) <= 8 and all(isinstance(v, (int, float, str, bool, type(None))) and len(str(v)) < 40
+                                  for v in data)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
+
+
+def _represent_dict(dumper, data):
+    flow = len(data) <= 4 and all(isinstance(v, (int, float, str, bool, type(None))) and len(str(v)) < 30
+                                  for v in data.values())
+    return dumper.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=flow and bool(data) or None)
+
+
+_Dumper.add_representer(list, _represent_list)
+_Dumper.add_representer(dict, _represent_dict)
+
+
+def dump_yaml(data: Any) -> str:
+    """YAML text of ``data`` in the plan's style (key order kept)."""
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=110)
+
+
+class PlanError(ValueError):
+    """A plan that cannot be read or used; the message names the file and the problem."""
+
+
+def slug_of(op: str) -> str:
+    """File stem for an op name: ``torch.nn.functional.glu`` -> ``torch.nn.functional.glu``
+    (dots kept, anything else outside ``[A-Za-z0-9_.]`` replaced by ``_``)."""
+    return re.sub(r"[^A-Za-z0-9_.]", "_", op)
+
+
+@dataclass
+class Plan:
+    """A parsed plan: front matter (``meta``) and Markdown ``body``."""
+
+    meta: Dict[str, Any]
+    body: str
+    path: Optional[Path] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, text: str, path: Optional[Path] = None) -> "Plan":
+        """Split ``---``-fenced YAML front matter from the body; clear errors naming ``path``."""
+        where = str(path) if path else "<plan>"
+        if not text.startswith(_FENCE + "\n"):
+            raise PlanError(f"{where}: a plan starts with a '---' line and a YAML front-matter block")
+        end = text.find("\n" + _FENCE + "\n", len(_FENCE))
+        if end < 0:
+            raise PlanError(f"{where}: the front-matter block is not closed by a '---' line")
+        try:
+            meta = yaml.safe_load(text[len(_FENCE) + 1:end]) or {}
+        except yaml.YAMLError as exc:
+            raise PlanError(f"{where}: front matter is not valid YAML: {exc}") from exc
+        if not isinstance(meta, dict):
+            raise PlanError(f"{where}: front matter must be a mapping, got {type(meta).__name__}")
+        for key in ("op", "status", "path"):
+            if key not in meta:
+                raise PlanError(f"{where}: front matter lacks {key!r}")
+        return cls(meta, text[end + len(_FENCE) + 2:], path)
+
+    def render(self) -> str:
+        """The plan file's text (stable key order as written)."""
+        front = dump_yaml(self.meta)
+        return f"{_FENCE}\n{front}{_FENCE}\n{self.body}"
+
+    def save(self, path: Optional[Path] = None) -> Path:
+        """Write the plan to ``path`` (default: where it was read)."""
+        target = Path(path or self.path or "")
+        if not str(target):
+            raise PlanError("plan has no path to save to")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(self.render(), encoding="utf-8")
+        self.path = target
+        return target
+
+    @property
+    def op(self) -> str:
+        """The primary op name."""
+        return str(self.meta["op"])
+
+
+def load_plan(path: Path) -> Plan:
+    """Read and parse ``path``."""
+    path = Path(path)
+    if not path.is_file():
+        raise PlanError(f"{path}: no such plan file")
+    return Plan.parse(path.read_text(encoding="utf-8"), path)
+
+
+def find_tbd(plan: Plan) -> List[str]:
+    """Every ``[TBD]`` line of the plan (front matter and body), stripped."""
+    return [line.strip() for line in plan.render().splitlines() if TBD in line]
+
+
+def content_hash(plan: Plan) -> str:
+    """sha256 of the plan's content: the front matter without status/confirmation, plus the body."""
+    meta = {k: v for k, v in plan.meta.items() if k not in _VOLATILE}
+    text = yaml.safe_dump(meta, sort_keys=True, allow_unicode=True) + "\n" + plan.body
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def plan_state(plan: Plan) -> str:
+    """``draft``, ``confirmed`` or ``stale`` (confirmed, but the content hash changed)."""
+    status = plan.meta.get("status")
+    conf = plan.meta.get("confirmation") or {}
+    if status != "confirmed":
+        return "draft"
+    if conf.get("sha256") != content_hash(plan):
+        return "stale"
+    return "confirmed"
+
+
+def git_identity(root: Path) -> str:
+    """``Name <email>`` of the git user in ``root``; a clear error when none is configured."""
+    parts = []
+    for key in ("user.name", "user.email"):
+        out = subprocess.run(["git", "config", key], cwd=root, capture_output=True, text=True, check=False)
+        parts.append(out.stdout.strip())
+    if not parts[0]:
+        raise PlanError("git user.name is not set: confirmation records who confirmed; run git config user.name")
+    return f"{parts[0]} <{parts[1]}>" if parts[1] else parts[0]
+
+
+def confirm_plan(plan: Plan, who: str, now: Optional[datetime.datetime] = None) -> Dict[str, Any]:
+    """Mark ``plan`` confirmed by ``who`` (refused while ``[TBD]`` remain); returns the record."""
+    open_items = find_tbd(plan)
+    if open_items:
+        raise PlanError(f"{plan.path or plan.op}: {len(open_items)} [TBD] item(s) remain; decide them first:\n  "
+                        + "\n  ".join(open_items))
+    stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    record = {"by": who, "at": stamp, "sha256": content_hash(plan)}
+    plan.meta["status"] = "confirmed"
+    plan.meta["confirmation"] = record
+    return record

@@ -1,0 +1,70 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""jinja2 rendering of every file the pipeline writes (plan bodies, rule modules, YAML, tests, reports)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List
+
+import jinja2
+
+__all__ = ["render", "render_body", "TEMPLATES"]
+
+TEMPLATES = Path(__file__).parent / "templates"
+_ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
+                          keep_trailing_newline=True, trim_blocks=False, lstrip_blocks=False)
+
+
+def render(template: str, **context: Any) -> str:
+    """Render ``templates/<template>`` with ``context`` (undefined names are errors)."""
+    return _ENV.get_template(template).render(**context)
+
+
+def _cell(case, combo: str) -> str:
+    if case.probe is None:
+        return "error"
+    found = case.out_on((combo,))
+    if found:
+        return " ".join(found)
+    if case.scan and combo.startswith("S("):
+        return f"scan:{case.scan}"
+    return "-"
+
+
+def _summary(meta: Dict[str, Any]) -> str:
+    deriv = meta["derivation"]
+    lines = []
+    if deriv["kind"] == "elementwise":
+        lines.append("- Every tensor dim may stay sharded; the output is sharded on the same dim.")
+    elif deriv["kind"] == "except_dim":
+        lines.append(f"- Every dim except the one named by `{deriv['dim_param']}` may stay sharded (same output dim).")
+        if deriv["scan_combine"]:
+            lines.append(f"- Sharding `{deriv['dim_param']}` works with an expand: local scan combined "
+                         f"(`{deriv['scan_combine']}`) with the carry of the earlier shards.")
+        else:
+            lines.append(f"- A shard of `{deriv['dim_param']}` must be gathered first (Replicate).")
+        if deriv["shape_rule"] == "halved":
+            lines.append(f"- The output halves along `{deriv['dim_param']}` (its size must be even).")
+    else:
+        lines.append("- No closed form found: see the table and the open questions.")
+    lines.append("- `Partial(sum)` inputs " + ("stay `Partial(sum)` (the op is linear)." if deriv["linear"]
+                                               else "are reduced first (the op is not linear)."))
+    return "\n".join(lines)
+
+
+def render_body(meta: Dict[str, Any], deriv, ifaces, questions: List[str]) -> str:
+    """The readable part of a plan (after the front matter)."""
+    from hp_agent.dist_op.plan import slug_of
+    cases = [c for c in deriv.cases if c.probe is not None]
+    ndim = max((c.ndim for c in cases), default=0)
+    cols = ["R"] + [f"S({d})" for d in range(ndim)] + ["P(sum)"]
+    rows = []
+    for c in cases[:16]:
+        cells = [_cell(c, p) if (not p.startswith("S(") or int(p[2:-1]) < c.ndim) else "n/a" for p in cols]
+        rows.append({"shape": list(c.shape), "kwargs": c.kwargs or "defaults", "cells": cells})
+    errors = [{"shape": list(c.shape), "kwargs": c.kwargs, "error": c.error} for c in deriv.cases if c.error][:6]
+    shapes = sorted({tuple(c.shape) for c in deriv.cases})
+    varying = sorted({k for c in deriv.cases for k in c.kwargs})
+    return render("plan_body.md.j2", meta=meta, deriv=deriv, ifaces=ifaces, questions=questions, cols=cols,
+                  table_rows=rows, errors=errors, shapes=[list(s) for s in shapes], varying=varying,
+                  summary=_summary(meta), plan_path=f"plans/{slug_of(meta['op'])}.md")

@@ -1,0 +1,327 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""``hp-agent dist-op verify``: the registered rules against probing, in one process.
+
+For each registered torch op, each sample call (:mod:`hp_agent.dist_op.samples`) and each combination of
+input placements on a 1-D mesh of 2 and of 3 ranks, the rule decides (``rule.infer`` on the same
+:class:`OpCall` the dispatcher builds). Then:
+
+* the decision has no expand: the inputs are split per the *required* placements, the op runs per
+  shard, and the local outputs must form the declared output placements and global shapes. If they do
+  not, the rule accepts a placement whose result is wrong: a **false positive** (a bug).
+* the decision names an expand: the local result is computed by the expand (collectives), which one
+  process cannot run; counted as ``expand`` and left to the ST parity tests.
+* the rule redistributes or refuses, but the given placements assemble natively: a **false negative**
+  (a missed optimisation).
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from hp_agent.dist_op.probe import assemble, close, collect_tensors, flatten, placements_for, simulate
+from hp_agent.dist_op.samples import NONDETERMINISTIC_MODULES, describe, samples_for
+
+__all__ = ["Finding", "OpResult", "VerifyReport", "verify", "verify_op", "render_markdown"]
+
+RANKS = (2, 3)
+MAX_COMBOS = 64
+
+
+@dataclass
+class Finding:
+    """One false positive / false negative / rule crash."""
+
+    kind: str
+    op: str
+    sample: str
+    placements: str
+    detail: str
+
+    def line(self) -> str:
+        """One readable line."""
+        return f"{self.kind}: {self.op}{self.sample} inputs {self.placements}: {self.detail}"
+
+
+@dataclass
+class OpResult:
+    """Counts for one op."""
+
+    op: str
+    rule: str
+    source: str
+    checked: int = 0
+    expand: int = 0
+    refused: int = 0
+    status: str = "probed"
+    findings: List[Finding] = field(default_factory=list)
+
+    def count(self, kind: str) -> int:
+        """Findings of ``kind``."""
+        return sum(1 for f in self.findings if f.kind == kind)
+
+
+@dataclass
+class VerifyReport:
+    """Every op's result."""
+
+    ops: List[OpResult]
+    seconds: float = 0.0
+
+    @property
+    def false_positives(self) -> List[Finding]:
+        """Every false positive (and rule crash)."""
+        return [f for o in self.ops for f in o.findings if f.kind in ("false positive", "rule error")]
+
+    @property
+    def false_negatives(self) -> List[Finding]:
+        """Every false negative."""
+        return [f for o in self.ops for f in o.findings if f.kind == "false negative"]
+
+    def to_dict(self) -> Dict[str, Any]:
+        """JSON form."""
+        return {"seconds": round(self.seconds, 1), "ops": len(self.ops),
+                "false_positives": [f.__dict__ for f in self.false_positives],
+                "false_negatives": [f.__dict__ for f in self.false_negatives],
+                "table": [{"op": o.op, "rule": o.rule, "status": o.status, "checked": o.checked,
+                           "expand": o.expand, "refused": o.refused, "fp": o.count("false positive")
+                           + o.count("rule error"), "fn": o.count("false negative")} for o in self.ops]}
+
+    def lines(self) -> List[str]:
+        """Human summary."""
+        out = [f.line() for f in self.false_positives] + [f.line() for f in self.false_negatives]
+        probed = sum(1 for o in self.ops if o.status == "probed")
+        out.append(f"verify: {len(self.ops)} op(s), {probed} probed, {len(self.false_positives)} false positive(s), "
+                   f"{len(self.false_negatives)} false negative(s) in {self.seconds:.1f} s")
+        return out
+
+
+def _cloning(fn):
+    import torch
+
+    def run(*args, **kwargs):
+        args = [a.clone() if isinstance(a, torch.Tensor) else
+                type(a)(t.clone() if isinstance(t, torch.Tensor) else t for t in a) if type(a) in (list, tuple)
+                else a for a in args]
+        kwargs = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+        return fn(*args, **kwargs)
+    return run
+
+
+def _flat_outputs(outputs) -> List[Optional[Tuple[tuple, tuple]]]:
+    if outputs is None:
+        return [None]
+    if isinstance(outputs, tuple) and len(outputs) == 2 and isinstance(outputs[0], tuple) \
+            and all(hasattr(p, "is_shard") for p in outputs[0]):
+        return [outputs]
+    res: List[Optional[Tuple[tuple, tuple]]] = []
+    for o in outputs:
+        res.extend(_flat_outputs(o))
+    return res
+
+
+def _opcall(name, args, kwargs, placements, n):
+    from hyper_parallel.core.shard.rule import OpCall, TensorArg
+    from hyper_parallel.platform.torch.dispatch import _placeholders  # pylint: disable=protected-access
+    import torch
+    locs = collect_tensors(args, kwargs)
+    tensors = []
+    for slot, (loc, p) in enumerate(zip(locs, placements)):
+        where, j = loc
+        t = kwargs[where] if isinstance(where, str) else args[where]
+        t = t if j is None else t[j]
+        tensors.append(TensorArg(slot, tuple(t.shape), (p,), bool(isinstance(t, torch.Tensor) and t.requires_grad)))
+    pargs, pkwargs = _placeholders(args, kwargs, locs)
+    return OpCall(name, tensors, tuple(pargs), pkwargs, (n,))
+
+
+def _native_ok(fn, args, kwargs, placements, ref, n) -> bool:
+    """True when the given placements assemble into the reference under some output placement."""
+    from hp_agent.dist_op.probe import assembling
+    try:
+        results = simulate(fn, args, kwargs, placements, n)
+    except Exception:  # pylint: disable=broad-except  # the op refused the shards: not native
+        return False
+    if results is None:
+        return False
+    return all(found for found in assembling(ref, results, n))
+
+
+class NeedsCollective(RuntimeError):
+    """Raised by the simulated mesh when an expand asks for a process group (not simulated)."""
+
+
+@dataclass(frozen=True)
+class SimMesh:
+    """A 1-D mesh seen from one simulated rank: shape and coordinate, no process groups."""
+
+    shape: Tuple[int, ...]
+    coordinate: Tuple[int, ...]
+
+    @property
+    def ndim(self) -> int:
+        """Number of mesh dims."""
+        return len(self.shape)
+
+    def get_coordinate(self) -> Tuple[int, ...]:
+        """This rank's coordinate."""
+        return self.coordinate
+
+    def get_group(self, dim: int = 0):
+        """Collectives are not simulated: the expand is left to the ST parity tests."""
+        raise NeedsCollective(f"mesh dim {dim}")
+
+
+@dataclass
+class SimPlan:
+    """The parts of the dispatcher's plan an expand reads (``outs``: output specs; ``redist``: non-empty
+    when an input was redistributed)."""
+
+    call: Any
+    decision: Any
+    mesh: SimMesh
+    outs: Any = None
+    redist: list = field(default_factory=list)
+
+
+def _expand_runner(rule, fn, call, decision, n, moved: bool):
+    from hyper_parallel.platform.torch.dispatch import _out_specs  # pylint: disable=protected-access
+    method = getattr(rule, decision.expand)
+
+    def run(rank, args, kwargs):
+        mesh = SimMesh((n,), (rank,))
+        plan = SimPlan(call, decision, mesh, _out_specs(mesh, decision.outputs), [True] if moved else [])
+        return method(fn, args, kwargs, plan)
+    return run
+
+
+def _check_decision(fn, args, kwargs, decision, given, ref, n, call=None, rule=None) -> Optional[str]:
+    """None when the decision's local computation reproduces ``ref``, else what went wrong.
+
+    Raises :class:`NeedsCollective` when the decision's expand needs a process group."""
+    need = [tuple(d) if d is not None else (g,) for d, g in zip(decision.inputs, given)]
+    need += [(g,) for g in given[len(need):]]
+    moved = any(p[0] != g for p, g in zip(need, given))
+    runner = _expand_runner(rule, fn, call, decision, n, moved) if decision.expand else None
+    try:
+        results = simulate(fn, args, kwargs, [p[0] for p in need], n, per_rank=runner)
+    except NeedsCollective:
+        raise
+    except Exception as exc:  # pylint: disable=broad-except  # the op fails on the required shards: a finding
+        return f"the op fails on the required shards ({[p[0].short() for p in need]}): {type(exc).__name__}: {exc}"
+    if results is None:
+        return None
+    outs = _flat_outputs(decision.outputs)
+    if any(len(r) != len(ref) for r in results):
+        return f"the local op returns {[len(r) for r in results]} output(s) per rank, the op {len(ref)}"
+    if len(outs) != len(ref):
+        return f"rule declares {len(outs)} output(s), the op returns {len(ref)}"
+    for k, (entry, want) in enumerate(zip(outs, ref)):
+        if entry is None:
+            continue
+        placements, shape = entry
+        if tuple(shape) != tuple(getattr(want, "shape", ())):
+            return f"output {k}: declared global shape {list(shape)}, actual {list(want.shape)}"
+        got = assemble([r[k] for r in results], placements[0], want, n)
+        if got is None or not close(got, want):
+            return (f"output {k}: declared {placements[0].short()} (inputs as {[p[0].short() for p in need]}) "
+                    "does not reproduce the single-device result")
+    return None
+
+
+def _one_combo(res: OpResult, name: str, rule, fn, sample, ref, combo, n) -> None:
+    from hyper_parallel.core.shard.rule import RuleError
+    args, kwargs = sample
+    text = f"{[p.short() for p in combo]} on {n} ranks"
+    call = _opcall(name, args, kwargs, combo, n)
+    try:
+        decision = rule.infer(call)
+    except RuleError:
+        res.refused += 1
+        if _native_ok(fn, args, kwargs, combo, ref, n):
+            res.findings.append(Finding("false negative", name, describe(sample), text,
+                                        "refused, but the placements work without communication"))
+        return
+    except Exception as exc:  # pylint: disable=broad-except  # a rule crash is reported as a finding
+        res.findings.append(Finding("rule error", name, describe(sample), text, f"{type(exc).__name__}: {exc}"))
+        return
+    res.checked += 1
+    given = list(combo)
+    need = [tuple(d)[0] if d is not None else g for d, g in zip(decision.inputs, given)]
+    try:
+        problem = _check_decision(fn, args, kwargs, decision, given, ref, n, call, rule)
+    except NeedsCollective:
+        res.expand += 1
+        problem = None
+    if problem:
+        res.findings.append(Finding("false positive", name, describe(sample), text, problem))
+        return
+    if need != given[:len(need)] and _native_ok(fn, args, kwargs, combo, ref, n):
+        moved = [f"{g.short()}->{p.short()}" for g, p in zip(given, need) if g != p]
+        res.findings.append(Finding("false negative", name, describe(sample), text,
+                                    f"redistributes {moved}, but the given placements work without communication"))
+
+
+def verify_op(name: str, entry) -> OpResult:
+    """Probe one registered op."""
+    import torch
+    from hyper_parallel.platform.torch.dispatch import resolve_torch_name
+    res = OpResult(name, entry.rule, entry.source.rsplit("/", 1)[-1])
+    if any(m in entry.module for m in NONDETERMINISTIC_MODULES):
+        res.status = "random: not probed (ST covers it)"
+        return res
+    try:
+        fn = resolve_torch_name(name)
+    except Exception as exc:  # pylint: disable=broad-except  # an unresolvable name is reported, not hidden
+        res.status = f"unresolvable: {exc}"
+        return res
+    if fn is None:
+        res.status = "not a torch name"
+        return res
+    fn = _cloning(fn)
+    rule = entry.rule_instance()
+    samples = samples_for(name)
+    ran = 0
+    for sample in samples:
+        args, kwargs = sample
+        try:
+            with torch.no_grad():
+                ref = flatten(fn(*args, **kwargs))
+        except Exception:  # pylint: disable=broad-except  # a sample the op does not take is skipped, counted
+            continue
+        ran += 1
+        tensors = [_nth(args, kwargs, loc) for loc in collect_tensors(args, kwargs)]
+        options = [placements_for(t) for t in tensors]
+        for combo in itertools.islice(itertools.product(*options), MAX_COMBOS):
+            for n in RANKS:
+                _one_combo(res, name, rule, fn, sample, ref, combo, n)
+    if not ran:
+        res.status = "no sample: define one in hp_agent/dist_op/samples.py"
+    return res
+
+
+def _nth(args, kwargs, loc):
+    where, j = loc
+    value = kwargs[where] if isinstance(where, str) else args[where]
+    return value if j is None else value[j]
+
+
+def verify(names: Optional[Sequence[str]] = None) -> VerifyReport:
+    """Verify ``names`` (default: every registered op)."""
+    from hyper_parallel.core.shard.registry import get_registry
+    start = time.monotonic()
+    reg = get_registry()
+    if names:
+        missing = [n for n in names if n not in reg.entries]
+        if missing:
+            raise KeyError(", ".join(missing))
+    results = [verify_op(n, reg.entries[n]) for n in (names or sorted(reg.entries))]
+    return VerifyReport(results, time.monotonic() - start)
+
+
+def render_markdown(report: VerifyReport) -> str:
+    """The table for ``docs/dist_op_verify.md``."""
+    from hp_agent.dist_op.render import render
+    return render("verify.md.j2", report=report, data=report.to_dict())
