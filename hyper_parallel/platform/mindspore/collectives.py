@@ -19,7 +19,8 @@ What MindSpore 2.10 offers on CPU (``mccl``), measured in this repository's ST:
     rank of the group receives the ``S`` bytes, not just the destination.
 
 Uneven shards (``chunk`` sizes, empty chunks included) are padded to the largest chunk for the
-transport and trimmed afterwards; bool tensors travel as int8. Autograd functions use MindSpore's
+transport and trimmed afterwards; dtypes the CPU all-gather kernel lacks travel in an exact wider
+type (bool/int8/int16 as int32, bfloat16 as float32) or through the all-reduce emulation (float64, int64). Autograd functions use MindSpore's
 PyNative custom-function mechanism (``mindspore.common._grad_function._Function``, the one
 MindSpore's own recompute uses): MindSpore's all-gather has no CPU backward, so every adjoint here
 is written out by hand.
@@ -60,6 +61,10 @@ class MsGroup:
 
 
 _GATHER_PRIMS: Dict[str, Any] = {}
+#: the CPU AllGather kernel takes float32, float16 and int32 only: exact casts for the others
+_GATHER_WIRE = {ms.bool_: ms.int32, ms.int8: ms.int32, ms.uint8: ms.int32, ms.int16: ms.int32,
+                ms.bfloat16: ms.float32}
+_GATHER_NATIVE = (ms.float32, ms.float16, ms.int32)
 
 
 def _fail(name: str, group: MsGroup, exc: Exception) -> CollectiveError:
@@ -120,7 +125,7 @@ def raw_all_reduce(x, op: str, group: MsGroup):
 
 def _gather0(src, group: MsGroup):
     """Concatenate the ranks' equal-shaped ``src`` along dim 0."""
-    if group.is_world:
+    if group.is_world and src.dtype in _GATHER_NATIVE:
         prim = _GATHER_PRIMS.get(group.name)
         if prim is None:
             prim = _GATHER_PRIMS[group.name] = ops.AllGather()
@@ -128,7 +133,8 @@ def _gather0(src, group: MsGroup):
             return prim(src)
         except RuntimeError as exc:
             raise _fail("all_gather", group, exc) from exc
-    # emulated over a sub-group: each rank writes its block into a zero buffer, then all-reduce(sum)
+    # emulated (a sub-group, or float64/int64 which the CPU kernel lacks): each rank writes its block
+    # into a zero buffer, then all-reduce(sum) (exact: every element is one value plus zeros)
     n, me = group.size, group.ranks.index(_my_rank())
     rows = src.shape[0]
     parts = [src if j == me else mint.zeros(tuple(src.shape), dtype=src.dtype) for j in range(n)]
@@ -149,8 +155,8 @@ def raw_all_gather(x, group: MsGroup, dim: int, sizes: Sequence[int]):
     top = max(sizes)
     if top == 0:
         return x  # every chunk is empty: the concatenation is empty too
-    is_bool = x.dtype == ms.bool_
-    src = x.astype(ms.int8) if is_bool else x
+    wire = _GATHER_WIRE.get(x.dtype)
+    src = x.astype(wire) if wire is not None else x
     even = all(s == top for s in sizes)
     if not even:
         src = _pad_to(src, dim, top)
@@ -159,7 +165,7 @@ def raw_all_gather(x, group: MsGroup, dim: int, sizes: Sequence[int]):
     if not even:
         out = mint.cat([mint.narrow(out, 0, j * top, s) for j, s in enumerate(sizes)], 0)
     out = _movedim(out, 0, dim)
-    return out.astype(ms.bool_) if is_bool else out
+    return out.astype(x.dtype) if wire is not None else out
 
 
 def raw_reduce_scatter(x, op: str, group: MsGroup, dim: int, sizes: Sequence[int], index: int):

@@ -18,7 +18,6 @@ has its explicit adjoint (``collectives.py``), following the gradient convention
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Optional, Sequence
 
 import mindspore as ms
@@ -67,11 +66,6 @@ class DTensor:
         if tuple(local_tensor.shape) != expect:
             raise ValueError(f"DTensor.from_local: local shape {tuple(local_tensor.shape)} does not match the shard "
                              f"{expect} of global shape {tuple(shape)} with placements {placements}")
-        avg = [device_mesh.shape[d] for d, p in enumerate(placements) if isinstance(p, Partial)
-               and p.reduce_op == "avg"]
-        if avg:
-            from hyper_parallel.platform.mindspore.collectives import ScaleGrad
-            local_tensor = ScaleGrad.apply(local_tensor, 1.0 / math.prod(avg))
         return DTensor(local_tensor, spec)
 
     # ------------------------------------------------------------------ properties

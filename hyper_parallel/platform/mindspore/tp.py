@@ -61,7 +61,7 @@ def _shard_param(cell: nn.Cell, name: str, mesh, placement: Placement) -> None:
     for dim, (o, n) in enumerate(zip(offset, local_shape)):
         if n != data.shape[dim]:
             data = mint.narrow(data, dim, o, n)
-    param.set_data(data.copy(), True)
+    setattr(cell, name, ms.Parameter(data.copy(), name=param.name, requires_grad=param.requires_grad))
     specs[name] = spec
 
 

@@ -1,0 +1,415 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Checks that run inside MindSpore ranks (launched by ``hyper_parallel.testing.mindspore_launch``).
+
+One launch costs 11-15 s, so each entry point runs many checks and returns, per check, ``"ok"`` or
+the failure text (with traceback); the pytest side asserts on every entry. Every distributed
+result is compared with the same computation on one process (forward and backward).
+"""
+import itertools
+import time
+import traceback
+
+import numpy as np
+
+F32_TOL = dict(rtol=2e-5, atol=2e-5)
+
+
+def _setup():
+    import mindspore as ms
+    import hyper_parallel as hp
+    mesh = hp.init_device_mesh("cpu", (2,), platform="mindspore")
+    ms.set_seed(0)
+    return mesh
+
+
+def _record(results, name, fn):
+    try:
+        fn()
+        results[name] = "ok"
+    except Exception:  # pylint: disable=broad-except  # every failure is returned and asserted on by pytest
+        results[name] = "FAIL " + traceback.format_exc()
+
+
+def _np(t):
+    return t.asnumpy()
+
+
+def _close(got, want, what):
+    np.testing.assert_allclose(_np(got) if hasattr(got, "asnumpy") else got,
+                               _np(want) if hasattr(want, "asnumpy") else want, err_msg=what, **F32_TOL)
+
+
+def _local_of(full, spec, coord):
+    from mindspore import mint
+    local, offset = spec.local_shape_and_offset(coord)
+    t = full
+    for dim, (o, n) in enumerate(zip(offset, local)):
+        if n != t.shape[dim]:
+            t = mint.narrow(t, dim, o, n)
+    return t
+
+
+def _expected_local_grad(grad, spec, coord):
+    out = _local_of(grad, spec, coord)
+    for d, p in enumerate(spec.placements):
+        if p.is_partial() and p.reduce_op == "avg":
+            out = out / spec.mesh.shape[d]
+    return out
+
+
+def _source_local(full, spec, coord):
+    """What distribute_tensor gives for ``spec`` (Partial(sum): coordinate 0 holds it, others zero)."""
+    from mindspore import ops
+    t = _local_of(full, spec, coord)
+    for d, p in enumerate(spec.placements):
+        if p.is_partial() and p.reduce_op == "sum" and coord[d] != 0:
+            t = ops.zeros_like(t)
+    return t.copy()
+
+
+# ---------------------------------------------------------------------- launch 1: redistribute + collectives
+def _placements(ndim):
+    from hyper_parallel import Partial, Replicate, Shard
+    return [Replicate(), Partial(), Shard(0), Shard(ndim - 1), Partial("avg")]
+
+
+def _pair(mesh, full, weight, src, dst):
+    import mindspore as ms
+    from hyper_parallel.core.spec import DTensorSpec
+    from hyper_parallel.platform.mindspore.dtensor import DTensor
+    coord = mesh.get_coordinate()
+    shape = tuple(full.shape)
+    spec_src = DTensorSpec(mesh, (src,), shape)
+    leaf = _source_local(full, spec_src, coord)
+    d = DTensor.from_local(leaf, mesh, [src], shape=shape)
+    y = d.redistribute(placements=[dst])
+    assert y.placements == (dst,) and tuple(y.shape) == shape, (y.placements, y.shape)
+    _close(y.full_tensor(), full, f"{src} -> {dst} full")
+    if not y.spec.has_partial():
+        _close(y.to_local(), _local_of(full, y.spec, coord), f"{src} -> {dst} local")
+    w_local = _expected_local_grad(weight, y.spec, coord)
+
+    def loss(x):
+        out = DTensor.from_local(x, mesh, [src], shape=shape).redistribute(placements=[dst])
+        return (out.to_local() * w_local).sum()
+
+    g = ms.grad(loss)(leaf)
+    _close(g, _expected_local_grad(weight, spec_src, coord), f"grad {src} -> {dst}")
+
+
+def _distribute_checks(mesh, results):
+    import mindspore as ms
+    import hyper_parallel as hp
+    from hyper_parallel import Replicate, Shard
+    full = ms.Tensor(np.arange(15, dtype=np.float32).reshape(5, 3))
+
+    def api():
+        d = hp.distribute_tensor(full, mesh, [Shard(0)])
+        assert type(d).__module__.startswith("hyper_parallel.platform.mindspore"), type(d)
+        assert d.shape == (5, 3) and d.to_local().shape == ((3, 3) if mesh.get_coordinate()[0] == 0 else (2, 3))
+        _close(d.full_tensor(), full, "distribute_tensor S(0) full_tensor")
+        r = d.redistribute(placements=[Replicate()])
+        _close(r.to_local(), full, "S(0) -> R")
+        u = hp.DTensor.from_local(d.to_local(), mesh, [Shard(0)], run_check=True)
+        assert u.shape == (5, 3), u.shape
+        s = (d + d) * 2.0 - d
+        _close(s.full_tensor(), full * 3, "operators")
+    _record(results, "api", api)
+
+
+def _collective_checks(mesh, results):
+    import mindspore as ms
+    from mindspore import mint
+    from hyper_parallel import Partial, Replicate
+    from hyper_parallel.platform import get_platform
+    from hyper_parallel.platform.mindspore import collectives as C
+    from hyper_parallel.platform.mindspore.dtensor import DTensor
+    plat = get_platform("mindspore")
+    group = mesh.get_group(0)
+    me = mesh.get_coordinate()[0]
+    x = ms.Tensor(np.array([[1.0 + me, 5.0 - 3 * me, 2.0]], np.float32))
+
+    def max_min():
+        for op, want in (("max", [[2.0, 5.0, 2.0]]), ("min", [[1.0, 2.0, 2.0]])):
+            _close(plat.all_reduce(x, op, group), np.array(want, np.float32), f"all_reduce {op}")
+            d = DTensor.from_local(x, mesh, [Partial(op)])
+            _close(d.redistribute(placements=[Replicate()]).to_local(), np.array(want, np.float32), f"P({op})->R")
+            g = ms.grad(lambda a, op=op: (plat.all_reduce(a, op, group) * 3.0).sum())(x)
+            mask = (x.asnumpy() == np.array(want, np.float32)).astype(np.float32) * 3.0
+            _close(g, mask, f"grad all_reduce {op}")
+    _record(results, "all_reduce_max_min", max_min)
+
+    def emulated():
+        full = ms.Tensor(np.arange(12, dtype=np.float32).reshape(4, 3))
+        rs = plat.reduce_scatter(full, "sum", group, 0, (2, 2), me)
+        _close(rs, full.asnumpy()[2 * me:2 * me + 2] * 2, "reduce_scatter")
+        a2a = plat.all_to_all(mint.narrow(full, 0, 2 * me, 2), group, 1, 0, (2, 1), (2, 2), me)
+        _close(a2a, full.asnumpy()[:, :2] if me == 0 else full.asnumpy()[:, 2:], "all_to_all")
+        p2p = C.point_to_point(x, 0, 1, group)
+        _close(p2p, np.array([[1.0, 5.0, 2.0]], np.float32) if me == 1 else x, "point_to_point")
+        b = x.copy()
+        plat.broadcast(b, 1, group)
+        _close(b, np.array([[2.0, 2.0, 2.0]], np.float32), "broadcast")
+        plat.barrier(group)
+        assert plat.get_backend() == "mccl" and plat.get_world_size() == 2 and plat.get_rank() == me
+        assert plat.get_process_group_ranks(group) == (0, 1)
+        single = plat.new_group([me])
+        _close(plat.all_reduce(x, "sum", single), x, "all_reduce over a 1-rank group")
+    _record(results, "emulated_and_native", emulated)
+
+
+def _timed(fn, sync, iters=3):
+    sync(fn())
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        sync(fn())
+    return (time.perf_counter() - t0) / iters * 1e3
+
+
+def _costs(mesh):
+    """Milliseconds per call on 1 MiB of float32 per rank (256 x 1024), averaged over 3 calls after a warm-up."""
+    import mindspore as ms
+    from mindspore import mint
+    from hyper_parallel.platform.mindspore import collectives as C
+    group = mesh.get_group(0)
+    me = mesh.get_coordinate()[0]
+    x = mint.ones((256, 1024), dtype=ms.float32)
+    sync = lambda t: t.asnumpy()  # noqa: E731  # a collective is done when its result can be read
+    return {
+        "all_reduce_sum_native": _timed(lambda: C.raw_all_reduce(x, "sum", group), sync),
+        "all_reduce_max_native": _timed(lambda: C.raw_all_reduce(x, "max", group), sync),
+        "all_gather_native": _timed(lambda: C.raw_all_gather(x, group, 0, (256, 256)), sync),
+        "broadcast_native": _timed(lambda: C.raw_broadcast(x.copy(), 0, group), sync),
+        "reduce_scatter_emulated": _timed(lambda: C.raw_reduce_scatter(x, "sum", group, 0, (128, 128), me), sync),
+        "all_to_all_emulated": _timed(lambda: C.raw_all_to_all(x, group, 1, 0, (512, 512), (256, 256), me), sync),
+        "point_to_point_emulated": _timed(lambda: C.point_to_point(x, 0, 1, group), sync),
+        "all_gather_uneven_native": _timed(lambda: C.raw_all_gather(mint.narrow(x, 0, 0, 256 - me), group, 0,
+                                                                    (256, 255)), sync),
+    }
+
+
+def run_redistribute_suite():
+    """Every placement pair on mesh (2,) for even, uneven and empty-shard shapes, forward and backward;
+    the DTensor API; native and emulated collectives with their adjoints; measured costs."""
+    import mindspore as ms
+    mesh = _setup()
+    results = {}
+    rng = np.random.default_rng(1234)
+    for shape in ((4, 6), (5, 3), (1, 3)):
+        full = ms.Tensor(rng.standard_normal(shape).astype(np.float32))
+        weight = ms.Tensor(rng.standard_normal(shape).astype(np.float32))
+        pls = _placements(len(shape))
+        for src, dst in itertools.product(pls, pls):
+            _record(results, f"pair {shape} {src.short()}->{dst.short()}",
+                    lambda src=src, dst=dst, full=full, weight=weight: _pair(mesh, full, weight, src, dst))
+    _distribute_checks(mesh, results)
+    _collective_checks(mesh, results)
+    return {"results": results, "costs_ms": _costs(mesh)}
+
+
+# ---------------------------------------------------------------------- launch 2: ops + TP
+#: (registry name, number of tensor inputs, extra args, differentiable)
+OPS = [
+    ("mindspore.mint.add", 2, (), True), ("mindspore.mint.sub", 2, (), True), ("mindspore.mint.mul", 2, (), True),
+    ("mindspore.mint.div", 2, (), True), ("mindspore.mint.pow", 2, (), True), ("mindspore.mint.maximum", 2, (), True),
+    ("mindspore.mint.minimum", 2, (), True), ("mindspore.mint.xlogy", 2, (), True),
+    ("mindspore.mint.eq", 2, (), False), ("mindspore.mint.gt", 2, (), False), ("mindspore.mint.le", 2, (), False),
+    ("mindspore.mint.logical_and", 2, (), False), ("mindspore.mint.neg", 1, (), True),
+    ("mindspore.mint.abs", 1, (), True), ("mindspore.mint.exp", 1, (), True), ("mindspore.mint.expm1", 1, (), True),
+    ("mindspore.mint.log", 1, (), True), ("mindspore.mint.log1p", 1, (), True), ("mindspore.mint.sqrt", 1, (), True),
+    ("mindspore.mint.rsqrt", 1, (), True), ("mindspore.mint.sin", 1, (), True), ("mindspore.mint.cos", 1, (), True),
+    ("mindspore.mint.tanh", 1, (), True), ("mindspore.mint.sigmoid", 1, (), True), ("mindspore.mint.erf", 1, (), True),
+    ("mindspore.mint.floor", 1, (), False), ("mindspore.mint.sign", 1, (), False),
+    ("mindspore.mint.reciprocal", 1, (), True), ("mindspore.mint.square", 1, (), True),
+    ("mindspore.mint.sinh", 1, (), True), ("mindspore.mint.isfinite", 1, (), False),
+    ("mindspore.mint.nn.functional.relu", 1, (), True), ("mindspore.mint.nn.functional.silu", 1, (), True),
+    ("mindspore.mint.nn.functional.hardswish", 1, (), True), ("mindspore.mint.clamp", 1, (0.6, 1.2), True),
+    ("mindspore.mint.lerp", 2, (0.3,), True), ("mindspore.ops.mul", 2, (), True), ("mindspore.ops.atan2", 2, (), True),
+    ("mindspore.ops.log2", 1, (), True), ("mindspore.ops.softplus", 1, (), True),
+]
+
+
+def _op_input(full, mesh, placement, seed):
+    """(DTensor, leaf local) for ``full`` with ``placement`` (Partial: a random split summing to it)."""
+    import mindspore as ms
+    from hyper_parallel.core.spec import DTensorSpec
+    from hyper_parallel.platform.mindspore.dtensor import DTensor
+    spec = DTensorSpec(mesh, (placement,), tuple(full.shape))
+    local = _local_of(full, spec, mesh.get_coordinate())
+    if placement.is_partial():
+        noise = np.random.default_rng(seed).standard_normal(tuple(full.shape)).astype(np.float32) * 0.1
+        sign = 1.0 if mesh.get_coordinate()[0] == 0 else -1.0
+        local = local / 2 + ms.Tensor(noise * sign)
+    local = local.copy()
+    return DTensor.from_local(local, mesh, [placement], shape=tuple(full.shape)), local
+
+
+_REF_GRADS = {}
+
+
+def _ref_grads(func, n_in, extra, inputs, weight):
+    key = (func, n_in, extra, tuple(id(t) for t in inputs))
+    if key not in _REF_GRADS:
+        import mindspore as ms
+        _REF_GRADS[key] = ms.grad(lambda *xs: (func(*xs, *extra) * weight).sum(),
+                                  grad_position=tuple(range(n_in)))(*inputs)
+    return _REF_GRADS[key]
+
+
+def _check_op(mesh, name, n_in, extra, diff, inputs, weight, combo):
+    import mindspore as ms
+    from hyper_parallel.core.spec import DTensorSpec
+    from hyper_parallel.platform.mindspore import dispatch as D
+    from hyper_parallel.platform.mindspore.dtensor import DTensor
+    func = D.resolve_mindspore_name(name)
+    ref = func(*inputs, *extra)
+    made = [_op_input(t, mesh, p, 7 + k) for k, (t, p) in enumerate(zip(inputs, combo))]
+    out = D.call(func, *[m[0] for m in made], *extra)
+    assert isinstance(out, DTensor), type(out)
+    got = out.full_tensor()
+    np.testing.assert_allclose(got.asnumpy().astype(np.float64), ref.asnumpy().astype(np.float64),
+                               err_msg=f"{name} {combo} forward", rtol=1e-4, atol=1e-5)
+    if not diff:
+        return
+    shapes = [tuple(t.shape) for t in inputs]
+
+    def loss(*locals_):
+        dts = [DTensor.from_local(x, mesh, [p], shape=s) for x, p, s in zip(locals_, combo, shapes)]
+        return (D.call(func, *dts, *extra).full_tensor() * weight).sum()
+
+    ref_grads = _ref_grads(func, n_in, extra, inputs, weight)
+    grads = ms.grad(loss, grad_position=tuple(range(n_in)))(*[m[1] for m in made])
+    if n_in == 1:
+        ref_grads, grads = (ref_grads,), (grads,)
+    for k, (g, rg, p) in enumerate(zip(grads, ref_grads, combo)):
+        spec = DTensorSpec(mesh, (p,), tuple(inputs[k].shape))
+        np.testing.assert_allclose(g.asnumpy(), _local_of(rg, spec, mesh.get_coordinate()).asnumpy(),
+                                   err_msg=f"{name} {combo} grad of input {k}", rtol=1e-4, atol=1e-5)
+
+
+def _combos(single, n_in, k, name):
+    """Placement combos for op number ``k``: all of them for add and mul; otherwise a rotating
+    quarter (binary) or half (unary), so that across the op list every combo runs several times
+    while one launch stays within the CI budget."""
+    combos = list(itertools.product(single, repeat=n_in))
+    if name in ("mindspore.mint.add", "mindspore.mint.mul"):
+        return combos
+    parts = 4 if n_in == 2 else 2
+    return combos[k % parts::parts]
+
+
+def _op_checks(mesh, results):
+    import mindspore as ms
+    from hyper_parallel import Partial, Replicate, Shard
+    rng = np.random.default_rng(5)
+    x = ms.Tensor((rng.random((4, 6)) + 0.5).astype(np.float32))
+    y = ms.Tensor((rng.random((4, 6)) + 0.5).astype(np.float32))
+    row = ms.Tensor((rng.random((6,)) + 0.5).astype(np.float32))
+    weight = ms.Tensor(rng.standard_normal((4, 6)).astype(np.float32))
+    single = [Replicate(), Shard(0), Shard(1), Partial()]
+    for k, (name, n_in, extra, diff) in enumerate(OPS):
+        inputs = [x, y][:n_in]
+        _record(results, f"op {name}", lambda name=name, n_in=n_in, extra=extra, diff=diff, inputs=inputs, k=k:
+                [_check_op(mesh, name, n_in, extra, diff, inputs, weight, c) for c in _combos(single, n_in, k, name)])
+    _record(results, "op mindspore.mint.add broadcast row",
+            lambda: [_check_op(mesh, "mindspore.mint.add", 2, (), True, [x, row], weight, c)
+                     for c in itertools.product(single, [Replicate(), Shard(0)])])
+    _record(results, "op via namespace and plain fallthrough", lambda: _namespace_check(mesh, x))
+
+
+def _namespace_check(mesh, x):
+    from mindspore import mint
+    from hyper_parallel import Shard
+    from hyper_parallel.platform.mindspore import dispatch as D
+    from hyper_parallel.platform.mindspore.dtensor import distribute_tensor
+    _close(D.mint.exp(x), mint.exp(x), "plain tensors run the MindSpore function itself")
+    d = distribute_tensor(x, mesh, [Shard(1)])
+    out = D.mint.nn.functional.relu(D.mint.sub(d, 1.0))
+    assert out.placements == (Shard(1),), out.placements
+    _close(out.full_tensor(), mint.nn.functional.relu(x - 1.0), "namespace relu(sub)")
+    try:
+        D.call(mint.matmul, d, d)
+    except RuntimeError as exc:
+        assert "no distributed rule" in str(exc), exc
+    else:
+        raise AssertionError("an unregistered op on a DTensor must raise")
+
+
+def _mlp():
+    import mindspore as ms
+    from mindspore import nn
+
+    class MLP(nn.Cell):
+        """Dense(8->16) -> ReLU -> Dense(16->8)."""
+
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Dense(8, 16)
+            self.act = nn.ReLU()
+            self.fc2 = nn.Dense(16, 8)
+
+        def construct(self, x):
+            return self.fc2(self.act(self.fc1(x)))
+
+    ms.set_seed(42)
+    return MLP()
+
+
+def _tp_check(mesh):
+    import mindspore as ms
+    from mindspore import nn
+    from hyper_parallel.core.spec import DTensorSpec
+    from hyper_parallel.platform.mindspore.tp import (ColwiseParallel, RowwiseParallel, param_dtensor,
+                                                      parallelize_module)
+    coord = mesh.get_coordinate()
+    ref, tp = _mlp(), _mlp()
+    parallelize_module(tp, mesh, {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
+    _close(param_dtensor(tp.fc1, "weight").full_tensor(), ref.fc1.weight.value(), "fc1 weight full")
+    rng = np.random.default_rng(3)
+    x = ms.Tensor(rng.standard_normal((4, 8)).astype(np.float32))
+    target = ms.Tensor(rng.standard_normal((4, 8)).astype(np.float32))
+    specs = {"fc1.weight": Shard0(), "fc1.bias": Shard0(), "fc2.weight": Shard1(), "fc2.bias": None}
+    opts = {}
+    for label, net in (("ref", ref), ("tp", tp)):
+        opt = nn.SGD(net.trainable_params(), learning_rate=0.1)
+        loss_fn = lambda a, b, net=net: ((net(a) - b) ** 2).mean()  # noqa: E731
+        opts[label] = (opt, ms.value_and_grad(loss_fn, None, opt.parameters))
+    for step in range(2):
+        loss_ref, g_ref = opts["ref"][1](x, target)
+        loss_tp, g_tp = opts["tp"][1](x, target)
+        _close(loss_tp, loss_ref, f"step {step} loss")
+        names = [p.name for p in opts["ref"][0].parameters]
+        for name, gr, gt in zip(names, g_ref, g_tp):
+            pl = specs[name]
+            want = gr if pl is None else _local_of(gr, DTensorSpec(mesh, (pl,), tuple(gr.shape)), coord)
+            _close(gt, want, f"step {step} grad {name}")
+        opts["ref"][0](g_ref)
+        opts["tp"][0](g_tp)
+    for name in ("weight", "bias"):
+        for cell_ref, cell_tp, cname in ((ref.fc1, tp.fc1, "fc1"), (ref.fc2, tp.fc2, "fc2")):
+            spec = cell_tp.__dict__["_hp_param_specs"].get(name)
+            got = param_dtensor(cell_tp, name).full_tensor() if spec is not None else getattr(cell_tp, name).value()
+            _close(got, getattr(cell_ref, name).value(), f"{cname}.{name} after 2 SGD steps")
+
+
+def Shard0():  # pylint: disable=invalid-name
+    """Shard(0) (a name for the TP table above)."""
+    from hyper_parallel import Shard
+    return Shard(0)
+
+
+def Shard1():  # pylint: disable=invalid-name
+    """Shard(1)."""
+    from hyper_parallel import Shard
+    return Shard(1)
+
+
+def run_ops_tp_suite():
+    """>= 30 MindSpore ops on DTensors vs one process (every R/S/P combo, forward and backward) and a
+    TP MLP (Colwise + Rowwise) training step vs one process."""
+    mesh = _setup()
+    results = {}
+    _op_checks(mesh, results)
+    _record(results, "tp mlp two SGD steps", lambda: _tp_check(mesh))
+    return {"results": results}

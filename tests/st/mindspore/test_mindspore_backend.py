@@ -1,0 +1,79 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""ST: the MindSpore backend on 2 CPU ranks (mccl), two cluster launches in all.
+
+Each launch runs many checks inside the ranks (``tests/st/mindspore/checks.py``) and returns, per
+check and per rank, ``"ok"`` or the failure with its traceback; every check is one test here.
+Launch 1: every placement pair on mesh (2,) for shapes (4, 6), (5, 3) and (1, 3) (an empty shard),
+forward and backward; the DTensor API; native and emulated collectives and their adjoints; measured
+collective costs. Launch 2: 40 MindSpore ops vs one process and the TP MLP training step.
+"""
+import functools
+
+import pytest
+
+from hyper_parallel.testing.mindspore_launch import launch
+
+LAUNCH_TIMEOUT_S = 240
+
+
+@functools.lru_cache(maxsize=None)
+def _run(target):
+    return launch(f"tests.st.mindspore.checks:{target}", world_size=2, timeout=LAUNCH_TIMEOUT_S)
+
+
+
+def _pair_names():
+    import itertools
+    names = []
+    for shape in ((4, 6), (5, 3), (1, 3)):
+        labels = ["R", "P(sum)", "S(0)", f"S({len(shape) - 1})", "P(avg)"]
+        names += [f"pair {shape} {a}->{b}" for a, b in itertools.product(labels, labels)]
+    return names + ["api", "all_reduce_max_min", "emulated_and_native"]
+
+
+def _op_names():
+    from tests.st.mindspore.checks import OPS
+    return [f"op {name}" for name, *_ in OPS] + ["op mindspore.mint.add broadcast row",
+                                                  "op via namespace and plain fallthrough",
+                                                  "tp mlp two SGD steps"]
+
+
+def _assert_check(target, name):
+    per_rank = _run(target)
+    assert len(per_rank) == 2
+    for rank, res in enumerate(per_rank):
+        status = res["results"].get(name)
+        assert status is not None, f"rank {rank}: check {name!r} did not run (ran: {sorted(res['results'])[:5]}...)"
+        assert status == "ok", f"rank {rank}: {name}: {status}"
+
+
+@pytest.mark.parametrize("name", _pair_names())
+def test_redistribute_suite(name):
+    _assert_check("run_redistribute_suite", name)
+
+
+def test_every_check_of_launch_1_is_listed():
+    ran = set(_run("run_redistribute_suite")[0]["results"])
+    assert ran == set(_pair_names())
+
+
+def test_collective_costs_measured():
+    costs = _run("run_redistribute_suite")[0]["costs_ms"]
+    print("\nMindSpore CPU collectives, ms per call on 1 MiB float32 per rank (rank 0):")
+    for name, ms in sorted(costs.items()):
+        print(f"  {name:28s} {ms:8.2f}")
+    assert set(costs) >= {"all_reduce_sum_native", "all_gather_native", "reduce_scatter_emulated",
+                          "all_to_all_emulated", "point_to_point_emulated"}
+    assert all(v > 0 for v in costs.values())
+
+
+@pytest.mark.parametrize("name", _op_names())
+def test_ops_and_tp_suite(name):
+    _assert_check("run_ops_tp_suite", name)
+
+
+def test_every_check_of_launch_2_is_listed():
+    ran = set(_run("run_ops_tp_suite")[0]["results"])
+    assert ran == set(_op_names())
+    assert len([n for n in ran if n.startswith("op mindspore.")]) >= 30
