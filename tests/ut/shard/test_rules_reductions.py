@@ -153,3 +153,22 @@ def test_bad_options_are_refused():
 def test_zero_dim_input():
     assert infer("torch.sum", (), [P]).outputs == ((P,), ())
     assert infer("torch.amax", (), [R], 0).outputs == ((R,), ())
+
+
+def test_non_sum_scans_and_two_output_reductions():
+    d = infer("torch.cumprod", (5, 3), [S0], 0)
+    assert d.inputs == [(R,)] and d.outputs == ((R,), (5, 3)) and d.expand is None
+    assert infer("Tensor.logcumsumexp", (5, 3), [S0], 1).outputs == ((S0,), (5, 3))
+    assert infer("torch.cumprod", (5, 3), [P], 1).inputs == [(R,)]
+    d = infer("torch.cummax", (5, 3), [S1], 0)
+    assert d.outputs == [((S1,), (5, 3))] * 2
+    d = infer("torch.var_mean", (5, 3), [S0], 1, True, True)
+    assert d.outputs == [((S0,), (5, 1))] * 2
+    d = infer("torch.std_mean", (5, 3), [S0])
+    assert d.inputs == [(R,)] and d.outputs == [((R,), ())] * 2
+    assert infer("torch.nanmean", (5, 3), [S0], 0).inputs == [(R,)]
+    from hyper_parallel.core.shard.ops.rules.reductions import ReductionRule, ScanRule
+    with pytest.raises(ValueError, match="2 outputs need kind 'replicate'"):
+        ReductionRule("x", kind="sum", outputs=2)
+    with pytest.raises(ValueError, match="kind='max'"):
+        ScanRule("x", kind="max")

@@ -65,6 +65,20 @@ def _cases():
         ("torch.cumsum", lambda x: torch.cumsum(x, 0), True),
         ("torch.cumsum", lambda x: torch.cumsum(x, dim=1, dtype=torch.float64), True),
         ("Tensor.cumsum", lambda x: x.cumsum(-2), True),
+        ("torch.mean", lambda x: torch.mean(x, 0, dtype=torch.float64), True),
+        ("torch.cumprod", lambda x: torch.cumprod(x, 0), True),
+        ("Tensor.cumprod", lambda x: x.cumprod(dim=1), True),
+        ("torch.logcumsumexp", lambda x: torch.logcumsumexp(x, 0), True),
+        ("Tensor.logcumsumexp", lambda x: x.logcumsumexp(-1), True),
+        ("torch.cummax", lambda x: torch.cummax(x, 0), True),
+        ("Tensor.cummax", lambda x: x.cummax(1).values, True),
+        ("torch.cummin", lambda x: torch.cummin(x, dim=0), True),
+        ("Tensor.cummin", lambda x: x.cummin(-1), True),
+        ("torch.var_mean", lambda x: torch.var_mean(x, -1), True),
+        ("torch.var_mean", lambda x: torch.var_mean(x, correction=0), True),
+        ("torch.std_mean", lambda x: torch.std_mean(x, 1, True, True), True),
+        ("torch.nanmean", lambda x: torch.nanmean(x, 0), True),
+        ("Tensor.nanmean", lambda x: x.nanmean(), True),
     ]
 
 
@@ -131,5 +145,5 @@ def test_reductions_2d_mesh():
     for name, fn in [("torch.sum", lambda a: a.sum(0)), ("torch.mean", lambda a: a.mean()),
                      ("torch.max", lambda a: a.max(0)), ("torch.amin", lambda a: a.amin(1)),
                      ("torch.argmax", lambda a: a.argmax(0)), ("torch.cumsum", lambda a: a.cumsum(0)),
-                     ("torch.var", lambda a: a.var(0))]:
-        check_op(name, fn, [x], mesh_shape=(2, 2), grad=name != "torch.argmax").raise_if_failed()
+                     ("torch.var", lambda a: a.var(0)), ("torch.all", lambda a: (a > -1).all(0))]:
+        check_op(name, fn, [x], mesh_shape=(2, 2), grad=name not in ("torch.argmax", "torch.all")).raise_if_failed()

@@ -116,7 +116,7 @@ class ReductionRule(OpRule):
 
     @classmethod
     def allowed_options(cls):
-        return ("kind", "params", "reduce")
+        return ("kind", "params", "reduce", "outputs")
 
     def __init__(self, op: str, **options) -> None:
         super().__init__(op, **options)
@@ -127,6 +127,9 @@ class ReductionRule(OpRule):
         self.reduce = options.get("reduce", "max")
         if self.reduce not in ("max", "min"):
             raise ValueError(f"{op}: option reduce={self.reduce!r}; expected 'max' or 'min'")
+        self.n_out = int(options.get("outputs", 1))
+        if self.n_out not in (1, 2) or (self.n_out == 2 and self.kind != "replicate"):
+            raise ValueError(f"{op}: option outputs={self.n_out!r}; 2 outputs need kind 'replicate'")
 
     # ------------------------------------------------------------------ arguments
     def param(self, call: OpCall, name: str, default: Any = None) -> Any:
@@ -157,7 +160,7 @@ class ReductionRule(OpRule):
         if len(call.tensors) != 1:
             raise call.fail(f"expected one tensor argument, got {len(call.tensors)}")
         dims, keepdim = self.parse(call)
-        return self.decide(call, self.kind, dims, keepdim)
+        return self.decide(call, self.kind, dims, keepdim, self.n_out)
 
     def decide(self, call: OpCall, kind: str, dims: Tuple[int, ...], keepdim: bool, n_out: int = 1) -> Decision:
         """Decision for reducing ``dims`` with ``kind`` (``n_out`` equal outputs, e.g. values and indices)."""
@@ -326,8 +329,24 @@ class ArgReduceRule(ReductionRule):
 
 # ---------------------------------------------------------------------- scans
 class ScanRule(OpRule):
-    """Inclusive scan along ``dim`` (cumsum): shards of other dims and ``Partial(sum|avg)`` are kept;
-    along a dim sharded by one mesh dim the ``expand_scan`` adds the exclusive prefix of the shard totals."""
+    """Inclusive scan along ``dim``.
+
+    Option ``kind``: ``sum`` (cumsum: shards of other dims and ``Partial(sum|avg)`` are kept; along a dim
+    sharded by one mesh dim ``expand_scan`` adds the exclusive prefix of the shard totals) or
+    ``replicate`` (cumprod, logcumsumexp, cummax, cummin: the scanned dim and Partial inputs are
+    requested Replicate). Option ``outputs``: 2 for (values, indices) scans (cummax, cummin).
+    """
+
+    @classmethod
+    def allowed_options(cls):
+        return ("kind", "outputs")
+
+    def __init__(self, op: str, **options) -> None:
+        super().__init__(op, **options)
+        self.kind = options.get("kind", "sum")
+        if self.kind not in ("sum", "replicate"):
+            raise ValueError(f"{op}: option kind={self.kind!r}; expected 'sum' or 'replicate'")
+        self.n_out = int(options.get("outputs", 1))
 
     def infer(self, call: OpCall) -> Decision:
         if len(call.tensors) != 1:
@@ -342,15 +361,16 @@ class ScanRule(OpRule):
         for d in range(call.mesh_ndim):
             p = t.placements[d] if t.is_dtensor else Replicate()
             if isinstance(p, Shard) and p.dim == dim and t.ndim:
-                if scan_dims:
-                    p = Replicate()  # a second mesh dim sharding the scanned dim: gather it
+                if scan_dims or self.kind != "sum":
+                    p = Replicate()  # gather it (a second mesh dim sharding the scanned dim, or a non-sum scan)
                 else:
                     scan_dims.append(d)
-            elif isinstance(p, Partial) and p.reduce_op not in ("sum", "avg"):
+            elif isinstance(p, Partial) and (self.kind != "sum" or p.reduce_op not in ("sum", "avg")):
                 p = Replicate()
             need.append(p)
         extra: Dict[str, Any] = {"dim": dim, "mesh_dims": tuple(scan_dims)}
-        return Decision(inputs=[tuple(need)], outputs=(tuple(need), tuple(t.shape)),
+        entry = (tuple(need), tuple(t.shape))
+        return Decision(inputs=[tuple(need)], outputs=entry if self.n_out == 1 else [entry, entry],
                         expand="expand_scan" if scan_dims else None, extra=extra)
 
     def expand_scan(self, func, args, kwargs, plan):
