@@ -11,7 +11,7 @@ export PYTHONUNBUFFERED := 1
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[torch,dev]"
+	$(PY) -m pip install -q -e ".[torch,mindspore,dev]"
 	@touch $(STAMP)
 
 install: $(STAMP)
