@@ -6,7 +6,7 @@ STAMP := $(VENV)/.hp-installed
 NPROC ?= 2
 export PYTHONUNBUFFERED := 1
 
-.PHONY: demo test ut st agent gate bench install clean
+.PHONY: demo test ut st agent gate bench coverage install clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ st: $(STAMP)
 
 bench: $(STAMP)
 	$(VENV)/bin/torchrun --standalone --nproc_per_node 2 benchmarks/redistribute.py
+
+## coverage: PyTorch OpInfo samples through DTensor on 2 ranks -> docs/op_coverage.md (a few minutes)
+coverage: $(STAMP)
+	$(PY) -m hyper_parallel.tools.op_coverage --out docs/op_coverage.md --quiet
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

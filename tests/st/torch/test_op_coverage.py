@@ -1,0 +1,48 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""ST: the OpInfo coverage machinery counts right (a few ops, not the full report)."""
+import pytest
+
+from hyper_parallel.testing import multi_rank
+from hyper_parallel.tools import op_coverage as cov
+
+
+def test_errors_are_classified():
+    from hyper_parallel.core.shard.rule import RuleError
+    assert cov.classify_error(RuleError("torch.x: refuses S(0)")) == "unsupported"
+    assert cov.classify_error(RuntimeError("hyper_parallel DTensor: no distributed rule for torch.foo.")) \
+        == "unsupported"
+    assert cov.classify_error(RuntimeError("shape mismatch")) == "failed"
+    assert cov.classify_error(AssertionError("values differ")) == "failed"
+    assert cov.classify_error(TypeError("no distributed rule")) == "failed"  # only the dispatcher's RuntimeError
+
+
+def test_result_status_and_markdown_totals():
+    ok, mixed, refused, broken = (cov.OpResult(n) for n in ("a", "b", "c", "d"))
+    for r, outcomes in ((ok, ["passed", "passed"]), (mixed, ["passed", "unsupported"]),
+                        (refused, ["unsupported", "unsupported"]), (broken, ["failed", "unsupported"])):
+        r.samples = 1
+        for config, outcome in zip(cov.CONFIGS, outcomes):
+            r.add(config, outcome, "why")
+    assert [r.status for r in (ok, mixed, refused, broken)] == ["pass", "partial", "unsupported", "fail"]
+    report = cov.CoverageReport([ok, mixed, refused, broken], max_samples=1, world_size=2, seconds=1.0)
+    totals = report.totals()
+    assert (totals["passed"], totals["failed"], totals["unsupported"], totals["runs"]) == (3, 1, 4, 8)
+    text = cov.render_markdown(report)
+    assert "**4 OpInfo ops, 4 samples, 8 runs: 3 passed, 1 failed, 4 unsupported.**" in text
+    assert "| `b` | 1 | 1 / 0 / 0 | 0 / 0 / 1 | partial | S(0): why |" in text
+
+
+@multi_rank(world_size=2, timeout=300)
+def test_supported_op_passes_and_unregistered_op_is_unsupported_never_failed():
+    results = {r.name: r for r in cov.run_op_samples(["add", "zeros_like", "rand_like", "fft.fft"], max_samples=2)}
+    for name in ("add", "zeros_like", "rand_like"):  # registered: every counted run passes, both placements
+        r = results[name]
+        assert r.status == "pass" and r.total("failed") == r.total("unsupported") == 0, (name, r)
+        assert r.counts["R"]["passed"] == r.samples == 2 and r.counts["S(0)"]["passed"] >= 1, (name, r.counts)
+    fft = results["fft.fft"]  # no distributed rule: a clear refusal on every run
+    assert fft.status == "unsupported" and fft.total("failed") == 0 and fft.total("passed") == 0, fft
+    assert fft.total("unsupported") == fft.runs > 0
+    assert "no distributed rule" in fft.details[0]
+    with pytest.raises(KeyError, match="not an OpInfo name"):
+        cov.run_op_samples(["no.such.op"])
