@@ -168,9 +168,9 @@ def shard_values(kind: str, spec: DTensorSpec, coord: Sequence[int], dtype: torc
     """This rank's shard of a fresh random tensor of ``spec`` (advances the stream by the global numel).
 
     ``kind``: ``uniform`` (params ``(low, high)``), ``normal`` (``(mean, std)``) or ``bernoulli``
-    (``(p,)``: a float, or a tensor of the local shape); empty ``params``: the standard ones. ``Partial(sum)`` mesh dims: the rank at
-    coordinate 0 holds the values, the others zeros (so the sum is the random tensor); other
-    ``Partial`` kinds hold the values on every rank.
+    (``(p,)``: a float, or a tensor of the local shape); empty ``params``: the standard ones.
+    ``Partial(sum)`` mesh dims: the rank at coordinate 0 holds the values, the others zeros (so the sum
+    is the random tensor); other ``Partial`` kinds hold the values on every rank.
     """
     seed, base = _core.reserve(spec.numel)
     local_shape, offset = spec.local_shape_and_offset(coord)

@@ -64,7 +64,7 @@ def _spec(plan):
     return DTensorSpec(plan.mesh, placements, shape)
 
 
-class _RandomRule(OpRule):
+class _RandomRule(OpRule):  # pylint: disable=abstract-method  # an abstract base: subclasses implement infer
     """Shared option handling of the random rules."""
 
     @classmethod
@@ -121,17 +121,17 @@ class RandomInplaceRule(_RandomRule):
         _check_generator(call)
         t = _self_dtensor(call)
         inputs = [None] * len(call.tensors)
-        for k in range(len(self.params)):
+        for k, name in enumerate(self.params):
             value = self._param(call, k)
             if isinstance(value, tuple) and value and value[0] == "__tensor__":
                 arg = call.tensors[value[1]]
                 if tuple(arg.shape) != tuple(t.shape) and any(s != 1 for s in arg.shape):
-                    raise call.fail(f"tensor {self.params[k]} of shape {list(arg.shape)} must have self's shape "
+                    raise call.fail(f"tensor {name} of shape {list(arg.shape)} must have self's shape "
                                     f"{list(t.shape)} or a single element")
                 inputs[value[1]] = no_partial(t.placements) if tuple(arg.shape) == tuple(t.shape) \
                     else (Replicate(),) * call.mesh_ndim
             elif not isinstance(value, (int, float)) or isinstance(value, bool):
-                raise call.fail(f"{self.params[k]}={value!r}: expected a number")
+                raise call.fail(f"{name}={value!r}: expected a number")
         return Decision(inputs=inputs, outputs=(t.placements, t.shape), expand="fill")
 
     def fill(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
