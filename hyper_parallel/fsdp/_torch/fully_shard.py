@@ -53,6 +53,9 @@ class FSDPState:  # pylint: disable=too-many-instance-attributes
         self.states: List["FSDPState"] = []
         self.units: List[FSDPUnit] = []
         self.order: List[FSDPUnit] = []
+        self.prev_order: List[FSDPUnit] = []
+        self.post_order: List[FSDPUnit] = []
+        self.deferred: Optional[FSDPUnit] = None
         self.pending: list = []
         self.in_backward = False
         self.sync_device = False
@@ -79,7 +82,17 @@ class FSDPState:  # pylint: disable=too-many-instance-attributes
         for unit in self.units:
             for info in unit.infos:
                 _ensure_dtensor(info.sharded)
+        if self.order:
+            self.prev_order = self.order
         self.order = []
+        self.post_order = []
+
+    def defer_reshard(self, unit: Optional[FSDPUnit]) -> None:
+        """Post-forward reshard of the previous unit happens when the next one starts, so the unit
+        that runs last in forward stays gathered for the start of backward (no re-gather)."""
+        old, self.deferred = self.deferred, unit
+        if old is not None and old is not unit:
+            old.post_forward_reshard(old is (self.unit))
 
     def begin_backward(self) -> None:
         """First pre-backward of a step: queue the final callback."""
@@ -102,7 +115,7 @@ class FSDPState:  # pylint: disable=too-many-instance-attributes
 
     def final_callback(self) -> None:
         """End of backward: reduce leftover units, finish all reductions, reshard everything."""
-        for unit in reversed(self.order):
+        for unit in reversed(self.post_order):
             if unit.needs_post_backward:
                 self.run_post_backward(unit)
         for unit in self.units:
@@ -110,6 +123,7 @@ class FSDPState:  # pylint: disable=too-many-instance-attributes
                 self.run_post_backward(unit)
         pending, self.pending = self.pending, []
         self._finish(pending)
+        self.deferred = None
         for unit in self.units:
             unit.in_backward = False
             unit.needs_post_backward = False
@@ -147,18 +161,33 @@ def _pre_forward(module: nn.Module, args, kwargs):
         root.root_pre_forward()
     unit = state.unit
     if unit is not None:
-        unit.unshard()
+        if root.deferred is not None and root.deferred is not unit:
+            root.defer_reshard(None)
+        unit.unshard(async_op=True)
+        for target in _forward_targets(root, unit):
+            target.unshard(async_op=True)
+        unit.wait_unshard()
         unit.swap_in()
         if torch.is_grad_enabled() and unit._expected:  # pylint: disable=protected-access
             unit.needs_post_backward = True
         if unit not in root.order:
             root.order.append(unit)
-        for target in unit.forward_prefetch or ():
-            target.unshard(async_op=True)
     mp = state.mp
     if mp.cast_forward_inputs and mp.param_dtype is not None:
         args, kwargs = _cast((args, kwargs), mp.param_dtype)
     return args, kwargs
+
+
+def _forward_targets(root: FSDPState, unit: FSDPUnit) -> List[FSDPUnit]:
+    """Explicit forward prefetch list, else the unit that followed this one in the previous step."""
+    if unit.forward_prefetch is not None:
+        return unit.forward_prefetch
+    prev = root.prev_order
+    if unit in prev:
+        idx = prev.index(unit) + 1
+        if idx < len(prev) and prev[idx].state != UNSHARDED:
+            return [prev[idx]]
+    return []
 
 
 def _post_forward(module: nn.Module, _args, output):
@@ -174,7 +203,12 @@ def _post_forward(module: nn.Module, _args, output):
     if unit is not None:
         unit.swap_out()
         # without a pre-backward hook the parameters must stay gathered for a backward that may come
-        if hooked or not unit.needs_post_backward:
+        root = state.root
+        if unit not in root.post_order:
+            root.post_order.append(unit)
+        if hooked and not state.is_root:
+            root.defer_reshard(unit)
+        elif not hooked and not unit.needs_post_backward:
             unit.post_forward_reshard(state.is_root)
     if state.mp.output_dtype is not None:
         output = _cast(output, state.mp.output_dtype)
@@ -190,9 +224,10 @@ def _pre_backward(state: FSDPState, _grad) -> None:
         return
     unit.unshard()
     targets = unit.backward_prefetch
-    if targets is None:
-        idx = root.order.index(unit) if unit in root.order else 0
-        targets = [root.order[idx - 1]] if idx > 0 else []
+    if targets is None:  # backward runs in reverse post-forward order
+        order = root.post_order
+        idx = order.index(unit) if unit in order else 0
+        targets = [order[idx - 1]] if idx > 0 else []
     for target in targets:
         if target.needs_post_backward and target.state != UNSHARDED:
             target.unshard(async_op=True)
@@ -328,6 +363,10 @@ def _collect_params(module: nn.Module, ignored: set):
                 walk(child, f"{prefix}{cname}.", False)
 
     walk(module, "", True)
+    for p, _, fqn in entries.values():
+        if p.dim() == 0:
+            raise ValueError(f"fully_shard: parameter {fqn!r} is 0-dimensional; a 0-dimensional parameter cannot "
+                             "be sharded on dim 0 (pass it in ignored_params or give it shape (1,))")
     infos = [ParamInfo(locs, fqn, p) for p, locs, fqn in entries.values()]
     return infos, {fqn: p for p, _, fqn in entries.values()}
 
@@ -339,7 +378,7 @@ def _find_parent(dp_mesh, tp_mesh):
     def same(sub, mesh):
         return sub.shape == mesh.topology.shape and sub.ranks == mesh.topology.ranks
 
-    for parent in dm._MESHES:  # pylint: disable=protected-access
+    for parent in reversed(dm._MESHES):  # newest first  # pylint: disable=protected-access
         topo = parent.topology
         if topo.ndim != 2 or not topo.dim_names or parent.get_coordinate() is None:
             continue

@@ -165,6 +165,8 @@ def set_optimizer_state_dict(model: nn.Module, optimizer: torch.optim.Optimizer,
         for k, v in st.items():
             if info is not None and isinstance(v, torch.Tensor) and v.dim() > 0:
                 v = _local_value(v, info, f"{fqn}.{k}").clone()
+            elif isinstance(v, torch.Tensor):
+                v = v.clone()  # e.g. AdamW's ``step``: never share a live counter with the source optimizer
             new[k] = v
         state[index[id(p)]] = new
     groups = []

@@ -71,7 +71,7 @@ class ParamInfo:
         self.fqn = fqn
         self.tp_spec: Optional[DTensorSpec] = param._spec if isinstance(param, DTensor) else None  # pylint: disable=protected-access
         with DisableTorchFunctionSubclass():
-            self.shape = tuple(param.shape)  # the shape FSDP shards (the TP-local one for TP params)
+            self.shape = tuple(param.view_as(param).shape)  # the shape FSDP shards (TP-local for TP params)
             self.dtype = param.dtype
             self.requires_grad = param.requires_grad
         self.spec: Optional[DTensorSpec] = None

@@ -1,0 +1,232 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Benchmark: one training step (forward, backward, AdamW step) under hyper-parallel ``fully_shard``,
+torch FSDP2 (``torch.distributed.fsdp.fully_shard``) and DDP, side by side on 2 gloo ranks.
+
+Models: the 4 x 1024 MLP (one unit per Linear plus the root) and a 4-block MLP-mixer stand-in for
+a small transformer (token-mixing and channel MLPs with LayerNorm and residuals; one unit per block
+plus the root holding the embedding and the head) — ``hyper_parallel/models/`` has no model yet.
+Step times are medians of interleaved rounds (the slowest rank counts).
+
+Memory: per rank, the peak of *tracked allocations* during one step. Every variant is built and
+stepped inside ``torch.profiler.profile(profile_memory=True)``; the CPU allocator then reports
+every allocation and free (storage resizes included) with the running total of bytes allocated
+since the profiler started, so the peak is ``max(total_allocated)`` between two marker
+allocations that bracket the step. It is compared with the formula
+``(sharded params + grads + AdamW's two states) = 4 * P * 4 B / N`` plus the largest unit's
+unsharded parameters (``U * 4 B``).
+
+    python benchmarks/fsdp.py        # self-launches torchrun with 2 ranks
+"""
+from __future__ import annotations
+
+import copy
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _common import ensure_launched, fmt_time, print_table, time_interleaved  # noqa: E402  pylint: disable=wrong-import-position
+
+_MARK = 7777  # bytes of the marker allocations that bracket the measured step
+
+
+def _models():
+    import torch
+    from torch import nn
+
+    class MixerBlock(nn.Module):
+        """Token-mixing MLP + channel MLP, each behind a LayerNorm with a residual."""
+
+        def __init__(self, seq: int, dim: int) -> None:
+            super().__init__()
+            self.norm1 = nn.LayerNorm(dim)
+            self.token = nn.Sequential(nn.Linear(seq, 2 * seq), nn.GELU(), nn.Linear(2 * seq, seq))
+            self.norm2 = nn.LayerNorm(dim)
+            self.channel = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+
+        def forward(self, x):
+            x = x + self.token(self.norm1(x).transpose(1, 2)).transpose(1, 2)
+            return x + self.channel(self.norm2(x))
+
+    class Mixer(nn.Module):
+        """Embedding, 4 mixer blocks, head."""
+
+        def __init__(self, seq: int = 64, dim: int = 256, depth: int = 4) -> None:
+            super().__init__()
+            self.embed = nn.Linear(dim, dim)
+            self.blocks = nn.ModuleList(MixerBlock(seq, dim) for _ in range(depth))
+            self.head = nn.Linear(dim, dim)
+
+        def forward(self, x):
+            x = self.embed(x)
+            for b in self.blocks:
+                x = b(x)
+            return self.head(x)
+
+    def mlp():
+        layers = []
+        for _ in range(4):
+            layers += [nn.Linear(1024, 1024), nn.ReLU()]
+        return nn.Sequential(*layers)
+
+    torch.manual_seed(0)
+    mlp_model = mlp()
+    mixer_model = Mixer()
+    return [
+        ("MLP 4x1024", mlp_model, lambda m: [x for x in m if isinstance(x, nn.Linear)], (32, 1024)),
+        ("mixer 4 blocks (d=256, seq=64)", mixer_model, lambda m: list(m.blocks), (8, 64, 256)),
+    ]
+
+
+def _variants(base, units_of, world):
+    """name -> builder returning (model, optimizer) for ours, torch FSDP2 and DDP."""
+    import torch
+    from torch.distributed.device_mesh import init_device_mesh as t_init_mesh
+    from torch.distributed.fsdp import fully_shard as t_fully_shard
+    from torch.nn.parallel import DistributedDataParallel
+
+    import hyper_parallel as hp
+
+    ours_mesh = hp.init_device_mesh("cpu", (world,))
+    t_mesh = t_init_mesh("cpu", (world,))
+
+    def ours():
+        m = copy.deepcopy(base)
+        for u in units_of(m):
+            hp.fully_shard(u, mesh=ours_mesh)
+        hp.fully_shard(m, mesh=ours_mesh)
+        return m, torch.optim.AdamW(m.parameters(), lr=1e-3)
+
+    def fsdp2():
+        m = copy.deepcopy(base)
+        for u in units_of(m):
+            t_fully_shard(u, mesh=t_mesh)
+        t_fully_shard(m, mesh=t_mesh)
+        return m, torch.optim.AdamW(m.parameters(), lr=1e-3)
+
+    def ddp():
+        m = DistributedDataParallel(copy.deepcopy(base))
+        return m, torch.optim.AdamW(m.parameters(), lr=1e-3)
+
+    return {"hyper_parallel fully_shard": ours, "torch FSDP2": fsdp2, "DDP": ddp}
+
+
+def _stepper(model, opt, x):
+    def step():
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+    return step
+
+
+def _peak_bytes(build, x) -> int:
+    """Peak tracked bytes during one step (after a warm-up step), model built under the profiler."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        model, opt = build()
+        step = _stepper(model, opt, x)
+        step()
+        mark = torch.empty(_MARK, dtype=torch.uint8)
+        step()
+        del mark
+    nodes = list(_walk(prof.profiler.kineto_results.experimental_event_tree()))
+    allocs = sorted((n for n in nodes if n.tag == torch._C._profiler._EventType.Allocation),  # pylint: disable=protected-access
+                    key=lambda n: n.start_time_ns)
+    inside, peak = False, 0
+    for n in allocs:
+        f = n.extra_fields
+        if abs(f.alloc_size) == _MARK:
+            inside = f.alloc_size > 0
+            continue
+        if inside:
+            peak = max(peak, f.total_allocated)
+    return peak
+
+
+def _walk(nodes):
+    for n in nodes:
+        yield n
+        yield from _walk(n.children)
+
+
+def _formula(base, units_of, world) -> tuple:
+    total = sum(p.numel() for p in base.parameters())
+    unit = max(sum(p.numel() for p in u.parameters()) for u in units_of(base))
+    root_own = total - sum(sum(p.numel() for p in u.parameters()) for u in units_of(base))
+    unit = max(unit, root_own)
+    return 4 * total * 4 / world + unit * 4, total, unit
+
+
+def _opt_step_times(builds, x, iters):
+    """Median optimizer.step() time alone: ours (local shards), FSDP2 (DTensor dispatch), plain local tensors."""
+    import torch
+    out = {}
+    made = {}
+    for name in ("hyper_parallel fully_shard", "torch FSDP2"):
+        model, opt = builds[name]()
+        model(x).square().mean().backward()
+        made[name] = (model, opt)
+    ours_model = made["hyper_parallel fully_shard"][0]
+    plain = [p.to_local().detach().clone().requires_grad_() for p in ours_model.parameters()]
+    for p in plain:
+        p.grad = torch.randn_like(p)
+    made["plain local tensors"] = (None, torch.optim.AdamW(plain, lr=1e-3))
+    cands = {name: opt.step for name, (_, opt) in made.items()}
+    out.update(time_interleaved(cands, iters=iters, warmup=2, rounds=5))
+    return out
+
+
+def main() -> None:
+    """Run the comparison and print the tables on rank 0."""
+    import torch
+    import torch.distributed as dist
+
+    import hyper_parallel as hp
+
+    torch.set_num_threads(1)
+    hp.init_process_group("gloo")
+    world = dist.get_world_size()
+    rank = dist.get_rank()
+    iters = int(os.environ.get("BENCH_ITERS", "4"))
+    for title, base, units_of, in_shape in _models():
+        torch.manual_seed(1 + rank)
+        x = torch.randn(in_shape)
+        builds = _variants(base, units_of, world)
+        steppers, losses = {}, {}
+        for name, build in builds.items():
+            model, opt = build()
+            steppers[name] = _stepper(model, opt, x)
+            losses[name] = [float(steppers[name]().detach()) for _ in range(2)]
+        times = time_interleaved(steppers, iters=iters, warmup=1, rounds=5)
+        peaks = {}
+        for name, build in builds.items():
+            t = torch.tensor([_peak_bytes(build, x)], dtype=torch.float64)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            peaks[name] = t.item()
+        formula, total, unit = _formula(base, units_of, world)
+        ours, fsdp2, ddp = (times[k] for k in builds)
+        rows = [(name, fmt_time(t), f"{t / fsdp2:.3f}x", f"{t / ddp:.3f}x", f"{peaks[name] / 2**20:.1f} MiB",
+                 f"{peaks[name] / formula:.2f}x", f"{losses[name][1]:.6f}") for name, t in times.items()]
+        print_table(f"{title}: train step on {world} gloo ranks ({total / 1e6:.2f} M params, largest unit "
+                    f"{unit / 1e6:.2f} M; memory formula {formula / 2**20:.1f} MiB/rank)", rows,
+                    ("variant", "step", "vs FSDP2", "vs DDP", "peak mem/rank", "vs formula", "loss@step2"))
+        if title.startswith("MLP"):
+            opt_times = _opt_step_times(builds, x, iters=10)
+            base_t = opt_times["plain local tensors"]
+            print_table("optimizer.step() alone (AdamW, MLP shards)",
+                        [(k, fmt_time(v), f"{v / base_t:.2f}x") for k, v in opt_times.items()],
+                        ("variant", "time", "vs plain local tensors"))
+        dist.barrier()
+        time.sleep(0.1)
+    hp.destroy_process_group()
+
+
+if __name__ == "__main__":
+    ensure_launched(2)
+    main()
