@@ -56,10 +56,6 @@ _LAZY = {
     "fully_shard": "hyper_parallel.fsdp",
     "MixedPrecisionPolicy": "hyper_parallel.fsdp",
     "CPUOffloadPolicy": "hyper_parallel.fsdp",
-    # fully sharded data parallel
-    "fully_shard": "hyper_parallel.fsdp",
-    "MixedPrecisionPolicy": "hyper_parallel.fsdp",
-    "CPUOffloadPolicy": "hyper_parallel.fsdp",
 }
 
 __all__ = ["Layout", "Partial", "Placement", "Replicate", "Shard", *sorted(_LAZY)]
