@@ -359,19 +359,23 @@ class ScanRule(OpRule):
         need: List[Placement] = []
         scan_dims: List[int] = []
         for d in range(call.mesh_ndim):
-            p = t.placements[d] if t.is_dtensor else Replicate()
-            if isinstance(p, Shard) and p.dim == dim and t.ndim:
-                if scan_dims or self.kind != "sum":
-                    p = Replicate()  # gather it (a second mesh dim sharding the scanned dim, or a non-sum scan)
-                else:
-                    scan_dims.append(d)
-            elif isinstance(p, Partial) and (self.kind != "sum" or p.reduce_op not in ("sum", "avg")):
-                p = Replicate()
+            p = self._need(t.placements[d] if t.is_dtensor else Replicate(), dim, bool(scan_dims))
+            if isinstance(p, Shard) and p.dim == dim:
+                scan_dims.append(d)
             need.append(p)
         extra: Dict[str, Any] = {"dim": dim, "mesh_dims": tuple(scan_dims)}
         entry = (tuple(need), tuple(t.shape))
         return Decision(inputs=[tuple(need)], outputs=entry if self.n_out == 1 else [entry, entry],
                         expand="expand_scan" if scan_dims else None, extra=extra)
+
+    def _need(self, p: Placement, dim: int, expanding: bool) -> Placement:
+        """Required placement on one mesh dim (``expanding``: an earlier mesh dim already shards ``dim``)."""
+        if isinstance(p, Shard) and p.dim == dim:
+            # a second mesh dim sharding the scanned dim, or a non-sum scan: gather it
+            return Replicate() if expanding or self.kind != "sum" else p
+        if isinstance(p, Partial) and (self.kind != "sum" or p.reduce_op not in ("sum", "avg")):
+            return Replicate()
+        return p
 
     def expand_scan(self, func, args, kwargs, plan):
         """Local scan plus the sum of the totals of the shards before this one."""
