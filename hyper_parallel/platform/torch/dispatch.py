@@ -106,11 +106,12 @@ def resolve_torch_name(name: str) -> Optional[Callable]:
 
 # ---------------------------------------------------------------------- plan
 class _Plan:
-    __slots__ = ("fast", "redist", "grad_sync", "grad_scale", "outs", "expand", "unwrap", "rule", "decision",
-                 "call", "mesh", "describe", "locs")
+    __slots__ = ("fast", "sync_only", "redist", "grad_sync", "grad_scale", "outs", "expand", "unwrap", "rule",
+                 "decision", "call", "mesh", "describe", "locs")
 
     def __init__(self) -> None:
         self.fast = True
+        self.sync_only = False
         self.redist: List[Tuple[int, tuple, Optional[DTensorSpec]]] = []
         self.grad_sync: List[Tuple[int, tuple]] = []
         self.grad_scale: List[Tuple[int, float]] = []
@@ -234,6 +235,7 @@ def _build_plan(func, name, rule, args, kwargs, tensors, locs) -> _Plan:
     plan.expand = getattr(rule, decision.expand) if decision.expand else None
     plan.unwrap = isinstance(func, _PY_FUNCS)
     plan.fast = not (plan.redist or plan.grad_sync or plan.grad_scale or plan.expand or plan.unwrap)
+    plan.sync_only = not plan.fast and not (plan.redist or plan.grad_scale or plan.expand or plan.unwrap)
     return plan
 
 
@@ -290,8 +292,7 @@ def _run_general(plan: _Plan, func, args, kwargs, tensors, locs):
     for i, steps, _dst in plan.redist:
         new[i] = run_redistribute(_local(new[i]), steps)
     if plan.grad_sync and torch.is_grad_enabled():
-        from hyper_parallel.platform import get_platform
-        plat = get_platform("torch")
+        plat = _torch_platform()
         for i, groups in plan.grad_sync:
             x = new[i]
             if x.requires_grad:
@@ -320,6 +321,26 @@ def _run_general(plan: _Plan, func, args, kwargs, tensors, locs):
 
 
 _SIMPLE = (int, float, bool, type(None), str)
+
+
+_PLATFORM: List[Any] = []
+
+
+def _torch_platform():
+    """The torch platform object (looked up once)."""
+    if not _PLATFORM:
+        from hyper_parallel.platform import get_platform
+        _PLATFORM.append(get_platform("torch"))
+    return _PLATFORM[0]
+
+
+def _grad_needed(args, tensors) -> bool:
+    """True when autograd will record this call (some tensor input requires grad)."""
+    if not torch.is_grad_enabled():
+        return False
+    if tensors is not None:
+        return any(t.requires_grad for t in tensors)
+    return any(type(a) is DTensor and a.requires_grad for a in args)  # pylint: disable=unidiomatic-typecheck
 
 
 def _fast_key(func, args):
@@ -351,7 +372,7 @@ def _dispatch(func, name, rule, args, kwargs):
         plan.locs = locs
         _CACHE[key] = plan
     with _NoTF():
-        if plan.fast:
+        if plan.fast or (plan.sync_only and not _grad_needed(args, tensors)):
             out = func(*args, **kwargs)
         else:
             if tensors is None:
