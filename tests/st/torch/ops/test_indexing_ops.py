@@ -14,7 +14,9 @@ def _perm_rows(shape, gen):
 @pytest.mark.parametrize("shape", [(4, 6), (5, 3), (1, 4)])
 @multi_rank(world_size=2, timeout=600)
 def test_gather_scatter_family(shape):
+    import warnings
     import torch
+    warnings.filterwarnings("ignore", message="The reduce argument of torch.scatter")  # deprecated, still tested
     from hyper_parallel.testing.op_parity import check_op
     gen = torch.Generator().manual_seed(0)
     a, b = shape

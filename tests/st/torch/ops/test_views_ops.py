@@ -92,9 +92,14 @@ def test_view_and_shape_ops(shape):
     from hyper_parallel.testing.op_parity import check_op
     torch.manual_seed(0)
     x = torch.randn(shape)
+    free = ("torch.permute", "Tensor.permute", "torch.transpose", "Tensor.transpose", "torch.swapaxes", "torch.swapdims",
+            "torch.t", "Tensor.t", "Tensor.T", "Tensor.mT", "torch.movedim", "Tensor.movedim", "torch.moveaxis",
+            "torch.unsqueeze", "Tensor.unsqueeze")
     for name, fn in _cases_2d(shape):
         report = check_op(name, fn, [x]).raise_if_failed()
         assert not report.rejected, (name, report.rejected)
+        if name in free:  # permutations and unsqueeze never communicate, whatever the placement
+            assert report.native == report.combos == 4, (name, report)
     for k, fn in enumerate(_getitem_cases(shape)):
         report = check_op(f"Tensor.__getitem__ case {k}", fn, [x]).raise_if_failed()
         assert not report.rejected, (k, report.rejected)

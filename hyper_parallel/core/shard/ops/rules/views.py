@@ -14,15 +14,17 @@ Common facts every rule here relies on:
 
 View/reshape dim mapping: the input and output shapes are split into groups of dims whose
 products match (size-1 dims form their own groups). A shard on the outermost dim of a group
-survives on the outermost output dim of the group when both sizes divide evenly by the number of
-shards; a shard on an inner dim of a merged group, or one that does not divide, is replicated.
+survives on the outermost output dim of the group when each rank's block is exactly the same run
+of the group's elements on both sides: always for a dim the view leaves unchanged (even uneven),
+and for a merge or split when the sizes divide evenly by the number of shards. A shard on an inner
+dim of a merged group, or one that does not line up, is replicated.
 """
 from __future__ import annotations
 
 import itertools
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from hyper_parallel.core.placement import Placement, Replicate, Shard
+from hyper_parallel.core.placement import Placement, Replicate, Shard, shard_range
 from hyper_parallel.core.shard.rule import Decision, OpCall, OpRule, RuleError, normalize_dim
 
 __all__ = ["ViewRule", "ExpandRule", "PermuteRule", "NarrowRule", "SelectRule", "SplitRule", "GetItemRule",
@@ -102,22 +104,48 @@ def view_groups(a: Sequence[int], b: Sequence[int]) -> List[Tuple[List[int], Lis
     return groups
 
 
+def _nested_ranges(size: int, parts: Sequence[int], scale: int) -> List[Tuple[int, int]]:
+    """(offset, length) of every nested shard of a dim of ``size`` split by ``parts`` in order, times ``scale``."""
+    ranges = [(0, size)]
+    for n in parts:
+        ranges = [(start + o, ln) for start, length in ranges for o, ln in
+                  (shard_range(length, n, i) for i in range(n))]
+    return [(o * scale, ln * scale) for o, ln in ranges]
+
+
+def _group_targets(in_shape, out_shape) -> Dict[int, Tuple[int, int, int]]:
+    """Outermost input dim of each group -> (outermost output dim, inner input size, inner output size)."""
+    target = {}
+    for ins, outs in view_groups(in_shape, out_shape):
+        if ins and outs:
+            rest_in = 1
+            for k in ins[1:]:
+                rest_in *= in_shape[k]
+            rest_out = 1
+            for j in outs[1:]:
+                rest_out *= out_shape[j]
+            target[ins[0]] = (outs[0], rest_in, rest_out)
+    return target
+
+
 def view_placements(in_shape: Sequence[int], out_shape: Sequence[int], placements: Placements,
                     mesh_shape: Sequence[int]) -> Tuple[Placements, Placements]:
-    """(placements the input needs, output placements) of a view from ``in_shape`` to ``out_shape``."""
+    """(placements the input needs, output placements) of a view from ``in_shape`` to ``out_shape``.
+
+    A shard of the outermost dim of a group survives when every rank's block of the group's flat
+    elements is exactly its block of the output dim (always for an unchanged dim, and for a merge
+    or split when the sizes divide evenly); a prefix of nested shards is kept the same way.
+    """
     numel = 1
     for s in in_shape:
         numel *= s
     if numel == 0:
         need = tuple(Replicate() if isinstance(p, Shard) else p for p in placements)
         return need, need
-    target = {}
-    for ins, outs in view_groups(in_shape, out_shape):
-        if outs:
-            target[ins[0] if ins else None] = outs[0]
+    target = _group_targets(in_shape, out_shape)
     need: List[Placement] = []
     out: List[Placement] = []
-    parts: Dict[int, int] = {}
+    parts: Dict[int, List[int]] = {}
     broken = set()
     for d, p in enumerate(placements):
         if not isinstance(p, Shard):
@@ -125,16 +153,16 @@ def view_placements(in_shape: Sequence[int], out_shape: Sequence[int], placement
             out.append(p)
             continue
         k = p.dim
-        n = parts.get(k, 1) * mesh_shape[d]
-        j = target.get(k)
-        if k in broken or j is None or in_shape[k] % n or out_shape[j] % n:
+        tried = parts.get(k, []) + [mesh_shape[d]]
+        if k in broken or k not in target or _nested_ranges(in_shape[k], tried, target[k][1]) != \
+                _nested_ranges(out_shape[target[k][0]], tried, target[k][2]):
             broken.add(k)
             need.append(Replicate())
             out.append(Replicate())
             continue
-        parts[k] = n
+        parts[k] = tried
         need.append(p)
-        out.append(Shard(j))
+        out.append(Shard(target[k][0]))
     return tuple(need), tuple(out)
 
 
