@@ -92,9 +92,9 @@ def test_view_and_shape_ops(shape):
     from hyper_parallel.testing.op_parity import check_op
     torch.manual_seed(0)
     x = torch.randn(shape)
-    free = ("torch.permute", "Tensor.permute", "torch.transpose", "Tensor.transpose", "torch.swapaxes", "torch.swapdims",
-            "torch.t", "Tensor.t", "Tensor.T", "Tensor.mT", "torch.movedim", "Tensor.movedim", "torch.moveaxis",
-            "torch.unsqueeze", "Tensor.unsqueeze")
+    free = ("torch.permute", "Tensor.permute", "torch.transpose", "Tensor.transpose", "torch.swapaxes",
+            "torch.swapdims", "torch.t", "Tensor.t", "Tensor.T", "Tensor.mT", "torch.movedim", "Tensor.movedim",
+            "torch.moveaxis", "torch.unsqueeze", "Tensor.unsqueeze")
     for name, fn in _cases_2d(shape):
         report = check_op(name, fn, [x]).raise_if_failed()
         assert not report.rejected, (name, report.rejected)
