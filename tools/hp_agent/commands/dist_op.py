@@ -88,6 +88,29 @@ def confirm_cmd(plan: str, who: str, as_json: bool) -> None:
         click.echo(f"{parsed.path}: confirmed by {record['by']} at {record['at']} (sha256 {record['sha256'][:12]})")
 
 
+@cli_group.command("set")
+@click.argument("plan")
+@click.argument("assignments", nargs=-1, required=True)
+@json_option
+@internal_errors
+def set_cmd(plan: str, assignments: Tuple[str, ...], as_json: bool) -> None:
+    """Decide front-matter fields of PLAN: KEY=VALUE (dotted keys, YAML values), e.g.
+    ``frontends.mindspore.in_scope=false``. A confirmed plan becomes stale (confirm it again)."""
+    from hp_agent.dist_op.plan import set_field
+    layout = _layout()
+    try:
+        parsed = load_plan(_plan_path(layout, plan))
+        changed = [set_field(parsed, item) for item in assignments]
+    except PlanError as exc:
+        _refuse(exc)
+    parsed.save()
+    if as_json:
+        click.echo(json.dumps({"ok": True, "plan": str(parsed.path), "set": changed}, indent=2))
+    else:
+        for key, value in changed:
+            click.echo(f"{parsed.path}: {key} = {value!r}")
+
+
 @cli_group.command("status")
 @json_option
 @internal_errors

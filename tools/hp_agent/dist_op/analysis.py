@@ -40,6 +40,7 @@ class Case:
     probe: Optional[CallProbe] = None
     error: str = ""
     scan: Optional[str] = None
+    pnorm: bool = False
 
     @property
     def ndim(self) -> int:
@@ -61,6 +62,7 @@ class Derivation:
     linear: bool = False
     shape_rule: str = "same"
     scan: Optional[str] = None
+    expand: Optional[str] = None
     legacy_dim: bool = False
     cache_values: List[str] = field(default_factory=list)
     cases: List[Case] = field(default_factory=list)
@@ -149,6 +151,29 @@ def scan_combine(fn: Callable, x, kwargs: Dict[str, Any], dim: int, ranks: Seque
     return None
 
 
+def pnorm_expand(fn: Callable, x, kwargs: Dict[str, Any], dim: int, iface: Interface,
+                 ranks: Sequence[int] = (2, 3)) -> bool:
+    """True when shards along ``dim`` reproduce the op as ``x / max(||x||_p, eps)`` with the p-norm's sum
+    all-reduced over the simulated ranks (the ``pnorm`` expand; needs parameters ``p`` and ``eps``)."""
+    import torch
+    from hyper_parallel.core.placement import shard_range
+    pp, ep = iface.param("p"), iface.param("eps")
+    if pp is None or ep is None:
+        return False
+    p = kwargs.get("p", pp.default)
+    eps = kwargs.get("eps", ep.default)
+    if not isinstance(p, (int, float)) or p <= 0 or p == float("inf"):
+        return False
+    ref = _call(fn, x, kwargs)
+    for n in ranks:
+        parts = [x.narrow(dim, *shard_range(x.shape[dim], n, r)) for r in range(n)]
+        total = sum(part.abs().pow(p).sum(dim, keepdim=True) for part in parts)
+        local = [part / total.pow(1.0 / p).clamp_min(eps) for part in parts]
+        if not torch.allclose(torch.cat(local, dim), ref, atol=1e-5, rtol=1e-4):
+            return False
+    return True
+
+
 def _run_cases(fn: Callable, iface: Interface, shapes: Sequence[Tuple[int, ...]]) -> List[Case]:
     import torch
     _, settings = _settings(iface)
@@ -168,6 +193,7 @@ def _run_cases(fn: Callable, iface: Interface, shapes: Sequence[Tuple[int, ...]]
             dim = _dim_value(iface, kwargs, len(shape))
             if dim is not None and "S(%d)" % dim not in case.out_on((f"S({dim})",)):
                 case.scan = scan_combine(fn, x, kwargs, dim)
+                case.pnorm = case.scan is None and pnorm_expand(fn, x, kwargs, dim, iface)
             cases.append(case)
     return cases
 
@@ -199,6 +225,13 @@ def _unshardable(case: Case) -> set:
     return {d for d in range(case.ndim) if case.shape[d] >= 2 and f"S({d})" not in case.out_on((f"S({d})",))}
 
 
+def _shape_matches(shape, out, dim, along: Callable) -> bool:
+    """True when ``out`` equals ``shape`` except ``along(size)`` at ``dim``."""
+    if dim is None or out is None or len(out) != len(shape):
+        return False
+    return all(o == (along(s) if i == dim else s) for i, (o, s) in enumerate(zip(out, shape)))
+
+
 def _shape_rule(cases: List[Case], iface: Interface) -> Optional[str]:
     rules = set()
     for c in cases:
@@ -207,9 +240,13 @@ def _shape_rule(cases: List[Case], iface: Interface) -> Optional[str]:
             rules.add("same")
             continue
         dim = _dim_value(iface, c.kwargs, c.ndim)
-        halved = dim is not None and out is not None and len(out) == c.ndim and all(
-            o == (s // 2 if i == dim else s) for i, (o, s) in enumerate(zip(out, c.shape)))
-        rules.add("halved" if halved else "other")
+        n = c.kwargs.get("n", iface.param("n").default if iface.param("n") is not None else None)
+        if _shape_matches(c.shape, out, dim, lambda s, n=n: max(s - n, 0) if isinstance(n, int) else None):
+            rules.add("minus_n")
+        elif _shape_matches(c.shape, out, dim, lambda s: s // 2):
+            rules.add("halved")
+        else:
+            rules.add("other")
     return rules.pop() if len(rules) == 1 else None
 
 
@@ -238,7 +275,10 @@ def derive(fn: Callable, iface: Interface, shapes: Sequence[Tuple[int, ...]] = S
         scans = {c.scan for c in ok if _unshardable(c)}
         if len(scans) == 1 and None not in scans:
             deriv.scan = scans.pop()
-        if deriv.shape_rule not in ("same", "halved"):
+            deriv.expand = "scan"
+        elif all(c.pnorm for c in ok if _unshardable(c)) and any(_unshardable(c) for c in ok):
+            deriv.expand = "pnorm"
+        if deriv.shape_rule not in ("same", "halved", "minus_n"):
             deriv.questions.append(f"output shape relation is {deriv.shape_rule!r}: how is the output shape computed?")
         return deriv
     deriv.questions.append("the probe table matches no known rule shape (elementwise, all-but-dim): which "

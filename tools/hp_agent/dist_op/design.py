@@ -43,6 +43,15 @@ def design(deriv: Derivation, iface: Interface) -> Dict[str, Any]:
         return {"path": f"{TBD} which path (A/B/C) and base class? the probe matched no known rule shape",
                 "base_class": f"{TBD} base class", "template": None, "options": {}, "reason": TBD}
     pos = iface.position(deriv.dim_param)
+    if deriv.expand == "pnorm" and deriv.shape_rule == "same":
+        return _path("B", "SoftmaxRule", None, {}, "coupled_dim",
+                     f"the softmax layout for the other dims (`{deriv.dim_param}` at position {pos}), and a shard "
+                     f"of `{deriv.dim_param}` kept with the `pnorm` expand (p-norm sum all-reduced, probed "
+                     "in simulation): subclass SoftmaxRule")
+    if deriv.shape_rule == "minus_n":
+        return _path("C", "OpRule", None, {}, "dim_local",
+                     f"only `{deriv.dim_param}` couples elements and the output loses `n` entries along it: no "
+                     "existing rule computes that shape, so a new class (dim-local layout, shape minus n)")
     if deriv.shape_rule == "halved":
         return _path("C", "OpRule", None, {}, "dim_local",
                      f"only `{deriv.dim_param}` couples elements, but the output halves along it: no existing "
@@ -81,7 +90,7 @@ def expected(deriv: Derivation, placement: str, dim: Optional[int]) -> Tuple[str
         return ("P(sum)", "P(sum)", False) if deriv.linear and placement == "P(sum)" else ("R", "R", False)
     d = int(placement[2:-1])
     if deriv.kind == "except_dim" and d == dim:
-        if deriv.scan is not None:
+        if deriv.expand is not None:
             return placement, placement, True
         return "R", "R", False
     return placement, placement, False
@@ -169,7 +178,8 @@ def build_plan(group: List[str], ifaces: Dict[str, Interface], deriv: Derivation
         "interface": {n: {"signature": i.signature, "source": i.source, "dtypes": i.dtypes,
                           "params": [p.to_dict() for p in i.params]} for n, i in ifaces.items()},
         "derivation": {"kind": deriv.kind, "dim_param": deriv.dim_param, "linear": deriv.linear,
-                       "shape_rule": deriv.shape_rule, "scan_combine": deriv.scan, "legacy_dim": deriv.legacy_dim,
+                       "shape_rule": deriv.shape_rule, "scan_combine": deriv.scan, "expand": deriv.expand,
+                       "legacy_dim": deriv.legacy_dim,
                        "probed_cases": len(deriv.cases)},
         "path": chosen["path"],
         "reason": chosen["reason"],
@@ -179,7 +189,8 @@ def build_plan(group: List[str], ifaces: Dict[str, Interface], deriv: Derivation
         "dim_position": iface.position(deriv.dim_param) if deriv.dim_param else None,
         "dim_default": _default(iface, deriv.dim_param),
         "cache_values": deriv.cache_values,
-        "expand": "expand_scan" if chosen.get("template") == "scan" or deriv.scan else None,
+        "expand": f"expand_{deriv.expand}" if deriv.expand else None,
+        "expand_params": _expand_params(iface, deriv),
         "registry": {"file": layout.registry_yaml if layout is not None else REGISTRY_FILE, "names": list(group)},
         "accepted": _accepted(deriv, iface) if deriv.ok_cases and deriv.kind != "unknown" else [],
         "rejected": _rejected(deriv, iface, checks),
@@ -193,6 +204,16 @@ def build_plan(group: List[str], ifaces: Dict[str, Interface], deriv: Derivation
     from hp_agent.dist_op.render import render_body
     body = render_body(meta, deriv, ifaces, questions)
     return Plan(meta, body)
+
+
+def _expand_params(iface: Interface, deriv: Derivation) -> Dict[str, Any]:
+    """Positions and defaults of the scalars an expand or shape rule reads (p, eps, n)."""
+    out = {}
+    for name in ("p", "eps", "n"):
+        p = iface.param(name)
+        if p is not None and not p.tensor and (deriv.expand == "pnorm" or name == "n"):
+            out[name] = {"position": iface.position(name), "default": p.default if p.has_default else None}
+    return out
 
 
 def _default(iface: Interface, name: Optional[str]) -> Any:

@@ -166,3 +166,26 @@ def confirm_plan(plan: Plan, who: str, now: Optional[datetime.datetime] = None) 
     plan.meta["status"] = "confirmed"
     plan.meta["confirmation"] = record
     return record
+
+
+def set_field(plan: Plan, assignment: str) -> tuple:
+    """Apply ``a.b.c=value`` (value parsed as YAML) to the front matter; returns ``(key, value)``."""
+    if "=" not in assignment:
+        raise PlanError(f"{assignment!r}: expected KEY=VALUE (e.g. frontends.mindspore.in_scope=false)")
+    key, raw = assignment.split("=", 1)
+    parts = [p for p in key.strip().split(".") if p]
+    if not parts or parts[0] in _VOLATILE:
+        raise PlanError(f"{key!r}: not a settable field (status and confirmation belong to confirm)")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        raise PlanError(f"{key}: value {raw!r} is not valid YAML: {exc}") from exc
+    node = plan.meta
+    for p in parts[:-1]:
+        if not isinstance(node, dict) or p not in node:
+            raise PlanError(f"{key!r}: no field {p!r} in the plan's front matter")
+        node = node[p]
+    if not isinstance(node, dict) or parts[-1] not in node:
+        raise PlanError(f"{key!r}: no field {parts[-1]!r} in the plan's front matter")
+    node[parts[-1]] = value
+    return ".".join(parts), value

@@ -3,6 +3,7 @@
 """jinja2 rendering of every file the pipeline writes (plan bodies, rule modules, YAML, tests, reports)."""
 from __future__ import annotations
 
+import pprint
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -13,6 +14,7 @@ __all__ = ["render", "render_body", "TEMPLATES"]
 TEMPLATES = Path(__file__).parent / "templates"
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
                           keep_trailing_newline=True, trim_blocks=False, lstrip_blocks=False)
+_ENV.filters["py"] = lambda value: pprint.pformat(value, width=110, sort_dicts=False)
 
 
 def render(template: str, **context: Any) -> str:
@@ -28,6 +30,8 @@ def _cell(case, combo: str) -> str:
         return " ".join(found)
     if case.scan and combo.startswith("S("):
         return f"scan:{case.scan}"
+    if case.pnorm and combo.startswith("S("):
+        return "pnorm-expand"
     return "-"
 
 
@@ -41,8 +45,13 @@ def _summary(meta: Dict[str, Any]) -> str:
         if deriv["scan_combine"]:
             lines.append(f"- Sharding `{deriv['dim_param']}` works with an expand: local scan combined "
                          f"(`{deriv['scan_combine']}`) with the carry of the earlier shards.")
+        elif deriv.get("expand") == "pnorm":
+            lines.append(f"- Sharding `{deriv['dim_param']}` works with the `pnorm` expand: the p-norm's sum "
+                         "all-reduced across shards reproduced the op in simulation.")
         else:
             lines.append(f"- A shard of `{deriv['dim_param']}` must be gathered first (Replicate).")
+        if deriv["shape_rule"] == "minus_n":
+            lines.append(f"- The output loses `n` entries along `{deriv['dim_param']}`.")
         if deriv["shape_rule"] == "halved":
             lines.append(f"- The output halves along `{deriv['dim_param']}` (its size must be even).")
     else:

@@ -73,7 +73,9 @@ def _rule_context(plan: Plan, layout: Layout) -> Dict[str, Any]:
             "dim_position": m.get("dim_position"), "dim_default": repr(m.get("dim_default")),
             "linear": bool(deriv.get("linear")), "combine": deriv.get("scan_combine"),
             "identity": IDENTITIES.get(deriv.get("scan_combine") or "", "0.0"),
-            "shape_rule": deriv.get("shape_rule"),
+            "shape_rule": deriv.get("shape_rule"), "expand": deriv.get("expand"),
+            "expand_params": {k: {"position": v["position"], "default": repr(v["default"])}
+                              for k, v in (m.get("expand_params") or {}).items()},
             "plan_path": f"{layout.plans_dir}/{slug_of(plan.op)}.md"}
 
 
