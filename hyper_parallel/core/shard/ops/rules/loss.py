@@ -17,7 +17,8 @@ first. The output follows the reduction:
 
 Legacy ``size_average``/``reduce`` arguments are honoured like ``torch.nn._reduction``.
 Options: ``params`` (positional names after ``input``), ``weighted_mean`` (``weight_sum`` when a
-``weight`` makes ``mean`` divide by the weight sum (mse, l1), else ``numel``).
+``weight`` makes ``mean`` divide by the weight sum (mse, l1), else ``numel``), ``batchmean: true``
+(kl_div: ``reduction='batchmean'`` divides the sum by the global batch size).
 """
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ class _LossRule(OpRule):  # pylint: disable=abstract-method
 
     @classmethod
     def allowed_options(cls):
-        return ("params", "weighted_mean")
+        return ("params", "weighted_mean", "batchmean")
 
     def __init__(self, op: str, **options) -> None:
         super().__init__(op, **options)
@@ -210,7 +211,7 @@ class PointwiseLossRule(_LossRule):
         if self.tensor(call, "input") is None or self.tensor(call, "target") is None:
             raise call.fail("input and target must be tensors")
         reduction = resolve_reduction(call, self.getter(call))
-        if reduction == "batchmean" and "log_target" not in self.params:
+        if reduction == "batchmean" and not self.options.get("batchmean"):
             raise call.fail("reduction='batchmean' is only valid for kl_div")
         base = self._elementwise.infer(call)
         out_pl, out_shape = base.outputs
