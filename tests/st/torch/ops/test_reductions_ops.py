@@ -95,6 +95,28 @@ def test_reductions_2_ranks(shape):
     check_op("Tensor.min (binary)", lambda a, b: a.min(b), [x, torch.randn(shape)]).raise_if_failed()
 
 
+@multi_rank(world_size=2, timeout=600)
+def test_reductions_3d_and_integer_inputs():
+    import torch
+    from hyper_parallel.testing.op_parity import check_op
+    torch.manual_seed(6)
+    x = torch.randn(4, 3, 2)
+    for name, fn in [("torch.sum", lambda a: a.sum((0, 2))), ("torch.mean", lambda a: a.mean((0, 2), keepdim=True)),
+                     ("torch.amax", lambda a: a.amax((2, 0))), ("torch.max", lambda a: a.max(2)),
+                     ("torch.min", lambda a: a.min(0)), ("torch.cumsum", lambda a: a.cumsum(2)),
+                     ("torch.var", lambda a: a.var((0, 1))), ("torch.logsumexp", lambda a: a.logsumexp(1))]:
+        check_op(name, fn, [x]).raise_if_failed()
+    ints = torch.randint(-5, 5, (5, 3))
+    for name, fn in [("torch.sum", lambda a: a.sum(0)), ("torch.amax", lambda a: a.amax(0)),
+                     ("torch.amin", lambda a: a.amin()), ("torch.max", lambda a: a.max(0)),
+                     ("torch.argmin", lambda a: a.argmin(0)), ("torch.cumsum", lambda a: a.cumsum(0)),
+                     ("torch.cumsum", lambda a: (a > 0).cumsum(0)), ("torch.any", lambda a: a.any(0)),
+                     ("torch.all", lambda a: a.all(0)), ("torch.prod", lambda a: a.prod(0)),
+                     ("torch.count_nonzero", lambda a: a.count_nonzero(0))]:
+        check_op(name, fn, [ints], grad=False).raise_if_failed()
+    check_op("torch.max (int, 1 row)", lambda a: a.max(0), [ints[:1]], grad=False).raise_if_failed()
+
+
 @multi_rank(world_size=2, timeout=300)
 def test_reductions_communication_free_and_partial():
     import torch
