@@ -96,7 +96,7 @@ def test_logic_count_and_replicated_reductions():
     assert infer("Tensor.any", (5, 3), [P]).inputs == [(R,)]
     assert infer("torch.count_nonzero", (5, 3), [S0], 0).outputs == ((P,), (3,))
     assert infer("torch.count_nonzero", (5, 3), [S0], (0, 1)).outputs == ((P,), ())
-    for op in ("torch.prod", "torch.logsumexp", "Tensor.std"):
+    for op in ("torch.var", "torch.nanmean", "Tensor.std"):
         d = infer(op, (5, 3), [S0], 0)
         assert d.inputs == [(R,)] and d.outputs == ((R,), (3,)) and d.expand is None, op
         assert infer(op, (5, 3), [S1], 0).outputs == ((S0,), (3,)), op
@@ -108,8 +108,27 @@ def test_var_std_norm_argument_forms():
     assert infer("torch.var", (5, 3), [S1], 0, True, True).outputs == ((S1,), (1, 3))
     assert infer("Tensor.var", (5, 3), [S1], dim=0, correction=0).outputs == ((S0,), (3,))
     assert infer("torch.norm", (5, 3), [S1], 2, 0).outputs == ((S0,), (3,))
-    assert infer("Tensor.norm", (5, 3), [S0], p=2.0).inputs == [(R,)]
     assert infer("torch.linalg.vector_norm", (5, 3), [S0], 2, 1, True).outputs == ((S0,), (5, 1))
+
+
+def test_combinable_reductions_gather_local_results():
+    for op, args in [("torch.prod", (0,)), ("Tensor.logsumexp", ((0, 1),)), ("torch.norm", (1, 0)),
+                     ("Tensor.norm", ("fro",)), ("torch.linalg.vector_norm", (float("inf"), 0))]:
+        d = infer(op, (5, 3), [S0], *args)
+        assert d.inputs == [(S0,)] and d.outputs[0] == (R,) and d.expand == "expand_combine", op
+        assert infer(op, (5, 3), [P], *args).inputs == [(R,)], op
+    assert infer("torch.norm", (5, 3), [S0], 3, 0).extra["ord"] == 3
+    assert infer("torch.linalg.vector_norm", (5, 3), [S0]).extra["ord"] == 2
+    for p in (0.5, 0, float("-inf"), "nuc"):  # not combinable from shard norms: gathered first
+        d = infer("Tensor.norm", (5, 3), [S0], p)
+        assert d.inputs == [(R,)] and d.expand is None, p
+    assert infer("torch.norm", (5, 3, 2), [S0], "fro", (0, 1, 2)).inputs == [(R,)]
+    assert infer("torch.prod", (5, 3), [S1], 0).outputs == ((S0,), (3,))
+    from hyper_parallel.core.shard.ops.rules.reductions import ReductionRule
+    with pytest.raises(ValueError, match="kind 'combine' needs one of"):
+        ReductionRule("x", kind="combine")
+    with pytest.raises(ValueError, match="combine='prod'"):
+        ReductionRule("x", kind="sum", combine="prod")
 
 
 def test_cumsum_scan():

@@ -55,6 +55,10 @@ def _cases():
         ("Tensor.norm", lambda x: x.norm(p=3, dim=1, keepdim=True), True),
         ("torch.linalg.vector_norm", lambda x: torch.linalg.vector_norm(x), True),
         ("torch.linalg.vector_norm", lambda x: torch.linalg.vector_norm(x, float("inf"), dim=0), True),
+        ("torch.linalg.vector_norm", lambda x: torch.linalg.vector_norm(x, 0.5, dim=(0, 1)), True),
+        ("torch.linalg.vector_norm", lambda x: torch.linalg.vector_norm(x, 1, 0, dtype=torch.float64), True),
+        ("Tensor.norm", lambda x: x.norm(float("inf"), 0, True), True),
+        ("torch.norm", lambda x: torch.norm(x, "nuc"), True),
         ("torch.var", lambda x: torch.var(x), True),
         ("torch.var", lambda x: torch.var(x, 0, correction=0), True),
         ("Tensor.var", lambda x: x.var(1, True, True), True),
@@ -167,5 +171,7 @@ def test_reductions_2d_mesh():
     for name, fn in [("torch.sum", lambda a: a.sum(0)), ("torch.mean", lambda a: a.mean()),
                      ("torch.max", lambda a: a.max(0)), ("torch.amin", lambda a: a.amin(1)),
                      ("torch.argmax", lambda a: a.argmax(0)), ("torch.cumsum", lambda a: a.cumsum(0)),
-                     ("torch.var", lambda a: a.var(0)), ("torch.all", lambda a: (a > -1).all(0))]:
+                     ("torch.var", lambda a: a.var(0)), ("torch.all", lambda a: (a > -1).all(0)),
+                     ("torch.logsumexp", lambda a: a.logsumexp(0)), ("torch.norm", lambda a: a.norm(dim=0)),
+                     ("torch.prod", lambda a: a.prod(0))]:
         check_op(name, fn, [x], mesh_shape=(2, 2), grad=name not in ("torch.argmax", "torch.all")).raise_if_failed()

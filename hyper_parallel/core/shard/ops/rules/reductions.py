@@ -20,8 +20,12 @@ Per mesh dimension, with input placement ``p`` and reduced tensor dims ``R``:
                 differentiable all-gather) and the winner picked per mesh dim, inner mesh dim first,
                 so ties resolve to the lowest global index like single-device torch.
   ``logic``     Replicate through ``expand_logic`` (all/any): local result all-reduced (min/max).
-  ``replicate`` the input is requested Replicate on that mesh dim (var, std, prod, norm,
-                logsumexp, argmax without dim: not decomposable into a placement).
+  ``combine``   Replicate through ``expand_combine`` (logsumexp, prod, norm with p >= 1 or inf):
+                the local results (output-sized, not input-sized) are all-gathered (differentiable) and
+                combined with the same reduction; option ``combine``: ``logsumexp`` | ``prod`` | ``norm``.
+                A norm of another order (p < 1, 'nuc') falls back to ``replicate``.
+  ``replicate`` the input is requested Replicate on that mesh dim (var, std, nanmean, argmax
+                without dim: not decomposable into a placement).
 
 * ``Partial(sum|avg)`` stays partial for the linear kinds (``sum``, ``mean``); ``Partial(max)``
   stays for amax/max and ``Partial(min)`` for amin/min; otherwise the input is requested Replicate.
@@ -42,9 +46,11 @@ from hyper_parallel.core.shard.rule import Decision, OpCall, OpRule, RuleError
 __all__ = ["ReductionRule", "MaxMinRule", "ArgReduceRule", "ScanRule", "checked_dim", "reduced_dims", "reduced_shape",
            "shifted_dim", "fill_value", "local_offset"]
 
-KINDS = ("sum", "mean", "count", "extreme", "select", "logic", "replicate")
+KINDS = ("sum", "mean", "count", "extreme", "select", "logic", "combine", "replicate")
+COMBINES = ("logsumexp", "prod", "norm")
 _PSUM = Partial("sum")
-_EXPANDS = {"mean": "expand_mean", "extreme": "expand_extreme", "select": "expand_pick", "logic": "expand_logic"}
+_EXPANDS = {"mean": "expand_mean", "extreme": "expand_extreme", "select": "expand_pick", "logic": "expand_logic",
+            "combine": "expand_combine"}
 
 
 # ---------------------------------------------------------------------- pure helpers (shared by families)
@@ -105,6 +111,16 @@ def fill_value(dtype, reduce: str):
     return info.min if reduce == "max" else info.max
 
 
+def norm_order(p: Any, many_dims: bool):
+    """The vector-norm order ``p`` when shard norms can be combined into the norm (p >= 1 or inf; 'fro' is 2
+    unless given more than 2 explicit dims), else None (p < 1, -inf, 'nuc': not combinable this way)."""
+    if p == "fro" and not many_dims:
+        return 2
+    if isinstance(p, (int, float)) and not isinstance(p, bool) and p >= 1:
+        return p
+    return None
+
+
 def _with_first(args, first):
     """``args`` with the first positional argument replaced."""
     return [first] + list(args[1:])
@@ -116,7 +132,7 @@ class ReductionRule(OpRule):
 
     @classmethod
     def allowed_options(cls):
-        return ("kind", "params", "reduce", "outputs")
+        return ("kind", "params", "reduce", "outputs", "combine")
 
     def __init__(self, op: str, **options) -> None:
         super().__init__(op, **options)
@@ -127,6 +143,9 @@ class ReductionRule(OpRule):
         self.reduce = options.get("reduce", "max")
         if self.reduce not in ("max", "min"):
             raise ValueError(f"{op}: option reduce={self.reduce!r}; expected 'max' or 'min'")
+        self.combine = options.get("combine")
+        if (self.kind == "combine") != (self.combine in COMBINES):
+            raise ValueError(f"{op}: option combine={self.combine!r}; kind 'combine' needs one of {COMBINES}")
         self.n_out = int(options.get("outputs", 1))
         if self.n_out not in (1, 2) or (self.n_out == 2 and self.kind != "replicate"):
             raise ValueError(f"{op}: option outputs={self.n_out!r}; 2 outputs need kind 'replicate'")
@@ -160,7 +179,16 @@ class ReductionRule(OpRule):
         if len(call.tensors) != 1:
             raise call.fail(f"expected one tensor argument, got {len(call.tensors)}")
         dims, keepdim = self.parse(call)
-        return self.decide(call, self.kind, dims, keepdim, self.n_out)
+        kind = self.kind
+        if kind == "combine" and self.combine == "norm" and self.norm_ord(call) is None:
+            kind = "replicate"
+        return self.decide(call, kind, dims, keepdim, self.n_out)
+
+    def norm_ord(self, call: OpCall):
+        """The combinable vector-norm order of a norm call, or None (see :func:`norm_order`)."""
+        p = self.param(call, "ord", 2) if "ord" in self.params else self.param(call, "p", "fro")
+        dim = self.param(call, "dim")
+        return norm_order(p, isinstance(dim, (tuple, list)) and len(dim) > 2)
 
     def decide(self, call: OpCall, kind: str, dims: Tuple[int, ...], keepdim: bool, n_out: int = 1) -> Decision:
         """Decision for reducing ``dims`` with ``kind`` (``n_out`` equal outputs, e.g. values and indices)."""
@@ -180,6 +208,8 @@ class ReductionRule(OpRule):
         outputs = entry if n_out == 1 else [entry] * n_out
         expand = _EXPANDS.get(kind) if reduced_mesh_dims else None
         extra = {"dims": dims, "keepdim": keepdim, "mesh_dims": tuple(reduced_mesh_dims), "input": tuple(need)}
+        if kind == "combine" and self.combine == "norm":
+            extra["ord"] = self.norm_ord(call)
         return Decision(inputs=[tuple(need)] + [None] * (len(call.tensors) - 1), outputs=outputs, expand=expand,
                         extra=extra)
 
@@ -202,7 +232,7 @@ class ReductionRule(OpRule):
             return p, _PSUM
         if kind == "extreme":
             return p, Partial(self.reduce)
-        if kind in ("select", "logic"):
+        if kind in ("select", "logic", "combine"):
             return p, Replicate()
         return Replicate(), Replicate()
 
@@ -241,6 +271,29 @@ class ReductionRule(OpRule):
         for d in plan.decision.extra["mesh_dims"]:
             acc = plat.all_reduce(acc, self.reduce, plan.mesh.get_group(d))
         return acc.to(dtype)
+
+    def expand_combine(self, func, args, kwargs, plan):
+        """Local reduction, then all-gather the (output-sized) local results and reduce them again."""
+        import torch
+        from hyper_parallel.platform import get_platform
+        plat = get_platform("torch")
+        extra = plan.decision.extra
+        x = args[0]
+        if self.combine == "norm" and any(x.shape[d] == 0 for d in extra["dims"]):
+            shape = [1 if i in extra["dims"] else s for i, s in enumerate(x.shape)]
+            args = _with_first(args, x.new_zeros(shape))  # the norm of nothing: 0 (also for p = inf)
+        out = func(*args, **kwargs)
+        coord = plan.mesh.get_coordinate()
+        for d in reversed(extra["mesh_dims"]):
+            n = plan.mesh.shape[d]
+            parts = plat.all_gather(out.unsqueeze(0), plan.mesh.get_group(d), 0, [1] * n, coord[d])
+            if self.combine == "logsumexp":
+                out = torch.logsumexp(parts, 0)
+            elif self.combine == "prod":
+                out = torch.prod(parts, 0)
+            else:
+                out = torch.linalg.vector_norm(parts, extra["ord"], dim=0)
+        return out
 
     def expand_pick(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
         """Values and global indices along a sharded dim: local extreme, gather, pick the winner."""
