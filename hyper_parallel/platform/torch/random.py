@@ -12,7 +12,9 @@ depends on where it sits in a local shard, so every layout yields bit-identical 
 
 * uniform ``[0, 1)``: the top ``min(mantissa bits + 1, 32)`` bits, scaled (exact in the dtype);
 * normal: Box-Muller over lanes 1 and 2 in float64 with polynomial ``log`` and ``cos``, then cast;
-* bernoulli / dropout masks: 32-bit uniforms in float64 compared with ``p``.
+* bernoulli / dropout masks: 32-bit uniforms in float64 compared with ``p``;
+* exponential: ``-log(1 - u) / lambda``; integers in ``[low, high)``: ``low + floor(u * (high - low))`` with a
+  53-bit ``u`` (lanes 0 and 1).
 
 Factories :func:`rand` and :func:`randn` build DTensors directly from a global shape, a mesh and
 placements, generating only the local shard.
@@ -40,7 +42,8 @@ _SQRT_HALF = math.sqrt(0.5)
 _LOG_COEFS = [1.0 / (2 * k + 1) for k in range(12)]
 # sin t = t sum (-1)^k t^2k/(2k+1)!, cos t = sum (-1)^k t^2k/(2k)!, |t| <= pi/4: 9 terms < 1e-16
 _SIN_COEFS = [(-1.0) ** k / math.factorial(2 * k + 1) for k in range(9)]
-_DEFAULT_PARAMS = {"uniform": (0.0, 1.0), "normal": (0.0, 1.0), "bernoulli": (0.5,)}
+_DEFAULT_PARAMS = {"uniform": (0.0, 1.0), "normal": (0.0, 1.0), "bernoulli": (0.5,), "exponential": (1.0,),
+                   "randint": (0, 2)}
 _COS_COEFS = [(-1.0) ** k / math.factorial(2 * k) for k in range(9)]
 
 
@@ -90,6 +93,13 @@ def uniform_from_bits(bits: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 def _u64(bits: torch.Tensor) -> torch.Tensor:
     """32-bit uniforms in ``[0, 1)`` as float64 (exact)."""
     return bits.to(torch.float64).mul_(2.0 ** -32)
+
+
+def _u53(seed: int, counters: torch.Tensor) -> torch.Tensor:
+    """53-bit uniforms in ``[0, 1)`` as float64 (exact) from lanes 0 and 1 (for integer ranges)."""
+    hi = random_bits(seed, _core.LANE_UNIFORM, counters) >> 11  # 21 bits
+    lo = random_bits(seed, _core.LANE_NORMAL_RADIUS, counters)
+    return hi.bitwise_left_shift_(32).bitwise_or_(lo).to(torch.float64).mul_(2.0 ** -53)
 
 
 # ---------------------------------------------------------------------- exactly rounded elementary functions
@@ -150,11 +160,21 @@ def _values(kind: str, seed: int, counters: torch.Tensor, dtype: torch.dtype, pa
         if (mean, std) != (0.0, 1.0):
             z = z.mul_(std).add_(mean)
         return z.to(dtype)
+    if kind == "exponential":
+        _check_float(dtype, "exponential")
+        (lambd,) = params
+        if not lambd > 0:
+            raise ValueError(f"exponential_ expects lambd > 0.0, but found lambd={lambd}")
+        u = _u64(random_bits(seed, _core.LANE_UNIFORM, counters))
+        return _log_f64(1.0 - u).mul_(-1.0 / lambd).to(dtype)  # 1 - u in (0, 1]
+    if kind == "randint":
+        low, high = params
+        return _u53(seed, counters).mul_(high - low).floor_().add_(low).to(dtype)
     if kind == "bernoulli":
         (p,) = params
         prob = p.to(torch.float64) if isinstance(p, torch.Tensor) else p
         return (_u64(random_bits(seed, _core.LANE_UNIFORM, counters)) < prob).to(dtype)
-    raise ValueError(f"random distribution {kind!r}: expected uniform, normal or bernoulli")
+    raise ValueError(f"random distribution {kind!r}: expected one of {sorted(_DEFAULT_PARAMS)}")
 
 
 def holds_values(spec: DTensorSpec, coord: Sequence[int]) -> bool:
@@ -167,8 +187,9 @@ def shard_values(kind: str, spec: DTensorSpec, coord: Sequence[int], dtype: torc
                  params: tuple = ()) -> torch.Tensor:
     """This rank's shard of a fresh random tensor of ``spec`` (advances the stream by the global numel).
 
-    ``kind``: ``uniform`` (params ``(low, high)``), ``normal`` (``(mean, std)``) or ``bernoulli``
-    (``(p,)``: a float, or a tensor of the local shape); empty ``params``: the standard ones.
+    ``kind``: ``uniform`` (params ``(low, high)``), ``normal`` (``(mean, std)``), ``exponential``
+    (``(lambd,)``), ``randint`` (``(low, high)``) or ``bernoulli`` (``(p,)``: a float, or a tensor of the
+    local shape); empty ``params``: the standard ones.
     ``Partial(sum)`` mesh dims: the rank at coordinate 0 holds the values, the others zeros (so the sum
     is the random tensor); other ``Partial`` kinds hold the values on every rank.
     """

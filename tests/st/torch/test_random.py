@@ -12,6 +12,7 @@ import pytest
 from hyper_parallel.testing import multi_rank
 
 SHAPE = (5, 7)  # odd sizes: uneven shards on 2 and 4 ranks
+N_OPS = 13  # entries of _ops()
 
 
 # ---------------------------------------------------------------------- single process: kernels
@@ -61,6 +62,11 @@ def test_distributions_pass_loose_statistical_bounds():
     assert abs(((z - z.mean()) ** 3).mean()) < 0.03 and abs(((z - z.mean()) ** 4).mean() - 3.0) < 0.1
     b = reference_values("bernoulli", (n,), (3, 2 * n), torch.float32, (0.3,))
     assert set(b.unique().tolist()) <= {0.0, 1.0} and abs(b.mean() - 0.3) < 0.005
+    e = reference_values("exponential", (n,), (3, 3 * n), torch.float64, (2.0,))
+    assert e.min() >= 0 and abs(e.mean() - 0.5) < 0.005 and abs(e.var() - 0.25) < 0.01
+    k = reference_values("randint", (n,), (3, 4 * n), torch.int64, (-3, 4))
+    assert k.dtype == torch.int64 and k.min() == -3 and k.max() == 3
+    assert ((torch.bincount(k + 3).double() / n) - 1 / 7).abs().max() < 0.005
     for dtype in (torch.float16, torch.bfloat16, torch.float32):
         low = reference_values("uniform", (n,), (4, 0), dtype)
         assert low.dtype == dtype and 0.0 <= low.min() and low.max() < 1.0
@@ -114,6 +120,10 @@ def _ops():
          "same"),
         ("bernoulli_", lambda x: x.clone().bernoulli_(0.7), lambda st: ref("bernoulli", SHAPE, st, params=(0.7,)),
          "same"),
+        ("randint_like", lambda x: torch.randint_like(x, 3, 10), lambda st: ref("randint", SHAPE, st, params=(3, 10)),
+         "like"),
+        ("exponential_", lambda x: x.clone().exponential_(2.0),
+         lambda st: ref("exponential", SHAPE, st, params=(2.0,)), "same"),
         ("nn.init.normal_", lambda x: torch.nn.init.normal_(x.clone(), 0.0, 2.0),
          lambda st: ref("normal", SHAPE, st, params=(0.0, 2.0)), "same"),
         ("F.dropout", lambda x: F.dropout(x, 0.4), lambda st: 0.25 * keep(st, 0.4) / 0.6, "same"),
@@ -146,18 +156,18 @@ def _check_invariance(mesh_shape):
 
 @multi_rank(world_size=1, timeout=120)
 def test_same_values_on_one_process():
-    assert _check_invariance((1,)) == 4 * 11
+    assert _check_invariance((1,)) == 4 * N_OPS
 
 
 @multi_rank(world_size=2, timeout=120)
 def test_same_values_on_two_ranks_every_placement():
-    assert _check_invariance((2,)) == 4 * 11
+    assert _check_invariance((2,)) == 4 * N_OPS
 
 
 @multi_rank(world_size=4, timeout=180)
 def test_same_values_on_four_ranks_1d_and_2d_meshes():
-    assert _check_invariance((4,)) == 4 * 11
-    assert _check_invariance((2, 2)) == 7 * 11
+    assert _check_invariance((4,)) == 4 * N_OPS
+    assert _check_invariance((2, 2)) == 7 * N_OPS
 
 
 @multi_rank(world_size=2, timeout=120)
@@ -258,3 +268,7 @@ def test_clear_refusals():
     assert y.placements == (Shard(0),) and set(y.full_tensor().unique().tolist()) <= {0.0, 1.0}
     with pytest.raises(RuleError, match=r"must have self's shape \[4, 4\] or a single element"):
         x.clone().bernoulli_(hp.distribute_tensor(torch.full((4,), 0.5), mesh, [Shard(0)]))
+    with pytest.raises(RuleError, match=r"randint bounds low=5, high=2"):
+        torch.randint_like(x, 5, 2)
+    with pytest.raises(ValueError, match="exponential_ expects lambd > 0.0"):
+        x.clone().exponential_(-1.0)

@@ -9,15 +9,15 @@ the placements or the world size. The framework's own generator is never used fo
 ``generator=`` argument other than ``None`` is refused (seed with ``hyper_parallel.manual_seed``).
 
 Rules:
-  ``RandomLikeRule``     ``torch.rand_like`` / ``randn_like`` (option ``distribution``): the output
+  ``RandomLikeRule``     ``torch.rand_like`` / ``randn_like`` / ``randint_like`` (option ``distribution``): the output
                          follows the input's placements, ``Partial`` -> ``Replicate`` (values do not
                          depend on the input's values).
-  ``RandomInplaceRule``  ``Tensor.uniform_`` / ``normal_`` / ``bernoulli_`` and ``nn.init.uniform_`` /
-                         ``normal_``: placements unchanged. On a ``Partial(sum)`` tensor the rank at
-                         coordinate 0 holds the values and the others zeros; other Partial kinds hold the
-                         values everywhere. Options ``distribution``, ``params`` (argument names after
-                         self) and ``defaults``. A tensor ``p`` of ``bernoulli_`` has self's shape (or one
-                         element) and is laid out like self (Partial dims replicated).
+  ``RandomInplaceRule``  ``Tensor.uniform_`` / ``normal_`` / ``bernoulli_`` / ``exponential_`` and
+                         ``nn.init.uniform_`` / ``normal_``: placements unchanged. On a ``Partial(sum)``
+                         tensor the rank at coordinate 0 holds the values and the others zeros; other
+                         Partial kinds hold the values everywhere. Options ``distribution``, ``params``
+                         (argument names after self) and ``defaults``. A tensor ``p`` of ``bernoulli_`` has
+                         self's shape (or one element) and is laid out like self (Partial dims replicated).
   ``BernoulliRule``      ``torch.bernoulli`` / ``Tensor.bernoulli``: with a float ``p`` like ``rand_like``;
                          with tensor probabilities the output follows the input, Partial reduced first.
   ``DropoutRule``        ``F.dropout`` / ``torch.dropout`` / ``torch.dropout_`` (option ``signature``:
@@ -33,7 +33,7 @@ from typing import Tuple
 from hyper_parallel.core.placement import Partial, Placement, Replicate
 from hyper_parallel.core.shard.rule import Decision, OpCall, OpRule
 
-DISTRIBUTIONS = ("uniform", "normal", "bernoulli")
+DISTRIBUTIONS = ("uniform", "normal", "bernoulli", "exponential", "randint")
 _SIGNATURES = {"functional": ("training", "inplace"), "aten": ("train", None), "aten_inplace": ("train", None)}
 
 
@@ -48,6 +48,16 @@ def _check_generator(call: OpCall) -> None:
                         "stream; seed it with hyper_parallel.manual_seed(seed)")
     if call.kwargs.get("out") is not None:
         raise call.fail("out= is not supported for random ops on DTensors; use the returned tensor")
+
+
+def _randint_bounds(args, kwargs) -> Tuple[int, int]:
+    """(low, high) of ``randint_like(input, high)`` or ``randint_like(input, low, high)``."""
+    rest = list(args[1:])
+    if len(rest) >= 2:
+        return rest[0], rest[1]
+    if len(rest) == 1:
+        return kwargs.get("low", 0), rest[0]
+    return kwargs.get("low", 0), kwargs.get("high")
 
 
 def _self_dtensor(call: OpCall):
@@ -84,8 +94,16 @@ class RandomLikeRule(_RandomRule):
     def infer(self, call: OpCall) -> Decision:
         _check_generator(call)
         t = _self_dtensor(call)
+        if self.distribution == "randint":
+            self.infer_bounds(call)
         return Decision(inputs=[None] * len(call.tensors), outputs=(no_partial(t.placements), t.shape),
                         expand="generate")
+
+    def infer_bounds(self, call: OpCall) -> None:
+        """``randint_like(input, high)`` / ``(input, low, high)``: integer bounds with ``low < high``."""
+        low, high = _randint_bounds(call.args, call.kwargs)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (low, high)) or not low < high:
+            raise call.fail(f"randint bounds low={low!r}, high={high!r}: expected ints with low < high")
 
     def generate(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
         """Expand: this rank's shard of the new random tensor."""
@@ -93,7 +111,7 @@ class RandomLikeRule(_RandomRule):
         x = args[0] if args else kwargs["input"]
         dtype = kwargs.get("dtype") or x.dtype
         device = kwargs.get("device") or x.device
-        params = (0.0, 1.0)
+        params = _randint_bounds(args, kwargs) if self.distribution == "randint" else ()
         out = trandom.shard_values(self.distribution, _spec(plan), plan.mesh.get_coordinate(), dtype, device, params)
         if kwargs.get("requires_grad"):
             out.requires_grad_(True)
