@@ -259,3 +259,30 @@ def test_index_layout_matches_torch(items, shape):
         assert bool((got.select(dims[k][1], shape[k] - 1) == 1).all()), (items, shape, k)
     if adv_at is not None:
         assert adv_at < out_ndim
+
+
+def test_setitem_keeps_the_target_placement():
+    v = ("__tensor__", 1)
+    d = infer("Tensor.__setitem__", (4, 6), [S0], (slice(None), slice(1, 3)), v, others=[((4, 2), None)])
+    assert d.inputs == [(S0,), (S0,)] and d.outputs is None and d.expand is None
+    d = infer("Tensor.__setitem__", (4, 6), [S0], (slice(None), slice(1, 3)), v, others=[((2,), None)])
+    assert d.inputs == [(S0,), (R,)] and d.expand == "expand_setitem" and d.extra["sync"] == [0]
+    d = infer("Tensor.__setitem__", (4, 6), [S1], (slice(None), slice(1, 3)), v, others=[((4, 2), [S0])])
+    assert d.inputs == [(S1,), (R,)] and d.extra["cut"] == {1: (1, 1)} and d.extra["region"] == (4, 2)
+    d = infer("Tensor.__setitem__", (4, 6), [S0], 2, 1.0)
+    assert d.inputs == [(S0,)] and d.extra["cut"] == {0: (0, None)}
+    d = infer("Tensor.__setitem__", (4, 6), [P], 2, 1.0)
+    assert d.extra["zero"] == [0] and d.expand == "expand_setitem"
+    d = infer("Tensor.__setitem__", (4, 6), [P, S1], 2, v, mesh=(2, 2), others=[((6,), [R, R])])
+    assert d.inputs == [(P, S1), (P, S0)] and d.expand is None
+    d = infer("Tensor.__setitem__", (4, 6), [Partial("avg")], 2, v, others=[((6,), None)])
+    assert d.inputs == [(Partial("avg"),), (R,)] and d.extra["sync"] == [0]
+
+
+def test_setitem_refusals():
+    with pytest.raises(RuleError, match="sharded on dim 0, which the index addresses with a tensor or list"):
+        infer("Tensor.__setitem__", (4, 6), [S0], ("__tensor__", 1), 0.0, others=[((4,), None)])
+    with pytest.raises(RuleError, match="writing into a P\\(max\\) target is not supported"):
+        infer("Tensor.__setitem__", (4, 6), [Partial("max")], 0, 0.0)
+    with pytest.raises(RuleError, match="cannot be broadcast to the region of target dim 0"):
+        infer("Tensor.__setitem__", (4, 6), [S0], slice(None), ("__tensor__", 1), others=[((3, 6), None)])

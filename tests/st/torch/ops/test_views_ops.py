@@ -165,3 +165,42 @@ def test_views_on_2d_mesh():
                      ("torch.chunk", lambda t: torch.chunk(t, 3, 1)), ("Tensor.expand", lambda t: t.expand(3, 4, 6))]:
         report = check_op(name, fn, [x], mesh_shape=(2, 2), placements=pls).raise_if_failed()
         assert report.combos == 4 and not report.rejected, report
+    v_pls = [(Replicate(), Replicate()), (Shard(0), Partial())]
+    report = check_op("Tensor.__setitem__", _set((slice(None), slice(1, 6, 2))), [x, torch.randn(4, 3)],
+                      mesh_shape=(2, 2), placements=[pls + [(Shard(1), Shard(1))], v_pls]).raise_if_failed()
+    assert report.combos == 10 and not report.rejected, report
+
+
+def _set(index):
+    """``t.clone()[index] = v`` as a function of (t, v)."""
+    def fn(t, v):
+        y = t.clone()
+        y[index] = v
+        return y
+    return fn
+
+
+@pytest.mark.parametrize("shape", [(4, 6), (5, 3)])
+@multi_rank(world_size=2, timeout=600)
+def test_setitem(shape):
+    import torch
+    from hyper_parallel.testing.op_parity import check_op
+    torch.manual_seed(3)
+    a, b = shape
+    x = torch.randn(shape)
+    cases = [((slice(None), slice(1, 3)), torch.randn(a, 2)), (1, torch.randn(b)), ((Ellipsis, -1), 0.5),
+             ((slice(None), slice(None, None, 2)), torch.randn(a, (b + 1) // 2)), ((slice(1, None), 0), 2.0),
+             ((slice(None), slice(0, 2)), torch.randn(2)), (-1, torch.randn(1)), (slice(None), torch.randn(a, b))]
+    for index, value in cases:
+        if isinstance(value, float):
+            report = check_op("Tensor.__setitem__", lambda t, i=index, v=value: _set(i)(t, v), [x])
+        else:
+            report = check_op("Tensor.__setitem__", _set(index), [x, value])
+        assert not report.raise_if_failed().rejected, (index, report.rejected)
+    mask = torch.arange(a) % 2 == 0
+    for index in (mask, [0, a - 1]):  # index tensors/lists on a sharded dim cannot be written in place
+        report = check_op("Tensor.__setitem__", lambda t, i=index: _set(i)(t, 0.0), [x]).raise_if_failed()
+        assert len(report.rejected) == 1 and "addresses with a tensor or list" in report.rejected[0], report
+    col_mask = torch.arange(b) % 2 == 1
+    report = check_op("Tensor.__setitem__", lambda t: _set((slice(None), col_mask))(t, 1.0), [x]).raise_if_failed()
+    assert [r.split(":")[0] for r in report.rejected] == ["Tensor.__setitem__ with in0=['S(1)']"], report

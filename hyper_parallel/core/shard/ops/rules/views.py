@@ -24,12 +24,12 @@ from __future__ import annotations
 import itertools
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from hyper_parallel.core.placement import Placement, Replicate, Shard, shard_range
+from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard, shard_range
 from hyper_parallel.core.shard.rule import Decision, OpCall, OpRule, RuleError, normalize_dim
 
 __all__ = ["ViewRule", "ExpandRule", "PermuteRule", "NarrowRule", "SelectRule", "SplitRule", "GetItemRule",
-           "view_groups", "infer_size", "view_placements", "index_layout", "is_marker", "sizes_from_args",
-           "wrap_local"]
+           "SetItemRule", "view_groups", "infer_size", "view_placements", "index_layout", "is_marker",
+           "sizes_from_args", "wrap_local"]
 
 Placements = Tuple[Placement, ...]
 
@@ -690,3 +690,149 @@ def _check_index(call, item, kind, size, dim) -> None:
         raise call.fail(f"index list {item} is out of bounds for dimension {dim} with size {size}")
     if kind == "boollist" and len(item) != size:
         raise call.fail(f"boolean index of length {len(item)} does not match dimension {dim} of size {size}")
+
+
+# ---------------------------------------------------------------------- __setitem__
+def _whole(items, kinds, dims, k: int) -> bool:
+    pos = dims[k][0]
+    return pos is None or kinds[pos] == "ellipsis" or _full_slice(items[pos])
+
+
+class SetItemRule(OpRule):
+    """``x[index] = value`` in place (``Tensor.__setitem__``); the target keeps its placement.
+
+    Per mesh dim of the target:
+
+    * a shard on a dim the index takes whole: a value spanning that dim is sharded the same way, a
+      broadcast value is replicated (its gradient is then summed over the mesh dim);
+    * a shard on a dim addressed by an int or a slice: every rank writes the part of the region it
+      holds (the value is replicated and narrowed locally); a dim addressed by an index tensor or
+      list cannot be written in place and is refused with a clear error;
+    * ``Partial(sum)``: a tensor value is made partial locally, a scalar is written on the first
+      coordinate only (zero elsewhere); ``Partial(avg)``: every rank writes the same value.
+    """
+
+    def infer(self, call: OpCall) -> Decision:
+        x = call.tensors[0]
+        if not x.is_dtensor:
+            raise call.fail("writing a DTensor value into a plain tensor is not supported; make the target a DTensor")
+        items = _index_items(call.arg(1, "indices"))
+        kinds = [_item_kind(call, it) for it in items]
+        value = call.arg(2, "values")
+        v = call.tensors[value[1]] if is_marker(value) else None
+        layouts = [GetItemRule._layout(call, x.ndim, kinds, c, r)  # pylint: disable=protected-access
+                   for c, r in GetItemRule._readings(call, items, kinds)]  # pylint: disable=protected-access
+        extra: Dict[str, Any] = {"sync": [], "zero": [], "cut": {}, "region": None}
+        if "tensor" not in kinds:
+            extra["region"] = _static_out_shape(call, x.shape, items, kinds, *layouts[0])
+        need_v = [self._mesh_dim(call, d, p, (items, kinds, layouts), v, extra) for d, p in enumerate(x.placements)]
+        inputs: List[Optional[Placements]] = [(Replicate(),) * call.mesh_ndim for _ in call.tensors]
+        inputs[0] = x.placements
+        if v is not None:
+            inputs[v.slot] = tuple(need_v)
+        special = extra["sync"] or extra["zero"] or extra["cut"]
+        return Decision(inputs=inputs, outputs=None, expand="expand_setitem" if special else None, extra=extra)
+
+    @staticmethod
+    def _mesh_dim(call: OpCall, d: int, p: Placement, index, v, extra) -> Placement:
+        """The value's placement on mesh dim ``d`` (fills ``extra``)."""
+        items, kinds, layouts = index
+        if isinstance(p, Partial):
+            if p.reduce_op not in ("sum", "avg"):
+                raise call.fail(f"writing into a {p.short()} target is not supported; redistribute it first")
+            if p.reduce_op == "sum":
+                if v is None:
+                    extra["zero"].append(d)
+                return p
+            if v is not None:
+                extra["sync"].append(d)
+            return Replicate()
+        if not isinstance(p, Shard):
+            return Replicate()
+        k = p.dim
+        if all(_whole(items, kinds, lay[0], k) for lay in layouts):
+            return _value_shard(call, k, layouts, v, d, extra)
+        pos = layouts[0][0][k][0]
+        if "tensor" in kinds or kinds[pos] not in ("int", "slice"):
+            raise call.fail(f"the target is sharded on dim {k}, which the index addresses with a tensor or list; "
+                            f"redistribute the target (or use masked_fill/index_put on local shards)")
+        extra["cut"][k] = (pos, layouts[0][0][k][1])
+        if v is not None:
+            extra["sync"].append(d)
+        return Replicate()
+
+    def expand_setitem(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
+        """Write this rank's part: local index/value for cut dims, zero scalars, gradient sums."""
+        x, index, value = args[0], args[1], args[2]
+        extra = plan.decision.extra
+        coord = plan.mesh.get_coordinate()
+        is_tensor = hasattr(value, "requires_grad")
+        if not is_tensor and any(coord[d] for d in extra["zero"]):
+            value = type(value)(0)
+        if is_tensor and extra["sync"]:
+            from hyper_parallel.platform import get_platform
+            plat = get_platform("torch")
+            for d in extra["sync"]:
+                value = plat.grad_all_reduce(value, plan.mesh.get_group(d))
+        if extra["cut"]:
+            index, value = _local_cut(plan, x, index, value, is_tensor)
+            if index is None:
+                return None
+        return func(x, index, value)
+
+
+def _value_shard(call: OpCall, k: int, layouts, v, d: int, extra) -> Placement:
+    """Placement of the value for a target shard on a dim the index takes whole."""
+    if v is None:
+        return Replicate()
+    from_right = {lay[2] - lay[0][k][1] for lay in layouts}
+    if len(from_right) != 1:
+        raise call.fail(f"the target is sharded on dim {k}, whose place in the written region depends on the "
+                        f"index dtype; redistribute the target first")
+    vdim = v.ndim - from_right.pop()
+    if vdim >= 0 and v.shape[vdim] == call.tensors[0].shape[k]:
+        return Shard(vdim)
+    if vdim < 0 or v.shape[vdim] == 1:
+        extra["sync"].append(d)
+        return Replicate()
+    raise call.fail(f"value of shape {list(v.shape)} cannot be broadcast to the region of target dim {k} "
+                    f"(size {call.tensors[0].shape[k]})")
+
+
+def _slice_part(sl: slice, size: int, off: int, n: int) -> Tuple[slice, int, int]:
+    """(local slice, first region position, count) of global slice ``sl`` within the local range [off, off+n)."""
+    start, stop, step = sl.indices(size)
+    lo, hi = max(start, off), min(stop, off + n)
+    first = start + -(-(lo - start) // step) * step
+    count = max(0, -(-(hi - first) // step))
+    if not count:
+        return slice(0, 0), 0, 0
+    return slice(first - off, first - off + (count - 1) * step + 1, step), (first - start) // step, count
+
+
+def _local_cut(plan, x, index, value, is_tensor):
+    """Index and value restricted to this rank's part of the target on the cut (sharded, addressed) dims."""
+    t = plan.call.tensors[0]
+    from hyper_parallel.core.spec import DTensorSpec
+    local, offset = DTensorSpec(plan.mesh, t.placements, t.shape).local_shape_and_offset(plan.mesh.get_coordinate())
+    items = list(_index_items(index))
+    narrows, empty = [], False
+    for k, (pos, j) in plan.decision.extra["cut"].items():
+        it = items[pos]
+        if isinstance(it, slice):
+            items[pos], p0, count = _slice_part(it, t.shape[k], offset[k], local[k])
+            narrows.append((j, p0, count))
+            continue
+        i = it + t.shape[k] if it < 0 else it
+        owned = offset[k] <= i < offset[k] + local[k]
+        items[pos] = i - offset[k] if owned else slice(0, 0)
+        empty = empty or not owned
+    index = tuple(items)
+    if not is_tensor:
+        return (None if empty else index), value
+    value = value.expand(plan.decision.extra["region"])
+    if empty:  # nothing to write here, but the value stays in the graph (its gradient sum is collective)
+        return index, value.flatten()[:0].reshape(x[index].shape)
+    for j, p0, count in narrows:
+        value = value.narrow(j, p0, count)
+    return index, value
