@@ -126,6 +126,37 @@ def test_repository_stage_list_and_jenkinsfile_agree():
     assert "$(VENV)/bin/hp-agent gate run" in makefile.split("\ntest:")[1].split("\n\n")[0]
 
 
+SLOTS = HEADER + '''"""Immutable value type."""
+
+
+class Point:
+    """A point."""
+
+    __slots__ = ("x", "y")
+
+    def __init__(self, x: int, y: int) -> None:
+        object.__setattr__(self, "x", x)
+        object.__setattr__(self, "y", y)
+
+    def norm1(self) -> int:
+        """|x| + |y|."""
+        return abs(self.x) + abs(self.y)
+
+    def bad(self) -> int:
+        """Reads a member that does not exist."""
+        return self.z
+'''
+
+
+def test_pylint_knows_slots_members_and_still_reports_real_no_member(sample, cli):
+    (sample / "hyper_parallel" / "unused.py").write_text(SLOTS)
+    cli(["gate", "run", "--stage", "pylint"], cwd=sample)
+    report = load_report(sample / ".gate" / "last.json")
+    got = [(f["file"], f["line"], f["rule"]) for f in report["stages"][0]["findings"]]
+    assert got == [("hyper_parallel/unused.py", 21, "E1101(no-member)")]
+    assert report["stages"][0]["findings"][0]["message"].startswith("Instance of 'Point' has no 'z' member")
+
+
 def test_parsers():
     assert parse_pylint("a/b.py:3: [E0602(undefined-variable), f] Undefined variable 'x'")[0].line == 3
     assert pytest_summary("...\n==== 3 passed, 1 failed in 2.0s ====\n") == "3 passed, 1 failed in 2.0s"
