@@ -20,8 +20,9 @@ What MindSpore 2.10 offers on CPU (``mccl``), measured in this repository's ST:
 
 Uneven shards (``chunk`` sizes, empty chunks included) are padded to the largest chunk for the
 transport and trimmed afterwards; dtypes the CPU all-gather kernel lacks travel in an exact wider
-type (bool/int8/int16 as int32, bfloat16 as float32) or through the all-reduce emulation (float64, int64). Autograd functions use MindSpore's
-PyNative custom-function mechanism (``mindspore.common._grad_function._Function``, the one
+type (bool/int8/int16 as int32, bfloat16 as float32) or through the all-reduce emulation (float64,
+int64). Autograd functions use MindSpore's PyNative custom-function mechanism
+(``mindspore.common._grad_function._Function``, the one
 MindSpore's own recompute uses): MindSpore's all-gather has no CPU backward, so every adjoint here
 is written out by hand.
 """
@@ -32,13 +33,14 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 import mindspore as ms
 from mindspore import mint, ops
 import mindspore.mint.distributed as msdist
+# MindSpore's PyNative custom-autograd base (used by its own recompute); pinned mindspore==2.10.0
 from mindspore.common._grad_function import _Function  # pylint: disable=import-error,no-name-in-module
 
 from hyper_parallel.platform.base import CollectiveError
 
 __all__ = ["MsGroup", "raw_all_gather", "raw_all_reduce", "raw_reduce_scatter", "raw_all_to_all", "raw_broadcast",
            "point_to_point", "AllGather", "Chunk", "AllReduce", "ReduceScatter", "AllToAll", "MakePartial",
-           "GradAllReduce", "ScaleGrad", "chunk_of"]
+           "GradAllReduce", "chunk_of", "sizes_tuple"]
 
 
 class MsGroup:
@@ -207,7 +209,7 @@ def point_to_point(x, src: int, dst: int, group: MsGroup):
 
 
 # ---------------------------------------------------------------------- autograd functions
-class AllGather(_Function):
+class AllGather(_Function):  # pylint: disable=abstract-method  # setup_context stays unset on purpose
     """S -> R. Adjoint: own chunk of the gradient (or reduce-scatter when the gradient is partial)."""
 
     @staticmethod
@@ -223,7 +225,7 @@ class AllGather(_Function):
         return chunk_of(grad, dim, sizes, index).copy(), None, None, None, None, None
 
 
-class Chunk(_Function):
+class Chunk(_Function):  # pylint: disable=abstract-method  # setup_context stays unset on purpose
     """R -> S (local). Adjoint: all-gather of the shard gradients (a replicated gradient)."""
 
     @staticmethod
@@ -237,7 +239,7 @@ class Chunk(_Function):
         return raw_all_gather(grad, group, dim, sizes), None, None, None, None
 
 
-class AllReduce(_Function):
+class AllReduce(_Function):  # pylint: disable=abstract-method  # setup_context stays unset on purpose
     """P -> R. Adjoint: identity (sum), 1/n (avg), mask of the winning ranks (max/min)."""
 
     @staticmethod
@@ -257,7 +259,7 @@ class AllReduce(_Function):
         return grad * ctx.mask, None, None
 
 
-class ReduceScatter(_Function):
+class ReduceScatter(_Function):  # pylint: disable=abstract-method  # setup_context stays unset on purpose
     """P -> S. Adjoint: all-gather (divided by n for avg)."""
 
     @staticmethod
@@ -278,7 +280,7 @@ class ReduceScatter(_Function):
         return full, None, None, None, None, None
 
 
-class AllToAll(_Function):
+class AllToAll(_Function):  # pylint: disable=abstract-method  # setup_context stays unset on purpose
     """S(c) -> S(s). Adjoint: the inverse all-to-all S(s) -> S(c)."""
 
     @staticmethod
@@ -293,7 +295,7 @@ class AllToAll(_Function):
         return back, None, None, None, None, None, None
 
 
-class MakePartial(_Function):
+class MakePartial(_Function):  # pylint: disable=abstract-method  # setup_context stays unset on purpose
     """R -> P (local). Adjoint: identity (x n for avg, whose local gradient is 1/n of the global)."""
 
     @staticmethod
@@ -308,7 +310,7 @@ class MakePartial(_Function):
         return (grad * ctx.scale if ctx.scale != 1 else grad), None, None, None
 
 
-class GradAllReduce(_Function):
+class GradAllReduce(_Function):  # pylint: disable=abstract-method  # setup_context stays unset on purpose
     """Identity forward; all-reduce(sum) of the gradient (Megatron's ``f``)."""
 
     @staticmethod
@@ -319,19 +321,6 @@ class GradAllReduce(_Function):
     @staticmethod
     def backward(ctx, grad):  # pylint: disable=arguments-differ
         return raw_all_reduce(grad, "sum", ctx.group), None
-
-
-class ScaleGrad(_Function):
-    """Identity forward; gradient multiplied by ``scale`` (``from_local`` of ``Partial(avg)``)."""
-
-    @staticmethod
-    def forward(ctx, x, scale):  # pylint: disable=arguments-differ
-        ctx.scale = scale
-        return x
-
-    @staticmethod
-    def backward(ctx, grad):  # pylint: disable=arguments-differ
-        return grad * ctx.scale, None
 
 
 def sizes_tuple(sizes: Sequence[int]) -> Tuple[int, ...]:

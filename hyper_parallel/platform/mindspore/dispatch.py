@@ -51,6 +51,9 @@ class strict_dispatch:  # pylint: disable=invalid-name
     """Context manager: an implicit redistribution that communicates raises
     :class:`StrictRedistributionError` naming the op, the input and the plan."""
 
+    def __init__(self) -> None:
+        self._prev = False
+
     def __enter__(self) -> "strict_dispatch":
         self._prev = getattr(_STRICT, "on", False)
         _STRICT.on = True
@@ -197,39 +200,50 @@ def _out_specs(mesh, outputs):
     return [_out_specs(mesh, o) for o in outputs]
 
 
-def _build_plan(name, rule, args, kwargs, tensors, locs) -> _Plan:
-    specs = [t._spec if type(t) is DTensor else None for t in tensors]  # pylint: disable=protected-access,unidiomatic-typecheck
+def _common_mesh(name, specs):
     meshes = [s.mesh for s in specs if s is not None]
     mesh = meshes[0]
     for m in meshes[1:]:
         if m is not mesh and m != mesh:
             raise RuleError(f"{name}: DTensor inputs live on different meshes ({mesh} and {m}); redistribute them "
                             "onto one mesh first")
+    return mesh
+
+
+def _plan_input(plan: _Plan, plat, i: int, t, s, need, out_placements) -> None:
+    """Redistribution steps and gradient all-reduce groups of tensor input ``i``."""
+    mesh = plan.mesh
+    cur = s.placements if s is not None else (Replicate(),) * mesh.ndim
+    if need is not None and tuple(need) != cur:
+        src = s if s is not None else DTensorSpec(mesh, cur, tuple(t.shape))
+        _dst, steps, rplan = compile_plan(plat, src, tuple(need), t.itemsize)
+        plan.redist.append((i, steps))
+        if any(st.collective not in LOCAL_COLLECTIVES for st in rplan.steps):
+            plan.describe.append(f"input {i}: {rplan}")
+        cur = tuple(need)
+    dims = tuple(d for d, p in enumerate(cur) if isinstance(p, Replicate)
+                 and any(not isinstance(op[d], Replicate) for op in out_placements))
+    if dims:
+        plan.grad_sync.append((i, tuple(mesh.get_group(d) for d in dims)))
+
+
+def _build_plan(name, rule, args, kwargs, tensors, locs) -> _Plan:
+    specs = [t._spec if type(t) is DTensor else None for t in tensors]  # pylint: disable=protected-access,unidiomatic-typecheck
+    mesh = _common_mesh(name, specs)
     targs = [TensorArg(i, tuple(s.shape) if s is not None else tuple(t.shape),
                        s.placements if s is not None else None, True)
              for i, (t, s) in enumerate(zip(tensors, specs))]
     pargs, pkwargs = _substitute(args, kwargs, locs, [("__tensor__", i) for i in range(len(tensors))])
-    call = OpCall(name, targs, pargs, pkwargs, tuple(mesh.shape))
-    decision = rule.infer(call)
+    opcall = OpCall(name, targs, pargs, pkwargs, tuple(mesh.shape))
+    decision = rule.infer(opcall)
     plan = _Plan()
-    plan.rule, plan.call, plan.decision, plan.mesh = rule, call, decision, mesh
+    plan.rule, plan.call, plan.decision, plan.mesh = rule, opcall, decision, mesh
     from hyper_parallel.platform import get_platform
     plat = get_platform("mindspore")
     out_placements = _out_placements(decision.outputs)
     for i, (t, s) in enumerate(zip(tensors, specs)):
         need = decision.inputs[i] if i < len(decision.inputs) else None
-        cur = s.placements if s is not None else (Replicate(),) * mesh.ndim
-        if need is not None and tuple(need) != cur:
-            src = s if s is not None else DTensorSpec(mesh, cur, tuple(t.shape))
-            _dst, steps, rplan = compile_plan(plat, src, tuple(need), t.itemsize)
-            plan.redist.append((i, steps))
-            if any(st.collective not in LOCAL_COLLECTIVES for st in rplan.steps):
-                plan.describe.append(f"input {i}: {rplan}")
-            cur = tuple(need)
-        dims = tuple(d for d, p in enumerate(cur) if isinstance(p, Replicate)
-                     and any(not isinstance(op[d], Replicate) for op in out_placements))
-        if dims:
-            plan.grad_sync.append((i, tuple(mesh.get_group(d) for d in dims)))
+        _plan_input(plan, plat, i, t, s, need, out_placements)
     plan.outs = _out_specs(mesh, decision.outputs)
     plan.expand = getattr(rule, decision.expand) if decision.expand else None
     return plan

@@ -18,11 +18,11 @@ has its explicit adjoint (``collectives.py``), following the gradient convention
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import mindspore as ms
 
-from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
+from hyper_parallel.core.placement import Placement, Replicate, Shard
 from hyper_parallel.core.redistribute import compile_plan, run_redistribute
 from hyper_parallel.core.spec import DTensorSpec, normalize_placements
 
@@ -116,6 +116,8 @@ class DTensor:
         """Number of elements of the global tensor."""
         return self._spec.numel
 
+    nelement = numel
+
     def stride(self, dim: Optional[int] = None):
         """Strides of the global tensor as if it were contiguous."""
         strides, acc = [], 1
@@ -166,7 +168,7 @@ class DTensor:
 
     # ------------------------------------------------------------------ Python operators -> op registry
     def _op(self, name: str, *args):
-        from hyper_parallel.platform.mindspore import dispatch
+        from hyper_parallel.platform.mindspore import dispatch  # pylint: disable=cyclic-import
         return dispatch.call_name(name, *args)
 
     def __add__(self, other):

@@ -8,18 +8,26 @@ Launch 1: every placement pair on mesh (2,) for shapes (4, 6), (5, 3) and (1, 3)
 forward and backward; the DTensor API; native and emulated collectives and their adjoints; measured
 collective costs. Launch 2: 40 MindSpore ops vs one process and the TP MLP training step.
 """
-import functools
-
 import pytest
 
-from hyper_parallel.testing.mindspore_launch import launch
+from hyper_parallel.testing.mindspore_launch import MindSporeLaunchError, launch
 
 LAUNCH_TIMEOUT_S = 240
+_LAUNCHES = {}
 
 
-@functools.lru_cache(maxsize=None)
 def _run(target):
-    return launch(f"tests.st.mindspore.checks:{target}", world_size=2, timeout=LAUNCH_TIMEOUT_S)
+    """The per-rank results of one launch, run once per session; a failed launch is remembered too,
+    so that the tests reading it fail at once instead of relaunching."""
+    if target not in _LAUNCHES:
+        try:
+            _LAUNCHES[target] = launch(f"tests.st.mindspore.checks:{target}", world_size=2, timeout=LAUNCH_TIMEOUT_S)
+        except MindSporeLaunchError as exc:
+            _LAUNCHES[target] = exc
+    result = _LAUNCHES[target]
+    if isinstance(result, MindSporeLaunchError):
+        raise AssertionError(f"the MindSpore launch {target} failed:\n{result}")
+    return result
 
 
 

@@ -51,7 +51,8 @@ def test_platform_interface_is_fully_implemented():
 def test_dtensor_api_gaps_are_exactly_the_explained_ones():
     gaps = dtensor_gaps()
     print("\nDTensor names on torch and not on MindSpore:", {g: DTENSOR_TORCH_ONLY.get(g, "UNEXPLAINED") for g in gaps})
-    assert gaps == sorted(DTENSOR_TORCH_ONLY), f"unexplained DTensor gaps: {sorted(set(gaps) - set(DTENSOR_TORCH_ONLY))}"
+    unexplained = sorted(set(gaps) - set(DTENSOR_TORCH_ONLY))
+    assert gaps == sorted(DTENSOR_TORCH_ONLY), f"unexplained DTensor gaps: {unexplained}"
 
 
 def test_unsupported_arguments_raise_the_clear_error():
