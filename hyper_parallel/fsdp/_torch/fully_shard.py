@@ -104,14 +104,14 @@ class FSDPState:  # pylint: disable=too-many-instance-attributes
     def run_post_backward(self, unit: FSDPUnit) -> None:
         """Issue ``unit``'s reductions, then finish every older one (keeps at most one unit in flight)."""
         scale = unit.grad_scale()
-        new = [(b, work, out, scale) for b, work, out, _ in unit.post_backward()]
+        new = [(b, work, out, mode, scale) for b, work, out, mode in unit.post_backward()]
         older, self.pending = self.pending, new
         self._finish(older)
 
     def _finish(self, pending: Iterable) -> None:
         with torch.no_grad(), DisableTorchFunctionSubclass():
-            for bucket, work, out, scale in pending:
-                bucket.finish_reduce(work, out, scale)
+            for bucket, work, out, mode, scale in pending:
+                bucket.finish_reduce(work, out, mode, scale)
 
     def final_callback(self) -> None:
         """End of backward: reduce leftover units, finish all reductions, reshard everything."""

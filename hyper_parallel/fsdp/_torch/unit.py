@@ -27,7 +27,7 @@ import torch.distributed as dist
 from torch._C import DisableTorchFunctionSubclass
 
 from hyper_parallel.core.spec import DTensorSpec
-from hyper_parallel.fsdp.api import FlatLayout, MixedPrecisionPolicy, resolve_reduce_dtype
+from hyper_parallel.fsdp.api import FlatLayout, MixedPrecisionPolicy, dtype_groups, resolve_reduce_dtype
 from hyper_parallel.platform.base import CollectiveError
 from hyper_parallel.platform.torch.dtensor import DTensor, _wrap  # pylint: disable=protected-access
 
@@ -82,6 +82,17 @@ class ParamInfo:
         self.unit: Optional["FSDPUnit"] = None
 
 
+def _reduce_mode(group) -> str:
+    """``all_reduce`` on gloo, ``reduce_scatter`` elsewhere; ``$HYPER_PARALLEL_FSDP_REDUCE`` overrides."""
+    import os
+    mode = os.environ.get("HYPER_PARALLEL_FSDP_REDUCE", "").strip()
+    if not mode:
+        return "all_reduce" if dist.get_backend(group) == "gloo" else "reduce_scatter"
+    if mode not in ("all_reduce", "reduce_scatter"):
+        raise ValueError(f"HYPER_PARALLEL_FSDP_REDUCE={mode!r}: expected 'all_reduce' or 'reduce_scatter'")
+    return mode
+
+
 class MeshInfo:
     """The groups of a unit: shard group (FSDP dim), replicate group (HSDP) and post-forward group."""
 
@@ -99,6 +110,10 @@ class MeshInfo:
         self.rep_group = mesh.get_group(0) if mesh.ndim == 2 else None
         self.rep_size = mesh.shape[0] if mesh.ndim == 2 else 1
         self.dp_size = self.shard_size * self.rep_size
+        # gloo's reduce-scatter is slower than its ring all-reduce of the same bytes: on gloo a unit's
+        # gradients are all-reduced over every data-parallel rank (both HSDP dims at once) and sliced
+        self.reduce_by_all_reduce = _reduce_mode(self.shard_group) == "all_reduce" and self.dp_size > 1
+        self.reduce_group = mesh.whole_group() if mesh.ndim == 2 else self.shard_group
         if self.shard_size > 1 and dist.get_rank(self.shard_group) != self.shard_index:
             raise ValueError(f"fully_shard(mesh): the shard group of {mesh} is not in mesh order (group rank "
                              f"{dist.get_rank(self.shard_group)} vs coordinate {self.shard_index})")
@@ -139,6 +154,9 @@ class Bucket:  # pylint: disable=too-many-instance-attributes
         self.storage_device = torch.device("cpu") if offload else device
         self.pin = pin and offload and device.type != "cpu"
         self.layout = FlatLayout([i.shape for i in infos], mi.shard_size)
+        # one parameter alone: the rank-major gathered buffer *is* the (padded) unsharded parameter,
+        # so the all-gather writes straight into it and its gradient needs no packing
+        self.direct = len(self.infos) == 1
         self.sharded = torch.zeros(self.layout.total, dtype=self.dtype, device=self.storage_device,
                                    pin_memory=self.pin)
         n = mi.shard_size * self.layout.total
@@ -198,7 +216,11 @@ class Bucket:  # pylint: disable=too-many-instance-attributes
                 src = src.to(self.param_dtype)
         if size == 1:
             return None, src, src
-        out = torch.empty(src.numel() * size, dtype=src.dtype, device=src.device)
+        if self.direct:
+            self.alloc_unsharded()
+            out = self._write
+        else:
+            out = torch.empty(src.numel() * size, dtype=src.dtype, device=src.device)
         work = _collective("all_gather", group, _ALL_GATHER, out, src, async_op=async_op)
         return work, out, src
 
@@ -206,7 +228,7 @@ class Bucket:  # pylint: disable=too-many-instance-attributes
         """Scatter the rank-major gathered buffer into the parameter-major unsharded buffer."""
         self.alloc_unsharded()
         n = self.mi.shard_size
-        if self.layout.total:
+        if self.layout.total and gathered is not self._write:
             torch.split_with_sizes_copy(gathered.view(n, self.layout.total), list(self.layout.slots), dim=1,
                                         out=self._out_views)
         if keep_post_forward:
@@ -238,10 +260,17 @@ class Bucket:  # pylint: disable=too-many-instance-attributes
         self.acc = [None if g is None else (g if g.dtype == self.reduce_dtype else g.to(self.reduce_dtype))
                     for g in grads]
 
-    def start_reduce_scatter(self, grads: List[Optional[torch.Tensor]]):
-        """Pack the gradients rank-major (padded) and issue the reduce-scatter; returns ``(work, out, in)``."""
+    def _pack(self, grads: List[Optional[torch.Tensor]]) -> torch.Tensor:
+        """The gradients rank-major and padded, ``(shard_size, total)`` in the reduce dtype.
+
+        A direct bucket's evenly split, contiguous gradient already has that layout: no copy."""
         mi = self.mi
         rd = self.reduce_dtype
+        if self.direct:
+            g = grads[0]
+            if (g is not None and g.dtype == rd and g.is_contiguous()
+                    and g.numel() == mi.shard_size * self.layout.total):
+                return g.view(mi.shard_size, self.layout.total)
         parts = []
         for info, g in zip(self.infos, grads):
             if g is None:
@@ -252,21 +281,35 @@ class Bucket:  # pylint: disable=too-many-instance-attributes
         packed = torch.empty((mi.shard_size, self.layout.total), dtype=rd, device=self.device)
         if self.layout.total:
             torch._chunk_cat(parts, 0, mi.shard_size, out=packed)  # pylint: disable=protected-access
+        return packed
+
+    def start_reduce_scatter(self, grads: List[Optional[torch.Tensor]]):
+        """Pack the gradients and issue their reduction; returns ``(work, out, mode)`` for ``finish_reduce``."""
+        mi = self.mi
+        packed = self._pack(grads)
+        if mi.reduce_by_all_reduce:
+            work = _collective("all_reduce", mi.reduce_group, dist.all_reduce, packed, async_op=True)
+            return work, packed, "all_reduce"
         if mi.shard_size == 1:
-            return None, packed.view(-1), packed
-        out = torch.empty(self.layout.total, dtype=rd, device=self.device)
+            return None, packed.view(-1), "reduce_scatter"
+        out = torch.empty(self.layout.total, dtype=packed.dtype, device=self.device)
         work = _collective("reduce_scatter", mi.shard_group, _REDUCE_SCATTER, out, packed.view(-1),
                            async_op=True)
-        return work, out, packed
+        return work, out, "reduce_scatter"
 
-    def finish_reduce(self, work, out: torch.Tensor, scale: float) -> None:
-        """Wait for the reduce-scatter, reduce across replicas (HSDP), scale and assign the sharded grads."""
+    def finish_reduce(self, work, out: torch.Tensor, mode: str, scale: float) -> None:
+        """Wait for the reduction, reduce across replicas (HSDP), scale and assign the sharded grads."""
         mi = self.mi
-        _wait("reduce_scatter", mi.shard_group, work)
-        if mi.rep_group is not None and mi.rep_size > 1:
-            _collective("all_reduce", mi.rep_group, dist.all_reduce, out)
-        if scale != 1.0:
-            out.mul_(scale)
+        if mode == "all_reduce":
+            _wait("all_reduce", mi.reduce_group, work)
+            mine = out.view(mi.shard_size, self.layout.total)[mi.shard_index]
+            out = torch.mul(mine, scale) if scale != 1.0 else mine.clone()  # frees the packed gradients
+        else:
+            _wait("reduce_scatter", mi.shard_group, work)
+            if mi.rep_group is not None and mi.rep_size > 1:
+                _collective("all_reduce", mi.rep_group, dist.all_reduce, out)
+            if scale != 1.0:
+                out.mul_(scale)
         if out.dtype != self.dtype or out.device != self.storage_device:
             flat = torch.empty(out.numel(), dtype=self.dtype, device=self.storage_device, pin_memory=self.pin)
             flat.copy_(out, non_blocking=self.pin)
@@ -297,19 +340,51 @@ class Bucket:  # pylint: disable=too-many-instance-attributes
         self.grad_views = views
 
 
+def direct_min_numel(device: torch.device) -> int:
+    """Parameters with at least this many elements get a bucket of their own (zero-copy gather and
+    reduce, one more collective). On CPU a copy of a large parameter costs far more than a gloo
+    collective's latency; on accelerators copies are cheap, so one bucket per dtype (0 = off).
+    Override with ``$HYPER_PARALLEL_FSDP_DIRECT_NUMEL``."""
+    import os
+    raw = os.environ.get("HYPER_PARALLEL_FSDP_DIRECT_NUMEL")
+    if raw is not None and raw.strip():
+        try:
+            return int(raw)
+        except ValueError as err:
+            raise ValueError(f"HYPER_PARALLEL_FSDP_DIRECT_NUMEL={raw!r} is not an integer") from err
+    return 1 << 18 if device.type == "cpu" else 0
+
+
+def _bucket_indices(infos: Sequence[ParamInfo], min_numel: int) -> List[Tuple[int, ...]]:
+    """Per dtype: the large parameters alone (when ``min_numel``), the rest together."""
+    out: List[Tuple[int, ...]] = []
+    for _, idx in dtype_groups([i.dtype for i in infos]):
+        small = []
+        for i in idx:
+            numel = 1
+            for s in infos[i].shape:
+                numel *= s
+            if min_numel and numel >= min_numel:
+                out.append((i,))
+            else:
+                small.append(i)
+        if small:
+            out.append(tuple(small))
+    return out
+
+
 class FSDPUnit:  # pylint: disable=too-many-instance-attributes
     """The managed parameters of one ``fully_shard`` call and their unshard/reshard/reduce life cycle."""
 
     def __init__(self, module: torch.nn.Module, infos: List[ParamInfo], mi: MeshInfo, mp: MixedPrecisionPolicy,
                  device: torch.device, offload: bool, pin: bool) -> None:
-        from hyper_parallel.fsdp.api import dtype_groups
         self.module = module
         self.infos = infos
         for info in infos:
             info.unit = self
         self.mi = mi
         self.buckets = [Bucket([infos[i] for i in idx], mi, mp, device, offload, pin)
-                        for _, idx in dtype_groups([i.dtype for i in infos])]
+                        for idx in _bucket_indices(infos, direct_min_numel(device))]
         self.state = SHARDED
         self.pf_k = mi.pf_k
         self.requires_grad_sync = True
@@ -397,7 +472,7 @@ class FSDPUnit:  # pylint: disable=too-many-instance-attributes
     def post_backward(self) -> list:
         """Reduce-scatter the unit's gradients (or keep them when not syncing) and reshard.
 
-        Returns the pending reductions ``(bucket, work, out, in)`` for the root to finish."""
+        Returns the pending reductions ``(bucket, work, out, mode)`` for the root to finish."""
         self.needs_post_backward = False
         self._grad_count = 0
         pending = []
@@ -409,8 +484,8 @@ class FSDPUnit:  # pylint: disable=too-many-instance-attributes
                 if not self.requires_grad_sync:
                     b.accumulate_unsynced(grads)
                     continue
-                work, out, packed = b.start_reduce_scatter(grads)
-                pending.append((b, work, out, packed))
+                work, out, mode = b.start_reduce_scatter(grads)
+                pending.append((b, work, out, mode))
         if self.reshard_after_backward:
             self.reshard()
         return pending

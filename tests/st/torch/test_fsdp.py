@@ -73,7 +73,7 @@ def assert_params_match(model, ref, **tol):
 
 
 def train_parity(model, ref, *, dp_rank, dp_size, dp_group=None, micro=1, no_sync=True, scale=1.0, lr=1e-2,
-                 tol=None):
+                 tol=None, io=None):
     """5 AdamW steps of ``model`` (local slice of each global batch, ``micro`` micro-batches per step,
     the first ones without gradient sync when ``no_sync``) against ``ref`` (whole batch, loss times
     ``scale``); compares losses and parameters. Returns the optimizer."""
@@ -83,7 +83,7 @@ def train_parity(model, ref, *, dp_rank, dp_size, dp_group=None, micro=1, no_syn
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     ref_opt = torch.optim.AdamW(ref.parameters(), lr=lr)
     for step in range(STEPS):
-        x, y = batch(step)
+        x, y = batch(step) if io is None else batch(step, din=io[0], dout=io[1])
         ref_loss = F.mse_loss(ref(x), y)
         (ref_loss * scale).backward()
         ref_opt.step()
@@ -112,7 +112,36 @@ VARIANTS = {
     "reshard_after_forward_int_1": dict(how="nested", reshard_after_forward=1),
     "cpu_offload": dict(how="nested", offload="cpu"),
     "explicit_prefetch": dict(how="nested", prefetch=True),
+    # one bucket per parameter: even ones gather in place and reduce without packing
+    "direct_buckets": dict(how="nested", dims=(12, 8, 6, 1), env={"HYPER_PARALLEL_FSDP_DIRECT_NUMEL": "1"}),
+    # the reduce-scatter path (the default off gloo) instead of gloo's all-reduce + slice
+    "reduce_scatter_mode": dict(how="nested", env={"HYPER_PARALLEL_FSDP_REDUCE": "reduce_scatter"}),
+    "reduce_scatter_direct": dict(how="root", dims=(12, 8, 6, 1), env={"HYPER_PARALLEL_FSDP_REDUCE": "reduce_scatter",
+                                                                     "HYPER_PARALLEL_FSDP_DIRECT_NUMEL": "1"}),
 }
+
+
+class env_vars:  # pylint: disable=invalid-name
+    """Set environment variables inside a rank for the duration of a block."""
+
+    def __init__(self, values):
+        self.values = values or {}
+        self.saved = {}
+
+    def __enter__(self):
+        import os
+        for k, v in self.values.items():
+            self.saved[k] = os.environ.get(k)
+            os.environ[k] = v
+        return self
+
+    def __exit__(self, *exc):
+        import os
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -123,21 +152,26 @@ def test_fsdp_parity(variant):
     from hyper_parallel.fsdp import FSDPModule
     cfg = dict(VARIANTS[variant])
     mesh = hp.init_device_mesh("cpu", (2,))
-    ref = make_mlp()
+    ref = make_mlp(cfg.get("dims", (12, 7, 9, 1)))
     model = copy.deepcopy(ref)
     kwargs = {}
     if "reshard_after_forward" in cfg:
         kwargs["reshard_after_forward"] = cfg["reshard_after_forward"]
     if cfg.get("offload") == "cpu":
         kwargs["offload_policy"] = hp.CPUOffloadPolicy()
-    shard_model(model, mesh, cfg["how"], **kwargs)
+    with env_vars(cfg.get("env")):
+        shard_model(model, mesh, cfg["how"], **kwargs)
     assert isinstance(model, FSDPModule) and type(model).__name__ == "FSDPSequential"
+    if "HYPER_PARALLEL_FSDP_DIRECT_NUMEL" in cfg.get("env", {}):
+        units = [m.__dict__["_hp_fsdp_state"].unit for m in model.modules() if isinstance(m, FSDPModule)]
+        assert all(b.direct for u in units if u is not None for b in u.buckets)
     if cfg.get("prefetch"):
         linears = [m for m in model if isinstance(m, FSDPModule)]
         for a, b in zip(linears[:-1], linears[1:]):
             a.set_modules_to_forward_prefetch([b])
             b.set_modules_to_backward_prefetch([a])
-    train_parity(model, ref, dp_rank=dist.get_rank(), dp_size=2)
+    batches = None if "dims" not in cfg else (cfg["dims"][0], cfg["dims"][-1])
+    train_parity(model, ref, dp_rank=dist.get_rank(), dp_size=2, io=batches)
 
 
 @multi_rank(world_size=2, timeout=120)

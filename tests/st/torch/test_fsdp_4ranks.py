@@ -5,18 +5,24 @@
 (5 AdamW steps, loss of every step and every gathered parameter vs one process)."""
 import copy
 
+import pytest
+
 from hyper_parallel.testing import multi_rank
-from tests.st.torch.test_fsdp import FP32, STEPS, batch, dp_mean, make_mlp, shard_model, train_parity
+from tests.st.torch.test_fsdp import FP32, STEPS, batch, dp_mean, env_vars, make_mlp, shard_model, train_parity
 
 
+@pytest.mark.parametrize("reduce", ["all_reduce", "reduce_scatter"])
 @multi_rank(world_size=4, timeout=180)
-def test_hsdp_2x2_parity():
+def test_hsdp_2x2_parity(reduce):
+    """``all_reduce``: one all-reduce over all 4 ranks + slice (gloo default); ``reduce_scatter``:
+    reduce-scatter within the shard group, then all-reduce across the replicas."""
     import torch.distributed as dist
     import hyper_parallel as hp
     from hyper_parallel import Replicate, Shard
     mesh = hp.init_device_mesh("cpu", (2, 2), mesh_dim_names=("replicate", "shard"))
     ref = make_mlp()
-    model = shard_model(copy.deepcopy(ref), mesh)
+    with env_vars({"HYPER_PARALLEL_FSDP_REDUCE": reduce}):
+        model = shard_model(copy.deepcopy(ref), mesh)
     w = model[0].weight
     assert w.placements == (Replicate(), Shard(0)) and tuple(w.shape) == (7, 12)
     assert tuple(w.to_local().shape) == ((4, 12) if mesh.get_coordinate()[1] == 0 else (3, 12))
