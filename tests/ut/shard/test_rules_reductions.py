@@ -96,7 +96,7 @@ def test_logic_count_and_replicated_reductions():
     assert infer("Tensor.any", (5, 3), [P]).inputs == [(R,)]
     assert infer("torch.count_nonzero", (5, 3), [S0], 0).outputs == ((P,), (3,))
     assert infer("torch.count_nonzero", (5, 3), [S0], (0, 1)).outputs == ((P,), ())
-    for op in ("torch.var", "torch.nanmean", "Tensor.std"):
+    for op in ("torch.nanmean", "Tensor.nanmean"):
         d = infer(op, (5, 3), [S0], 0)
         assert d.inputs == [(R,)] and d.outputs == ((R,), (3,)) and d.expand is None, op
         assert infer(op, (5, 3), [S1], 0).outputs == ((S0,), (3,)), op
@@ -104,11 +104,24 @@ def test_logic_count_and_replicated_reductions():
 
 
 def test_var_std_norm_argument_forms():
-    assert infer("torch.var", (5, 3), [S1], True).outputs == ((R,), ())  # var(x, unbiased)
+    d = infer("torch.var", (5, 3), [S1], False)  # var(x, unbiased)
+    assert d.outputs == ((R,), ()) and d.expand == "expand_moments" and d.extra["correction"] == 0
     assert infer("torch.var", (5, 3), [S1], 0, True, True).outputs == ((S1,), (1, 3))
     assert infer("Tensor.var", (5, 3), [S1], dim=0, correction=0).outputs == ((S0,), (3,))
     assert infer("torch.norm", (5, 3), [S1], 2, 0).outputs == ((S0,), (3,))
     assert infer("torch.linalg.vector_norm", (5, 3), [S0], 2, 1, True).outputs == ((S0,), (5, 1))
+
+
+def test_moments_merge_local_statistics():
+    d = infer("Tensor.std", (5, 3), [S0, S1], 0, mesh=(2, 2))
+    assert d.inputs == [(S0, S1)] and d.outputs == ((R, S0), (3,)) and d.extra["mesh_dims"] == (0,)
+    assert d.extra["correction"] == 1
+    assert infer("torch.var", (5, 3), [S0], 0, correction=2).extra["correction"] == 2
+    assert infer("torch.var", (5, 3), [S0], 0, False, True).extra["correction"] == 0
+    assert infer("torch.var", (5, 3), [P], 0).inputs == [(R,)]
+    from hyper_parallel.core.shard.ops.rules.reductions import MomentsRule
+    with pytest.raises(ValueError, match="moment='skew'"):
+        MomentsRule("x", moment="skew")
 
 
 def test_combinable_reductions_gather_local_results():
@@ -182,9 +195,9 @@ def test_non_sum_scans_and_two_output_reductions():
     d = infer("torch.cummax", (5, 3), [S1], 0)
     assert d.outputs == [((S1,), (5, 3))] * 2
     d = infer("torch.var_mean", (5, 3), [S0], 1, True, True)
-    assert d.outputs == [((S0,), (5, 1))] * 2
+    assert d.outputs == [((S0,), (5, 1))] * 2 and d.expand is None
     d = infer("torch.std_mean", (5, 3), [S0])
-    assert d.inputs == [(R,)] and d.outputs == [((R,), ())] * 2
+    assert d.inputs == [(S0,)] and d.outputs == [((R,), ())] * 2 and d.expand == "expand_moments"
     assert infer("torch.nanmean", (5, 3), [S0], 0).inputs == [(R,)]
     from hyper_parallel.core.shard.ops.rules.reductions import ReductionRule, ScanRule
     with pytest.raises(ValueError, match="2 outputs need kind 'replicate'"):

@@ -64,6 +64,7 @@ def _cases():
         ("Tensor.var", lambda x: x.var(1, True, True), True),
         ("torch.std", lambda x: torch.std(x, dim=0, unbiased=False), True),
         ("Tensor.std", lambda x: x.std(), True),
+        ("Tensor.std", lambda x: x.std((0, 1), correction=2, keepdim=True), True),
         ("torch.logsumexp", lambda x: torch.logsumexp(x, 0), True),
         ("Tensor.logsumexp", lambda x: x.logsumexp((0, 1), keepdim=True), True),
         ("torch.cumsum", lambda x: torch.cumsum(x, 0), True),
@@ -142,8 +143,12 @@ def test_reductions_communication_free_and_partial():
                      ("torch.cumsum", lambda a: a.cumsum(0))]:
         report = check_op(name, fn, [x], placements=[p]).raise_if_failed()
         assert report.native == 1, (name, report)
-    report = check_op("torch.var", lambda a: a.var(0), [x], placements=[s0 + s1 + r]).raise_if_failed()
+    report = check_op("torch.nanmean", lambda a: a.nanmean(0), [x], placements=[s0 + s1 + r]).raise_if_failed()
     assert report.native == 2, report  # S(1), R native; S(0) gathers
+    for name, fn in [("torch.var", lambda a: a.var(0)), ("torch.logsumexp", lambda a: a.logsumexp(0)),
+                     ("torch.prod", lambda a: a.prod(0)), ("torch.norm", lambda a: a.norm(dim=0))]:
+        report = check_op(name, fn, [x], placements=[s0 + s1 + r]).raise_if_failed()
+        assert report.native == 3, report  # S(0): local statistics merged by the expand, no redistribution
 
 
 @multi_rank(world_size=2, timeout=300)

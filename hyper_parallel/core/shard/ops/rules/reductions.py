@@ -24,8 +24,11 @@ Per mesh dimension, with input placement ``p`` and reduced tensor dims ``R``:
                 the local results (output-sized, not input-sized) are all-gathered (differentiable) and
                 combined with the same reduction; option ``combine``: ``logsumexp`` | ``prod`` | ``norm``.
                 A norm of another order (p < 1, 'nuc') falls back to ``replicate``.
-  ``replicate`` the input is requested Replicate on that mesh dim (var, std, nanmean, argmax
-                without dim: not decomposable into a placement).
+  ``moments``   Replicate through ``expand_moments`` (var, std, var_mean, std_mean; the ``MomentsRule``):
+                local (count, mean, sum of squared deviations) all-gathered and merged with Chan's
+                parallel formula, so only output-sized statistics travel.
+  ``replicate`` the input is requested Replicate on that mesh dim (nanmean, argmax without dim:
+                not decomposable into a placement).
 
 * ``Partial(sum|avg)`` stays partial for the linear kinds (``sum``, ``mean``); ``Partial(max)``
   stays for amax/max and ``Partial(min)`` for amin/min; otherwise the input is requested Replicate.
@@ -43,14 +46,14 @@ from typing import Any, Dict, List, Sequence, Tuple
 from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
 from hyper_parallel.core.shard.rule import Decision, OpCall, OpRule, RuleError
 
-__all__ = ["ReductionRule", "MaxMinRule", "ArgReduceRule", "ScanRule", "checked_dim", "reduced_dims", "reduced_shape",
+__all__ = ["ReductionRule", "MomentsRule", "MaxMinRule", "ArgReduceRule", "ScanRule", "checked_dim", "reduced_dims", "reduced_shape",
            "shifted_dim", "fill_value", "local_offset"]
 
-KINDS = ("sum", "mean", "count", "extreme", "select", "logic", "combine", "replicate")
+KINDS = ("sum", "mean", "count", "extreme", "select", "logic", "combine", "moments", "replicate")
 COMBINES = ("logsumexp", "prod", "norm")
 _PSUM = Partial("sum")
 _EXPANDS = {"mean": "expand_mean", "extreme": "expand_extreme", "select": "expand_pick", "logic": "expand_logic",
-            "combine": "expand_combine"}
+            "combine": "expand_combine", "moments": "expand_moments"}
 
 
 # ---------------------------------------------------------------------- pure helpers (shared by families)
@@ -130,13 +133,15 @@ def _with_first(args, first):
 class ReductionRule(OpRule):
     """A reduction of one tensor over ``dim`` (see the module docstring for the options)."""
 
+    default_kind = "sum"
+
     @classmethod
     def allowed_options(cls):
         return ("kind", "params", "reduce", "outputs", "combine")
 
     def __init__(self, op: str, **options) -> None:
         super().__init__(op, **options)
-        self.kind = options.get("kind", "sum")
+        self.kind = options.get("kind", self.default_kind)
         if self.kind not in KINDS:
             raise ValueError(f"{op}: option kind={self.kind!r}; expected one of {KINDS}")
         self.params = tuple(options.get("params", ("dim", "keepdim")))
@@ -147,8 +152,8 @@ class ReductionRule(OpRule):
         if (self.kind == "combine") != (self.combine in COMBINES):
             raise ValueError(f"{op}: option combine={self.combine!r}; kind 'combine' needs one of {COMBINES}")
         self.n_out = int(options.get("outputs", 1))
-        if self.n_out not in (1, 2) or (self.n_out == 2 and self.kind != "replicate"):
-            raise ValueError(f"{op}: option outputs={self.n_out!r}; 2 outputs need kind 'replicate'")
+        if self.n_out not in (1, 2) or (self.n_out == 2 and self.kind not in ("replicate", "moments")):
+            raise ValueError(f"{op}: option outputs={self.n_out!r}; 2 outputs need kind 'replicate' or 'moments'")
 
     # ------------------------------------------------------------------ arguments
     def param(self, call: OpCall, name: str, default: Any = None) -> Any:
@@ -232,7 +237,7 @@ class ReductionRule(OpRule):
             return p, _PSUM
         if kind == "extreme":
             return p, Partial(self.reduce)
-        if kind in ("select", "logic", "combine"):
+        if kind in ("select", "logic", "combine", "moments"):
             return p, Replicate()
         return Replicate(), Replicate()
 
@@ -326,6 +331,74 @@ class ReductionRule(OpRule):
         if not extra["keepdim"]:
             values, indices = values.squeeze(dim), indices.squeeze(dim)
         return values, indices
+
+
+class MomentsRule(ReductionRule):
+    """var / std (option ``moment``), with the mean as a second output for var_mean / std_mean
+    (``outputs: 2``); ``correction`` / ``unbiased`` as in torch."""
+
+    default_kind = "moments"
+
+    @classmethod
+    def allowed_options(cls):
+        return ("params", "outputs", "moment")
+
+    def __init__(self, op: str, **options) -> None:
+        super().__init__(op, **options)
+        self.moment = options.get("moment", "var")
+        if self.moment not in ("var", "std"):
+            raise ValueError(f"{op}: option moment={self.moment!r}; expected 'var' or 'std'")
+
+    def infer(self, call: OpCall) -> Decision:
+        decision = super().infer(call)
+        decision.extra["correction"] = self.correction(call)
+        return decision
+
+    def correction(self, call: OpCall):
+        """Bessel correction of the call (``correction``, else ``unbiased``, default 1)."""
+        if call.kwargs.get("correction") is not None:
+            return call.kwargs["correction"]
+        unbiased = self.param(call, "unbiased")
+        if isinstance(self.param(call, "dim"), bool):  # var(x, unbiased)
+            unbiased = self.param(call, "dim")
+        return 0 if unbiased is False else 1
+
+    def expand_moments(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
+        """Merge local (count, mean, M2) across the mesh dims that shard a reduced dim."""
+        import torch
+        from hyper_parallel.platform import get_platform
+        plat = get_platform("torch")
+        extra = plan.decision.extra
+        x, dims = args[0], extra["dims"]
+        count = 1
+        for d in dims:
+            count *= x.shape[d]
+        mean = x.sum(dims, keepdim=True) / max(count, 1)
+        dev = x - mean
+        m2 = ((dev.abs() ** 2) if dev.is_complex() else dev * dev).sum(dims, keepdim=True)
+        stats = torch.stack([torch.full_like(m2, count), mean.real if mean.is_complex() else mean, m2])
+        coord = plan.mesh.get_coordinate()
+        for d in reversed(extra["mesh_dims"]):
+            parts = plat.all_gather(stats.unsqueeze(0), plan.mesh.get_group(d), 0, [1] * plan.mesh.shape[d], coord[d])
+            stats = _merge_moments(parts)
+        total, mean, m2 = stats[0], stats[1], stats[2]
+        out = m2 / (total - extra["correction"]).clamp_min(0)
+        if self.moment == "std":  # like torch: a zero std gets a zero (not NaN) gradient
+            positive = out > 0
+            out = torch.where(positive, out, torch.ones_like(out)).sqrt() * positive
+        if not extra["keepdim"]:
+            out, mean = out.squeeze(dims), mean.squeeze(dims)
+        return (out, mean) if self.n_out == 2 else out
+
+
+def _merge_moments(parts):
+    """(n, 3, ...) stacked (count, mean, M2) per shard -> (3, ...) of the union (Chan et al.)."""
+    import torch
+    counts, means, m2s = parts[:, 0], parts[:, 1], parts[:, 2]
+    total = counts.sum(0)
+    mean = (counts * means).sum(0) / total.clamp_min(1)
+    m2 = (m2s + counts * (means - mean) ** 2).sum(0)
+    return torch.stack([total, mean, m2])
 
 
 class MaxMinRule(ReductionRule):
