@@ -46,8 +46,8 @@ from typing import Any, Dict, List, Sequence, Tuple
 from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
 from hyper_parallel.core.shard.rule import Decision, OpCall, OpRule, RuleError
 
-__all__ = ["ReductionRule", "MomentsRule", "MaxMinRule", "ArgReduceRule", "ScanRule", "checked_dim", "reduced_dims", "reduced_shape",
-           "shifted_dim", "fill_value", "local_offset"]
+__all__ = ["ReductionRule", "MomentsRule", "MaxMinRule", "ArgReduceRule", "ScanRule", "checked_dim", "reduced_dims",
+           "reduced_shape", "shifted_dim", "fill_value", "local_offset", "norm_order"]
 
 KINDS = ("sum", "mean", "count", "extreme", "select", "logic", "combine", "moments", "replicate")
 COMBINES = ("logsumexp", "prod", "norm")
