@@ -161,16 +161,19 @@ def _collective_checks(mesh, results):
     _record(results, "emulated_and_native", emulated)
 
 
-def _timed(fn, sync, iters=3):
+def _timed(fn, sync, iters=5):
+    """Median milliseconds per call (after a warm-up): robust to the other jobs on a shared machine."""
     sync(fn())
-    t0 = time.perf_counter()
+    samples = []
     for _ in range(iters):
+        t0 = time.perf_counter()
         sync(fn())
-    return (time.perf_counter() - t0) / iters * 1e3
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return sorted(samples)[iters // 2]
 
 
 def _costs(mesh):
-    """Milliseconds per call on 1 MiB of float32 per rank (256 x 1024), averaged over 3 calls after a warm-up."""
+    """Median milliseconds per call on 1 MiB of float32 per rank (256 x 1024), 5 calls after a warm-up."""
     import mindspore as ms
     from mindspore import mint
     from hyper_parallel.platform.mindspore import collectives as C
