@@ -1,7 +1,7 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""Reductions (sum, mean, amax, max/min, argmax, prod, norm, var/std, logsumexp, all/any, count_nonzero)
-and scans (cumsum).
+"""Reductions (sum, mean, amax, max/min, argmax, prod, norm, var/std, logsumexp, all/any, count_nonzero,
+nanmean) and scans (cumsum, cumprod, logcumsumexp, cummax, cummin).
 
 Per mesh dimension, with input placement ``p`` and reduced tensor dims ``R``:
 
@@ -34,10 +34,11 @@ Per mesh dimension, with input placement ``p`` and reduced tensor dims ``R``:
   stays for amax/max and ``Partial(min)`` for amin/min; otherwise the input is requested Replicate.
 
 ``params`` lists the positional parameters after ``self`` (e.g. ``[dim, keepdim]``, ``[p, dim, keepdim]``);
-``dim`` of None or ``()`` means every dim. The scan rule (cumsum) keeps shards of other dims and
-``Partial(sum)``; along a dim sharded by exactly one mesh dim it runs ``expand_scan``: local cumsum plus the
-exclusive prefix of the other shards' totals (an all-gather whose adjoint is a reduce-scatter). A dim
-sharded by two mesh dims is requested Replicate on the inner one(s).
+``dim`` of None or ``()`` means every dim. The scan rule keeps shards of other dims. cumsum keeps
+``Partial(sum)`` and, along a dim sharded by exactly one mesh dim, runs ``expand_scan``: local cumsum plus
+the exclusive prefix of the other shards' totals (an all-gather whose adjoint is a reduce-scatter); a dim
+sharded by two mesh dims is requested Replicate on the inner one(s). The other scans (cumprod,
+logcumsumexp, cummax, cummin) request Replicate on the scanned dim and on Partial inputs.
 """
 from __future__ import annotations
 
