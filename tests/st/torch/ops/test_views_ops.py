@@ -167,7 +167,7 @@ def test_views_on_2d_mesh():
         assert report.combos == 4 and not report.rejected, report
     v_pls = [(Replicate(), Replicate()), (Shard(0), Partial())]
     report = check_op("Tensor.__setitem__", _set((slice(None), slice(1, 6, 2))), [x, torch.randn(4, 3)],
-                      mesh_shape=(2, 2), placements=[pls + [(Shard(1), Shard(1))], v_pls]).raise_if_failed()
+                      mesh_shape=(2, 2), placements=[pls[0] + [(Shard(1), Shard(1))], v_pls]).raise_if_failed()
     assert report.combos == 10 and not report.rejected, report
 
 

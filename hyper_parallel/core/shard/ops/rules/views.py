@@ -722,7 +722,7 @@ class SetItemRule(OpRule):
         v = call.tensors[value[1]] if is_marker(value) else None
         layouts = [GetItemRule._layout(call, x.ndim, kinds, c, r)  # pylint: disable=protected-access
                    for c, r in GetItemRule._readings(call, items, kinds)]  # pylint: disable=protected-access
-        extra: Dict[str, Any] = {"sync": [], "zero": [], "cut": {}, "region": None}
+        extra: Dict[str, Any] = {"sync": [], "zero": [], "cut": {}, "whole": {}, "region": None}
         if "tensor" not in kinds:
             extra["region"] = _static_out_shape(call, x.shape, items, kinds, *layouts[0])
         need_v = [self._mesh_dim(call, d, p, (items, kinds, layouts), v, extra) for d, p in enumerate(x.placements)]
@@ -751,6 +751,7 @@ class SetItemRule(OpRule):
             return Replicate()
         k = p.dim
         if all(_whole(items, kinds, lay[0], k) for lay in layouts):
+            extra["whole"][k] = layouts[0][0][k][1]
             return _value_shard(call, k, layouts, v, d, extra)
         pos = layouts[0][0][k][0]
         if "tensor" in kinds or kinds[pos] not in ("int", "slice"):
@@ -830,7 +831,10 @@ def _local_cut(plan, x, index, value, is_tensor):
     index = tuple(items)
     if not is_tensor:
         return (None if empty else index), value
-    value = value.expand(plan.decision.extra["region"])
+    region = list(plan.decision.extra["region"])
+    for k, j in plan.decision.extra["whole"].items():  # dims kept whole hold this rank's shard of the value
+        region[j] = local[k]
+    value = value.expand(region)
     if empty:  # nothing to write here, but the value stays in the graph (its gradient sum is collective)
         return index, value.flatten()[:0].reshape(x[index].shape)
     for j, p0, count in narrows:
