@@ -20,16 +20,17 @@ What MindSpore 2.10 offers on CPU (``mccl``), measured in this repository's ST:
 
 Uneven shards (``chunk`` sizes, empty chunks included) are padded to the largest chunk for the
 transport and trimmed afterwards; dtypes the CPU all-gather kernel lacks travel in an exact wider
-type (bool/int8/int16 as int32, bfloat16 as float32) or through the all-reduce emulation (float64,
-int64). Autograd functions use MindSpore's PyNative custom-function mechanism
-(``mindspore.common._grad_function._Function``, the one
-MindSpore's own recompute uses): MindSpore's all-gather has no CPU backward, so every adjoint here
-is written out by hand.
+type (bool/int8/int16 as int32, bfloat16 as float32); float64/int64 travel bit-exact as int32 pairs,
+and their all-reduce is all-gather + a local reduction ((n-1) S bytes instead of 2 (n-1)/n S).
+Autograd functions use MindSpore's PyNative custom-function mechanism
+(``mindspore.common._grad_function._Function``, the one MindSpore's own recompute uses):
+MindSpore's all-gather has no CPU backward, so every adjoint here is written out by hand.
 """
 from __future__ import annotations
 
 from typing import Any, Dict, Optional, Sequence, Tuple
 
+import numpy as np
 import mindspore as ms
 from mindspore import mint, ops
 import mindspore.mint.distributed as msdist
@@ -67,6 +68,10 @@ _GATHER_PRIMS: Dict[str, Any] = {}
 _GATHER_WIRE = {ms.bool_: ms.int32, ms.int8: ms.int32, ms.uint8: ms.int32, ms.int16: ms.int32,
                 ms.bfloat16: ms.float32}
 _GATHER_NATIVE = (ms.float32, ms.float16, ms.int32)
+#: 64-bit dtypes: the CPU kernels of both all-gather and all-reduce lack them; they travel bit-exact
+#: as int32 pairs, and reductions over them run locally on the gathered values
+_BITS64 = {ms.float64: np.float64, ms.int64: np.int64}
+_NP_REDUCE = {"sum": np.sum, "avg": np.mean, "max": np.max, "min": np.min}
 
 
 def _fail(name: str, group: MsGroup, exc: Exception) -> CollectiveError:
@@ -116,6 +121,8 @@ def raw_all_reduce(x, op: str, group: MsGroup):
     out = x.copy()
     if group.size == 1:
         return out
+    if out.dtype in _BITS64:
+        return _all_reduce_by_gather(out, op, group)
     is_bool = out.dtype == ms.bool_
     if is_bool:
         out = out.astype(ms.int32)
@@ -125,8 +132,26 @@ def raw_all_reduce(x, op: str, group: MsGroup):
     return out.astype(ms.bool_) if is_bool else out
 
 
+def _all_reduce_by_gather(x, op: str, group: MsGroup):
+    """All-reduce emulated as all-gather + local reduction (64-bit dtypes): (n-1) S bytes per rank."""
+    stacked = raw_all_gather(x.reshape((1,) + tuple(x.shape)), group, 0, (1,) * group.size)
+    return ms.Tensor(_NP_REDUCE[op](stacked.asnumpy(), axis=0).astype(_BITS64[x.dtype]))
+
+
+def _gather0_bits64(src, group: MsGroup):
+    """All-gather of a 64-bit tensor as int32 pairs (bit-exact; the raw ops run outside autograd)."""
+    rows, rest = src.shape[0], tuple(src.shape[1:])
+    host = np.ascontiguousarray(src.asnumpy())
+    if host.size == 0:
+        return ms.Tensor(np.zeros((rows * group.size,) + rest, host.dtype))
+    bits = _gather0(ms.Tensor(host.reshape(rows, -1).view(np.int32)), group).asnumpy()
+    return ms.Tensor(np.ascontiguousarray(bits).view(host.dtype).reshape((rows * group.size,) + rest))
+
+
 def _gather0(src, group: MsGroup):
     """Concatenate the ranks' equal-shaped ``src`` along dim 0."""
+    if src.dtype in _BITS64:
+        return _gather0_bits64(src, group)
     if group.is_world and src.dtype in _GATHER_NATIVE:
         prim = _GATHER_PRIMS.get(group.name)
         if prim is None:
@@ -135,8 +160,8 @@ def _gather0(src, group: MsGroup):
             return prim(src)
         except RuntimeError as exc:
             raise _fail("all_gather", group, exc) from exc
-    # emulated (a sub-group, or float64/int64 which the CPU kernel lacks): each rank writes its block
-    # into a zero buffer, then all-reduce(sum) (exact: every element is one value plus zeros)
+    # emulated over a sub-group: each rank writes its block into a zero buffer, then all-reduce(sum)
+    # (exact: every element is one value plus zeros)
     n, me = group.size, group.ranks.index(_my_rank())
     rows = src.shape[0]
     parts = [src if j == me else mint.zeros(tuple(src.shape), dtype=src.dtype) for j in range(n)]

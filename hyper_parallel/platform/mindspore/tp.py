@@ -20,6 +20,7 @@ before sharding (seed first, as for ``distribute_tensor(..., src_data_rank=None)
 from __future__ import annotations
 
 import types
+from abc import ABC, abstractmethod
 from fnmatch import fnmatchcase
 from typing import Dict, Optional, Sequence, Tuple, Union
 
@@ -98,15 +99,15 @@ def _finish(out: DTensor, mesh, layout: Placement, use_local: bool):
     return out.to_local() if use_local else out
 
 
-class ParallelStyle:
+class ParallelStyle(ABC):
     """Base class: ``apply(cell, device_mesh)`` shards the cell's parameters and rewires its forward."""
 
+    @abstractmethod
     def apply(self, module: nn.Cell, device_mesh) -> nn.Cell:
         """Parallelise ``module`` in place and return it."""
-        raise TypeError(f"{type(self).__name__} is abstract; use ColwiseParallel or RowwiseParallel")
 
 
-class _LinearStyle(ParallelStyle):
+class _LinearStyle(ParallelStyle):  # pylint: disable=abstract-method  # concrete styles implement apply
     default_in: Placement
     default_out: Placement
 
@@ -162,9 +163,7 @@ class RowwiseParallel(_LinearStyle):
         _shard_param(module, "weight", device_mesh, Shard(1))
         in_layout, out_layout, use_local = self._layouts()
         if isinstance(out_layout, Shard) and out_layout.dim == -1 and getattr(module, "bias", None) is not None:
-            raise ValueError("RowwiseParallel(output_layouts=Shard(-1)) with a bias is not supported on MindSpore "
-                                 "because the replicated bias would need its own chunking; use Replicate() or "
-                                 "Shard(d) on a non-feature dim")
+            raise _bias_on_features()
         from hyper_parallel.platform import get_platform
         plat = get_platform("mindspore")
         group = device_mesh.get_group(0)
@@ -178,6 +177,8 @@ class RowwiseParallel(_LinearStyle):
             shape = tuple(xd.shape[:-1]) + (_global_rows(cell),)
             out = DTensor(y, DTensorSpec(device_mesh, (Partial("sum"),), shape)).redistribute(device_mesh,
                                                                                                [out_layout])
+            if cell.bias is not None and out.placements[0] == Shard(last):
+                raise _bias_on_features()
             if cell.bias is not None:  # replicated bias, added once after the reduction
                 bias = plat.grad_all_reduce(cell.bias, group) if bias_partial_grad else cell.bias
                 out = DTensor(out.to_local() + bias, out.spec)
@@ -185,6 +186,12 @@ class RowwiseParallel(_LinearStyle):
 
         module.construct = types.MethodType(construct, module)
         return module
+
+
+def _bias_on_features() -> ValueError:
+    return ValueError("RowwiseParallel(output_layouts=Shard(<feature dim>)) with a bias is not supported on MindSpore "
+                      "because the replicated bias would need its own chunking; use Replicate() or Shard(d) on a "
+                      "non-feature dim")
 
 
 def parallelize_module(module: nn.Cell, device_mesh, parallelize_plan: Union[ParallelStyle, Dict[str, ParallelStyle]]):

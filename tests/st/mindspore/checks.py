@@ -160,6 +160,34 @@ def _collective_checks(mesh, results):
         _close(plat.all_reduce(x, "sum", single), x, "all_reduce over a 1-rank group")
     _record(results, "emulated_and_native", emulated)
 
+    def named_group_paths():
+        # a non-world group over both ranks takes the sub-group paths (the CPU AllGather primitive
+        # accepts only the world group): emulated all-gather, all-reduce/broadcast/barrier by name
+        import mindspore.communication as mscomm
+        mscomm.create_group("hp_st_pair", [0, 1])
+        pair = C.MsGroup("hp_st_pair", (0, 1), False)
+        rows = ms.Tensor(np.full((2 - me, 2), 1.0 + me, np.float32))
+        got = C.raw_all_gather(rows, pair, 0, (2, 1))
+        _close(got, np.array([[1, 1], [1, 1], [2, 2]], np.float32), "sub-group all_gather (uneven)")
+        _close(C.raw_all_reduce(x, "max", pair), np.array([[2.0, 5.0, 2.0]], np.float32), "sub-group max")
+        b = x.copy()
+        C.raw_broadcast(b, 0, pair)
+        _close(b, np.array([[1.0, 5.0, 2.0]], np.float32), "sub-group broadcast")
+        plat.barrier(pair)
+        wide = ms.Tensor(np.array([[1.0 + me, 1e-12]], np.float64))
+        g64 = C.raw_all_gather(wide, group, 0, (1, 1))
+        assert g64.dtype == ms.float64, g64.dtype
+        np.testing.assert_array_equal(g64.asnumpy(), np.array([[1.0, 1e-12], [2.0, 1e-12]]))
+        r64 = C.raw_all_reduce(wide, "sum", group)
+        assert r64.dtype == ms.float64, r64.dtype
+        np.testing.assert_array_equal(r64.asnumpy(), np.array([[3.0, 2e-12]]))
+        big = ms.Tensor(np.array([2 ** 40 + me], np.int64))
+        np.testing.assert_array_equal(C.raw_all_reduce(big, "max", pair).asnumpy(), [2 ** 40 + 1])
+        np.testing.assert_array_equal(C.raw_all_gather(big, pair, 0, (1, 1)).asnumpy(), [2 ** 40, 2 ** 40 + 1])
+        flags = C.raw_all_gather(ms.Tensor(np.array([me == 0]), ms.bool_), group, 0, (1, 1))
+        np.testing.assert_array_equal(flags.asnumpy(), [True, False])
+    _record(results, "sub_group_and_dtype_paths", named_group_paths)
+
 
 def _timed(fn, sync, iters=5):
     """Median milliseconds per call (after a warm-up): robust to the other jobs on a shared machine."""
