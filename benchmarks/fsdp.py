@@ -3,9 +3,9 @@
 """Benchmark: one training step (forward, backward, AdamW step) under hyper-parallel ``fully_shard``,
 torch FSDP2 (``torch.distributed.fsdp.fully_shard``) and DDP, side by side on 2 gloo ranks.
 
-Models: the 4 x 1024 MLP (one unit per Linear plus the root) and a 4-block MLP-mixer stand-in for
-a small transformer (token-mixing and channel MLPs with LayerNorm and residuals; one unit per block
-plus the root holding the embedding and the head) — ``hyper_parallel/models/`` has no model yet.
+Models: the 4 x 1024 MLP (one unit per Linear plus the root) and the tiny Llama
+(``hyper_parallel.models.llama``, config ``small``: one unit per decoder layer plus the root holding
+the embedding, the final norm and the LM head; next-token cross-entropy).
 Step times are medians of interleaved rounds (the slowest rank counts).
 
 Memory: per rank, the peak of *tracked allocations* during one step. Every variant is built and
@@ -33,50 +33,32 @@ _MARK = 7777  # bytes of the marker allocations that bracket the measured step
 
 
 def _models():
+    """(title, model, units_of, input, loss) for the MLP and the tiny Llama."""
     import torch
+    import torch.nn.functional as F
     from torch import nn
 
-    class MixerBlock(nn.Module):
-        """Token-mixing MLP + channel MLP, each behind a LayerNorm with a residual."""
-
-        def __init__(self, seq: int, dim: int) -> None:
-            super().__init__()
-            self.norm1 = nn.LayerNorm(dim)
-            self.token = nn.Sequential(nn.Linear(seq, 2 * seq), nn.GELU(), nn.Linear(2 * seq, seq))
-            self.norm2 = nn.LayerNorm(dim)
-            self.channel = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
-
-        def forward(self, x):
-            x = x + self.token(self.norm1(x).transpose(1, 2)).transpose(1, 2)
-            return x + self.channel(self.norm2(x))
-
-    class Mixer(nn.Module):
-        """Embedding, 4 mixer blocks, head."""
-
-        def __init__(self, seq: int = 64, dim: int = 256, depth: int = 4) -> None:
-            super().__init__()
-            self.embed = nn.Linear(dim, dim)
-            self.blocks = nn.ModuleList(MixerBlock(seq, dim) for _ in range(depth))
-            self.head = nn.Linear(dim, dim)
-
-        def forward(self, x):
-            x = self.embed(x)
-            for b in self.blocks:
-                x = b(x)
-            return self.head(x)
-
-    def mlp():
-        layers = []
-        for _ in range(4):
-            layers += [nn.Linear(1024, 1024), nn.ReLU()]
-        return nn.Sequential(*layers)
+    from hyper_parallel.models.llama import TINY_CONFIGS, LlamaForCausalLM
 
     torch.manual_seed(0)
-    mlp_model = mlp()
-    mixer_model = Mixer()
+    layers = []
+    for _ in range(4):
+        layers += [nn.Linear(1024, 1024), nn.ReLU()]
+    mlp = nn.Sequential(*layers)
+    llama = LlamaForCausalLM(TINY_CONFIGS["small"])
+    vocab = TINY_CONFIGS["small"].vocab_size
+
+    def square(out, _x):
+        return out.square().mean()
+
+    def next_token(logits, ids):
+        return F.cross_entropy(logits[:, :-1].reshape(-1, vocab), ids[:, 1:].reshape(-1))
+
     return [
-        ("MLP 4x1024", mlp_model, lambda m: [x for x in m if isinstance(x, nn.Linear)], (32, 1024)),
-        ("mixer 4 blocks (d=256, seq=64)", mixer_model, lambda m: list(m.blocks), (8, 64, 256)),
+        ("MLP 4x1024", mlp, lambda m: [x for x in m if isinstance(x, nn.Linear)], lambda: torch.randn(32, 1024),
+         square),
+        ("tiny Llama 'small' (4 layers, d=256)", llama, lambda m: list(m.model.layers),
+         lambda: torch.randint(0, vocab, (4, 64)), next_token),
     ]
 
 
@@ -113,9 +95,9 @@ def _variants(base, units_of, world):
     return {"hyper_parallel fully_shard": ours, "torch FSDP2": fsdp2, "DDP": ddp}
 
 
-def _stepper(model, opt, x):
+def _stepper(model, opt, x, loss_fn):
     def step():
-        loss = model(x).square().mean()
+        loss = loss_fn(model(x), x)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -123,14 +105,14 @@ def _stepper(model, opt, x):
     return step
 
 
-def _peak_bytes(build, x) -> int:
+def _peak_bytes(build, x, loss_fn) -> int:
     """Peak tracked bytes during one step (after a warm-up step), model built under the profiler."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         model, opt = build()
-        step = _stepper(model, opt, x)
+        step = _stepper(model, opt, x, loss_fn)
         step()
         mark = torch.empty(_MARK, dtype=torch.uint8)
         step()
@@ -163,14 +145,14 @@ def _formula(base, units_of, world) -> tuple:
     return 4 * total * 4 / world + unit * 4, total, unit
 
 
-def _opt_step_times(builds, x, iters):
+def _opt_step_times(builds, x, loss_fn, iters):
     """Median optimizer.step() time alone: ours (local shards), FSDP2 (DTensor dispatch), plain local tensors."""
     import torch
     out = {}
     made = {}
     for name in ("hyper_parallel fully_shard", "torch FSDP2"):
         model, opt = builds[name]()
-        model(x).square().mean().backward()
+        loss_fn(model(x), x).backward()
         made[name] = (model, opt)
     ours_model = made["hyper_parallel fully_shard"][0]
     plain = [p.to_local().detach().clone().requires_grad_() for p in ours_model.parameters()]
@@ -194,30 +176,30 @@ def main() -> None:
     world = dist.get_world_size()
     rank = dist.get_rank()
     iters = int(os.environ.get("BENCH_ITERS", "4"))
-    for title, base, units_of, in_shape in _models():
+    for title, base, units_of, make_input, loss_fn in _models():
         torch.manual_seed(1 + rank)
-        x = torch.randn(in_shape)
+        x = make_input()
         builds = _variants(base, units_of, world)
         steppers, losses = {}, {}
         for name, build in builds.items():
             model, opt = build()
-            steppers[name] = _stepper(model, opt, x)
+            steppers[name] = _stepper(model, opt, x, loss_fn)
             losses[name] = [float(steppers[name]().detach()) for _ in range(2)]
         times = time_interleaved(steppers, iters=iters, warmup=1, rounds=5)
         peaks = {}
         for name, build in builds.items():
-            t = torch.tensor([_peak_bytes(build, x)], dtype=torch.float64)
+            t = torch.tensor([_peak_bytes(build, x, loss_fn)], dtype=torch.float64)
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
             peaks[name] = t.item()
         formula, total, unit = _formula(base, units_of, world)
-        ours, fsdp2, ddp = (times[k] for k in builds)
+        _, fsdp2, ddp = (times[k] for k in builds)
         rows = [(name, fmt_time(t), f"{t / fsdp2:.3f}x", f"{t / ddp:.3f}x", f"{peaks[name] / 2**20:.1f} MiB",
                  f"{peaks[name] / formula:.2f}x", f"{losses[name][1]:.6f}") for name, t in times.items()]
         print_table(f"{title}: train step on {world} gloo ranks ({total / 1e6:.2f} M params, largest unit "
                     f"{unit / 1e6:.2f} M; memory formula {formula / 2**20:.1f} MiB/rank)", rows,
                     ("variant", "step", "vs FSDP2", "vs DDP", "peak mem/rank", "vs formula", "loss@step2"))
         if title.startswith("MLP"):
-            opt_times = _opt_step_times(builds, x, iters=10)
+            opt_times = _opt_step_times(builds, x, loss_fn, iters=10)
             base_t = opt_times["plain local tensors"]
             print_table("optimizer.step() alone (AdamW, MLP shards)",
                         [(k, fmt_time(v), f"{v / base_t:.2f}x") for k, v in opt_times.items()],

@@ -261,7 +261,7 @@ class FSDPModule:
         return self.__dict__[_STATE_ATTR]
 
     def _fsdp_units(self, recurse: bool) -> List[FSDPUnit]:
-        mods = self.modules() if recurse else [self]  # type: ignore[attr-defined]
+        mods = self.modules() if recurse else [self]  # type: ignore[attr-defined]  # pylint: disable=no-member
         out = []
         for m in mods:
             st = m.__dict__.get(_STATE_ATTR)

@@ -121,6 +121,18 @@ def _is_param_state(v: Any, info: Optional[ParamInfo]) -> bool:
             and tuple(v.shape) == tuple(info.local.shape))
 
 
+def _state_out(st: Dict[str, Any], info: Optional[ParamInfo], full: bool, cpu: bool) -> Dict[str, Any]:
+    new = {}
+    for k, v in st.items():
+        if _is_param_state(v, info):
+            v = DTensor.from_local(v, info.spec.mesh, info.spec.placements, shape=info.spec.shape)
+            if full:
+                v = v.full_tensor()
+                v = v.cpu() if cpu else v
+        new[k] = v
+    return new
+
+
 def get_optimizer_state_dict(model: nn.Module, optimizer: torch.optim.Optimizer, *, full_state_dict: bool = False,
                              cpu_offload: bool = False) -> Dict[str, Any]:
     """The optimizer state keyed by parameter name; per-parameter states of sharded parameters are
@@ -134,21 +146,23 @@ def get_optimizer_state_dict(model: nn.Module, optimizer: torch.optim.Optimizer,
     state = {}
     for idx, st in osd["state"].items():
         p = params[idx]
-        info = p.__dict__.get("_hp_fsdp_info")
-        new = {}
-        for k, v in st.items():
-            if _is_param_state(v, info):
-                v = DTensor.from_local(v, info.spec.mesh, info.spec.placements, shape=info.spec.shape)
-                if full_state_dict:
-                    v = v.full_tensor()
-                    v = v.cpu() if cpu_offload else v
-            new[k] = v
-        state[names[id(p)]] = new
+        state[names[id(p)]] = _state_out(st, p.__dict__.get("_hp_fsdp_info"), full_state_dict, cpu_offload)
     groups = [{**{k: v for k, v in g.items() if k != "params"}, "params": [names[id(params[i])] for i in g["params"]]}
               for g in osd["param_groups"]]
     if full_state_dict and cpu_offload and dist.get_rank() != 0:
         return {}
     return {"state": state, "param_groups": groups}
+
+
+def _state_in(st: Dict[str, Any], info: Optional[ParamInfo], fqn: str) -> Dict[str, Any]:
+    new = {}
+    for k, v in st.items():
+        if info is not None and isinstance(v, torch.Tensor) and v.dim() > 0:
+            v = _local_value(v, info, f"{fqn}.{k}").clone()
+        elif isinstance(v, torch.Tensor):
+            v = v.clone()  # e.g. AdamW's ``step``: never share a live counter with the source optimizer
+        new[k] = v
+    return new
 
 
 def set_optimizer_state_dict(model: nn.Module, optimizer: torch.optim.Optimizer, state_dict: Dict[str, Any]) -> None:
@@ -160,15 +174,7 @@ def set_optimizer_state_dict(model: nn.Module, optimizer: torch.optim.Optimizer,
         p = by_name.get(fqn)
         if p is None or id(p) not in index:
             raise KeyError(f"set_optimizer_state_dict: state for {fqn!r} matches no parameter of the optimizer")
-        info = p.__dict__.get("_hp_fsdp_info")
-        new = {}
-        for k, v in st.items():
-            if info is not None and isinstance(v, torch.Tensor) and v.dim() > 0:
-                v = _local_value(v, info, f"{fqn}.{k}").clone()
-            elif isinstance(v, torch.Tensor):
-                v = v.clone()  # e.g. AdamW's ``step``: never share a live counter with the source optimizer
-            new[k] = v
-        state[index[id(p)]] = new
+        state[index[id(p)]] = _state_in(st, p.__dict__.get("_hp_fsdp_info"), fqn)
     groups = []
     for g in state_dict["param_groups"]:
         missing = [n for n in g["params"] if n not in by_name or id(by_name[n]) not in index]

@@ -20,7 +20,7 @@ autograd saved for the unsharded parameters do not move.
 """
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
@@ -34,8 +34,10 @@ from hyper_parallel.platform.torch.dtensor import DTensor, _wrap  # pylint: disa
 __all__ = ["ParamInfo", "MeshInfo", "Bucket", "FSDPUnit", "SHARDED", "UNSHARDED", "POST_FORWARD"]
 
 SHARDED, UNSHARDED, POST_FORWARD = "sharded", "unsharded", "post_forward"
+# pylint: disable=invalid-name
 _ALL_GATHER = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 _REDUCE_SCATTER = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+# pylint: enable=invalid-name
 
 
 def _ranks(group) -> tuple:
@@ -98,7 +100,8 @@ class MeshInfo:
 
     def __init__(self, mesh, post_forward_k: int) -> None:
         if mesh.ndim not in (1, 2):
-            raise ValueError(f"fully_shard(mesh): expected a 1-D (FSDP) or 2-D (replicate, shard) HSDP mesh, got {mesh}")
+            raise ValueError(f"fully_shard(mesh): expected a 1-D (FSDP) or 2-D (replicate, shard) HSDP mesh, "
+                             f"got {mesh}")
         coord = mesh.get_coordinate()
         if coord is None:
             raise ValueError(f"fully_shard(mesh): this rank is not part of {mesh}")

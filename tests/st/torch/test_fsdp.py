@@ -34,11 +34,11 @@ def make_mlp(dims=(12, 7, 9, 1), seed=0):
     return nn.Sequential(*layers[:-1])
 
 
-def batch(step, n=8, din=12, dout=1):
+def batch(step, n=8, din=12, d_out=1):
     """The global batch of ``step`` (identical on every rank)."""
     import torch
     g = torch.Generator().manual_seed(1000 + step)
-    return torch.randn(n, din, generator=g), torch.randn(n, dout, generator=g)
+    return torch.randn(n, din, generator=g), torch.randn(n, d_out, generator=g)
 
 
 def shard_model(model, mesh, how="nested", **kwargs):
@@ -83,7 +83,7 @@ def train_parity(model, ref, *, dp_rank, dp_size, dp_group=None, micro=1, no_syn
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     ref_opt = torch.optim.AdamW(ref.parameters(), lr=lr)
     for step in range(STEPS):
-        x, y = batch(step) if io is None else batch(step, din=io[0], dout=io[1])
+        x, y = batch(step) if io is None else batch(step, din=io[0], d_out=io[1])
         ref_loss = F.mse_loss(ref(x), y)
         (ref_loss * scale).backward()
         ref_opt.step()
