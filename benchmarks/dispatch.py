@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import ensure_launched, fmt_time, print_table, time_interleaved  # noqa: E402  pylint: disable=wrong-import-position
 
 
-def _ops(torch, F):
+def _ops(torch, functional):
     """name -> (fn(a, b, w), needs) where a, b are (n, n) and w the replicated weight."""
     return {
         "add": lambda a, b, w: a + b,
@@ -31,7 +31,7 @@ def _ops(torch, F):
         "sum(dim=1)": lambda a, b, w: a.sum(dim=1),
         "view": lambda a, b, w: a.view(-1),
         "softmax": lambda a, b, w: torch.softmax(a, dim=1),
-        "linear": lambda a, b, w: F.linear(a, w),
+        "linear": lambda a, b, w: functional.linear(a, w),
     }
 
 
@@ -79,8 +79,9 @@ def main() -> None:
         for name, fn in ops.items():
             got, want = fn(*ours), fn(*theirs)
             torch.testing.assert_close(got.full_tensor(), want.full_tensor())
-            times = time_interleaved({"ours": lambda fn=fn: fn(*ours), "torch": lambda fn=fn: fn(*theirs),
-                                      "plain": lambda fn=fn: fn(*plain)}, iters=iters // (4 if n == 256 else 1))
+            cands = {"ours": lambda fn=fn, xs=ours: fn(*xs), "torch": lambda fn=fn, xs=theirs: fn(*xs),
+                     "plain": lambda fn=fn, xs=plain: fn(*xs)}
+            times = time_interleaved(cands, iters=iters // (4 if n == 256 else 1))
             miss = _miss_time(hp, torch, mesh, fn, Shard, n)
             ratio = times["ours"] / times["torch"]
             summary.append(ratio)

@@ -82,7 +82,7 @@ def main() -> None:
         models = {"hyper_parallel": ours, "torch TP": theirs, "1 process": base}
         opts = {k: torch.optim.AdamW(m.parameters(), lr=1e-3, foreach=False) for k, m in models.items()}
 
-        def step(name):
+        def step(name, models=models, opts=opts):  # pylint: disable=dangerous-default-value
             opts[name].zero_grad()
             loss = LlamaForCausalLM.loss(models[name](ids), labels)
             loss.backward()
@@ -92,7 +92,7 @@ def main() -> None:
         first = {k: step(k) for k in models}
         if abs(first["hyper_parallel"] - first["torch TP"]) > 1e-4:
             raise SystemExit(f"models disagree before timing: {first}")
-        times = time_interleaved({k: (lambda k=k: step(k)) for k in models},
+        times = time_interleaved({k: (lambda k=k, step=step: step(k)) for k in models},
                                  iters=int(os.environ.get("BENCH_ITERS", "5")), warmup=2, rounds=5)
         rows.append((f"TP{'+SP' if sp else ''}", fmt_time(times["hyper_parallel"]), fmt_time(times["torch TP"]),
                      fmt_time(times["1 process"]), f"{times['hyper_parallel'] / times['torch TP']:.3f}x"))

@@ -21,6 +21,10 @@ _MESHES: List["DeviceMesh"] = []
 
 def _forget_meshes() -> None:
     _MESHES.clear()
+    _CHILDREN.clear()
+
+
+_pg.ON_DESTROY.append(_forget_meshes)
 
 
 def _flatten_ranks(mesh: Any) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:

@@ -40,23 +40,26 @@ class Layout:
         self.tensor_axes: Optional[Tuple[Axis, ...]] = None
         self.partial: Dict[str, str] = {}
 
+    def _check_axis(self, axis: Axis, used: list) -> None:
+        names = (axis,) if isinstance(axis, str) else tuple(axis)
+        for n in names:
+            if n == _NONE:
+                continue
+            if n not in self.alias_name:
+                raise ValueError(f"Layout: unknown alias {n!r}; known {self.alias_name}")
+            if n in used:
+                raise ValueError(f"Layout: alias {n!r} shards more than one tensor dim")
+            used.append(n)
+        idx = [self.alias_name.index(n) for n in names if n != _NONE]
+        if idx != sorted(idx):
+            raise ValueError(f"Layout: tensor axis {names} must list mesh dims outermost first "
+                             f"({[self.alias_name[i] for i in sorted(idx)]})")
+
     def __call__(self, *tensor_map: Axis, partial: Optional[Dict[str, str]] = None) -> "Layout":
         out = Layout(self.device_matrix, self.alias_name, self.rank_list)
-        used = []
+        used: list = []
         for axis in tensor_map:
-            names = (axis,) if isinstance(axis, str) else tuple(axis)
-            for n in names:
-                if n == _NONE:
-                    continue
-                if n not in self.alias_name:
-                    raise ValueError(f"Layout: unknown alias {n!r}; known {self.alias_name}")
-                if n in used:
-                    raise ValueError(f"Layout: alias {n!r} shards more than one tensor dim")
-                used.append(n)
-            idx = [self.alias_name.index(n) for n in names if n != _NONE]
-            if idx != sorted(idx):
-                raise ValueError(f"Layout: tensor axis {names} must list mesh dims outermost first "
-                                 f"({[self.alias_name[i] for i in sorted(idx)]})")
+            self._check_axis(axis, used)
         for name, op in (partial or {}).items():
             if name not in self.alias_name or name in used:
                 raise ValueError(f"Layout: partial alias {name!r} must be a mesh dim not used in the tensor map")

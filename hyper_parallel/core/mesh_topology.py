@@ -28,6 +28,11 @@ class MeshTopology:
     """
 
     __slots__ = ("shape", "ranks", "dim_names", "_hash", "_strides")
+    shape: Tuple[int, ...]
+    ranks: Tuple[int, ...]
+    dim_names: Optional[Tuple[str, ...]]
+    _hash: int
+    _strides: Tuple[int, ...]
 
     def __init__(self, shape: Sequence[int], ranks: Optional[Sequence[int]] = None,
                  dim_names: Optional[Sequence[str]] = None) -> None:

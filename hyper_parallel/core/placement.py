@@ -26,7 +26,7 @@ class Placement:
 
     __slots__ = ()
 
-    def is_shard(self, dim: int | None = None) -> bool:
+    def is_shard(self, dim: int | None = None) -> bool:  # pylint: disable=unused-argument
         """True for ``Shard`` (optionally of tensor dim ``dim``)."""
         return False
 
@@ -37,6 +37,10 @@ class Placement:
     def is_partial(self) -> bool:
         """True for ``Partial``."""
         return False
+
+    def short(self) -> str:
+        """Compact form used in tables (``S(0)``, ``R``, ``P(sum)``)."""
+        return repr(self)
 
 
 class Shard(Placement):

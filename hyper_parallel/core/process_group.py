@@ -21,6 +21,8 @@ __all__ = ["init_process_group", "destroy_process_group", "get_process_group_ran
            "get_rank", "get_world_size", "is_initialized"]
 
 _GROUPS: Dict[Tuple[str, Tuple[int, ...]], Any] = {}
+#: callables run when every group is destroyed (DeviceMesh registers its cache reset here)
+ON_DESTROY: List[Any] = []
 _TIMEOUT_S: Optional[float] = None
 
 
@@ -73,8 +75,8 @@ def destroy_process_group(group: Any = None, platform: Optional[str] = None) -> 
     if group is None:
         for key in [k for k in _GROUPS if k[0] == plat.name]:
             del _GROUPS[key]
-        from hyper_parallel.core.device_mesh import _forget_meshes
-        _forget_meshes()
+        for callback in ON_DESTROY:
+            callback()
     else:
         for key in [k for k, g in _GROUPS.items() if g is group]:
             del _GROUPS[key]

@@ -56,6 +56,11 @@ class DTensorSpec:
     """
 
     __slots__ = ("mesh", "placements", "shape", "grad_partial", "_local_cache", "__weakref__")
+    mesh: Any
+    placements: Tuple[Placement, ...]
+    shape: Tuple[int, ...]
+    grad_partial: frozenset
+    _local_cache: Dict[tuple, tuple]
     _intern: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
 
     def __new__(cls, mesh: Any, placements: Sequence[Placement], shape: Sequence[int],

@@ -11,7 +11,8 @@ Call it inside a multi-rank case (``@multi_rank``) with the default process grou
 Inputs are full tensors (identical on every rank: seed first). For a ``Partial`` placement the
 local values are a random split that sums to the truth (not the trivial "rank 0 holds it all").
 A combination the rule refuses with a ``RuleError`` (a clear message) is counted in ``rejected``;
-anything else that raises, or a wrong value, is a failure. Gradients: the loss is ``sum(out * W)`` over every floating output (``W`` random, fixed), and each
+anything else that raises, or a wrong value, is a failure. Gradients: the loss is ``sum(out * W)``
+over every floating output (``W`` random, fixed), and each
 input's local gradient must equal what the gradient convention prescribes for its placement
 (shard for ``Shard``, whole for ``Replicate`` / ``Partial(sum)``). Every combination is first run in
 strict mode to count the ones the rule accepts natively (no implicit redistribution).
@@ -104,8 +105,45 @@ def _flatten(out) -> list:
 
 
 def _to_full(o):
-    from hyper_parallel import DTensor
+    from hyper_parallel.platform.torch.dtensor import DTensor
     return o.full_tensor() if isinstance(o, DTensor) else o
+
+
+@dataclass
+class _Reference:
+    """The single-process run every combination is compared with."""
+
+    inputs: list
+    outputs: list
+    weights: list
+    tensor_idx: List[int]
+    do_grad: bool
+    atol: float
+    rtol: float
+
+
+def _ref_input(a, grad: bool):
+    return a.detach().clone().requires_grad_(grad and a.is_floating_point())
+
+
+def _weight(o, seed: int):
+    """Random loss weight for a floating output (None for other outputs)."""
+    import torch
+    if not (isinstance(o, torch.Tensor) and o.is_floating_point()):
+        return None
+    return torch.randn(o.shape, generator=torch.Generator().manual_seed(seed), dtype=o.dtype)
+
+
+def _reference(fn, inputs, grad: bool, seed: int, atol: float, rtol: float) -> _Reference:
+    import torch
+    tensor_idx = [i for i, a in enumerate(inputs) if isinstance(a, torch.Tensor)]
+    ref_inputs = [_ref_input(a, grad) if i in tensor_idx else a for i, a in enumerate(inputs)]
+    outs = _flatten(fn(*ref_inputs))
+    weights = [_weight(o, seed + 7 + k) for k, o in enumerate(outs)]
+    do_grad = grad and any(w is not None for w in weights) and any(ref_inputs[i].requires_grad for i in tensor_idx)
+    if do_grad:
+        sum((o * w).sum() for o, w in zip(outs, weights) if w is not None).backward()
+    return _Reference(ref_inputs, outs, weights, tensor_idx, do_grad, atol, rtol)
 
 
 def check_op(name: str, fn: Callable, inputs: Sequence[Any], *, mesh=None, mesh_shape=(2,), partial: bool = True,
@@ -116,78 +154,79 @@ def check_op(name: str, fn: Callable, inputs: Sequence[Any], *, mesh=None, mesh_
     ``inputs``: full tensors and other arguments (non-tensors are passed through unchanged).
     ``placements``: per tensor input, the placement tuples to try (default: all candidates).
     """
-    import torch
     import hyper_parallel as hp
-    from hyper_parallel.core.shard.rule import RuleError
-    from hyper_parallel.platform.torch.dispatch import StrictRedistributionError, strict_dispatch
     if mesh is None:
         mesh = hp.init_device_mesh("cpu", mesh_shape)
-    tensor_idx = [i for i, a in enumerate(inputs) if isinstance(a, torch.Tensor)]
+    ref = _reference(fn, inputs, grad, seed, atol, rtol)
     report = ParityReport(name)
-    ref_inputs = [a.detach().clone().requires_grad_(grad and a.is_floating_point()) if i in tensor_idx else a
-                  for i, a in enumerate(inputs)]
-    ref_out = fn(*ref_inputs)
-    ref_flat = _flatten(ref_out)
-    weights = [torch.randn(o.shape, generator=torch.Generator().manual_seed(seed + 7 + k), dtype=o.dtype)
-               if isinstance(o, torch.Tensor) and o.is_floating_point() else None for k, o in enumerate(ref_flat)]
-    do_grad = grad and any(w is not None for w in weights) and any(ref_inputs[i].requires_grad for i in tensor_idx)
-    if do_grad:
-        loss = sum((o * w).sum() for o, w in zip(ref_flat, weights) if w is not None)
-        loss.backward()
-    options = placements or [placement_candidates(inputs[i], mesh.ndim, partial) for i in tensor_idx]
+    options = placements or [placement_candidates(inputs[i], mesh.ndim, partial) for i in ref.tensor_idx]
     for combo in itertools.islice(itertools.product(*options), max_combos):
-        label = f"{name} with " + ", ".join(f"in{i}={[p.short() for p in pl]}" for i, pl in zip(tensor_idx, combo))
-        made = [_make_input(ref_inputs[i].detach().requires_grad_(ref_inputs[i].requires_grad), mesh, pl, seed + k)
-                for k, (i, pl) in enumerate(zip(tensor_idx, combo))]
+        label = f"{name} with " + ", ".join(f"in{i}={[p.short() for p in pl]}" for i, pl in zip(ref.tensor_idx, combo))
+        made = [_make_input(ref.inputs[i].detach().requires_grad_(ref.inputs[i].requires_grad), mesh, pl, seed + k)
+                for k, (i, pl) in enumerate(zip(ref.tensor_idx, combo))]
         if any(dt is None for dt, _ in made):
             continue
         report.combos += 1
         args = list(inputs)
-        for (dt, _), i in zip(made, tensor_idx):
+        for (dt, _), i in zip(made, ref.tensor_idx):
             args[i] = dt
-        try:
-            with strict_dispatch():
-                fn(*args)
-            report.native += 1
-        except StrictRedistributionError:
-            pass
-        except RuleError as exc:  # a clear refusal by the rule: reported, not a wrong result
-            report.rejected.append(f"{label}: {exc}")
-            continue
-        except Exception as exc:  # pylint: disable=broad-except
-            report.failures.append(f"{label}: {type(exc).__name__}: {exc}")
-            continue
-        _compare_one(report, label, fn, args, made, tensor_idx, ref_inputs, ref_flat, weights, do_grad, mesh,
-                     combo, atol, rtol)
+        if _strict_probe(report, label, fn, args):
+            _compare_one(report, label, fn, args, made, ref, mesh, combo)
     return report
 
 
-def _compare_one(report, label, fn, args, made, tensor_idx, ref_inputs, ref_flat, weights, do_grad, mesh, combo,
-                 atol, rtol):  # pylint: disable=too-many-arguments
+def _strict_probe(report: ParityReport, label: str, fn, args) -> bool:
+    """Run once in strict mode to count native combos; False when the combo is already settled."""
+    from hyper_parallel.core.shard.rule import RuleError
+    from hyper_parallel.platform.torch.dispatch import StrictRedistributionError, strict_dispatch
+    try:
+        with strict_dispatch():
+            fn(*args)
+        report.native += 1
+    except StrictRedistributionError:
+        pass
+    except RuleError as exc:  # a clear refusal by the rule: reported, not a wrong result
+        report.rejected.append(f"{label}: {exc}")
+        return False
+    except Exception as exc:  # pylint: disable=broad-except
+        report.failures.append(f"{label}: {type(exc).__name__}: {exc}")
+        return False
+    return True
+
+
+def _check_outputs(fulls, ref: _Reference) -> None:
     import torch
+    if len(fulls) != len(ref.outputs):
+        raise AssertionError(f"{len(fulls)} outputs, expected {len(ref.outputs)}")
+    for k, (got, want) in enumerate(zip(fulls, ref.outputs)):
+        if isinstance(want, torch.Tensor):
+            torch.testing.assert_close(got, want.detach(), atol=ref.atol, rtol=ref.rtol, equal_nan=True,
+                                       msg=lambda m, k=k: f"output {k}: {m}")
+        elif got != want:
+            raise AssertionError(f"output {k}: {got!r} != {want!r}")
+
+
+def _check_grads(fulls, made, ref: _Reference, mesh, combo) -> None:
+    import torch
+    loss = sum((f * w).sum() for f, w in zip(fulls, ref.weights) if w is not None and f.requires_grad)
+    if isinstance(loss, torch.Tensor) and loss.requires_grad:
+        loss.backward()
+    for (_, leaf), i, pl in zip(made, ref.tensor_idx, combo):
+        ref_g = ref.inputs[i].grad
+        if ref_g is None or not leaf.requires_grad:
+            continue
+        got_g = leaf.grad if leaf.grad is not None else torch.zeros_like(leaf)
+        torch.testing.assert_close(got_g, _expected_local_grad(ref_g, mesh, pl), atol=ref.atol * 10,
+                                   rtol=ref.rtol * 10, msg=lambda m, i=i: f"grad of input {i}: {m}")
+
+
+def _compare_one(report, label, fn, args, made, ref: _Reference, mesh, combo):  # pylint: disable=too-many-arguments
     from hyper_parallel.core.shard.rule import RuleError
     try:
-        out = _flatten(fn(*args))
-        if len(out) != len(ref_flat):
-            raise AssertionError(f"{len(out)} outputs, expected {len(ref_flat)}")
-        fulls = [_to_full(o) for o in out]
-        for k, (got, want) in enumerate(zip(fulls, ref_flat)):
-            if isinstance(want, torch.Tensor):
-                torch.testing.assert_close(got, want.detach(), atol=atol, rtol=rtol, equal_nan=True,
-                                           msg=lambda m, k=k: f"output {k}: {m}")
-            elif got != want:
-                raise AssertionError(f"output {k}: {got!r} != {want!r}")
-        if do_grad:
-            loss = sum((f * w).sum() for f, w in zip(fulls, weights) if w is not None and f.requires_grad)
-            if isinstance(loss, torch.Tensor) and loss.requires_grad:
-                loss.backward()
-            for (_, leaf), i, pl in zip(made, tensor_idx, combo):
-                ref_g = ref_inputs[i].grad
-                if ref_g is None or not leaf.requires_grad:
-                    continue
-                got_g = leaf.grad if leaf.grad is not None else torch.zeros_like(leaf)
-                torch.testing.assert_close(got_g, _expected_local_grad(ref_g, mesh, pl), atol=atol * 10,
-                                           rtol=rtol * 10, msg=lambda m, i=i: f"grad of input {i}: {m}")
+        fulls = [_to_full(o) for o in _flatten(fn(*args))]
+        _check_outputs(fulls, ref)
+        if ref.do_grad:
+            _check_grads(fulls, made, ref, mesh, combo)
     except AssertionError as exc:
         report.failures.append(f"{label}: {exc}")
     except RuleError as exc:

@@ -21,7 +21,6 @@ def vocab_parallel_cross_entropy(logits, target, *, ignore_index: int = -100, re
     """Cross-entropy over class dim -1 of a ``Shard(-1)`` DTensor ``logits``; ``target`` holds class ids
     (plain tensor or replicated DTensor, shape = logits shape without the last dim). Returns a plain
     (replicated) tensor."""
-    import torch
     from hyper_parallel.platform import get_platform
     from hyper_parallel.platform.torch.dtensor import DTensor
     from hyper_parallel.core.placement import Shard
@@ -71,7 +70,7 @@ def loss_parallel():
     install_registry()
     previous: Optional[object] = _dt.DISPATCH_TABLE.get(F.cross_entropy)
 
-    def handler(func, args, kwargs):
+    def handler(func, args, kwargs):  # pylint: disable=unused-argument
         logits, target = args[0], args[1]
         extra = dict(kwargs)
         for name, value in zip(("weight", "size_average", "ignore_index", "reduce", "reduction", "label_smoothing"),

@@ -148,11 +148,13 @@ class AllGather(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, group, dim, sizes, index, grad_partial):  # pylint: disable=arguments-differ
+        """Forward on local tensors."""
         ctx.args = (group, dim, sizes, index, grad_partial)
         return raw_all_gather(x, group, dim, sizes)
 
     @staticmethod
     def backward(ctx, grad):  # pylint: disable=arguments-differ
+        """The explicit adjoint (see the class docstring)."""
         group, dim, sizes, index, grad_partial = ctx.args
         if grad_partial:
             return raw_reduce_scatter(grad, "sum", group, dim, sizes, index), None, None, None, None, None
@@ -164,11 +166,13 @@ class Chunk(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, dim, sizes, index, group):  # pylint: disable=arguments-differ
+        """Forward on local tensors."""
         ctx.args = (dim, sizes, group)
         return _chunk_of(x, dim, sizes, index).clone()
 
     @staticmethod
     def backward(ctx, grad):  # pylint: disable=arguments-differ
+        """The explicit adjoint (see the class docstring)."""
         dim, sizes, group = ctx.args
         return raw_all_gather(grad, group, dim, sizes), None, None, None, None
 
@@ -178,6 +182,7 @@ class AllReduce(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, op, group):  # pylint: disable=arguments-differ
+        """Forward on local tensors."""
         out = raw_all_reduce(x, op, group)
         ctx.op = op
         ctx.n = dist.get_world_size(group)
@@ -187,6 +192,7 @@ class AllReduce(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):  # pylint: disable=arguments-differ
+        """The explicit adjoint (see the class docstring)."""
         if ctx.op == "sum":
             return grad, None, None
         if ctx.op == "avg":
@@ -196,19 +202,29 @@ class AllReduce(torch.autograd.Function):
 
 
 class ReduceScatter(torch.autograd.Function):
-    """P -> S. Adjoint: all-gather (divided by n for avg)."""
+    """P -> S. Adjoint: all-gather (divided by n for avg; for max/min masked to where this rank's
+    value won, as for AllReduce)."""
 
     @staticmethod
     def forward(ctx, x, op, group, dim, sizes, index):  # pylint: disable=arguments-differ
+        """Forward on local tensors."""
         ctx.args = (op, group, dim, sizes)
+        if op in ("max", "min"):
+            full = raw_all_reduce(x, op, group)
+            ctx.save_for_backward(x == full)
+            return _chunk_of(full, dim, sizes, index).clone()
         return raw_reduce_scatter(x, op, group, dim, sizes, index)
 
     @staticmethod
     def backward(ctx, grad):  # pylint: disable=arguments-differ
+        """The explicit adjoint (see the class docstring)."""
         op, group, dim, sizes = ctx.args
         full = raw_all_gather(grad.contiguous(), group, dim, sizes)
         if op == "avg":
             full = full / len(sizes)
+        elif op in ("max", "min"):
+            (mask,) = ctx.saved_tensors
+            full = full * mask
         return full, None, None, None, None, None
 
 
@@ -217,11 +233,13 @@ class AllToAll(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, group, split_dim, concat_dim, split_sizes, concat_sizes, index):  # pylint: disable=arguments-differ
+        """Forward on local tensors."""
         ctx.args = (group, split_dim, concat_dim, split_sizes, concat_sizes, index)
         return raw_all_to_all(x, group, split_dim, concat_dim, split_sizes, concat_sizes, index)
 
     @staticmethod
     def backward(ctx, grad):  # pylint: disable=arguments-differ
+        """The explicit adjoint (see the class docstring)."""
         group, split_dim, concat_dim, split_sizes, concat_sizes, index = ctx.args
         back = raw_all_to_all(grad, group, concat_dim, split_dim, concat_sizes, split_sizes, index)
         return back, None, None, None, None, None, None
@@ -232,6 +250,7 @@ class MakePartial(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, op, index, n):  # pylint: disable=arguments-differ
+        """Forward on local tensors."""
         ctx.scale = n if op == "avg" else 1
         if op == "sum" and index != 0:
             return torch.zeros_like(x)
@@ -239,6 +258,7 @@ class MakePartial(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):  # pylint: disable=arguments-differ
+        """The explicit adjoint (see the class docstring)."""
         return (grad * ctx.scale if ctx.scale != 1 else grad), None, None, None
 
 
@@ -247,9 +267,11 @@ class GradAllReduce(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, group):  # pylint: disable=arguments-differ
+        """Forward on local tensors."""
         ctx.group = group
         return x.view_as(x)
 
     @staticmethod
     def backward(ctx, grad):  # pylint: disable=arguments-differ
+        """The explicit adjoint (see the class docstring)."""
         return raw_all_reduce(grad, "sum", ctx.group), None

@@ -53,10 +53,13 @@ def set_strict(on: bool) -> None:
     _STRICT.on = bool(on)
 
 
-class strict_dispatch:  # pylint: disable=invalid-name
+class strict_dispatch:  # pylint: disable=invalid-name,too-few-public-methods
     """Context manager: an implicit redistribution that communicates (any collective; local chunking
     and local R->P are allowed) raises :class:`StrictRedistributionError` naming the op, the input
     and the plan it would have run."""
+
+    def __init__(self) -> None:
+        self._prev = False
 
     def __enter__(self) -> "strict_dispatch":
         self._prev = getattr(_STRICT, "on", False)
@@ -191,51 +194,66 @@ def _placeholders(args, kwargs, locs):
     return tuple(tuple(a) if was else a for a, was in zip(args, tuples)), kwargs
 
 
-def _build_plan(func, name, rule, args, kwargs, tensors, locs) -> _Plan:
-    specs = [t._spec if isinstance(t, DTensor) else None for t in tensors]  # pylint: disable=protected-access
+def _one_mesh(name: str, specs) -> Any:
+    """The mesh shared by every DTensor input (clear error when they differ)."""
     meshes = [s.mesh for s in specs if s is not None]
     mesh = meshes[0]
     for m in meshes[1:]:
         if m is not mesh and m != mesh:
             raise RuleError(f"{name}: DTensor inputs live on different meshes ({mesh} and {m}); redistribute them "
                             "onto one mesh first")
+    return mesh
+
+
+def _make_call(name, args, kwargs, tensors, locs, specs, mesh) -> OpCall:
     targs = [TensorArg(i, tuple(s.shape) if s is not None else tuple(t.shape),
                        s.placements if s is not None else None, t.requires_grad)
              for i, (t, s) in enumerate(zip(tensors, specs))]
     pargs, pkwargs = _placeholders(args, kwargs, locs)
-    call = OpCall(name, targs, pargs, pkwargs, tuple(mesh.shape))
+    return OpCall(name, targs, pargs, pkwargs, tuple(mesh.shape))
+
+
+def _plan_input(plan: _Plan, i: int, t, s, need, sharded_out) -> None:
+    """Redistribution, gradient scaling and gradient all-reduce for tensor input ``i``."""
+    mesh = plan.mesh
+    if s is None:
+        s = DTensorSpec(mesh, (Replicate(),) * mesh.ndim, tuple(t.shape))
+    cur, flag = s.placements, s.grad_partial
+    if need is not None and tuple(need) != cur:
+        src = s.without_grad_partial()
+        dst, steps, rplan = compile_plan(_torch_platform(), src, tuple(need), t.element_size())
+        plan.redist.append((i, steps, dst))
+        if any(st.collective not in LOCAL_COLLECTIVES for st in rplan.steps):
+            plan.describe.append(f"input {i}: {rplan}")
+        cur = tuple(need)
+        scale_dims, skip = flag, frozenset()
+    else:  # consumers with sharded/partial outputs deliver partial gradients: the promise holds
+        skip = flag & sharded_out
+        scale_dims = flag - sharded_out
+    if scale_dims:
+        plan.grad_scale.append((i, 1.0 / math.prod(mesh.shape[d] for d in scale_dims)))
+    dims = tuple(d for d, p in enumerate(cur) if isinstance(p, Replicate) and d in sharded_out and d not in skip)
+    if dims:
+        plan.grad_sync.append((i, tuple(mesh.get_group(d) for d in dims)))
+
+
+def _build_plan(func, name, rule, args, kwargs, tensors, locs) -> _Plan:
+    specs = [t._spec if isinstance(t, DTensor) else None for t in tensors]  # pylint: disable=protected-access
+    mesh = _one_mesh(name, specs)
+    call = _make_call(name, args, kwargs, tensors, locs, specs, mesh)
     decision = rule.infer(call)
     plan = _Plan()
     plan.rule, plan.decision, plan.call, plan.mesh = rule, decision, call, mesh
-    from hyper_parallel.platform import get_platform
-    plat = get_platform("torch")
     out_placements = _out_placements(decision.outputs)
     sharded_out = {d for d in range(mesh.ndim) if any(not isinstance(op[d], Replicate) for op in out_placements)}
     for i, (t, s) in enumerate(zip(tensors, specs)):
-        need = decision.inputs[i] if i < len(decision.inputs) else None
-        cur = s.placements if s is not None else (Replicate(),) * mesh.ndim
-        flag = s.grad_partial if s is not None else frozenset()
-        if need is not None and tuple(need) != cur:
-            src = (s if s is not None else DTensorSpec(mesh, cur, tuple(t.shape))).without_grad_partial()
-            dst, steps, rplan = compile_plan(plat, src, tuple(need), t.element_size())
-            plan.redist.append((i, steps, dst))
-            if any(st.collective not in LOCAL_COLLECTIVES for st in rplan.steps):
-                plan.describe.append(f"input {i}: {rplan}")
-            cur = tuple(need)
-            scale_dims, skip = flag, frozenset()
-        else:  # consumers with sharded/partial outputs deliver partial gradients: the promise holds
-            skip = flag & sharded_out
-            scale_dims = flag - sharded_out
-        if scale_dims:
-            plan.grad_scale.append((i, 1.0 / math.prod(mesh.shape[d] for d in scale_dims)))
-        dims = tuple(d for d, p in enumerate(cur) if isinstance(p, Replicate) and d in sharded_out and d not in skip)
-        if dims:
-            plan.grad_sync.append((i, tuple(mesh.get_group(d) for d in dims)))
+        _plan_input(plan, i, t, s, decision.inputs[i] if i < len(decision.inputs) else None, sharded_out)
     plan.outs = _out_specs(mesh, decision.outputs)
     plan.expand = getattr(rule, decision.expand) if decision.expand else None
     plan.unwrap = isinstance(func, _PY_FUNCS)
-    plan.fast = not (plan.redist or plan.grad_sync or plan.grad_scale or plan.expand or plan.unwrap)
-    plan.sync_only = not plan.fast and not (plan.redist or plan.grad_scale or plan.expand or plan.unwrap)
+    extra = plan.redist or plan.grad_scale or plan.expand or plan.unwrap
+    plan.fast = not (extra or plan.grad_sync)
+    plan.sync_only = not plan.fast and not extra
     return plan
 
 
@@ -280,28 +298,31 @@ def _local(t):
     return t.view_as(t) if isinstance(t, DTensor) else t
 
 
-def _run_general(plan: _Plan, func, args, kwargs, tensors, locs):
-    if plan.describe and getattr(_STRICT, "on", False):
-        raise StrictRedistributionError(
-            f"strict mode: {plan.call.op} would redistribute " + "; ".join(plan.describe))
+def _prepare_inputs(plan: _Plan, tensors) -> list:
+    """Local inputs after gradient scaling, redistribution and gradient all-reduce wrappers."""
     new = list(tensors)
-    if plan.grad_scale and torch.is_grad_enabled():
+    grad = torch.is_grad_enabled()
+    if plan.grad_scale and grad:
         for i, factor in plan.grad_scale:
             if new[i].requires_grad:
                 new[i] = _dt._ScaleGrad.apply(_local(new[i]), factor)  # pylint: disable=protected-access
     for i, steps, _dst in plan.redist:
         new[i] = run_redistribute(_local(new[i]), steps)
-    if plan.grad_sync and torch.is_grad_enabled():
+    if plan.grad_sync and grad:
         plat = _torch_platform()
         for i, groups in plan.grad_sync:
-            x = new[i]
-            if x.requires_grad:
-                x = _local(x)
+            if new[i].requires_grad:
+                x = _local(new[i])
                 for g in groups:
                     x = plat.grad_all_reduce(x, g)
                 new[i] = x
     if plan.unwrap or plan.expand is not None:
         new = [_local(t) for t in new]
+    return new
+
+
+def _rebuild(args, kwargs, new, locs):
+    """Args/kwargs with the tensors at ``locs`` replaced by ``new`` (tuples stay tuples)."""
     seq_types = [type(a) for a in args]
     args = [list(a) if isinstance(a, (list, tuple)) else a for a in args]
     kwargs = dict(kwargs)
@@ -312,9 +333,14 @@ def _run_general(plan: _Plan, func, args, kwargs, tensors, locs):
             args[where] = t
         else:
             args[where][j] = t
-    for k, a in enumerate(args):
-        if seq_types[k] is tuple:
-            args[k] = tuple(a)
+    return [tuple(a) if seq_types[k] is tuple else a for k, a in enumerate(args)], kwargs
+
+
+def _run_general(plan: _Plan, func, args, kwargs, tensors, locs):
+    if plan.describe and getattr(_STRICT, "on", False):
+        raise StrictRedistributionError(
+            f"strict mode: {plan.call.op} would redistribute " + "; ".join(plan.describe))
+    args, kwargs = _rebuild(args, kwargs, _prepare_inputs(plan, tensors), locs)
     if plan.expand is not None:
         return plan.expand(func, args, kwargs, plan)
     return func(*args, **kwargs)

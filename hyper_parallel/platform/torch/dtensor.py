@@ -16,8 +16,9 @@ Design (see ``docs/design/dtensor.md``):
 """
 from __future__ import annotations
 
+import importlib
 import math
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 import torch
 from torch._C import DisableTorchFunctionSubclass
@@ -72,11 +73,13 @@ class _ScaleGrad(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, scale):  # pylint: disable=arguments-differ
+        """Identity."""
         ctx.scale = scale
         return x.view_as(x)
 
     @staticmethod
     def backward(ctx, grad):  # pylint: disable=arguments-differ
+        """Scaled gradient."""
         return grad * ctx.scale, None
 
 
@@ -138,6 +141,7 @@ class DTensor(torch.Tensor):
 
     @property
     def shape(self) -> torch.Size:  # type: ignore[override]
+        """Global shape."""
         return torch.Size(self._spec.shape)
 
     def size(self, dim: Optional[int] = None):  # type: ignore[override]
@@ -180,13 +184,13 @@ class DTensor(torch.Tensor):
         return _alias(self)
 
     def redistribute(self, device_mesh=None, placements: Optional[Sequence[Placement]] = None, *,
-                     async_op: bool = False, grad_partial: bool = False) -> "DTensor":  # pylint: disable=unused-argument
+                     async_op: bool = False, grad_partial: bool = False) -> "DTensor":  # pylint: disable=W0613
         """Move to ``placements`` with the cheapest plan (see ``explain_redistribute``).
 
         ``grad_partial=True`` (sequence parallel): on mesh dims gathered here the result's gradient is
         collected as *partial* contributions and reduce-scattered once by the all-gather's adjoint,
-        instead of every column-parallel consumer all-reducing its own (see ``DTensorSpec``). ``async_op`` is accepted for API parity; CPU collectives
-        here complete before returning.
+        instead of every column-parallel consumer all-reducing its own (see ``DTensorSpec``).
+        ``async_op`` is accepted for API parity; CPU collectives here complete before returning.
         """
         spec = self._spec
         if device_mesh is not None and device_mesh != spec.mesh:
@@ -229,7 +233,7 @@ class DTensor(torch.Tensor):
 
 def _dispatch_miss(func, types, args, kwargs):
     """Load the op registry on first use, then retry; unknown functions get a clear error."""
-    from hyper_parallel.platform.torch import dispatch as _dispatch_mod
+    _dispatch_mod = importlib.import_module("hyper_parallel.platform.torch.dispatch")  # imports this module
     if not _dispatch_mod._INSTALLED:  # pylint: disable=protected-access
         _dispatch_mod.install_registry()
         handler = DISPATCH_TABLE.get(func)
@@ -310,7 +314,7 @@ for _f in (torch.is_complex, torch.is_floating_point, torch.is_tensor, torch.is_
 DISPATCH_TABLE[torch.numel] = lambda func, args, kwargs: args[0].numel()
 for _f in (_T.grad.__get__, _T.data.__get__, _T.detach, _T.detach_):
     DISPATCH_TABLE[_f] = _self_spec_result
-DISPATCH_TABLE[_T.__repr__] = lambda func, args, kwargs: args[0].__repr__()
+DISPATCH_TABLE[_T.__repr__] = lambda func, args, kwargs: repr(args[0])
 
 
 def distribute_tensor(tensor: torch.Tensor, device_mesh, placements: Optional[Sequence[Placement]] = None, *,

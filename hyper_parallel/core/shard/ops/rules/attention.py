@@ -24,7 +24,7 @@ class SdpaRule(OpRule):
     """``F.scaled_dot_product_attention``."""
 
     def infer(self, call: OpCall) -> Decision:
-        q, k, v = call.tensors[:3]
+        q, v = call.tensors[0], call.tensors[2]
         if q.ndim < 3:
             raise call.fail(f"query must have at least 3 dims, got {q.ndim}")
         causal = bool(call.arg(5, "is_causal", False))

@@ -28,22 +28,26 @@ class ForeachRule(OpRule):
         for lst in lists[1:]:
             if len(lst) != length:
                 raise call.fail(f"tensor lists have different lengths ({length} and {len(lst)})")
-        outputs = []
-        for i in range(length):
-            ref = call.tensors[lists[0][i][1]]
-            for lst in lists[1:]:
-                other = call.tensors[lst[i][1]]
-                if other.shape != ref.shape or (other.is_dtensor and ref.is_dtensor
-                                                and other.placements != ref.placements):
-                    raise call.fail(f"position {i}: tensors differ in layout ({_desc(ref)} vs {_desc(other)}); "
-                                    "foreach ops need matching layouts")
-            if ref.is_dtensor and any(isinstance(p, Partial) for p in ref.placements):
-                raise call.fail(f"position {i}: Partial tensors are not supported by foreach ops")
-            outputs.append((ref.placements, ref.shape) if ref.is_dtensor else None)
+        outputs = [self._position(call, lists, i) for i in range(length)]
         plain = [t for t in call.tensors if not t.is_dtensor and t.ndim > 0]
         if plain:
             raise call.fail(f"lists mix DTensors with plain tensors of shape {list(plain[0].shape)}")
         return Decision(inputs=[None] * len(call.tensors), outputs=None if self.options.get("inplace") else outputs)
+
+    @staticmethod
+    def _position(call: OpCall, lists, i: int):
+        """Check position ``i`` of every list; return its output entry."""
+        ref = call.tensors[lists[0][i][1]]
+        for lst in lists[1:]:
+            other = call.tensors[lst[i][1]]
+            same = other.shape == ref.shape and not (other.is_dtensor and ref.is_dtensor
+                                                     and other.placements != ref.placements)
+            if not same:
+                raise call.fail(f"position {i}: tensors differ in layout ({_desc(ref)} vs {_desc(other)}); "
+                                "foreach ops need matching layouts")
+        if ref.is_dtensor and any(isinstance(p, Partial) for p in ref.placements):
+            raise call.fail(f"position {i}: Partial tensors are not supported by foreach ops")
+        return (ref.placements, ref.shape) if ref.is_dtensor else None
 
 
 def _is_marker(x) -> bool:

@@ -60,7 +60,7 @@ class EinsumRule(OpRule):
         """Operand and output letters for this call (subclasses)."""
         raise call.fail(f"{type(self).__name__} does not define letters()")
 
-    def out_shape(self, call: OpCall, prob: _Problem) -> Tuple[int, ...]:
+    def out_shape(self, call: OpCall, prob: _Problem) -> Tuple[int, ...]:  # pylint: disable=unused-argument
         """Global output shape from the letters."""
         sizes: Dict[str, int] = {}
         for lets, shape in zip(prob.operands, prob.shapes):
@@ -241,7 +241,8 @@ class MatmulRule(EinsumRule):
         am = a.shape if a.ndim >= 2 else (1,) + tuple(a.shape)
         bm = b.shape if b.ndim >= 2 else tuple(b.shape) + (1,)
         batch_out = broadcast_shapes(am[:-2], bm[:-2])
-        ba, bb = _batch_letters([am[:-2], bm[:-2]], batch_out)
+        letters = _batch_letters([am[:-2], bm[:-2]], batch_out)
+        ba, bb = letters[0], letters[1]
         la = ba + ("mk" if a.ndim >= 2 else "k")
         lb = bb + ("kn" if b.ndim >= 2 else "k")
         out = _BATCH[:len(batch_out)] + ("m" if a.ndim >= 2 else "") + ("n" if b.ndim >= 2 else "")
