@@ -361,6 +361,14 @@ def _namespace_check(mesh, x):
     out = D.mint.nn.functional.relu(D.mint.sub(d, 1.0))
     assert out.placements == (Shard(1),), out.placements
     _close(out.full_tensor(), mint.nn.functional.relu(x - 1.0), "namespace relu(sub)")
+    with D.strict_dispatch():
+        assert D.mint.add(d, d).placements == (Shard(1),)
+        try:
+            D.mint.add(d, distribute_tensor(x, mesh, [Shard(0)]))
+        except D.StrictRedistributionError as exc:
+            assert "would redistribute" in str(exc), exc
+        else:
+            raise AssertionError("strict mode must refuse an implicit all-to-all")
     try:
         D.call(mint.matmul, d, d)
     except RuntimeError as exc:
@@ -438,6 +446,28 @@ def Shard1():  # pylint: disable=invalid-name
     return Shard(1)
 
 
+def _tp_layouts_check(mesh):
+    """mint.nn.Linear cells, DTensor outputs (use_local_output=False) and a reduce-scatter output."""
+    import mindspore as ms
+    from mindspore import mint
+    from hyper_parallel import Shard
+    from hyper_parallel.platform.mindspore.dtensor import DTensor
+    from hyper_parallel.platform.mindspore.tp import ColwiseParallel, RowwiseParallel
+    ms.set_seed(7)
+    ref1, ref2 = mint.nn.Linear(6, 4), mint.nn.Linear(4, 6)
+    ms.set_seed(7)
+    tp1, tp2 = mint.nn.Linear(6, 4), mint.nn.Linear(4, 6)
+    ColwiseParallel(use_local_output=False).apply(tp1, mesh)
+    RowwiseParallel(input_layouts=Shard(-1), output_layouts=Shard(0)).apply(tp2, mesh)
+    x = ms.Tensor(np.random.default_rng(9).standard_normal((4, 6)).astype(np.float32))
+    hidden = tp1(x)
+    assert isinstance(hidden, DTensor) and hidden.placements == (Shard(1),), hidden
+    out = tp2(hidden)
+    want = ref2(ref1(x)).asnumpy()
+    me = mesh.get_coordinate()[0]
+    _close(out, want[2 * me:2 * me + 2], "rowwise reduce-scatter output (Shard(0))")
+
+
 def run_ops_tp_suite():
     """>= 30 MindSpore ops on DTensors vs one process (every R/S/P combo, forward and backward) and a
     TP MLP (Colwise + Rowwise) training step vs one process."""
@@ -445,4 +475,5 @@ def run_ops_tp_suite():
     results = {}
     _op_checks(mesh, results)
     _record(results, "tp mlp two SGD steps", lambda: _tp_check(mesh))
+    _record(results, "tp layouts and mint.nn.Linear", lambda: _tp_layouts_check(mesh))
     return {"results": results}
