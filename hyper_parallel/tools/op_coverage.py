@@ -10,16 +10,19 @@ stay replicated). Each run's output (``full_tensor()`` of DTensors) is compared 
 tensors and classified:
 
 * ``passed``      — same values (``assert_close``, ``rtol = atol = 1e-4``: distributed sums reorder
-  additions); for random / uninitialised ops (:data:`NONDETERMINISTIC`) same shape and dtype, and the
-  ``Shard(0)`` run must give exactly the ``Replicate`` run's values (same distributed stream state);
+  additions); for random ops (:data:`RANDOM`) same shape and dtype, and the ``Shard(0)`` run must give
+  exactly the ``Replicate`` run's values (same distributed stream state); for uninitialised ops
+  (:data:`UNINITIALISED`) same shape and dtype;
 * ``unsupported`` — a clear refusal: :class:`~hyper_parallel.core.shard.rule.RuleError` from a rule, or
   the dispatcher's "no distributed rule for ..." error;
 * ``failed``      — anything else: a wrong value, shape or dtype, any other exception, or ranks that
-  diverged (one rank raised while another waited in a collective; the whole op is then marked failed).
+  raised on another rank (after each op call the ranks exchange their errors before gathering).
+  If a collective itself fails (ranks diverged inside an op), the op's case ends and the op counts
+  one failed run.
 
-Samples whose reference run raises (invalid for the plain op) or that have no tensor argument, and
-``Shard(0)`` runs of samples without
-a tensor of rank >= 1 are not counted. Each op is one multi-rank case of the shared worker pool
+Samples whose reference run raises (invalid for the plain op), that have no tensor argument, or that
+have a sparse tensor argument (DTensors are dense), and ``Shard(0)`` runs of samples without a tensor
+of rank >= 1, are not counted. Each op is one multi-rank case of the shared worker pool
 (``hyper_parallel.testing.run_on_ranks``), so a hang or a crash costs one op, not the report.
 """
 from __future__ import annotations
@@ -33,18 +36,21 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-__all__ = ["OUTCOMES", "NONDETERMINISTIC", "OpResult", "CoverageReport", "classify_error", "op_names",
-           "run_op_samples", "run_coverage", "render_markdown", "main"]
+__all__ = ["OUTCOMES", "RANDOM", "UNINITIALISED", "NONDETERMINISTIC", "OpResult", "CoverageReport", "classify_error",
+           "op_names", "run_op_samples", "run_coverage", "render_markdown", "main"]
 
 OUTCOMES = ("passed", "failed", "unsupported")
 CONFIGS = ("R", "S(0)")
-#: OpInfo names whose values are random or uninitialised: compared by shape/dtype and R-vs-S(0) equality.
-NONDETERMINISTIC = frozenset({
+#: OpInfo names with random values: compared by shape/dtype, and the S(0) run must equal the R run exactly.
+RANDOM = frozenset({
     "bernoulli", "cauchy", "exponential", "geometric", "log_normal", "multinomial", "normal", "normal.in_place",
     "normal.number_mean", "uniform", "rand_like", "randn_like", "randint_like", "randint", "randn",
     "nn.functional.dropout", "nn.functional.dropout2d", "nn.functional.dropout3d", "nn.functional.alpha_dropout",
-    "nn.functional.feature_alpha_dropout.with_train", "nn.functional.rrelu", "empty_like", "new_empty",
-    "new_empty_strided", "empty", "empty_strided", "empty_permuted", "torch.empty"})
+    "nn.functional.feature_alpha_dropout.with_train", "nn.functional.rrelu"})
+#: OpInfo names with uninitialised values: compared by shape and dtype only.
+UNINITIALISED = frozenset({"empty_like", "new_empty", "new_empty_strided", "empty", "empty_strided",
+                           "empty_permuted"})
+NONDETERMINISTIC = RANDOM | UNINITIALISED
 RTOL = ATOL = 1e-4
 _NO_RULE = "no distributed rule"
 _DETAIL_CHARS = 160
@@ -161,6 +167,28 @@ def _tensor_ranks(obj: Any) -> List[int]:
     return [t.dim() for t in _flatten(obj) if isinstance(t, torch.Tensor)]
 
 
+def _has_sparse(obj: Any) -> bool:
+    import torch
+    return any(isinstance(t, torch.Tensor) and t.layout != torch.strided for t in _flatten(obj))
+
+
+def _agree(error: Optional[BaseException]) -> None:
+    """Every rank learns whether any rank's op call raised, before any rank gathers outputs.
+
+    A local error on one rank only (an empty or too small shard) would otherwise leave the other ranks
+    waiting in the next collective. Re-raises this rank's error, or reports the first failing peer.
+    """
+    import torch.distributed as dist
+    mine = None if error is None else f"{type(error).__name__}: {error}"
+    everyone: List[Optional[str]] = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, mine)
+    if error is not None:
+        raise error
+    failed = [(r, m) for r, m in enumerate(everyone) if m is not None]
+    if failed:
+        raise AssertionError(f"rank {failed[0][0]} raised {failed[0][1]}")
+
+
 def _distribute(obj: Any, mesh, config: str) -> Any:
     import torch
     import hyper_parallel as hp
@@ -204,12 +232,24 @@ def _run_config(op, sample, mesh, config: str, random_op: bool) -> List[Any]:
     inp, args, kwargs = (_distribute(x, mesh, config) for x in (sample.input, sample.args, sample.kwargs))
     if random_op:
         set_rng_state((1234, 0))
-    return _gather(op(inp, *args, **kwargs))
+    out, error = None, None
+    try:
+        out = op(inp, *args, **kwargs)
+    except Exception as exc:  # pylint: disable=broad-except  # shared with the peers first, then re-raised
+        if _is_fatal(exc):
+            raise
+        error = exc
+    _agree(error)
+    return _gather(out)
 
 
-def _run_sample(result: OpResult, op, sample, mesh, random_op: bool) -> None:
+def _run_sample(result: OpResult, op, sample, mesh, kind: str) -> None:
+    """Run one sample under each config; ``kind``: ``values``, ``random`` or ``uninitialised``."""
     import torch
     ranks = _tensor_ranks((sample.input, sample.args, sample.kwargs))
+    if _has_sparse((sample.input, sample.args, sample.kwargs)):  # DTensors are dense: not counted
+        result.skipped += 1
+        return
     torch.manual_seed(0)
     try:
         want = _flatten(op(_clone_tensors(sample.input), *_clone_tensors(sample.args),
@@ -226,9 +266,9 @@ def _run_sample(result: OpResult, op, sample, mesh, random_op: bool) -> None:
         if config == "S(0)" and max(ranks) == 0:
             continue
         try:
-            got = _run_config(op, sample, mesh, config, random_op)
-            _compare(got, want, values=not random_op)
-            if random_op and first is not None:
+            got = _run_config(op, sample, mesh, config, kind == "random")
+            _compare(got, want, values=kind == "values")
+            if kind == "random" and first is not None:
                 _compare(got, first, values=True)  # same stream state: the same global values
             first = got if first is None else first
             result.add(config, "passed")
@@ -263,9 +303,15 @@ def run_op_samples(names: Sequence[str], max_samples: int = 3, mesh_shape: Tuple
             samples = list(itertools.islice(op.sample_inputs("cpu", torch.float32, requires_grad=False),
                                             max_samples))
             for sample in samples:
-                _run_sample(result, op, sample, mesh, name in NONDETERMINISTIC)
+                _run_sample(result, op, sample, mesh, _kind(name))
         results.append(result)
     return results
+
+
+def _kind(name: str) -> str:
+    if name in RANDOM:
+        return "random"
+    return "uninitialised" if name in UNINITIALISED else "values"
 
 
 # ---------------------------------------------------------------------- driver
@@ -289,7 +335,7 @@ def run_coverage(names: Optional[Sequence[str]] = None, max_samples: int = 3, wo
     for k, name in enumerate(names):
         try:
             results.extend(run_on_ranks(run_op_samples, world_size, args=([name], max_samples, (world_size,)),
-                                        timeout=op_timeout, collective_timeout=20.0))
+                                        timeout=op_timeout, collective_timeout=10.0))
         except MultiRankError as exc:  # the pool is recreated; the op is reported as failed
             results.append(_diverged(name, max_samples, exc))
         if progress is not None:
@@ -319,13 +365,14 @@ def render_markdown(report: CoverageReport) -> str:
         f"on CPU, its first {report.max_samples} float32 sample inputs (the per-op limit keeps a full run to a "
         "few minutes). Each sample runs twice — every tensor argument `Replicate`, then every tensor argument "
         "`Shard(0)` (0-d tensors replicated) — and the gathered output is compared with the op on plain "
-        f"tensors (rtol = atol = {RTOL:g}). Random and uninitialised ops are compared by shape and dtype, and "
-        "their `Shard(0)` run must reproduce the `Replicate` run's values exactly (placement-invariant RNG).",
+        f"tensors (rtol = atol = {RTOL:g}). Random ops are compared by shape and dtype, and their `Shard(0)` run "
+        "must reproduce the `Replicate` run's values exactly (placement-invariant RNG); uninitialised ops "
+        "(`empty*`, `new_empty*`) by shape and dtype only.",
         "",
         "*passed*: same result; *unsupported*: a clear refusal (`RuleError`, or \"no distributed rule\"); "
-        "*failed*: a wrong result or any other error (ranks that diverged count as failed). Samples invalid "
-        "for the plain op or without tensor arguments, and `Shard(0)` runs of samples without a tensor of rank "
-        ">= 1, are not counted.",
+        "*failed*: a wrong result or any other error, on any rank (an op whose ranks diverged inside a "
+        "collective counts one failed run). Samples invalid for the plain op, without tensor arguments or with "
+        "sparse ones, and `Shard(0)` runs of samples without a tensor of rank >= 1, are not counted.",
         "",
         "| op | samples | R: passed / failed / unsupported | S(0): passed / failed / unsupported | status | "
         "first problem |",
