@@ -175,7 +175,8 @@ def main() -> None:
     hp.init_process_group("gloo")
     world = dist.get_world_size()
     rank = dist.get_rank()
-    iters = int(os.environ.get("BENCH_ITERS", "4"))
+    iters = int(os.environ.get("BENCH_ITERS", "3"))
+    rounds = int(os.environ.get("BENCH_ROUNDS", "7"))
     for title, base, units_of, make_input, loss_fn in _models():
         torch.manual_seed(1 + rank)
         x = make_input()
@@ -185,7 +186,7 @@ def main() -> None:
             model, opt = build()
             steppers[name] = _stepper(model, opt, x, loss_fn)
             losses[name] = [float(steppers[name]().detach()) for _ in range(2)]
-        times = time_interleaved(steppers, iters=iters, warmup=1, rounds=5)
+        times = time_interleaved(steppers, iters=iters, warmup=1, rounds=rounds)
         peaks = {}
         for name, build in builds.items():
             t = torch.tensor([_peak_bytes(build, x, loss_fn)], dtype=torch.float64)

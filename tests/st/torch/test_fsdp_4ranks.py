@@ -131,3 +131,46 @@ def test_tp_x_fsdp_2x2_parity_and_full_state_dict():
     set_model_state_dict(other, full)
     for (n, p), q in zip(model.named_parameters(), other.parameters()):
         torch.testing.assert_close(q.to_local(), p.to_local(), rtol=0, atol=0, msg=n)
+
+
+@multi_rank(world_size=4, timeout=300)
+def test_tp_x_fsdp_tiny_llama_with_parallelize_llama():
+    """The real TP plan (TP + SP) on the tiny Llama, then one FSDP unit per decoder layer plus the root
+    on the dp dim; 3 AdamW steps against one process. TP changes the summation order of the row-parallel
+    matmuls and norms, so the tolerance is 1e-4."""
+    import torch
+    import torch.nn.functional as F
+    import hyper_parallel as hp
+    from hyper_parallel.models.llama import TINY_CONFIGS, LlamaForCausalLM, parallelize_llama
+    mesh = hp.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    dp_rank = mesh.get_coordinate()[0]
+    cfg = TINY_CONFIGS["debug"]
+    torch.manual_seed(0)
+    ref = LlamaForCausalLM(cfg)
+    model = parallelize_llama(copy.deepcopy(ref), mesh["tp"])
+    for layer in model.model.layers:
+        hp.fully_shard(layer, mesh=mesh["dp"])
+    hp.fully_shard(model, mesh=mesh["dp"])
+    assert model.model.layers[0].mlp.gate_proj.weight.placements == (hp.Shard(0), hp.Shard(0))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-3)
+
+    def loss_of(m, ids):
+        logits = m(ids)
+        return F.cross_entropy(logits[:, :-1].reshape(-1, cfg.vocab_size), ids[:, 1:].reshape(-1))
+
+    for step in range(3):
+        ids = torch.randint(0, cfg.vocab_size, (4, 16), generator=torch.Generator().manual_seed(step))
+        ref_loss = loss_of(ref, ids)
+        ref_loss.backward()
+        ref_opt.step()
+        ref_opt.zero_grad()
+        loss = loss_of(model, ids.chunk(2)[dp_rank])
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        torch.testing.assert_close(dp_mean(loss, mesh.get_group("dp")), ref_loss.detach(), rtol=1e-4, atol=1e-4)
+    ref_params = dict(ref.named_parameters())
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(p.full_tensor(), ref_params[name].detach(), rtol=1e-4, atol=1e-4,
+                                   msg=lambda m, n=name: f"{n}: {m}")
