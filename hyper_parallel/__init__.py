@@ -37,6 +37,9 @@ _LAZY = {
     "rand": "hyper_parallel.platform.torch.random",
     "randn": "hyper_parallel.platform.torch.random",
     "get_platform": "hyper_parallel.platform",
+    # op registry
+    "register_op": "hyper_parallel.core.shard.registry",
+    "strict_dispatch": "hyper_parallel.platform.torch.dispatch",
     # tensor parallel
     "parallelize_module": "hyper_parallel.tp",
     "ColwiseParallel": "hyper_parallel.tp",
