@@ -167,6 +167,29 @@ def test_reductions_outputs_placements():
     assert x.cumsum(0).placements == (Shard(0),)
 
 
+@multi_rank(world_size=2, timeout=300)
+def test_partial_max_outputs_moved_to_shards_keep_right_gradients():
+    import torch
+    import hyper_parallel as hp
+    from hyper_parallel import Partial, Shard
+    torch.manual_seed(7)
+    mesh = hp.init_device_mesh("cpu", (2,))
+    rank = mesh.get_coordinate()[0]
+    x, w = torch.randn(6, 4), torch.randn(4)
+    # amax over the sharded dim is Partial(max); moving it to Shard is a max reduce-scatter whose adjoint
+    # must reach only the winning rank's elements
+    for name, reduce in [("amax", "max"), ("amin", "min")]:
+        ref = x.clone().requires_grad_()
+        (getattr(ref, name)(0) * w).sum().backward()
+        leaf = x[3 * rank:3 * rank + 3].clone().requires_grad_()
+        out = getattr(hp.DTensor.from_local(leaf, mesh, [Shard(0)]), name)(0)
+        assert out.placements == (Partial(reduce),)
+        moved = out.redistribute(placements=[Shard(0)])
+        (moved.full_tensor() * w).sum().backward()
+        torch.testing.assert_close(moved.full_tensor(), getattr(x, name)(0))
+        torch.testing.assert_close(leaf.grad, ref.grad[3 * rank:3 * rank + 3])
+
+
 @multi_rank(world_size=4, timeout=600)
 def test_reductions_2d_mesh():
     import torch
