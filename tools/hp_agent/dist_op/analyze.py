@@ -73,7 +73,9 @@ def analyze(names: List[str], layout: Layout, force: bool = False) -> List[Analy
         main = derivs[group[0]]
         questions = [f"`{n}` probes differently from `{group[0]}` ({d.kind}): one plan or two?"
                      for n, d in derivs.items() if not _same_rule(d, main)]
-        plan = build_plan(group, ifaces, main, mindspore_scope(group[0]), questions, layout)
+        scope = mindspore_scope(group[0]) if layout.mindspore == "auto" else {
+            "installed": False, "names": [], "note": "lookup switched off ([dist_op] mindspore = off)"}
+        plan = build_plan(group, ifaces, main, scope, questions, layout)
         target = layout.path(layout.plans_dir) / f"{slug_of(group[0])}.md"
         if target.exists() and not force and "status: confirmed" in target.read_text(encoding="utf-8"):
             raise AnalyzeError(f"{target}: a confirmed plan exists; pass --force to re-analyse (it becomes a draft)")

@@ -167,7 +167,7 @@ def build_plan(group: List[str], ifaces: Dict[str, Interface], deriv: Derivation
     rule_file = None
     if chosen.get("template"):
         package = layout.rules_package if layout is not None else f"{RULES_PACKAGE}.generated"
-        module = f"{package}.{slug.replace('.', '_')}"
+        module = f"{package}.{slug.replace('.', '_').lower()}"
         rule_class = class_name(op)
         rule_file = module.replace(".", "/") + ".py"
     checks = ("dim_range", "even") if chosen.get("template") == "dim_local" else (
@@ -223,8 +223,8 @@ def _default(iface: Interface, name: Optional[str]) -> Any:
 
 def _ms_entry(scope: Dict[str, Any]) -> Dict[str, Any]:
     if not scope.get("installed"):
-        return {"installed": False, "names": [],
-                "in_scope": f"{TBD} MindSpore is not installed here: is the MindSpore frontend in scope?"}
+        why = scope.get("note") or "MindSpore is not installed here"
+        return {"installed": False, "names": [], "in_scope": f"{TBD} {why}: is the MindSpore frontend in scope?"}
     if not scope.get("names"):
         return {"installed": True, "version": scope.get("version"), "names": [],
                 "in_scope": f"{TBD} torch-only op (no mint/ops counterpart in MindSpore "

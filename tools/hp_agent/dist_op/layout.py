@@ -12,6 +12,7 @@ them (a small fixture repository points the registry at its own YAML and its own
     ut_dir = "tests/ut/shard/generated"
     st_dir = "tests/st/torch/ops/generated"
     python = ".venv/bin/python"      # interpreter for the test runs (default: the one running hp-agent)
+    mindspore = "auto"               # "off": do not import MindSpore to look up counterparts (scope stays [TBD])
 """
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ class Layout:
     ut_dir: str = "tests/ut/shard/generated"
     st_dir: str = "tests/st/torch/ops/generated"
     python: str = ""
+    mindspore: str = "auto"
 
     def path(self, rel: str) -> Path:
         """``root / rel``."""
@@ -86,4 +88,6 @@ def load_layout(root: Path) -> Layout:
             if not isinstance(value, str):
                 raise LayoutError(f"{cfg}: [dist_op] {key} must be a string, got {value!r}")
             setattr(layout, key, value)
+    if layout.mindspore not in ("auto", "off"):
+        raise LayoutError(f"{cfg}: [dist_op] mindspore must be 'auto' or 'off', got {layout.mindspore!r}")
     return layout

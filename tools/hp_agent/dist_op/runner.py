@@ -25,6 +25,7 @@ __all__ = ["Run", "DevResult", "dev", "first_failure", "LICENSE_HEAD"]
 LICENSE_HEAD = ("# Copyright 2026 The hyper-parallel Authors. All rights reserved.\n"
                 "# SPDX-License-Identifier: Apache-2.0\n")
 _LABEL = re.compile(r"(\S+ with (?:in\d+=\[[^\]]*\](?:, )?)+)")
+_FINDING = re.compile(r"\S+:\d+(:\d+)?: ")
 _WHERE = re.compile(r"AssertionError: (\S+ \[[^\]]*\] .*? input \[[^\]]*\])")
 
 
@@ -66,6 +67,8 @@ class DevResult:
 def first_failure(output: str) -> tuple:
     """(first failing test or case, its placements) from pytest output."""
     failed = next((line[len("FAILED "):].strip() for line in output.splitlines() if line.startswith("FAILED ")), "")
+    if not failed:  # pylint / lizard / codespell: the first finding line
+        failed = next((line.strip() for line in output.splitlines() if _FINDING.search(line)), "")
     label = _LABEL.search(output)
     where = _WHERE.search(output)
     placements = label.group(1) if label else (where.group(1) if where else "")

@@ -308,11 +308,11 @@ def _nth(args, kwargs, loc):
     return value if j is None else value[j]
 
 
-def verify(names: Optional[Sequence[str]] = None) -> VerifyReport:
-    """Verify ``names`` (default: every registered op)."""
+def verify(names: Optional[Sequence[str]] = None, registry=None) -> VerifyReport:
+    """Verify ``names`` (default: every op) of ``registry`` (default: the process-wide registry)."""
     from hyper_parallel.core.shard.registry import get_registry
     start = time.monotonic()
-    reg = get_registry()
+    reg = registry if registry is not None else get_registry()
     if names:
         missing = [n for n in names if n not in reg.entries]
         if missing:

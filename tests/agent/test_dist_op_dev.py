@@ -1,0 +1,84 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""``dist-op analyze -> confirm -> dev`` end to end in a small fixture repository.
+
+The fixture points the registry at its own YAML (``HYPER_PARALLEL_OP_YAML`` through ``[dist_op]``) and
+its own rules package, so the generated rule, UT and ST run without touching this repository.
+"""
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from tests.agent.conftest import REPO
+
+OP = "Tensor.diff"
+PLAN = "plans/Tensor.diff.md"
+RULE = "fixture_ops/generated/tensor_diff.py"
+HEADER = "# Copyright 2026 The hyper-parallel Authors. All rights reserved.\n# SPDX-License-Identifier: Apache-2.0\n"
+
+
+def _fixture(repo_path):
+    (repo_path / ".hp-agent.toml").write_text(
+        "[dist_op]\n"
+        'registry_yaml = "ops/pipeline.yaml"\n'
+        'rules_package = "fixture_ops.generated"\n'
+        'ut_dir = "fixture_tests/ut"\n'
+        'st_dir = "fixture_tests/st"\n'
+        f'python = "{sys.executable}"\n'
+        'mindspore = "off"\n', encoding="utf-8")
+    for package in ("fixture_ops", "fixture_tests"):
+        (repo_path / package).mkdir()
+        (repo_path / package / "__init__.py").write_text(HEADER + '"""Fixture package."""\n', encoding="utf-8")
+    (repo_path / "ci").mkdir()
+    for name in ("pylintrc", "codespell_ignore.txt"):
+        shutil.copy2(REPO / "ci" / name, repo_path / "ci" / name)
+    shutil.copytree(REPO / "ci" / "pylint_plugins", repo_path / "ci" / "pylint_plugins")
+
+
+def test_analyze_confirm_dev_in_fixture_repo(tmp_repo, cli):
+    root = Path(tmp_repo.working_tree_dir)
+    _fixture(root)
+
+    out = cli(["dist-op", "analyze", OP, "--json"], cwd=root)
+    assert out.returncode == 0, out.stderr
+    written = json.loads(out.stdout)["plans"][0]
+    assert written["plan"] == PLAN and any("in_scope" in t for t in written["tbd"])
+    text = (root / PLAN).read_text(encoding="utf-8")
+    assert "path: C" in text and "status: draft" in text and "cache_values: [dim]" in text
+
+    refused = cli(["dist-op", "dev", PLAN], cwd=root)
+    assert refused.returncode == 2 and "plan is draft" in refused.stderr
+    refused = cli(["dist-op", "confirm", PLAN], cwd=root)
+    assert refused.returncode == 2 and "[TBD]" in refused.stderr
+
+    assert cli(["dist-op", "set", PLAN, "frontends.mindspore.in_scope=false"], cwd=root).returncode == 0
+    confirmed = cli(["dist-op", "confirm", PLAN, "--json"], cwd=root)
+    assert confirmed.returncode == 0, confirmed.stderr
+    assert json.loads(confirmed.stdout)["by"] == "Test Person <person@example.org>"
+
+    green = cli(["dist-op", "dev", PLAN, "--json"], cwd=root, timeout=900)
+    result = json.loads(green.stdout)
+    assert green.returncode == 0, json.dumps(result, indent=1)[-3000:]
+    assert [r["name"] for r in result["runs"]] == ["UT", "ST torch gloo", "pylint", "lizard", "codespell",
+                                                    "license header"]
+    assert (root / RULE).read_text(encoding="utf-8").startswith(HEADER)
+    assert "Tensor.diff:\n  rule: DiffRule" in (root / "ops/pipeline.yaml").read_text(encoding="utf-8")
+    report = (root / "plans/Tensor.diff.report.md").read_text(encoding="utf-8")
+    assert "result **GREEN**" in report and "fixture_tests/st/test_tensor_diff.py" in report
+
+    # a bug in the rule (keep the shard of the coupled dim): --continue keeps the file, the UT catch it
+    rule = root / RULE
+    rule.write_text(rule.read_text(encoding="utf-8").replace("p.dim != dim", "p.dim >= 0"), encoding="utf-8")
+    failed = cli(["dist-op", "dev", PLAN, "--continue", "--json"], cwd=root, timeout=900)
+    assert failed.returncode == 1
+    runs = {r["name"]: r for r in json.loads(failed.stdout)["runs"]}
+    assert not runs["UT"]["ok"] and "input ['S(" in runs["UT"]["placements"]
+    report = (root / "plans/Tensor.diff.report.md").read_text(encoding="utf-8")
+    assert "result **FAILED**" in report and "Run 2" in report and "run 1 at" in report
+    assert "p.dim >= 0" in rule.read_text(encoding="utf-8")  # --continue did not regenerate
+
+    plan = root / PLAN
+    plan.write_text(plan.read_text(encoding="utf-8").replace("Reason:", "Reason (edited):"), encoding="utf-8")
+    stale = cli(["dist-op", "dev", PLAN], cwd=root)
+    assert stale.returncode == 2 and "edited after confirmation" in stale.stderr

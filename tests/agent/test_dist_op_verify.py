@@ -1,0 +1,56 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""``dist-op verify`` finds a deliberately wrong rule planted in a fixture registry."""
+from hyper_parallel.core.placement import Replicate
+from hyper_parallel.core.shard.registry import Registry
+from hyper_parallel.core.shard.rule import Decision, OpCall, OpRule
+
+from hp_agent.dist_op.verify import render_markdown, verify
+
+FIXTURE = """
+__default__:
+  module: hyper_parallel.core.shard.ops.rules.elementwise
+  rule: ElementwiseRule
+torch.relu: {}                                   # right
+torch.exp: {options: {partial: preserve}}        # wrong: exp is not linear, P(sum) must be reduced
+torch.softmax: {}                                # wrong: softmax couples its dim, S(dim) must be gathered
+torch.tanh: {module: tests.agent.test_dist_op_verify, rule: GatherEverything}   # right but wasteful
+"""
+
+
+class GatherEverything(OpRule):
+    """Always asks for replicated inputs (correct, never native): every shard is a missed optimisation."""
+
+    def infer(self, call: OpCall) -> Decision:
+        t = call.tensors[0]
+        need = (Replicate(),) * call.mesh_ndim
+        return Decision(inputs=[need], outputs=(need, tuple(t.shape)))
+
+
+def _registry(tmp_path) -> Registry:
+    path = tmp_path / "fixture.yaml"
+    path.write_text(FIXTURE, encoding="utf-8")
+    reg = Registry()
+    reg.load_paths([path])
+    return reg
+
+
+def test_verify_flags_planted_false_positives_and_negatives(tmp_path):
+    report = verify(registry=_registry(tmp_path))
+    by_op = {o.op: o for o in report.ops}
+    assert by_op["torch.relu"].findings == []
+    assert by_op["torch.relu"].checked > 0
+    exp = [f for f in report.false_positives if f.op == "torch.exp"]
+    assert exp and all("P(sum)" in f.placements for f in exp)
+    soft = [f for f in report.false_positives if f.op == "torch.softmax"]
+    assert soft and any("S(" in f.placements and "does not reproduce" in f.detail for f in soft)
+    tanh = [f for f in report.false_negatives if f.op == "torch.tanh"]
+    assert tanh and all("S(" in f.placements for f in tanh) and not by_op["torch.tanh"].count("false positive")
+    text = render_markdown(report)
+    assert "## False positives" in text and "`torch.exp" in text and "| `torch.relu` |" in text
+
+
+def test_verify_real_rules_of_known_families_are_clean():
+    report = verify(["torch.add", "torch.sum", "torch.mm", "torch.softmax", "Tensor.transpose", "Tensor.view"])
+    assert report.false_positives == []
+    assert all(o.checked > 0 for o in report.ops)
