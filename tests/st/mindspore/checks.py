@@ -82,19 +82,20 @@ def _pair(mesh, full, weight, src, dst):
     shape = tuple(full.shape)
     spec_src = DTensorSpec(mesh, (src,), shape)
     leaf = _source_local(full, spec_src, coord)
-    d = DTensor.from_local(leaf, mesh, [src], shape=shape)
-    y = d.redistribute(placements=[dst])
-    assert y.placements == (dst,) and tuple(y.shape) == shape, (y.placements, y.shape)
-    _close(y.full_tensor(), full, f"{src} -> {dst} full")
-    if not y.spec.has_partial():
-        _close(y.to_local(), _local_of(full, y.spec, coord), f"{src} -> {dst} local")
-    w_local = _expected_local_grad(weight, y.spec, coord)
+    dst_spec = DTensorSpec(mesh, (dst,), shape)
+    w_local = _expected_local_grad(weight, dst_spec, coord)
+    seen = []
 
-    def loss(x):
+    def loss(x):  # one traced run gives the forward values (aux) and the gradient
         out = DTensor.from_local(x, mesh, [src], shape=shape).redistribute(placements=[dst])
-        return (out.to_local() * w_local).sum()
+        seen.append((out.placements, tuple(out.shape)))
+        return (out.to_local() * w_local).sum(), out.to_local(), out.full_tensor()
 
-    g = ms.grad(loss)(leaf)
+    (_, local, whole), g = ms.value_and_grad(loss, has_aux=True)(leaf)
+    assert seen[-1] == ((dst,), shape), seen[-1]
+    _close(whole, full, f"{src} -> {dst} full")
+    if not dst_spec.has_partial():
+        _close(local, _local_of(full, dst_spec, coord), f"{src} -> {dst} local")
     _close(g, _expected_local_grad(weight, spec_src, coord), f"grad {src} -> {dst}")
 
 
@@ -298,27 +299,36 @@ def _check_op(mesh, name, n_in, extra, diff, inputs, weight, combo):
     func = D.resolve_mindspore_name(name)
     ref = func(*inputs, *extra)
     made = [_op_input(t, mesh, p, 7 + k) for k, (t, p) in enumerate(zip(inputs, combo))]
-    out = D.call(func, *[m[0] for m in made], *extra)
-    assert isinstance(out, DTensor), type(out)
-    got = out.full_tensor()
-    np.testing.assert_allclose(got.asnumpy().astype(np.float64), ref.asnumpy().astype(np.float64),
-                               err_msg=f"{name} {combo} forward", rtol=1e-4, atol=1e-5)
     if not diff:
+        out = D.call(func, *[m[0] for m in made], *extra)
+        assert isinstance(out, DTensor), type(out)
+        _close_loose(out.full_tensor(), ref, f"{name} {combo} forward")
         return
     shapes = [tuple(t.shape) for t in inputs]
+    kinds = []
 
-    def loss(*locals_):
+    def loss(*locals_):  # one traced run gives the forward value (aux) and the gradients
         dts = [DTensor.from_local(x, mesh, [p], shape=s) for x, p, s in zip(locals_, combo, shapes)]
-        return (D.call(func, *dts, *extra).full_tensor() * weight).sum()
+        out = D.call(func, *dts, *extra)
+        kinds.append(type(out))
+        whole = out.full_tensor()
+        return (whole * weight).sum(), whole
 
     ref_grads = _ref_grads(func, n_in, extra, inputs, weight)
-    grads = ms.grad(loss, grad_position=tuple(range(n_in)))(*[m[1] for m in made])
+    (_, whole), grads = ms.value_and_grad(loss, grad_position=tuple(range(n_in)), has_aux=True)(
+        *[m[1] for m in made])
+    assert kinds[-1] is DTensor, kinds
+    _close_loose(whole, ref, f"{name} {combo} forward")
     if n_in == 1:
         ref_grads, grads = (ref_grads,), (grads,)
     for k, (g, rg, p) in enumerate(zip(grads, ref_grads, combo)):
         spec = DTensorSpec(mesh, (p,), tuple(inputs[k].shape))
-        np.testing.assert_allclose(g.asnumpy(), _local_of(rg, spec, mesh.get_coordinate()).asnumpy(),
-                                   err_msg=f"{name} {combo} grad of input {k}", rtol=1e-4, atol=1e-5)
+        _close_loose(g, _local_of(rg, spec, mesh.get_coordinate()), f"{name} {combo} grad of input {k}")
+
+
+def _close_loose(got, want, what):
+    np.testing.assert_allclose(got.asnumpy().astype(np.float64), want.asnumpy().astype(np.float64), err_msg=what,
+                               rtol=1e-4, atol=1e-5)
 
 
 def _combos(single, n_in, k, name):
