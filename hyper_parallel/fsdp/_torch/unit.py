@@ -315,7 +315,8 @@ class Bucket:  # pylint: disable=too-many-instance-attributes
                 out.mul_(scale)
         if out.dtype != self.dtype or out.device != self.storage_device:
             flat = torch.empty(out.numel(), dtype=self.dtype, device=self.storage_device, pin_memory=self.pin)
-            flat.copy_(out, non_blocking=self.pin)
+            # asynchronous device-to-host copy only when nothing reads it before the final stream sync
+            flat.copy_(out, non_blocking=self.pin and self.grad_flat is None)
             out = flat
         self._assign(out)
 

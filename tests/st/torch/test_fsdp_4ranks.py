@@ -27,6 +27,15 @@ def test_hsdp_2x2_parity(reduce):
     assert w.placements == (Replicate(), Shard(0)) and tuple(w.shape) == (7, 12)
     assert tuple(w.to_local().shape) == ((4, 12) if mesh.get_coordinate()[1] == 0 else (3, 12))
     train_parity(model, ref, dp_rank=dist.get_rank(), dp_size=4)
+    # clip_grad_norm_ over HSDP: summed within the shard group only (replicas hold the same shard)
+    import torch
+    import torch.nn.functional as F
+    from hyper_parallel.fsdp import clip_grad_norm_
+    x, y = batch(0)
+    F.mse_loss(ref(x), y).backward()
+    F.mse_loss(model(x.chunk(4)[dist.get_rank()]), y.chunk(4)[dist.get_rank()]).backward()
+    torch.testing.assert_close(clip_grad_norm_(model.parameters(), 0.1).float(),
+                               torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.1), **FP32)
 
 
 @multi_rank(world_size=4, timeout=180)
@@ -92,7 +101,7 @@ def test_tp_x_fsdp_2x2_parity_and_full_state_dict():
     from torch import nn
     import hyper_parallel as hp
     from hyper_parallel import Replicate, Shard
-    from hyper_parallel.fsdp import get_model_state_dict, set_model_state_dict
+    from hyper_parallel.fsdp import clip_grad_norm_, get_model_state_dict, set_model_state_dict
     mesh = hp.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
     dp_rank = mesh.get_coordinate()[0]
     torch.manual_seed(0)
@@ -126,6 +135,16 @@ def test_tp_x_fsdp_2x2_parity_and_full_state_dict():
     for name, p in model.named_parameters():
         torch.testing.assert_close(p.full_tensor(), ref_params[names[name]].detach(), **FP32)
         torch.testing.assert_close(full[name], ref_params[names[name]].detach(), **FP32)
+    # clip_grad_norm_ sums each gradient's norm over exactly its sharded mesh dims (b2 is TP-replicated)
+    x, _ = batch(0)
+    y = torch.randn(8, 3, generator=torch.Generator().manual_seed(0))
+    F.mse_loss(ref(x), y).backward()
+    F.mse_loss(model(x.chunk(2)[dp_rank]), y.chunk(2)[dp_rank]).backward()
+    want = torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.1)
+    got = clip_grad_norm_(model.parameters(), 0.1)
+    torch.testing.assert_close(got.float(), want, **FP32)
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(p.grad.full_tensor(), ref_params[names[name]].grad, **FP32)
     other = hp.fully_shard(make_tp_module(mesh["tp"], nn.Sequential(nn.Linear(12, 6), nn.Tanh(), nn.Linear(6, 3))),
                            mesh=mesh["dp"])
     set_model_state_dict(other, full)
