@@ -19,6 +19,11 @@ evaluates the same arithmetic on int64 tensors (every intermediate product stays
 ``manual_seed(seed)`` seeds the framework's own generator (so full tensors made before
 ``distribute_tensor`` agree across ranks) and resets the distributed stream to ``(seed, 0)``.
 Before any ``manual_seed`` the stream is ``(0, 0)`` on every rank.
+
+Contract: the ranks of one mesh must use the same seed and run the same random ops in the same order
+(SPMD code does). Ranks that never share a DTensor — data-parallel replicas outside the mesh, or
+pipeline stages — may seed differently, e.g. ``manual_seed(seed + dp_rank)`` so that replicas that
+see different data also draw different dropout masks.
 """
 from __future__ import annotations
 

@@ -22,8 +22,10 @@ tensors and classified:
 
 Samples whose reference run raises (invalid for the plain op), that have no tensor argument, or that
 have a sparse tensor argument (DTensors are dense), and ``Shard(0)`` runs of samples without a tensor
-of rank >= 1, are not counted. Each op is one multi-rank case of the shared worker pool
-(``hyper_parallel.testing.run_on_ranks``), so a hang or a crash costs one op, not the report.
+of rank >= 1, are not counted. Ops run in batches, one multi-rank case of the shared worker pool
+(``hyper_parallel.testing.run_on_ranks``) per batch; a batch whose case fails (a hang or a crash) is rerun
+op by op, so it costs one op, not the report. Each sample's tensors are broadcast from rank 0 once, so
+every rank runs the same data.
 """
 from __future__ import annotations
 
@@ -178,15 +180,33 @@ def _agree(error: Optional[BaseException]) -> None:
     A local error on one rank only (an empty or too small shard) would otherwise leave the other ranks
     waiting in the next collective. Re-raises this rank's error, or reports the first failing peer.
     """
+    import torch
     import torch.distributed as dist
-    mine = None if error is None else f"{type(error).__name__}: {error}"
+    flag = torch.tensor([0 if error is None else 1])
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    if not flag.item():
+        return
     everyone: List[Optional[str]] = [None] * dist.get_world_size()
-    dist.all_gather_object(everyone, mine)
+    dist.all_gather_object(everyone, None if error is None else f"{type(error).__name__}: {error}")
     if error is not None:
         raise error
-    failed = [(r, m) for r, m in enumerate(everyone) if m is not None]
-    if failed:
-        raise AssertionError(f"rank {failed[0][0]} raised {failed[0][1]}")
+    rank, message = next((r, m) for r, m in enumerate(everyone) if m is not None)
+    raise AssertionError(f"rank {rank} raised {message}")
+
+
+def _synced(obj: Any) -> Any:
+    """Tensors replaced by contiguous copies holding rank 0's bytes (one broadcast each), so that every
+    rank runs the same sample even if a sample generator drew from an unseeded source."""
+    import torch
+    import torch.distributed as dist
+
+    def one(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        t = t.detach().clone().contiguous()
+        dist.broadcast(t.reshape(-1).view(torch.uint8), src=0)
+        return t
+    return _tree_map(one, obj)
 
 
 def _distribute(obj: Any, mesh, config: str) -> Any:
@@ -198,7 +218,7 @@ def _distribute(obj: Any, mesh, config: str) -> Any:
         if not isinstance(t, torch.Tensor):
             return t
         placement = Shard(0) if config == "S(0)" and t.dim() > 0 else Replicate()
-        return hp.distribute_tensor(t.detach().clone(), mesh, [placement])  # rank 0's data everywhere
+        return hp.distribute_tensor(t.detach().clone(), mesh, [placement], src_data_rank=None)  # synced already
     return _tree_map(one, obj)
 
 
@@ -229,7 +249,7 @@ def _compare(got: List[Any], want: List[Any], values: bool) -> None:
 def _run_config(op, sample, mesh, config: str, random_op: bool) -> List[Any]:
     """One DTensor run of ``sample`` (every tensor placed per ``config``); outputs gathered."""
     from hyper_parallel.core.random import set_rng_state
-    inp, args, kwargs = (_distribute(x, mesh, config) for x in (sample.input, sample.args, sample.kwargs))
+    inp, args, kwargs = (_distribute(x, mesh, config) for x in sample)
     if random_op:
         set_rng_state((1234, 0))
     out, error = None, None
@@ -243,17 +263,18 @@ def _run_config(op, sample, mesh, config: str, random_op: bool) -> List[Any]:
     return _gather(out)
 
 
-def _run_sample(result: OpResult, op, sample, mesh, kind: str) -> None:
+def _run_sample(result: OpResult, op, sample_input, mesh, kind: str) -> None:
     """Run one sample under each config; ``kind``: ``values``, ``random`` or ``uninitialised``."""
     import torch
-    ranks = _tensor_ranks((sample.input, sample.args, sample.kwargs))
-    if _has_sparse((sample.input, sample.args, sample.kwargs)):  # DTensors are dense: not counted
+    sample = (sample_input.input, sample_input.args, sample_input.kwargs)
+    ranks = _tensor_ranks(sample)
+    if _has_sparse(sample):  # DTensors are dense: not counted
         result.skipped += 1
         return
+    sample = _synced(sample)
     torch.manual_seed(0)
     try:
-        want = _flatten(op(_clone_tensors(sample.input), *_clone_tensors(sample.args),
-                           **_clone_tensors(sample.kwargs)))
+        want = _flatten(op(_clone_tensors(sample[0]), *_clone_tensors(sample[1]), **_clone_tensors(sample[2])))
     except Exception:  # pylint: disable=broad-except  # an invalid sample for the plain op: not counted
         result.skipped += 1
         return
@@ -323,23 +344,34 @@ def _diverged(name: str, max_samples: int, exc: BaseException) -> OpResult:
     return result
 
 
-def run_coverage(names: Optional[Sequence[str]] = None, max_samples: int = 3, world_size: int = 2,
-                 op_timeout: float = 120.0, progress: Optional[Callable[[str], None]] = None) -> CoverageReport:
-    """Run :func:`run_op_samples` one op per multi-rank case on a shared pool of ``world_size`` ranks."""
-    import torch
+def _run_case(names: Sequence[str], max_samples: int, world_size: int, op_timeout: float) -> List[OpResult]:
+    """One multi-rank case for ``names``; if it fails, each op alone (a failing op is marked, not the batch)."""
     from hyper_parallel.testing import run_on_ranks
     from hyper_parallel.testing.multiprocess import MultiRankError
+    try:
+        return run_on_ranks(run_op_samples, world_size, args=(list(names), max_samples, (world_size,)),
+                            timeout=op_timeout * len(names), collective_timeout=10.0)
+    except MultiRankError as exc:  # the pool is recreated
+        if len(names) == 1:
+            return [_diverged(names[0], max_samples, exc)]
+    return [r for name in names for r in _run_case([name], max_samples, world_size, op_timeout)]
+
+
+def run_coverage(names: Optional[Sequence[str]] = None, max_samples: int = 3, world_size: int = 2,
+                 op_timeout: float = 120.0, progress: Optional[Callable[[str], None]] = None,
+                 batch: int = 16) -> CoverageReport:
+    """Run :func:`run_op_samples` in multi-rank cases of ``batch`` ops on a shared pool of ``world_size``
+    ranks (a failing case is rerun op by op)."""
+    import torch
     start = time.monotonic()
     names = list(names) if names is not None else op_names()
-    results = []
-    for k, name in enumerate(names):
-        try:
-            results.extend(run_on_ranks(run_op_samples, world_size, args=([name], max_samples, (world_size,)),
-                                        timeout=op_timeout, collective_timeout=10.0))
-        except MultiRankError as exc:  # the pool is recreated; the op is reported as failed
-            results.append(_diverged(name, max_samples, exc))
+    results: List[OpResult] = []
+    for k in range(0, len(names), batch):
+        chunk = names[k:k + batch]
+        results.extend(_run_case(chunk, max_samples, world_size, op_timeout))
         if progress is not None:
-            progress(f"[{k + 1}/{len(names)} {time.monotonic() - start:.0f}s] {name}: {results[-1].status}")
+            for j, r in enumerate(results[-len(chunk):], start=len(results) - len(chunk) + 1):
+                progress(f"[{j}/{len(names)} {time.monotonic() - start:.0f}s] {r.name}: {r.status}")
     return CoverageReport(results, max_samples, world_size, time.monotonic() - start, torch.__version__)
 
 
