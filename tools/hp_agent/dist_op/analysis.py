@@ -266,21 +266,32 @@ def derive(fn: Callable, iface: Interface, shapes: Sequence[Tuple[int, ...]] = S
     deriv.linear = all("P(sum)" in c.out_on(("P(sum)",)) for c in ok)
     deriv.shape_rule = _shape_rule(ok, iface) or "mixed"
     dp = dim_param(iface)
-    if all(not _unshardable(c) for c in ok) and deriv.shape_rule == "same":
+    if deriv.shape_rule == "same" and not any(_unshardable(c) for c in ok):
         deriv.kind = "elementwise"
         return deriv
-    if dp is not None and all(_unshardable(c) <= {_dim_value(iface, c.kwargs, c.ndim)} for c in ok):
-        deriv.kind, deriv.dim_param, deriv.cache_values = "except_dim", dp.name, [dp.name]
-        deriv.legacy_dim = dp.has_default and dp.default is None
-        scans = {c.scan for c in ok if _unshardable(c)}
-        if len(scans) == 1 and None not in scans:
-            deriv.scan = scans.pop()
-            deriv.expand = "scan"
-        elif all(c.pnorm for c in ok if _unshardable(c)) and any(_unshardable(c) for c in ok):
-            deriv.expand = "pnorm"
-        if deriv.shape_rule not in ("same", "halved", "minus_n"):
-            deriv.questions.append(f"output shape relation is {deriv.shape_rule!r}: how is the output shape computed?")
+    if dp is not None and _coupled_only_by_dim(ok, iface):
+        _except_dim(deriv, dp, ok)
         return deriv
     deriv.questions.append("the probe table matches no known rule shape (elementwise, all-but-dim): which "
                            "placements should the rule keep?")
     return deriv
+
+
+def _coupled_only_by_dim(ok: List[Case], iface: Interface) -> bool:
+    """True when, in every case, only the dim named by the ``dim`` parameter (if any) cannot stay sharded."""
+    return all(_unshardable(c) <= {_dim_value(iface, c.kwargs, c.ndim)} for c in ok)
+
+
+def _except_dim(deriv: Derivation, dp: Param, ok: List[Case]) -> None:
+    """Fill ``deriv`` for an op coupled along the dim named by ``dp`` (and its expand, if one works)."""
+    deriv.kind, deriv.dim_param, deriv.cache_values = "except_dim", dp.name, [dp.name]
+    deriv.legacy_dim = dp.has_default and dp.default is None
+    coupled = [c for c in ok if _unshardable(c)]
+    scans = {c.scan for c in coupled}
+    if len(scans) == 1 and None not in scans:
+        deriv.scan = scans.pop()
+        deriv.expand = "scan"
+    elif coupled and all(c.pnorm for c in coupled):
+        deriv.expand = "pnorm"
+    if deriv.shape_rule not in ("same", "halved", "minus_n"):
+        deriv.questions.append(f"output shape relation is {deriv.shape_rule!r}: how is the output shape computed?")

@@ -42,35 +42,37 @@ def design(deriv: Derivation, iface: Interface) -> Dict[str, Any]:
     if deriv.kind != "except_dim":
         return {"path": f"{TBD} which path (A/B/C) and base class? the probe matched no known rule shape",
                 "base_class": f"{TBD} base class", "template": None, "options": {}, "reason": TBD}
-    pos = iface.position(deriv.dim_param)
+    return _design_coupled(deriv, iface.position(deriv.dim_param))
+
+
+def _design_coupled(deriv: Derivation, pos: int) -> Dict[str, Any]:
+    """Path for an op coupled along one dim (argument ``pos``)."""
+    dim = deriv.dim_param
     if deriv.expand == "pnorm" and deriv.shape_rule == "same":
         return _path("B", "SoftmaxRule", None, {}, "coupled_dim",
-                     f"the softmax layout for the other dims (`{deriv.dim_param}` at position {pos}), and a shard "
-                     f"of `{deriv.dim_param}` kept with the `pnorm` expand (p-norm sum all-reduced, probed "
-                     "in simulation): subclass SoftmaxRule")
-    if deriv.shape_rule == "minus_n":
+                     f"the softmax layout for the other dims (`{dim}` at position {pos}), and a shard of `{dim}` "
+                     "kept with the `pnorm` expand (p-norm sum all-reduced, probed in simulation): subclass "
+                     "SoftmaxRule")
+    if deriv.shape_rule in ("minus_n", "halved"):
+        what = "loses `n` entries along it" if deriv.shape_rule == "minus_n" else "halves along it"
         return _path("C", "OpRule", None, {}, "dim_local",
-                     f"only `{deriv.dim_param}` couples elements and the output loses `n` entries along it: no "
-                     "existing rule computes that shape, so a new class (dim-local layout, shape minus n)")
-    if deriv.shape_rule == "halved":
-        return _path("C", "OpRule", None, {}, "dim_local",
-                     f"only `{deriv.dim_param}` couples elements, but the output halves along it: no existing "
-                     "rule computes that shape, so a new class (dim-local layout, halved output shape)")
+                     f"only `{dim}` couples elements, but the output {what}: no existing rule computes that "
+                     "shape, so a new class (dim-local layout)")
     if deriv.scan is not None:
         if deriv.scan in _LINEAR_SCANS and pos == 1 and deriv.linear:
             return _path("A", "ScanRule", f"{RULES_PACKAGE}.reductions", {}, None,
                          "an additive inclusive scan along `dim`: ScanRule as is")
         return _path("B", "ScanRule", None, {}, "scan",
-                     f"an inclusive scan along `{deriv.dim_param}` whose shards combine with `{deriv.scan}` "
-                     "(not addition): subclass ScanRule, carry = combine of the earlier shards' totals")
-    if deriv.shape_rule == "same" and pos == 1:
-        opts = {"legacy_dim": True} if deriv.legacy_dim else {}
-        return _path("A", "SoftmaxRule", f"{RULES_PACKAGE}.normalization", opts, None,
-                     f"every dim but `{deriv.dim_param}` (position 1) shards, shape kept: the softmax layout")
+                     f"an inclusive scan along `{dim}` whose shards combine with `{deriv.scan}` (not addition): "
+                     "subclass ScanRule, carry = combine of the earlier shards' totals")
     if deriv.shape_rule == "same":
+        if pos == 1:
+            opts = {"legacy_dim": True} if deriv.legacy_dim else {}
+            return _path("A", "SoftmaxRule", f"{RULES_PACKAGE}.normalization", opts, None,
+                         f"every dim but `{dim}` (position 1) shards, shape kept: the softmax layout")
         return _path("B", "SoftmaxRule", None, {}, "coupled_dim",
-                     f"the softmax layout, but `{deriv.dim_param}` sits at position {pos}: subclass SoftmaxRule "
-                     "to read it from there")
+                     f"the softmax layout, but `{dim}` sits at position {pos}: subclass SoftmaxRule to read it "
+                     "from there")
     return {"path": f"{TBD} output shape relation {deriv.shape_rule!r}: which path?", "base_class": TBD,
             "template": None, "options": {}, "reason": TBD}
 
@@ -124,7 +126,7 @@ def _accepted(deriv: Derivation, iface: Interface) -> List[Dict[str, Any]]:
 _ERRORS = {"dim_range": "out of range", "even": "must be even"}
 
 
-def _rejected(deriv: Derivation, iface: Interface, template_checks: Tuple[str, ...]) -> List[Dict[str, Any]]:
+def _rejected(deriv: Derivation, template_checks: Tuple[str, ...]) -> List[Dict[str, Any]]:
     out = []
     for case in deriv.cases:
         if not case.error:
@@ -161,17 +163,7 @@ def build_plan(group: List[str], ifaces: Dict[str, Interface], deriv: Derivation
     op = group[0]
     iface = ifaces[op]
     chosen = design(deriv, iface)
-    slug = slug_of(op)
-    module = chosen.get("module")
-    rule_class = chosen["base_class"]
-    rule_file = None
-    if chosen.get("template"):
-        package = layout.rules_package if layout is not None else f"{RULES_PACKAGE}.generated"
-        module = f"{package}.{slug.replace('.', '_').lower()}"
-        rule_class = class_name(op)
-        rule_file = module.replace(".", "/") + ".py"
-    checks = ("dim_range", "even") if chosen.get("template") == "dim_local" else (
-        ("dim_range",) if deriv.kind == "except_dim" and not str(chosen["path"]).startswith(TBD) else ())
+    module, rule_class, rule_file = _rule_fields(chosen, op, layout)
     meta: Dict[str, Any] = {
         "op": op,
         "frontends": {"torch": list(group), "mindspore": _ms_entry(ms_scope)},
@@ -192,18 +184,35 @@ def build_plan(group: List[str], ifaces: Dict[str, Interface], deriv: Derivation
         "expand": f"expand_{deriv.expand}" if deriv.expand else None,
         "expand_params": _expand_params(iface, deriv),
         "registry": {"file": layout.registry_yaml if layout is not None else REGISTRY_FILE, "names": list(group)},
-        "accepted": _accepted(deriv, iface) if deriv.ok_cases and deriv.kind != "unknown" else [],
-        "rejected": _rejected(deriv, iface, checks),
-        "ut_cases": [],
-        "st_cases": _st_cases(deriv, iface) if deriv.kind != "unknown" else [],
+        **_test_lists(deriv, iface, chosen),
         "status": "draft",
     }
-    meta["ut_cases"] = [f"accepted[{i}]" for i in range(len(meta["accepted"]))] + \
-        [f"rejected[{i}]" for i in range(len(meta["rejected"]))]
     questions = list(deriv.questions) + list(extra_questions)
     from hp_agent.dist_op.render import render_body
     body = render_body(meta, deriv, ifaces, questions)
     return Plan(meta, body)
+
+
+def _rule_fields(chosen: Dict[str, Any], op: str, layout) -> Tuple[Optional[str], str, Optional[str]]:
+    """(module, class, file) of the rule: the reused one (path A) or the generated one (B/C)."""
+    if not chosen.get("template"):
+        return chosen.get("module"), chosen["base_class"], None
+    package = layout.rules_package if layout is not None else f"{RULES_PACKAGE}.generated"
+    module = f"{package}.{slug_of(op).replace('.', '_').lower()}"
+    return module, class_name(op), module.replace(".", "/") + ".py"
+
+
+def _test_lists(deriv: Derivation, iface: Interface, chosen: Dict[str, Any]) -> Dict[str, Any]:
+    """accepted / rejected scenarios and the UT and ST case lists."""
+    known = deriv.kind != "unknown" and not str(chosen["path"]).startswith(TBD)
+    checks: Tuple[str, ...] = ()
+    if known and deriv.kind == "except_dim":
+        checks = ("dim_range", "even") if chosen.get("template") == "dim_local" else ("dim_range",)
+    accepted = _accepted(deriv, iface) if known and deriv.ok_cases else []
+    rejected = _rejected(deriv, checks)
+    ut_cases = [f"accepted[{i}]" for i in range(len(accepted))] + [f"rejected[{i}]" for i in range(len(rejected))]
+    return {"accepted": accepted, "rejected": rejected, "ut_cases": ut_cases,
+            "st_cases": _st_cases(deriv, iface) if known else []}
 
 
 def _expand_params(iface: Interface, deriv: Derivation) -> Dict[str, Any]:

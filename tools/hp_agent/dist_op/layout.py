@@ -73,6 +73,9 @@ class Layout:
         return env
 
 
+_KEYS = ("plans_dir", "registry_yaml", "rules_package", "ut_dir", "st_dir", "python", "mindspore")
+
+
 def load_layout(root: Path) -> Layout:
     """The layout of ``root`` (defaults plus its ``.hp-agent.toml`` ``[dist_op]`` table)."""
     layout = Layout(Path(root))
@@ -83,7 +86,7 @@ def load_layout(root: Path) -> Layout:
         except tomllib.TOMLDecodeError as exc:
             raise LayoutError(f"{cfg}: invalid TOML: {exc}") from exc
         for key, value in table.items():
-            if key not in Layout.__dataclass_fields__ or key == "root":
+            if key not in _KEYS:
                 raise LayoutError(f"{cfg}: [dist_op] unknown key {key!r}")
             if not isinstance(value, str):
                 raise LayoutError(f"{cfg}: [dist_op] {key} must be a string, got {value!r}")

@@ -179,32 +179,42 @@ def close(got, want) -> bool:
     return bool(torch.equal(got, want))
 
 
+def _assemble_shard(locals_: list, k: int, want, n: int):
+    import torch
+    from hyper_parallel.core.placement import shard_range
+    if want.dim() == 0 or k >= want.dim():
+        return None
+    for r, x in enumerate(locals_):
+        if x.dim() != want.dim() or x.shape[k] != shard_range(want.shape[k], n, r)[1]:
+            return None
+        if any(x.shape[i] != want.shape[i] for i in range(want.dim()) if i != k):
+            return None
+    return torch.cat(locals_, dim=k)
+
+
+def _assemble_partial(locals_: list, reduce_op: str, want):
+    import torch
+    if reduce_op == "sum" and not (want.is_floating_point() or want.is_complex()):
+        return None
+    if any(x.shape != locals_[0].shape for x in locals_):
+        return None
+    stack = torch.stack(locals_)
+    if reduce_op == "sum":
+        return stack.sum(0)
+    return stack.amax(0) if reduce_op == "max" else stack.amin(0)
+
+
 def assemble(locals_: list, placement, want, n: int):
     """The global value the local outputs form under ``placement``, or None when they cannot form one
     (wrong local shapes for ``Shard``, ranks disagreeing for ``Replicate``)."""
     import torch
-    from hyper_parallel.core.placement import Partial, Shard, shard_range
+    from hyper_parallel.core.placement import Partial, Shard
     if not all(isinstance(x, torch.Tensor) for x in locals_):
-        return locals_[0] if all(x == locals_[0] for x in locals_) and isinstance(placement, type(None)) else None
+        return None
     if isinstance(placement, Shard):
-        k = placement.dim
-        if want.dim() == 0 or k >= want.dim():
-            return None
-        for r, x in enumerate(locals_):
-            if x.dim() != want.dim() or x.shape[k] != shard_range(want.shape[k], n, r)[1]:
-                return None
-            if any(x.shape[i] != want.shape[i] for i in range(want.dim()) if i != k):
-                return None
-        return torch.cat(locals_, dim=k)
+        return _assemble_shard(locals_, placement.dim, want, n)
     if isinstance(placement, Partial):
-        if not (want.is_floating_point() or want.is_complex()) and placement.reduce_op == "sum":
-            return None
-        stack = torch.stack(locals_) if all(x.shape == locals_[0].shape for x in locals_) else None
-        if stack is None:
-            return None
-        if placement.reduce_op == "sum":
-            return stack.sum(0)
-        return stack.amax(0) if placement.reduce_op == "max" else stack.amin(0)
+        return _assemble_partial(locals_, placement.reduce_op, want)
     if all(close(x, locals_[0]) for x in locals_[1:]):
         return locals_[0]
     return None
@@ -226,22 +236,23 @@ def assembling(ref_flat: list, results: List[list], n: int) -> List[List[str]]:
     """Per output: the short texts of every placement under which the local outputs give the reference."""
     if any(len(res) != len(ref_flat) for res in results):  # e.g. unbind of a sharded dim: fewer outputs
         return [[] for _ in ref_flat]
-    out = []
-    for k, want in enumerate(ref_flat):
-        locals_ = [res[k] for res in results]
-        ok = []
-        for cand in output_candidates(want):
-            if cand is None:
-                ok.append("value" if all(x == want for x in locals_) else None)
-                continue
-            got = assemble(locals_, cand, want, n)
-            if got is not None and close(got, want):
-                ok.append(fmt(cand))
-        ok = [o for o in ok if o]
-        if "R" in ok:  # max/min of identical values is trivially the value: not a finding
-            ok = [o for o in ok if o not in ("P(max)", "P(min)")]
-        out.append(ok)
-    return out
+    return [_working(ref_flat, results, k, n) for k in range(len(ref_flat))]
+
+
+def _working(ref_flat: list, results: List[list], k: int, n: int) -> List[str]:
+    """Placements under which output ``k`` of every rank forms the reference."""
+    want = ref_flat[k]
+    locals_ = [res[k] for res in results]
+    if output_candidates(want) == [None]:  # a non-tensor output: every rank must return the same value
+        return ["value"] if all(x == want for x in locals_) else []
+    ok = []
+    for cand in output_candidates(want):
+        got = assemble(locals_, cand, want, n)
+        if got is not None and close(got, want):
+            ok.append(fmt(cand))
+    if "R" in ok:  # max/min of identical values is trivially the value: not a finding
+        ok = [o for o in ok if o not in ("P(max)", "P(min)")]
+    return ok
 
 
 def placements_for(t, partial: bool = True) -> list:
@@ -284,23 +295,27 @@ def probe_call(fn: Callable, args: Sequence[Any], kwargs: Dict[str, Any], ranks:
     if combos is None:
         combos = [tuple(fmt(p) for p in c) for c in itertools.product(*[placements_for(t) for t in tensors])]
     for combo in list(combos)[:max_combos]:
-        objs = [parse_placement(c) for c in combo]
-        agreed: Optional[List[set]] = None
-        for n in ranks:
-            try:
-                results = simulate(fn, args, kwargs, objs, n, seed)
-            except Exception as exc:  # pylint: disable=broad-except  # the op refused the shard: recorded
-                probe.errors[combo] = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
-                agreed = [set() for _ in ref]
-                break
-            if results is None:
-                agreed = None
-                break
-            found = [set(x) for x in assembling(ref, results, n)]
-            agreed = found if agreed is None else [a & f for a, f in zip(agreed, found)]
+        agreed = _probe_combo(probe, fn, args, kwargs, combo, ref, ranks, seed)
         if agreed is not None:
             probe.table[combo] = [sorted(a, key=_order) for a in agreed]
     return probe
+
+
+def _probe_combo(probe: CallProbe, fn, args, kwargs, combo, ref, ranks, seed) -> Optional[List[set]]:
+    """Output placements that work for ``combo`` on every rank count (None: not representable)."""
+    objs = [parse_placement(c) for c in combo]
+    agreed: Optional[List[set]] = None
+    for n in ranks:
+        try:
+            results = simulate(fn, args, kwargs, objs, n, seed)
+        except Exception as exc:  # pylint: disable=broad-except  # the op refused the shard: recorded
+            probe.errors[combo] = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+            return [set() for _ in ref]
+        if results is None:
+            return None
+        found = [set(x) for x in assembling(ref, results, n)]
+        agreed = found if agreed is None else [a & f for a, f in zip(agreed, found)]
+    return agreed
 
 
 def _order(text: str) -> Tuple[int, str]:

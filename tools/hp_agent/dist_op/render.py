@@ -35,6 +35,10 @@ def _cell(case, combo: str) -> str:
     return "-"
 
 
+def _cells(case, cols: List[str]) -> List[str]:
+    return [_cell(case, p) if (not p.startswith("S(") or int(p[2:-1]) < case.ndim) else "n/a" for p in cols]
+
+
 def _summary(meta: Dict[str, Any]) -> str:
     deriv = meta["derivation"]
     lines = []
@@ -67,10 +71,7 @@ def render_body(meta: Dict[str, Any], deriv, ifaces, questions: List[str]) -> st
     cases = [c for c in deriv.cases if c.probe is not None]
     ndim = max((c.ndim for c in cases), default=0)
     cols = ["R"] + [f"S({d})" for d in range(ndim)] + ["P(sum)"]
-    rows = []
-    for c in cases[:16]:
-        cells = [_cell(c, p) if (not p.startswith("S(") or int(p[2:-1]) < c.ndim) else "n/a" for p in cols]
-        rows.append({"shape": list(c.shape), "kwargs": c.kwargs or "defaults", "cells": cells})
+    rows = [{"shape": list(c.shape), "kwargs": c.kwargs or "defaults", "cells": _cells(c, cols)} for c in cases[:16]]
     errors = [{"shape": list(c.shape), "kwargs": c.kwargs, "error": c.error} for c in deriv.cases if c.error][:6]
     shapes = sorted({tuple(c.shape) for c in deriv.cases})
     varying = sorted({k for c in deriv.cases for k in c.kwargs})

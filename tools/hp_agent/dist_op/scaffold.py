@@ -138,4 +138,3 @@ def scaffold(plan: Plan, layout: Layout, write: bool = True) -> Scaffold:
 def _init_text(doc: str) -> str:
     return ("# Copyright 2026 The hyper-parallel Authors. All rights reserved.\n"
             "# SPDX-License-Identifier: Apache-2.0\n" f'"""{doc}"""\n')
-

@@ -201,19 +201,23 @@ def _check_decision(fn, args, kwargs, decision, given, ref, n, call=None, rule=N
     """None when the decision's local computation reproduces ``ref``, else what went wrong.
 
     Raises :class:`NeedsCollective` when the decision's expand needs a process group."""
-    need = [tuple(d) if d is not None else (g,) for d, g in zip(decision.inputs, given)]
-    need += [(g,) for g in given[len(need):]]
-    moved = any(p[0] != g for p, g in zip(need, given))
+    need = [tuple(d)[0] if d is not None else g for d, g in zip(decision.inputs, given)]
+    need += list(given[len(need):])
+    moved = any(p != g for p, g in zip(need, given))
     runner = _expand_runner(rule, fn, call, decision, n, moved) if decision.expand else None
     try:
-        results = simulate(fn, args, kwargs, [p[0] for p in need], n, per_rank=runner)
+        results = simulate(fn, args, kwargs, need, n, per_rank=runner)
     except NeedsCollective:
         raise
     except Exception as exc:  # pylint: disable=broad-except  # the op fails on the required shards: a finding
-        return f"the op fails on the required shards ({[p[0].short() for p in need]}): {type(exc).__name__}: {exc}"
+        return f"the op fails on the required shards ({[p.short() for p in need]}): {type(exc).__name__}: {exc}"
     if results is None:
         return None
-    outs = _flat_outputs(decision.outputs)
+    return _compare_outputs(_flat_outputs(decision.outputs), results, ref, need, n)
+
+
+def _compare_outputs(outs, results, ref, need, n) -> Optional[str]:
+    """None when every declared output (placement and global shape) reproduces ``ref``."""
     if any(len(r) != len(ref) for r in results):
         return f"the local op returns {[len(r) for r in results]} output(s) per rank, the op {len(ref)}"
     if len(outs) != len(ref):
@@ -226,7 +230,7 @@ def _check_decision(fn, args, kwargs, decision, given, ref, n, call=None, rule=N
             return f"output {k}: declared global shape {list(shape)}, actual {list(want.shape)}"
         got = assemble([r[k] for r in results], placements[0], want, n)
         if got is None or not close(got, want):
-            return (f"output {k}: declared {placements[0].short()} (inputs as {[p[0].short() for p in need]}) "
+            return (f"output {k}: declared {placements[0].short()} (inputs as {[p.short() for p in need]}) "
                     "does not reproduce the single-device result")
     return None
 
