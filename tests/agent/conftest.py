@@ -11,6 +11,9 @@ from pathlib import Path
 
 import git
 import pytest
+from click.testing import CliRunner
+
+from hp_agent.cli import cli as hp_cli
 
 REPO = Path(__file__).resolve().parents[2]
 HP_AGENT = Path(sys.executable).with_name("hp-agent")
@@ -51,8 +54,8 @@ def tmp_repo(tmp_path, git_env) -> git.Repo:
     return repo
 
 
-def run_cli(args: list[str], cwd: Path, stdin: str | None = None, env: dict | None = None,
-            timeout: float = 300) -> subprocess.CompletedProcess:
+def run_cli_process(args: list[str], cwd: Path, stdin: str | None = None, env: dict | None = None,
+                    timeout: float = 300) -> subprocess.CompletedProcess:
     """Run the installed ``hp-agent`` console script as a subprocess."""
     full_env = _git_env()
     if env:
@@ -61,10 +64,30 @@ def run_cli(args: list[str], cwd: Path, stdin: str | None = None, env: dict | No
                           env=full_env, timeout=timeout, check=False)
 
 
+def run_cli(args: list[str], cwd: Path, stdin: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run ``hp-agent ARGS`` in this process (click's runner: real exit code, stdout and stderr) from ``cwd``."""
+    overrides = {k: v for k, v in _git_env().items() if k.startswith("GIT_")}
+    overrides["HP_AGENT_REPO"] = None
+    overrides.update(env or {})
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(hp_cli, args, input=stdin, env=overrides, catch_exceptions=False)
+    finally:
+        os.chdir(old)
+    return subprocess.CompletedProcess(["hp-agent", *args], result.exit_code, result.stdout, result.stderr)
+
+
 @pytest.fixture
 def cli():
-    """Return :func:`run_cli`."""
+    """Return :func:`run_cli` (in-process)."""
     return run_cli
+
+
+@pytest.fixture
+def cli_process():
+    """Return :func:`run_cli_process` (the installed console script in a subprocess)."""
+    return run_cli_process
 
 
 def copy_agent_tree(dest: Path) -> None:

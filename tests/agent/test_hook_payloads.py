@@ -199,3 +199,15 @@ def test_agent_hook_wrappers_run_hp_agent_and_fail_closed_without_it(tmp_repo):
     without = subprocess.run([str(hook)], input=payload, capture_output=True, text=True, cwd=root, check=False,
                              env={"PATH": "/usr/bin:/bin", "HOME": str(root)})
     assert without.returncode == 2 and "fail closed" in without.stderr and "not installed" in without.stderr
+
+
+@pytest.mark.parametrize("assistant", ["claude", "copilot"])
+def test_the_installed_console_script_speaks_the_protocol(tmp_repo, cli_process, assistant):
+    root = Path(tmp_repo.working_tree_dir)
+    blocked = cli_process(["hook", "before-shell"], cwd=root,
+                          stdin=json.dumps(shell_payload(assistant, "git push -f origin main", root)))
+    assert blocked.returncode == 2 and "protected branch 'main'" in blocked.stderr
+    assert (json.loads(blocked.stdout)["permissionDecision"] == "deny") if assistant == "copilot" \
+        else blocked.stdout == ""
+    allowed = cli_process(["hook", "before-shell"], cwd=root, stdin=json.dumps(shell_payload(assistant, "ls", root)))
+    assert allowed.returncode == 0 and allowed.stderr == ""
