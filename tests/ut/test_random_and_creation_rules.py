@@ -151,3 +151,21 @@ def test_registry_files_resolve():
         assert len(entries) >= 10
         for entry in entries:
             assert entry.rule_instance().op == entry.name
+
+
+def test_feature_dropout_mask_dims_and_refusals():
+    def rule(feature):
+        return random_ops.DropoutRule(f"dropout{feature}d", signature="functional", feature=feature)
+
+    assert [rule(1).mask_dims(n) for n in (2, 3)] == [1, 2]  # (C, L) unbatched, (N, C, L)
+    assert [rule(2).mask_dims(n) for n in (2, 3, 4)] == [2, 2, 2]  # torch reads 3-D as (N, C, L)
+    assert [rule(3).mask_dims(n) for n in (4, 5)] == [1, 2]
+    assert random_ops.DropoutRule("dropout").mask_dims(4) == 4  # element-wise
+    d = rule(2).infer(_call("dropout2d", [Shard(3), Partial()], (0.2,), shape=(2, 3, 4, 5)))
+    assert d.outputs == ((Shard(3), Partial()), (2, 3, 4, 5)) and d.expand == "dropout"
+    with pytest.raises(RuleError, match="dropout1d: expected a 2-D or 3-D input, got 4-D"):
+        rule(1).infer(_call("dropout1d", [Shard(0)], (0.2,), shape=(2, 3, 4, 5)))
+    with pytest.raises(RuleError, match="feature dropout needs at least 2 dims"):
+        rule(2).infer(_call("dropout2d", [Shard(0)], (0.2,), shape=(4,)))
+    with pytest.raises(ValueError, match="option feature=4"):
+        rule(4)

@@ -1,12 +1,15 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""ST: placement-invariant random ops on DTensors.
+"""ST: placement-invariant random ops on DTensors (incl. dropout1d/2d/3d: one draw per channel).
 
 Every random op is run on meshes of 1, 2 and 4 ranks (1-D and 2-D) with Replicate, Shard, uneven
 Shard and Partial inputs; each ``full_tensor()`` must be bit-identical to the single-process run of the
 same generator (``reference_values`` at the same stream state). Plus: the tensor hash equals the pure
 reference, the distributions pass loose statistical bounds, dropout's backward reuses the mask.
 """
+import itertools
+import math
+
 import pytest
 
 from hyper_parallel.testing import multi_rank
@@ -272,3 +275,46 @@ def test_clear_refusals():
         torch.randint_like(x, 5, 2)
     with pytest.raises(ValueError, match="exponential_ expects lambd > 0.0"):
         x.clone().exponential_(-1.0)
+
+
+def _check_feature_dropout(mesh_shape):
+    import torch
+    import torch.nn.functional as F
+    import hyper_parallel as hp
+    from hyper_parallel import Partial, Replicate, Shard
+    from hyper_parallel.core.random import get_rng_state
+    from hyper_parallel.platform.torch.random import reference_values as ref
+    mesh = hp.init_device_mesh("cpu", mesh_shape)
+    torch.manual_seed(1)
+    cases = [(F.dropout1d, (3, 5, 4), 2), (F.dropout1d, (5, 4), 1), (F.dropout2d, (3, 5, 2, 3), 2),
+             (F.dropout2d, (3, 5, 4), 2), (F.dropout3d, (5, 2, 3, 4), 1), (F.dropout3d, (3, 2, 2, 3, 2), 2),
+             (lambda x, p: torch.feature_dropout(x, p, True), (3, 5, 4), 2)]
+    p, checked = 0.4, 0
+    for fn, shape, k in cases:
+        full = torch.randn(shape, dtype=torch.float64)
+        singles = [Replicate(), Shard(0), Shard(1), Shard(len(shape) - 1), Partial()]
+        for placements in itertools.product(singles, repeat=len(mesh_shape)):
+            hp.manual_seed(5)
+            leaf = hp.distribute_tensor(full.clone().requires_grad_(True), mesh, [Replicate()] * len(mesh_shape))
+            x = leaf.redistribute(placements=placements)
+            state = get_rng_state()
+            y = fn(x, p)
+            assert get_rng_state()[1] == state[1] + math.prod(shape[:k])  # one draw per (batch, channel)
+            assert y.placements == tuple(placements)
+            keep = 1.0 - ref("bernoulli", shape[:k], state, torch.float64, (p,))
+            noise = keep.view(shape[:k] + (1,) * (len(shape) - k)) / (1.0 - p)
+            torch.testing.assert_close(y.full_tensor(), full * noise, rtol=0, atol=1e-15)
+            y.full_tensor().sum().backward()
+            torch.testing.assert_close(leaf.grad.to_local(), noise.expand(shape), rtol=0, atol=1e-15)
+            checked += 1
+    return checked
+
+
+@multi_rank(world_size=2, timeout=180)
+def test_feature_dropout_one_draw_per_channel_on_every_placement():
+    assert _check_feature_dropout((2,)) == 7 * 5
+
+
+@multi_rank(world_size=4, timeout=300)
+def test_feature_dropout_on_a_2d_mesh():
+    assert _check_feature_dropout((2, 2)) == 7 * 25

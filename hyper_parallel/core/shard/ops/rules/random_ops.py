@@ -24,13 +24,15 @@ Rules:
                          ``functional`` = ``(input, p, training, inplace)``, ``aten`` = ``(input, p, train)``,
                          ``aten_inplace``): linear in the input for a fixed mask, so every placement
                          (Partial included) is kept; the mask is the same on every rank holding an element
-                         and backward reuses it (the local op is ``input * noise``).
+                         and backward reuses it (the local op is ``input * noise``). Option ``feature``
+                         (1, 2, 3: ``dropout1d/2d/3d``, ``feature_dropout``): one draw per (batch, channel),
+                         broadcast over the other dims (torch's unbatched-input rules).
 """
 from __future__ import annotations
 
 from typing import Tuple
 
-from hyper_parallel.core.placement import Partial, Placement, Replicate
+from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
 from hyper_parallel.core.shard.rule import Decision, OpCall, OpRule
 
 DISTRIBUTIONS = ("uniform", "normal", "bernoulli", "exponential", "randint")
@@ -196,13 +198,25 @@ class DropoutRule(OpRule):
 
     @classmethod
     def allowed_options(cls):
-        return ("signature",)
+        return ("signature", "feature")
 
     def __init__(self, op: str, **options) -> None:
         super().__init__(op, **options)
         self.signature = options.get("signature", "functional")
         if self.signature not in _SIGNATURES:
             raise ValueError(f"{op}: option signature={self.signature!r}; expected one of {sorted(_SIGNATURES)}")
+        self.feature = int(options.get("feature", 0))
+        if self.feature not in (0, 1, 2, 3):
+            raise ValueError(f"{op}: option feature={self.feature!r}; expected 0 (element-wise) or 1, 2, 3")
+
+    def mask_dims(self, ndim: int) -> int:
+        """Leading dims the mask covers: all (element-wise), else channels (and batch) as torch does:
+        dropout1d/3d on unbatched input mask ``(C,)``; otherwise ``(N, C)``."""
+        if self.feature == 0:
+            return ndim
+        if (self.feature, ndim) in ((1, 2), (3, 4)):
+            return 1
+        return 2
 
     def _flags(self, get) -> Tuple[float, bool, bool]:
         """(p, training, inplace) from ``get(index, name, default)``."""
@@ -217,6 +231,10 @@ class DropoutRule(OpRule):
         p, _training, _inplace = self._flags(call.arg)
         if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0.0 <= p <= 1.0:
             raise call.fail(f"dropout probability has to be between 0 and 1, but got {p!r}")
+        if self.feature == 1 and t.ndim not in (2, 3):
+            raise call.fail(f"dropout1d: expected a 2-D or 3-D input, got {t.ndim}-D")
+        if self.feature and t.ndim < 2:
+            raise call.fail(f"feature dropout needs at least 2 dims (channels), got {t.ndim}-D")
         return Decision(inputs=[None] * len(call.tensors), outputs=(t.placements, t.shape), expand="dropout")
 
     def dropout(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
@@ -234,5 +252,12 @@ class DropoutRule(OpRule):
             return x
         if p == 1.0:
             return x.mul_(0.0) if inplace else x * 0.0
-        noise = trandom.dropout_noise(_spec(plan), plan.mesh.get_coordinate(), float(p), x.dtype, x.device)
+        spec, ndim = _spec(plan), x.dim()
+        k = self.mask_dims(ndim)
+        if k < ndim:  # one draw per (batch, channel): shards of later dims share it
+            from hyper_parallel.core.spec import DTensorSpec
+            spec = DTensorSpec(plan.mesh, tuple(q if isinstance(q, Shard) and q.dim < k else Replicate()
+                                                for q in spec.placements), spec.shape[:k])
+        noise = trandom.dropout_noise(spec, plan.mesh.get_coordinate(), float(p), x.dtype, x.device)
+        noise = noise.view(tuple(noise.shape) + (1,) * (ndim - k))
         return x.mul_(noise) if inplace else x * noise
