@@ -57,7 +57,7 @@ def test_analyze_confirm_dev_in_fixture_repo(tmp_repo, cli):
     assert confirmed.returncode == 0, confirmed.stderr
     assert json.loads(confirmed.stdout)["by"] == "Test Person <person@example.org>"
 
-    green = cli(["dist-op", "dev", PLAN, "--json"], cwd=root, timeout=900)
+    green = cli(["dist-op", "dev", PLAN, "--json"], cwd=root)
     result = json.loads(green.stdout)
     assert green.returncode == 0, json.dumps(result, indent=1)[-3000:]
     assert [r["name"] for r in result["runs"]] == ["UT", "ST torch gloo", "pylint", "lizard", "codespell",
@@ -70,7 +70,7 @@ def test_analyze_confirm_dev_in_fixture_repo(tmp_repo, cli):
     # a bug in the rule (keep the shard of the coupled dim): --continue keeps the file, the UT catch it
     rule = root / RULE
     rule.write_text(rule.read_text(encoding="utf-8").replace("p.dim != dim", "p.dim >= 0"), encoding="utf-8")
-    failed = cli(["dist-op", "dev", PLAN, "--continue", "--json"], cwd=root, timeout=900)
+    failed = cli(["dist-op", "dev", PLAN, "--continue", "--json"], cwd=root)
     assert failed.returncode == 1
     runs = {r["name"]: r for r in json.loads(failed.stdout)["runs"]}
     assert not runs["UT"]["ok"] and "input ['S(" in runs["UT"]["placements"]
