@@ -58,6 +58,18 @@ def test_command_run_must_resolve_in_the_cli():
     assert "no option '--fast'" in resolve_cli("hp-agent gate run --fast")
     assert "is a group" in resolve_cli("hp-agent gate")
     assert "must start with" in resolve_cli("make test")
+    assert resolve_cli("hp-agent rules --for hyper_parallel/core/x.py") is None
+    assert resolve_cli("hp-agent git", allow_group=True) is None
+
+
+def test_cli_references_in_asset_text_must_resolve(tmp_repo):
+    root = Path(tmp_repo.working_tree_dir)
+    copy_agent_tree(root)
+    skill = root / ".agent" / "skills" / "debug" / "SKILL.md"
+    skill.write_text(skill.read_text() + "\nThen run `hp-agent gate rerun --fast` and `hp-agent check style --fix X`.\n")
+    findings = [f for f in check_all_assets(root) if f.rule == "asset-cli-ref"]
+    assert len(findings) == 1 and findings[0].file == ".agent/skills/debug/SKILL.md"
+    assert "no subcommand 'rerun'" in findings[0].message and findings[0].line == len(skill.read_text().splitlines())
 
 
 def test_malformed_front_matter_is_a_finding(tmp_repo):

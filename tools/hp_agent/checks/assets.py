@@ -57,10 +57,22 @@ def check_agents(assets: Assets) -> list[Finding]:
     return out
 
 
-def resolve_cli(run: str) -> str | None:
+def _option_takes_value(command: object, word: str) -> bool | None:
+    """None when ``command`` has no option ``word``; else whether the next word is the option's value."""
+    import click
+
+    params = {o: p for p in command.params for o in (*p.opts, *p.secondary_opts)}
+    param = params.get(word.split("=", 1)[0])
+    if param is None:
+        return None
+    return "=" not in word and isinstance(param, click.Option) and not param.is_flag and not param.count
+
+
+def resolve_cli(run: str, allow_group: bool = False) -> str | None:
     """Check that ``run`` (``hp-agent group sub --opt``) names an existing subcommand and options.
 
-    Returns None when it resolves, else the reason.
+    Words after the deepest command that are not options are taken as arguments. Returns None when it
+    resolves, else the reason. ``allow_group`` accepts a bare group (a reference such as ``hp-agent git``).
     """
     import click
 
@@ -71,19 +83,43 @@ def resolve_cli(run: str) -> str | None:
         return f"run {run!r} must start with 'hp-agent'"
     command: click.Command = cli
     path = ["hp-agent"]
+    skip_value = False
     for word in words[1:]:
+        if skip_value:
+            skip_value = False
+            continue
         if word.startswith("-"):
-            opts = {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
-            if word.split("=", 1)[0] not in opts:
+            takes = _option_takes_value(command, word)
+            if takes is None:
                 return f"'{' '.join(path)}' has no option {word!r}"
+            skip_value = takes
         elif isinstance(command, click.Group):
             sub = command.commands.get(word)
             if sub is None:
                 return f"'{' '.join(path)}' has no subcommand {word!r}"
             command, path = sub, [*path, word]
-    if isinstance(command, click.Group) and not command.invoke_without_command:
+    if isinstance(command, click.Group) and not command.invoke_without_command and not allow_group:
         return f"'{' '.join(path)}' is a group; name one of its subcommands"
     return None
+
+
+_CLI_REF = re.compile(r"`(hp-agent(?: [^`]*)?)`")
+
+
+def check_cli_references(assets: Assets) -> list[Finding]:
+    """Every `hp-agent ...` quoted in an asset's text must name a real subcommand and real options."""
+    out: list[Finding] = []
+    for asset in [*assets.rules, *assets.skills, *assets.agents, *assets.commands]:
+        text = (assets.root / asset.path).read_text(encoding="utf-8")
+        for number, line in enumerate(text.splitlines(), start=1):
+            for ref in _CLI_REF.findall(line):
+                try:
+                    problem = resolve_cli(ref, allow_group=True)
+                except ValueError as exc:  # unbalanced quotes in the reference
+                    problem = f"cannot parse {ref!r}: {exc}"
+                if problem:
+                    out.append(Finding(asset.path, number, "asset-cli-ref", f"`{ref}`: {problem}"))
+    return out
 
 
 def check_commands(assets: Assets) -> list[Finding]:
@@ -124,4 +160,4 @@ def check_all_assets(root: Path) -> list[Finding]:
     except AssetError as exc:
         return [Finding(AGENT_DIR, None, "asset-parse", str(exc))]
     return [*check_rules(root), *check_skills(assets), *check_agents(assets), *check_commands(assets),
-            *check_hooks(assets)]
+            *check_hooks(assets), *check_cli_references(assets)]
