@@ -169,3 +169,14 @@ def test_feature_dropout_mask_dims_and_refusals():
         rule(2).infer(_call("dropout2d", [Shard(0)], (0.2,), shape=(4,)))
     with pytest.raises(ValueError, match="option feature=4"):
         rule(4)
+
+
+def test_normal_rule_lays_out_like_an_elementwise_op():
+    rule = random_ops.NormalRule("torch.normal")
+    d = rule.infer(_call("torch.normal", [Shard(0)], (T1,), more=[TensorArg(1, (6,), (Replicate(),))]))
+    assert d.outputs == ((Shard(0),), (4, 6)) and d.expand == "sample"
+    assert d.inputs == [(Shard(0),), (Replicate(),)]
+    d = rule.infer(_call("torch.normal", [Partial()], (2.0,)))
+    assert d.inputs == [(Replicate(),)] and d.outputs == ((Replicate(),), (4, 6))  # mean values: reduce first
+    with pytest.raises(RuleError, match="generator= is not supported"):
+        rule.infer(_call("torch.normal", [Shard(0)], (1.0,), {"generator": object()}))

@@ -15,7 +15,7 @@ import pytest
 from hyper_parallel.testing import multi_rank
 
 SHAPE = (5, 7)  # odd sizes: uneven shards on 2 and 4 ranks
-N_OPS = 13  # entries of _ops()
+N_OPS = 14  # entries of _ops()
 
 
 # ---------------------------------------------------------------------- single process: kernels
@@ -44,8 +44,9 @@ def test_polynomial_log_and_cos_are_accurate():
     from hyper_parallel.platform.torch import random as tr
     u = torch.rand(100000, dtype=torch.float64)
     x = 1.0 - u
-    torch.testing.assert_close(tr._log_f64(x), torch.log(x), atol=1e-14, rtol=1e-14)  # pylint: disable=protected-access
-    torch.testing.assert_close(tr._cos_2pi_f64(u), torch.cos(2 * torch.pi * u), atol=1e-14, rtol=0)  # pylint: disable=protected-access
+    log_f64, cos_2pi_f64 = tr._log_f64, tr._cos_2pi_f64  # pylint: disable=protected-access
+    torch.testing.assert_close(log_f64(x), torch.log(x), atol=1e-14, rtol=1e-14)
+    torch.testing.assert_close(cos_2pi_f64(u), torch.cos(2 * torch.pi * u), atol=1e-14, rtol=0)
 
 
 def test_distributions_pass_loose_statistical_bounds():
@@ -127,6 +128,8 @@ def _ops():
          "like"),
         ("exponential_", lambda x: x.clone().exponential_(2.0),
          lambda st: ref("exponential", SHAPE, st, params=(2.0,)), "same"),
+        ("torch.normal(tensor, float)", lambda x: torch.normal(x, 2.0),
+         lambda st: ref("normal", SHAPE, st) * 2.0 + 0.25, "like"),
         ("nn.init.normal_", lambda x: torch.nn.init.normal_(x.clone(), 0.0, 2.0),
          lambda st: ref("normal", SHAPE, st, params=(0.0, 2.0)), "same"),
         ("F.dropout", lambda x: F.dropout(x, 0.4), lambda st: 0.25 * keep(st, 0.4) / 0.6, "same"),
@@ -318,3 +321,28 @@ def test_feature_dropout_one_draw_per_channel_on_every_placement():
 @multi_rank(world_size=4, timeout=300)
 def test_feature_dropout_on_a_2d_mesh():
     assert _check_feature_dropout((2, 2)) == 7 * 25
+
+
+@multi_rank(world_size=2, timeout=120)
+def test_normal_with_tensor_mean_and_std_broadcasts_like_an_elementwise_op():
+    import torch
+    import hyper_parallel as hp
+    from hyper_parallel import Partial, Replicate, Shard
+    from hyper_parallel.core.random import get_rng_state
+    from hyper_parallel.platform.torch.random import reference_values as ref
+    mesh = hp.init_device_mesh("cpu", (2,))
+    torch.manual_seed(3)
+    mean, std = torch.randn(5, 7), torch.rand(7) + 0.5
+    for pm, ps in ((Shard(0), Replicate()), (Shard(1), Shard(0)), (Replicate(), Replicate()), (Partial(), Shard(0))):
+        m = hp.distribute_tensor(mean, mesh, [Replicate()]).redistribute(placements=[pm])
+        s = hp.distribute_tensor(std, mesh, [ps])
+        hp.manual_seed(9)
+        state = get_rng_state()
+        out = torch.normal(m, s)
+        assert tuple(out.shape) == (5, 7) and get_rng_state()[1] == state[1] + 35
+        assert not any(isinstance(p, Partial) for p in out.placements)
+        torch.testing.assert_close(out.full_tensor(), ref("normal", (5, 7), state) * std + mean, rtol=0, atol=0)
+    s = hp.distribute_tensor(std, mesh, [Shard(0)])
+    hp.manual_seed(9)
+    torch.testing.assert_close(torch.normal(1.0, s).full_tensor(), ref("normal", (7,), (9, 0)) * std + 1.0,
+                               rtol=0, atol=0)

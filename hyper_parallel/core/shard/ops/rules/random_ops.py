@@ -20,6 +20,9 @@ Rules:
                          self's shape (or one element) and is laid out like self (Partial dims replicated).
   ``BernoulliRule``      ``torch.bernoulli`` / ``Tensor.bernoulli``: with a float ``p`` like ``rand_like``;
                          with tensor probabilities the output follows the input, Partial reduced first.
+  ``NormalRule``         ``torch.normal(mean, std)`` with tensor mean and/or std: laid out like an
+                         element-wise op of its tensors (broadcasting, Partial reduced first); the expand draws
+                         standard normals for the output shard and returns ``mean + std * z``.
   ``DropoutRule``        ``F.dropout`` / ``torch.dropout`` / ``torch.dropout_`` (option ``signature``:
                          ``functional`` = ``(input, p, training, inplace)``, ``aten`` = ``(input, p, train)``,
                          ``aten_inplace``): linear in the input for a fixed mask, so every placement
@@ -33,6 +36,7 @@ from __future__ import annotations
 from typing import Tuple
 
 from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
+from hyper_parallel.core.shard.ops.rules.elementwise import ElementwiseRule
 from hyper_parallel.core.shard.rule import Decision, OpCall, OpRule
 
 DISTRIBUTIONS = ("uniform", "normal", "bernoulli", "exponential", "randint")
@@ -261,3 +265,23 @@ class DropoutRule(OpRule):
         noise = trandom.dropout_noise(spec, plan.mesh.get_coordinate(), float(p), x.dtype, x.device)
         noise = noise.view(tuple(noise.shape) + (1,) * (ndim - k))
         return x.mul_(noise) if inplace else x * noise
+
+
+class NormalRule(ElementwiseRule):
+    """``torch.normal(mean, std)`` with tensor arguments (see module docstring)."""
+
+    def infer(self, call: OpCall) -> Decision:
+        _check_generator(call)
+        decision = super().infer(call)
+        decision.expand = "sample"
+        return decision
+
+    def sample(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
+        """Expand: ``mean + std * z`` on this rank's output shard."""
+        import torch
+        from hyper_parallel.platform.torch import random as trandom
+        mean = args[0] if args else kwargs["mean"]
+        std = args[1] if len(args) > 1 else kwargs.get("std", 1.0)
+        like = mean if isinstance(mean, torch.Tensor) else std
+        z = trandom.shard_values("normal", _spec(plan), plan.mesh.get_coordinate(), like.dtype, like.device)
+        return z.mul_(std).add_(mean) if not isinstance(std, torch.Tensor) else (z * std).add_(mean)
