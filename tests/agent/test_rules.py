@@ -33,6 +33,7 @@ def test_resolution(tmp_repo):
     assert [r.name for r in rules_for(root, "lib/other/b.py")] == ["always", "py"]
     assert [r.name for r in rules_for(root, "docs/x.md")] == ["always", "core"]
     assert [r.name for r in rules_for(root, "README.md")] == ["always"]
+    assert [r.name for r in rules_for(root, "lib/core")] == ["always", "core"]  # a directory
     assert check_rules(root) == []
 
 

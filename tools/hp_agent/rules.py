@@ -34,8 +34,14 @@ def rule_matches(rule: Asset, rel_path: str) -> bool:
 
 
 def rules_for(root: Path, rel_path: str) -> list[Asset]:
-    """Return the rules that apply to ``rel_path``: always-rules first, then path-scoped ones, by name."""
-    rules = [r for r in load_assets(root).rules if rule_matches(r, rel_path)]
+    """Return the rules that apply to ``rel_path``: always-rules first, then path-scoped ones, by name.
+
+    For a directory, the rules that apply to the files inside it.
+    """
+    probes = [rel_path]
+    if (root / rel_path).is_dir():
+        probes.append(rel_path.rstrip("/") + "/_")
+    rules = [r for r in load_assets(root).rules if any(rule_matches(r, p) for p in probes)]
     return sorted(rules, key=lambda r: (not is_always(r), r.name))
 
 
