@@ -115,12 +115,9 @@ class DTensor(torch.Tensor):
         if tuple(local_tensor.shape) != expect:
             raise ValueError(f"DTensor.from_local: local shape {tuple(local_tensor.shape)} does not match the shard "
                              f"{expect} of global shape {tuple(shape)} with placements {placements}")
-        avg = [device_mesh.shape[d] for d, p in enumerate(placements) if isinstance(p, Partial)
-               and p.reduce_op == "avg"]
-        if avg and local_tensor.requires_grad:
-            out = _ScaleGrad.apply(local_tensor, 1.0 / math.prod(avg))
-        else:
-            out = _alias(local_tensor)
+        # the DTensor's local gradient is by convention the true derivative w.r.t. the local values
+        # (for Partial(avg): 1/n of the global gradient), so from_local is an identity alias
+        out = _alias(local_tensor)
         return _wrap(out, spec)
 
     # ------------------------------------------------------------------ properties

@@ -98,7 +98,7 @@ def test_bad_input_errors_name_the_input():
         hp.distribute_tensor(t, mesh, [Shard(2)])
     with pytest.raises(ValueError, match="does not match the shard"):
         hp.DTensor.from_local(torch.zeros(3, 4), mesh, [Shard(0)], shape=(4, 4))
-    with pytest.raises(TypeError, match="expected a plain torch.Tensor"):
+    with pytest.raises(TypeError, match=r"distribute_tensor\(tensor\): expected a torch or mindspore tensor"):
         hp.distribute_tensor([1, 2], mesh, [Replicate()])
     with pytest.raises(ValueError, match="a DeviceMesh is required"):
         hp.DTensor.from_local(t, None, [Replicate()])
@@ -118,3 +118,17 @@ def test_init_device_mesh_without_process_group_and_bad_shape():
         hp.init_device_mesh("cpu", (2, 0))
     with pytest.raises(ValueError, match="expected one of"):
         hp.get_platform("tensorflow")
+
+
+@multi_rank(world_size=2, timeout=60)
+def test_from_local_partial_avg_gradient_is_the_true_derivative():
+    """X = mean_r x_r, L = sum(X * W) => dL/dx_r = W / n on every rank."""
+    import torch
+    import hyper_parallel as hp
+    from hyper_parallel import Partial
+    mesh = hp.init_device_mesh("cpu", (2,))
+    w = torch.arange(4.0).reshape(2, 2)
+    x = torch.ones(2, 2, requires_grad=True)
+    d = hp.DTensor.from_local(x, mesh, [Partial("avg")])
+    (d.full_tensor() * w).sum().backward()
+    torch.testing.assert_close(x.grad, w / 2)
