@@ -238,6 +238,9 @@ def _plan_input(plan: _Plan, i: int, t, s, need, sharded_out) -> None:
 
 
 def _build_plan(func, name, rule, args, kwargs, tensors, locs) -> _Plan:
+    if kwargs.get("out") is not None:
+        raise RuleError(f"{name}: out= is not supported on DTensors (the output's layout is decided by the op); "
+                        "assign the result, or copy_ it into the destination")
     specs = [t._spec if isinstance(t, DTensor) else None for t in tensors]  # pylint: disable=protected-access
     mesh = _one_mesh(name, specs)
     call = _make_call(name, args, kwargs, tensors, locs, specs, mesh)

@@ -102,3 +102,32 @@ def test_optimizer_ops_foreach_and_single_tensor():
             for p, r in zip(ours, ref):
                 torch.testing.assert_close(p.full_tensor(), r.detach(), msg=lambda m: f"{opt_cls.__name__} "
                                            f"foreach={foreach}: {m}")
+
+
+@multi_rank(world_size=2, timeout=120)
+def test_rejections_are_clear_and_mixed_inputs_work():
+    import pytest
+    import torch
+    import hyper_parallel as hp
+    from hyper_parallel import Replicate, Shard
+    from hyper_parallel.core.shard.rule import RuleError
+    mesh = hp.init_device_mesh("cpu", (2,))
+    other = hp.init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
+    a = hp.distribute_tensor(torch.randn(4, 4), mesh, [Shard(0)])
+    b = hp.distribute_tensor(torch.randn(4, 4), other, [Shard(0)])
+    with pytest.raises(RuleError, match="DTensor inputs live on different meshes"):
+        torch.add(a, b)
+    with pytest.raises(RuleError, match="out= is not supported on DTensors"):
+        torch.add(a, a, out=hp.distribute_tensor(torch.empty(4, 4), mesh, [Shard(0)]))
+    # a plain tensor operand is taken as replicated; a 0-d tensor broadcasts
+    plain = torch.randn(4, 4)
+    full = a.full_tensor()
+    torch.testing.assert_close((a + plain).full_tensor(), full + plain)
+    torch.testing.assert_close((a * torch.tensor(3.0)).full_tensor(), full * 3)
+    # a tensor keyword argument is laid out like a positional one
+    w = torch.randn(4, 4)
+    dw = hp.distribute_tensor(w, mesh, [Replicate()])
+    torch.testing.assert_close(torch.nn.functional.linear(a, weight=dw).full_tensor(), full @ w.t())
+    # tuple outputs keep their type
+    vals = torch.max(a, dim=1)
+    assert type(vals).__name__ == "max" and vals.values.placements == (Shard(0),)
