@@ -11,10 +11,11 @@ indices of *its own shard*, so the global tensor is the same for a given seed wh
 the placements or the world size (one process included), and no rank generates data it does not keep.
 
 The hash (:func:`hash32`) maps ``(seed, lane, counter)`` to 32 bits with two rounds of the
-``lowbias32`` integer mixer (Chris Wellons' hash-prospector constants); ``lane`` selects
+``lowbias32``-style integer mixer ``[16 21f0aaad 15 735a2d97 15]`` (a hash-prospector result); ``lane`` selects
 independent streams for ops that need several numbers per element (Box-Muller normals). This module
 holds the state and a pure-Python reference of the hash; ``hyper_parallel.platform.torch.random``
-evaluates the same arithmetic on int64 tensors (every intermediate product stays below 2^48).
+evaluates the same arithmetic on int64 tensors: both multipliers are below 2^31 and the mixed value below
+2^32, so every product stays below 2^63 (no overflow, no splitting).
 
 ``manual_seed(seed)`` seeds the framework's own generator (so full tensors made before
 ``distribute_tensor`` agree across ranks) and resets the distributed stream to ``(seed, 0)``.
@@ -35,9 +36,9 @@ __all__ = ["manual_seed", "initial_seed", "get_rng_state", "set_rng_state", "res
 
 MASK32 = 0xFFFFFFFF
 MASK64 = 0xFFFFFFFFFFFFFFFF
-#: lowbias32 multipliers (hash-prospector, bias 0.17).
-MIX_C1 = 0x7FEB352D
-MIX_C2 = 0x846CA68B
+#: mixer multipliers, both < 2**31 so that ``x * c < 2**63`` for ``x < 2**32`` (hash-prospector, bias ~0.11).
+MIX_C1 = 0x21F0AAAD
+MIX_C2 = 0x735A2D97
 _GOLDEN = 0x9E3779B9
 #: lanes: independent streams over the same counters.
 LANE_UNIFORM = 0
@@ -123,13 +124,13 @@ def reserve(numel: int) -> Tuple[int, int]:
 
 # ---------------------------------------------------------------------- the hash (pure reference)
 def mix32(x: int) -> int:
-    """``lowbias32``: a bijective 32-bit integer mixer (reference for the tensor version)."""
+    """A bijective 32-bit integer mixer ``[16 21f0aaad 15 735a2d97 15]`` (reference for the tensor version)."""
     x &= MASK32
     x ^= x >> 16
     x = (x * MIX_C1) & MASK32
     x ^= x >> 15
     x = (x * MIX_C2) & MASK32
-    x ^= x >> 16
+    x ^= x >> 15
     return x
 
 

@@ -10,7 +10,7 @@ def test_mix32_is_a_bijection_on_a_sample_and_stays_32_bit():
     values = [rng.mix32(x) for x in range(1 << 14)]
     assert len(set(values)) == len(values)
     assert all(0 <= v <= rng.MASK32 for v in values)
-    assert rng.mix32(0) == 0  # lowbias32 fixes 0: the round keys keep counter 0 from mapping to 0
+    assert rng.mix32(0) == 0  # the mixer fixes 0: the round keys keep counter 0 from mapping to 0
     assert rng.mix32(1 << 32) == rng.mix32(0)  # input taken mod 2**32
 
 

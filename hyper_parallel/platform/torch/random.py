@@ -4,8 +4,8 @@
 
 Each rank builds the int64 grid of *global* flat indices of its own shard, adds the stream offset
 reserved for the op, and hashes ``(seed, lane, counter)`` with the same 32-bit arithmetic as
-:func:`hyper_parallel.core.random.hash32` (multiplications split so that every product stays below
-2^48). Distributions are made from those bits with exactly rounded arithmetic only (integer ops,
+:func:`hyper_parallel.core.random.hash32` (multipliers below 2^31 on 32-bit values: every product stays
+below 2^63). Distributions are made from those bits with exactly rounded arithmetic only (integer ops,
 ``+ - * /``, ``sqrt``, ``frexp``, ``round``, ``where``): no library ``log``/``cos``, whose vectorised
 and scalar code paths may differ in the last bit. The value of a global element therefore never
 depends on where it sits in a local shard, so every layout yields bit-identical global tensors.
@@ -33,7 +33,6 @@ from hyper_parallel.core.spec import DTensorSpec, normalize_placements
 __all__ = ["random_bits", "global_counters", "uniform_from_bits", "shard_values", "rand", "randn",
            "reference_values", "holds_values"]
 
-_M16 = 0xFFFF
 _TWO_PI = 2.0 * math.pi
 _HALF_PI = 0.5 * math.pi
 _LN2 = math.log(2.0)
@@ -48,26 +47,21 @@ _COS_COEFS = [(-1.0) ** k / math.factorial(2 * k) for k in range(9)]
 
 
 # ---------------------------------------------------------------------- bits
-def _mulmod32(x: torch.Tensor, c: int) -> torch.Tensor:
-    """``(x * c) mod 2**32`` for int64 ``x`` in ``[0, 2**32)``; products stay below 2**48."""
-    hi = (x * (c >> 16)).bitwise_and_(_M16).bitwise_left_shift_(16)
-    return (x * (c & _M16)).add_(hi).bitwise_and_(_core.MASK32)
+def _mix32_(x: torch.Tensor) -> torch.Tensor:
+    """In place: :func:`hyper_parallel.core.random.mix32` of int64 ``x`` in ``[0, 2**32)``.
 
-
-def _mix32(x: torch.Tensor) -> torch.Tensor:
-    """Tensor version of :func:`hyper_parallel.core.random.mix32` (int64 in, int64 in [0, 2**32) out)."""
-    x = x.bitwise_xor(x >> 16)
-    x = _mulmod32(x, _core.MIX_C1)
-    x.bitwise_xor_(x >> 15)
-    x = _mulmod32(x, _core.MIX_C2)
-    return x.bitwise_xor_(x >> 16)
+    ``x < 2**32`` and both multipliers ``< 2**31``: every product is below ``2**63``.
+    """
+    x.bitwise_xor_(x >> 16).mul_(_core.MIX_C1).bitwise_and_(_core.MASK32)
+    x.bitwise_xor_(x >> 15).mul_(_core.MIX_C2).bitwise_and_(_core.MASK32)
+    return x.bitwise_xor_(x >> 15)
 
 
 def random_bits(seed: int, lane: int, counters: torch.Tensor) -> torch.Tensor:
     """32 random bits (int64 in ``[0, 2**32)``) per counter, equal to ``hash32(seed, lane, counter)``."""
     k0, k1 = _core.stream_keys(seed, lane)
-    h = _mix32(counters.bitwise_and(_core.MASK32).bitwise_xor_(k0))
-    return _mix32(h.bitwise_xor_(counters >> 32).bitwise_xor_(k1))
+    h = _mix32_(counters.bitwise_and(_core.MASK32).bitwise_xor_(k0))
+    return _mix32_(h.bitwise_xor_(counters >> 32).bitwise_xor_(k1))
 
 
 def global_counters(global_shape: Sequence[int], local_shape: Sequence[int], offset: Sequence[int], base: int,
@@ -88,6 +82,11 @@ def uniform_from_bits(bits: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Uniform ``[0, 1)`` in ``dtype`` from 32-bit ints, exact: top ``min(mantissa + 1, 32)`` bits."""
     keep = min(round(-math.log2(torch.finfo(dtype).eps)) + 1, 32)  # mantissa bits + 1
     return (bits >> (32 - keep)).to(dtype).mul_(2.0 ** -keep)
+
+
+def _threshold(p: float) -> int:
+    """``ceil(p * 2**32)``: for 32-bit ``bits``, ``bits < t`` exactly when ``bits / 2**32 < p``."""
+    return math.ceil(float(p) * 2.0 ** 32)
 
 
 def _u64(bits: torch.Tensor) -> torch.Tensor:
@@ -172,8 +171,10 @@ def _values(kind: str, seed: int, counters: torch.Tensor, dtype: torch.dtype, pa
         return _u53(seed, counters).mul_(high - low).floor_().add_(low).to(dtype)
     if kind == "bernoulli":
         (p,) = params
-        prob = p.to(torch.float64) if isinstance(p, torch.Tensor) else p
-        return (_u64(random_bits(seed, _core.LANE_UNIFORM, counters)) < prob).to(dtype)
+        bits = random_bits(seed, _core.LANE_UNIFORM, counters)
+        if isinstance(p, torch.Tensor):
+            return (_u64(bits) < p.to(torch.float64)).to(dtype)
+        return (bits < _threshold(p)).to(dtype)  # == (u < p) for u = bits / 2**32, without floats
     raise ValueError(f"random distribution {kind!r}: expected one of {sorted(_DEFAULT_PARAMS)}")
 
 
@@ -216,7 +217,7 @@ def dropout_noise(spec: DTensorSpec, coord: Sequence[int], p: float, dtype: torc
     seed, base = _core.reserve(spec.numel)
     local_shape, offset = spec.local_shape_and_offset(coord)
     counters = global_counters(spec.shape, local_shape, offset, base, device)
-    keep = _u64(random_bits(seed, _core.LANE_UNIFORM, counters)) >= p
+    keep = random_bits(seed, _core.LANE_UNIFORM, counters) >= _threshold(p)  # == (u >= p), u = bits / 2**32
     return keep.to(dtype).div_(1.0 - p)
 
 
