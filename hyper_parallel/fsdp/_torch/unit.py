@@ -10,7 +10,7 @@ each bucket keeps
 * ``unsharded``  – the parameter-major unsharded buffer (``world * total`` elements, compute dtype);
                    the unsharded parameters (plain leaves, or TP ``DTensor`` leaves) are views into it
                    and its storage is freed (``resize_(0)``) while resharded,
-* ``grad_flat``  – the flat buffer the sharded gradients are views into.
+* the reduced gradient shard – one flat tensor per reduction; the sharded gradients are views into it.
 
 Unsharding is one ``all_gather_into_tensor`` into a rank-major buffer plus one
 ``split_with_sizes_copy`` into the unsharded buffer; reducing is one ``_chunk_cat`` of the
@@ -171,8 +171,6 @@ class Bucket:  # pylint: disable=too-many-instance-attributes
             self._out_views.append(self._write[off:off + length].view(mi.shard_size, self.layout.slots[i]))
         self.unsharded_nbytes = self.unsharded.untyped_storage().nbytes()
         self.pf_shard: Optional[torch.Tensor] = None
-        self.grad_flat: Optional[torch.Tensor] = None
-        self.grad_views: List[Optional[torch.Tensor]] = []
         self.acc: Optional[List[Optional[torch.Tensor]]] = None
 
     # ------------------------------------------------------------------ building
@@ -316,32 +314,30 @@ class Bucket:  # pylint: disable=too-many-instance-attributes
         if out.dtype != self.dtype or out.device != self.storage_device:
             flat = torch.empty(out.numel(), dtype=self.dtype, device=self.storage_device, pin_memory=self.pin)
             # asynchronous device-to-host copy only when nothing reads it before the final stream sync
-            flat.copy_(out, non_blocking=self.pin and self.grad_flat is None)
+            flat.copy_(out, non_blocking=self.pin and not self.has_sharded_grads())
             out = flat
         self._assign(out)
 
     def _assign(self, flat: torch.Tensor) -> None:
-        ours = self.grad_flat is not None and all(
-            info.sharded.grad is v for info, v in zip(self.infos, self.grad_views))
-        if ours:
-            self.grad_flat.add_(flat)
-            return
+        """New gradients become ``DTensor`` views into ``flat`` (no copy); existing ones (accumulation
+        across backward passes) get it added in place. No reference to ``flat`` is kept here, so
+        ``zero_grad(set_to_none=True)`` really frees the gradients."""
         lay = self.layout
         idx = self.mi.shard_index
-        views: List[Optional[torch.Tensor]] = []
         for i, info in enumerate(self.infos):
             if not info.requires_grad:
-                views.append(None)
                 continue
             off = lay.offsets[i]
-            v = _wrap(flat[off:off + lay.local_numel(i, idx)].view(lay.local_shape(i, idx)), info.spec)
+            local = flat[off:off + lay.local_numel(i, idx)].view(lay.local_shape(i, idx))
             old = info.sharded.grad
             if old is not None:
-                v.add_(old.view_as(old))
-            info.sharded.grad = v
-            views.append(v)
-        self.grad_flat = flat
-        self.grad_views = views
+                old.add_(local)
+            else:
+                info.sharded.grad = _wrap(local, info.spec)
+
+    def has_sharded_grads(self) -> bool:
+        """True when some sharded parameter of the bucket holds a gradient."""
+        return any(info.sharded.grad is not None for info in self.infos)
 
 
 def direct_min_numel(device: torch.device) -> int:
