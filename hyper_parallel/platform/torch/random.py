@@ -12,9 +12,10 @@ depends on where it sits in a local shard, so every layout yields bit-identical 
 
 * uniform ``[0, 1)``: the top ``min(mantissa bits + 1, 32)`` bits, scaled (exact in the dtype);
 * normal: Box-Muller over lanes 1 and 2 in float64 with polynomial ``log`` and ``cos``, then cast;
-* bernoulli / dropout masks: 32-bit uniforms in float64 compared with ``p``;
-* exponential: ``-log(1 - u) / lambda``; integers in ``[low, high)``: ``low + floor(u * (high - low))`` with a
-  53-bit ``u`` (lanes 0 and 1).
+* bernoulli / dropout masks: 32-bit uniforms compared with ``p`` (as integers against ``ceil(p 2^32)``);
+* exponential ``-log(1 - u) / lambda``, geometric ``ceil(log(1 - u) / log(1 - p))``, cauchy
+  ``median + sigma * tan(pi (u - 1/2))``, log-normal ``exp(normal)`` (polynomial ``exp``);
+* integers in ``[low, high)``: ``low + floor(u * (high - low))`` with a 53-bit ``u`` (lanes 0 and 1).
 
 Factories :func:`rand` and :func:`randn` build DTensors directly from a global shape, a mesh and
 placements, generating only the local shard.
@@ -42,7 +43,11 @@ _LOG_COEFS = [1.0 / (2 * k + 1) for k in range(12)]
 # sin t = t sum (-1)^k t^2k/(2k+1)!, cos t = sum (-1)^k t^2k/(2k)!, |t| <= pi/4: 9 terms < 1e-16
 _SIN_COEFS = [(-1.0) ** k / math.factorial(2 * k + 1) for k in range(9)]
 _DEFAULT_PARAMS = {"uniform": (0.0, 1.0), "normal": (0.0, 1.0), "bernoulli": (0.5,), "exponential": (1.0,),
-                   "randint": (0, 2)}
+                   "randint": (0, 2), "log_normal": (1.0, 2.0), "geometric": (0.5,), "cauchy": (0.0, 1.0)}
+# exp(r) = sum r^n / n!, |r| <= ln(2) / 2: 18 terms < 1e-20
+_EXP_COEFS = [1.0 / math.factorial(n) for n in range(18)]
+_LN2_HI = float.fromhex("0x1.62e42fee00000p-1")  # ln 2 split: k * _LN2_HI is exact for |k| < 2**11
+_LN2_LO = math.log(2.0) - _LN2_HI
 _COS_COEFS = [(-1.0) ** k / math.factorial(2 * k) for k in range(9)]
 
 
@@ -121,14 +126,32 @@ def _log_f64(x: torch.Tensor) -> torch.Tensor:
 
 def _cos_2pi_f64(u: torch.Tensor) -> torch.Tensor:
     """``cos(2 pi u)`` for float64 ``u`` in ``[0, 1)``: exact quadrant reduction, then Taylor polynomials."""
-    v = u * 4.0
-    q = torch.round(v)
-    t = (v - q).mul_(_HALF_PI)
-    t2 = t * t
-    sin_t = _horner(t2, _SIN_COEFS).mul_(t)
-    cos_t = _horner(t2, _COS_COEFS)
+    q, sin_t, cos_t = _sin_cos_quarter(u * 4.0)
     quad = q.to(torch.int64).remainder_(4)
     return torch.where(quad == 0, cos_t, torch.where(quad == 1, -sin_t, torch.where(quad == 2, -cos_t, sin_t)))
+
+
+def _sin_cos_quarter(w: torch.Tensor):
+    """``(q, sin t, cos t)`` with ``w = q + f``, ``q = round(w)``, ``t = f * pi / 2`` in ``[-pi/4, pi/4]``."""
+    q = torch.round(w)
+    t = (w - q).mul_(_HALF_PI)
+    t2 = t * t
+    return q, _horner(t2, _SIN_COEFS).mul_(t), _horner(t2, _COS_COEFS)
+
+
+def _tan_half_pi_f64(w: torch.Tensor) -> torch.Tensor:
+    """``tan(w * pi / 2)`` for float64 ``w`` in ``[-1, 1)`` (``-inf`` at ``w = -1``)."""
+    q, sin_t, cos_t = _sin_cos_quarter(w)
+    return torch.where(q == 0, sin_t / cos_t, -cos_t / sin_t)  # tan(t +- pi/2) = -cot t
+
+
+def _exp_f64(x: torch.Tensor) -> torch.Tensor:
+    """``exp`` of float64 values: ``2**k * exp(r)``, ``r = x - k ln 2``, Taylor polynomial, exact scaling
+    (``k`` clamped to the normal exponent range: results beyond ``2**1023`` or below ``2**-1022`` saturate)."""
+    k = torch.round(x * (1.0 / _LN2)).clamp_(-1022.0, 1023.0)
+    r = (x - k * _LN2_HI).sub_(k * _LN2_LO)
+    scale = (k.to(torch.int64) + 1023).bitwise_left_shift_(52).view(torch.float64)
+    return _horner(r, _EXP_COEFS).mul_(scale)
 
 
 def _standard_normal_f64(seed: int, counters: torch.Tensor) -> torch.Tensor:
@@ -139,43 +162,75 @@ def _standard_normal_f64(seed: int, counters: torch.Tensor) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------- distributions
-def _check_float(dtype: torch.dtype, what: str) -> None:
-    if not dtype.is_floating_point:
-        raise TypeError(f"{what}: random values need a floating dtype, got {dtype}")
+def _uniform(seed, counters, dtype, params):
+    low, high = params
+    u = uniform_from_bits(random_bits(seed, _core.LANE_UNIFORM, counters), dtype)
+    return u if (low, high) == (0.0, 1.0) else u.mul_(high - low).add_(low)
+
+
+def _normal(seed, counters, dtype, params):
+    mean, std = params
+    z = _standard_normal_f64(seed, counters)
+    if (mean, std) != (0.0, 1.0):
+        z = z.mul_(std).add_(mean)
+    return z.to(dtype)
+
+
+def _log_normal(seed, counters, dtype, params):
+    mean, std = params
+    return _exp_f64(_standard_normal_f64(seed, counters).mul_(std).add_(mean)).to(dtype)
+
+
+def _exponential(seed, counters, dtype, params):
+    (lambd,) = params
+    if not lambd > 0:
+        raise ValueError(f"exponential_ expects lambd > 0.0, but found lambd={lambd}")
+    u = _u64(random_bits(seed, _core.LANE_UNIFORM, counters))
+    return _log_f64(1.0 - u).mul_(-1.0 / lambd).to(dtype)  # 1 - u in (0, 1]
+
+
+def _geometric(seed, counters, dtype, params):
+    (p,) = params
+    if not 0.0 < p <= 1.0:
+        raise ValueError(f"geometric_ expects p to be in (0, 1], but got p={p}")
+    u = _u64(random_bits(seed, _core.LANE_UNIFORM, counters))
+    trials = _log_f64(1.0 - u).div_(math.log1p(-p)) if p < 1.0 else torch.zeros_like(u)
+    return trials.ceil_().clamp_min_(1.0).to(dtype)
+
+
+def _cauchy(seed, counters, dtype, params):
+    median, sigma = params
+    u = _u64(random_bits(seed, _core.LANE_UNIFORM, counters))
+    return _tan_half_pi_f64(u.mul_(2.0).sub_(1.0)).mul_(sigma).add_(median).to(dtype)
+
+
+def _randint(seed, counters, dtype, params):
+    low, high = params
+    return _u53(seed, counters).mul_(high - low).floor_().add_(low).to(dtype)
+
+
+def _bernoulli(seed, counters, dtype, params):
+    (p,) = params
+    bits = random_bits(seed, _core.LANE_UNIFORM, counters)
+    if isinstance(p, torch.Tensor):
+        return (_u64(bits) < p.to(torch.float64)).to(dtype)
+    return (bits < _threshold(p)).to(dtype)  # == (u < p) for u = bits / 2**32, without floats
+
+
+#: kind -> (generator, needs a floating dtype)
+_KINDS = {"uniform": (_uniform, True), "normal": (_normal, True), "log_normal": (_log_normal, True),
+          "exponential": (_exponential, True), "geometric": (_geometric, False), "cauchy": (_cauchy, True),
+          "randint": (_randint, False), "bernoulli": (_bernoulli, False)}
 
 
 def _values(kind: str, seed: int, counters: torch.Tensor, dtype: torch.dtype, params: tuple) -> torch.Tensor:
     """Values of distribution ``kind`` at ``counters`` (see :func:`shard_values` for ``params``)."""
-    params = params or _DEFAULT_PARAMS.get(kind, ())
-    if kind == "uniform":
-        _check_float(dtype, "uniform")
-        low, high = params
-        u = uniform_from_bits(random_bits(seed, _core.LANE_UNIFORM, counters), dtype)
-        return u if (low, high) == (0.0, 1.0) else u.mul_(high - low).add_(low)
-    if kind == "normal":
-        _check_float(dtype, "normal")
-        mean, std = params
-        z = _standard_normal_f64(seed, counters)
-        if (mean, std) != (0.0, 1.0):
-            z = z.mul_(std).add_(mean)
-        return z.to(dtype)
-    if kind == "exponential":
-        _check_float(dtype, "exponential")
-        (lambd,) = params
-        if not lambd > 0:
-            raise ValueError(f"exponential_ expects lambd > 0.0, but found lambd={lambd}")
-        u = _u64(random_bits(seed, _core.LANE_UNIFORM, counters))
-        return _log_f64(1.0 - u).mul_(-1.0 / lambd).to(dtype)  # 1 - u in (0, 1]
-    if kind == "randint":
-        low, high = params
-        return _u53(seed, counters).mul_(high - low).floor_().add_(low).to(dtype)
-    if kind == "bernoulli":
-        (p,) = params
-        bits = random_bits(seed, _core.LANE_UNIFORM, counters)
-        if isinstance(p, torch.Tensor):
-            return (_u64(bits) < p.to(torch.float64)).to(dtype)
-        return (bits < _threshold(p)).to(dtype)  # == (u < p) for u = bits / 2**32, without floats
-    raise ValueError(f"random distribution {kind!r}: expected one of {sorted(_DEFAULT_PARAMS)}")
+    if kind not in _KINDS:
+        raise ValueError(f"random distribution {kind!r}: expected one of {sorted(_KINDS)}")
+    make, floating = _KINDS[kind]
+    if floating and not dtype.is_floating_point:
+        raise TypeError(f"{kind}: random values need a floating dtype, got {dtype}")
+    return make(seed, counters, dtype, params or _DEFAULT_PARAMS[kind])
 
 
 def holds_values(spec: DTensorSpec, coord: Sequence[int]) -> bool:
@@ -188,9 +243,10 @@ def shard_values(kind: str, spec: DTensorSpec, coord: Sequence[int], dtype: torc
                  params: tuple = ()) -> torch.Tensor:
     """This rank's shard of a fresh random tensor of ``spec`` (advances the stream by the global numel).
 
-    ``kind``: ``uniform`` (params ``(low, high)``), ``normal`` (``(mean, std)``), ``exponential``
-    (``(lambd,)``), ``randint`` (``(low, high)``) or ``bernoulli`` (``(p,)``: a float, or a tensor of the
-    local shape); empty ``params``: the standard ones.
+    ``kind``: ``uniform`` (params ``(low, high)``), ``normal`` (``(mean, std)``), ``log_normal``
+    (``(mean, std)`` of the log), ``exponential`` (``(lambd,)``), ``geometric`` (``(p,)``), ``cauchy``
+    (``(median, sigma)``), ``randint`` (``(low, high)``) or ``bernoulli`` (``(p,)``: a float, or a tensor
+    of the local shape); empty ``params``: the standard ones (torch's defaults).
     ``Partial(sum)`` mesh dims: the rank at coordinate 0 holds the values, the others zeros (so the sum
     is the random tensor); other ``Partial`` kinds hold the values on every rank.
     """

@@ -15,7 +15,7 @@ import pytest
 from hyper_parallel.testing import multi_rank
 
 SHAPE = (5, 7)  # odd sizes: uneven shards on 2 and 4 ranks
-N_OPS = 14  # entries of _ops()
+N_OPS = 17  # entries of _ops()
 
 
 # ---------------------------------------------------------------------- single process: kernels
@@ -45,8 +45,13 @@ def test_polynomial_log_and_cos_are_accurate():
     u = torch.rand(100000, dtype=torch.float64)
     x = 1.0 - u
     log_f64, cos_2pi_f64 = tr._log_f64, tr._cos_2pi_f64  # pylint: disable=protected-access
+    tan_half_pi_f64, exp_f64 = tr._tan_half_pi_f64, tr._exp_f64  # pylint: disable=protected-access
     torch.testing.assert_close(log_f64(x), torch.log(x), atol=1e-14, rtol=1e-14)
     torch.testing.assert_close(cos_2pi_f64(u), torch.cos(2 * torch.pi * u), atol=1e-14, rtol=0)
+    w = 2 * u[u > 1e-6] - 1  # tan away from its pole at -1
+    torch.testing.assert_close(tan_half_pi_f64(w), torch.tan(w * torch.pi / 2), atol=0, rtol=1e-10)
+    z = torch.randn(100000, dtype=torch.float64) * 30
+    torch.testing.assert_close(exp_f64(z), torch.exp(z), atol=0, rtol=1e-14)
 
 
 def test_distributions_pass_loose_statistical_bounds():
@@ -71,6 +76,13 @@ def test_distributions_pass_loose_statistical_bounds():
     k = reference_values("randint", (n,), (3, 4 * n), torch.int64, (-3, 4))
     assert k.dtype == torch.int64 and k.min() == -3 and k.max() == 3
     assert ((torch.bincount(k + 3).double() / n) - 1 / 7).abs().max() < 0.005
+    g = reference_values("geometric", (n,), (3, 5 * n), torch.float64, (0.25,))
+    assert g.min() >= 1 and torch.equal(g, g.round()) and abs(g.mean() - 4.0) < 0.05 and abs(g.var() - 12.0) < 0.5
+    c = reference_values("cauchy", (n,), (3, 6 * n), torch.float64, (1.0, 2.0))
+    quartiles = torch.quantile(c[:100000], torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64))
+    torch.testing.assert_close(quartiles, torch.tensor([-1.0, 1.0, 3.0], dtype=torch.float64), atol=0.05, rtol=0)
+    ln = reference_values("log_normal", (n,), (3, 7 * n), torch.float64, (0.5, 0.25))
+    assert ln.min() > 0 and abs(ln.log().mean() - 0.5) < 0.005 and abs(ln.log().std() - 0.25) < 0.005
     for dtype in (torch.float16, torch.bfloat16, torch.float32):
         low = reference_values("uniform", (n,), (4, 0), dtype)
         assert low.dtype == dtype and 0.0 <= low.min() and low.max() < 1.0
@@ -130,6 +142,12 @@ def _ops():
          lambda st: ref("exponential", SHAPE, st, params=(2.0,)), "same"),
         ("torch.normal(tensor, float)", lambda x: torch.normal(x, 2.0),
          lambda st: ref("normal", SHAPE, st) * 2.0 + 0.25, "like"),
+        ("log_normal_", lambda x: x.clone().log_normal_(0.5, 0.25),
+         lambda st: ref("log_normal", SHAPE, st, params=(0.5, 0.25)), "same"),
+        ("geometric_", lambda x: x.clone().geometric_(0.3), lambda st: ref("geometric", SHAPE, st, params=(0.3,)),
+         "same"),
+        ("cauchy_", lambda x: x.clone().cauchy_(1.0, 0.5), lambda st: ref("cauchy", SHAPE, st, params=(1.0, 0.5)),
+         "same"),
         ("nn.init.normal_", lambda x: torch.nn.init.normal_(x.clone(), 0.0, 2.0),
          lambda st: ref("normal", SHAPE, st, params=(0.0, 2.0)), "same"),
         ("F.dropout", lambda x: F.dropout(x, 0.4), lambda st: 0.25 * keep(st, 0.4) / 0.6, "same"),

@@ -12,8 +12,9 @@ Rules:
   ``RandomLikeRule``     ``torch.rand_like`` / ``randn_like`` / ``randint_like`` (option ``distribution``): the output
                          follows the input's placements, ``Partial`` -> ``Replicate`` (values do not
                          depend on the input's values).
-  ``RandomInplaceRule``  ``Tensor.uniform_`` / ``normal_`` / ``bernoulli_`` / ``exponential_`` and
-                         ``nn.init.uniform_`` / ``normal_``: placements unchanged. On a ``Partial(sum)``
+  ``RandomInplaceRule``  ``Tensor.uniform_`` / ``normal_`` / ``bernoulli_`` / ``exponential_`` /
+                         ``log_normal_`` / ``geometric_`` / ``cauchy_`` and ``nn.init.uniform_`` /
+                         ``normal_``: placements unchanged. On a ``Partial(sum)``
                          tensor the rank at coordinate 0 holds the values and the others zeros; other
                          Partial kinds hold the values everywhere. Options ``distribution``, ``params``
                          (argument names after self) and ``defaults``. A tensor ``p`` of ``bernoulli_`` has
@@ -39,7 +40,7 @@ from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
 from hyper_parallel.core.shard.ops.rules.elementwise import ElementwiseRule
 from hyper_parallel.core.shard.rule import Decision, OpCall, OpRule
 
-DISTRIBUTIONS = ("uniform", "normal", "bernoulli", "exponential", "randint")
+DISTRIBUTIONS = ("uniform", "normal", "bernoulli", "exponential", "randint", "log_normal", "geometric", "cauchy")
 _SIGNATURES = {"functional": ("training", "inplace"), "aten": ("train", None), "aten_inplace": ("train", None)}
 
 
