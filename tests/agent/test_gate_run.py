@@ -157,6 +157,13 @@ def test_pylint_knows_slots_members_and_still_reports_real_no_member(sample, cli
     assert report["stages"][0]["findings"][0]["message"].startswith("Instance of 'Point' has no 'z' member")
 
 
+def test_lizard_whitelist_entry_exempts_a_function(sample, cli):
+    whitelist = sample / "ci" / "lizard_whitelist.txt"
+    whitelist.write_text(whitelist.read_text() + "hyper_parallel/complex.py:pick\n")
+    proc = cli(["gate", "run", "--stage", "lizard"], cwd=sample)
+    assert proc.returncode == 0 and load_report(sample / ".gate" / "last.json")["passed"] is True
+
+
 def test_parsers():
     assert parse_pylint("a/b.py:3: [E0602(undefined-variable), f] Undefined variable 'x'")[0].line == 3
     assert pytest_summary("...\n==== 3 passed, 1 failed in 2.0s ====\n") == "3 passed, 1 failed in 2.0s"
