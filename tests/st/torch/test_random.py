@@ -54,42 +54,61 @@ def test_polynomial_log_and_cos_are_accurate():
     torch.testing.assert_close(exp_f64(z), torch.exp(z), atol=0, rtol=1e-14)
 
 
-def test_distributions_pass_loose_statistical_bounds():
+N_STAT = 200_000  # sample size of the statistical checks (bounds are several standard errors wide)
+
+
+def _draw(kind, k, dtype=None, params=(), seed=3):
+    """N_STAT draws of ``kind`` from stream ``(seed, k * N_STAT)`` (disjoint counters per ``k``)."""
     import torch
     from hyper_parallel.platform.torch.random import reference_values
-    n = 200_000
-    u = reference_values("uniform", (n,), (3, 0), torch.float64)
+    return reference_values(kind, (N_STAT,), (seed, k * N_STAT), dtype or torch.float64, params)
+
+
+def test_uniform_is_uniform_and_uncorrelated():
+    import torch
+    u = _draw("uniform", 0)
     assert 0.0 <= u.min() and u.max() < 1.0
     assert abs(u.mean() - 0.5) < 0.005 and abs(u.var() - 1 / 12) < 0.003
-    hist = torch.histc(u, bins=10, min=0, max=1) / n
-    assert (hist - 0.1).abs().max() < 0.005
-    lag = torch.corrcoef(torch.stack([u[:-1], u[1:]]))[0, 1]
-    assert abs(lag) < 0.01
-    z = reference_values("normal", (n,), (3, n), torch.float64)
-    assert abs(z.mean()) < 0.01 and abs(z.var() - 1.0) < 0.02
-    assert abs((z.abs() < 1).double().mean() - 0.6827) < 0.005  # one-sigma mass
-    assert abs(((z - z.mean()) ** 3).mean()) < 0.03 and abs(((z - z.mean()) ** 4).mean() - 3.0) < 0.1
-    b = reference_values("bernoulli", (n,), (3, 2 * n), torch.float32, (0.3,))
-    assert set(b.unique().tolist()) <= {0.0, 1.0} and abs(b.mean() - 0.3) < 0.005
-    e = reference_values("exponential", (n,), (3, 3 * n), torch.float64, (2.0,))
-    assert e.min() >= 0 and abs(e.mean() - 0.5) < 0.005 and abs(e.var() - 0.25) < 0.01
-    k = reference_values("randint", (n,), (3, 4 * n), torch.int64, (-3, 4))
-    assert k.dtype == torch.int64 and k.min() == -3 and k.max() == 3
-    assert ((torch.bincount(k + 3).double() / n) - 1 / 7).abs().max() < 0.005
-    g = reference_values("geometric", (n,), (3, 5 * n), torch.float64, (0.25,))
-    assert g.min() >= 1 and torch.equal(g, g.round()) and abs(g.mean() - 4.0) < 0.05 and abs(g.var() - 12.0) < 0.5
-    c = reference_values("cauchy", (n,), (3, 6 * n), torch.float64, (1.0, 2.0))
-    quartiles = torch.quantile(c[:100000], torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64))
-    torch.testing.assert_close(quartiles, torch.tensor([-1.0, 1.0, 3.0], dtype=torch.float64), atol=0.05, rtol=0)
-    ln = reference_values("log_normal", (n,), (3, 7 * n), torch.float64, (0.5, 0.25))
-    assert ln.min() > 0 and abs(ln.log().mean() - 0.5) < 0.005 and abs(ln.log().std() - 0.25) < 0.005
+    assert ((torch.histc(u, bins=10, min=0, max=1) / N_STAT) - 0.1).abs().max() < 0.005
+    assert abs(torch.corrcoef(torch.stack([u[:-1], u[1:]]))[0, 1]) < 0.01  # neighbours
+    other_seed = _draw("uniform", 0, seed=4)
+    assert abs(torch.corrcoef(torch.stack([u, other_seed]))[0, 1]) < 0.01  # seeds
     for dtype in (torch.float16, torch.bfloat16, torch.float32):
-        low = reference_values("uniform", (n,), (4, 0), dtype)
+        low = _draw("uniform", 0, dtype)
         assert low.dtype == dtype and 0.0 <= low.min() and low.max() < 1.0
         assert abs(low.double().mean() - 0.5) < 0.01
-        assert reference_values("normal", (1000,), (4, 0), dtype).dtype == dtype
-    other_seed = reference_values("uniform", (n,), (4, 0), torch.float64)
-    assert abs(torch.corrcoef(torch.stack([u, other_seed]))[0, 1]) < 0.01
+        assert _draw("normal", 1, dtype).dtype == dtype
+
+
+def test_normal_moments():
+    z = _draw("normal", 1)
+    assert abs(z.mean()) < 0.01 and abs(z.var() - 1.0) < 0.02
+    assert abs((z.abs() < 1).double().mean() - 0.6827) < 0.005  # one-sigma mass
+    centred = z - z.mean()
+    assert abs((centred ** 3).mean()) < 0.03 and abs((centred ** 4).mean() - 3.0) < 0.1
+    ln = _draw("log_normal", 7, params=(0.5, 0.25))
+    assert ln.min() > 0 and abs(ln.log().mean() - 0.5) < 0.005 and abs(ln.log().std() - 0.25) < 0.005
+
+
+def test_discrete_distributions():
+    import torch
+    b = _draw("bernoulli", 2, torch.float32, (0.3,))
+    assert set(b.unique().tolist()) <= {0.0, 1.0} and abs(b.mean() - 0.3) < 0.005
+    k = _draw("randint", 4, torch.int64, (-3, 4))
+    assert k.dtype == torch.int64 and k.min() == -3 and k.max() == 3
+    assert ((torch.bincount(k + 3).double() / N_STAT) - 1 / 7).abs().max() < 0.005
+    g = _draw("geometric", 5, params=(0.25,))
+    assert g.min() >= 1 and torch.equal(g, g.round())
+    assert abs(g.mean() - 4.0) < 0.05 and abs(g.var() - 12.0) < 0.5
+
+
+def test_heavy_and_skewed_tails():
+    import torch
+    e = _draw("exponential", 3, params=(2.0,))
+    assert e.min() >= 0 and abs(e.mean() - 0.5) < 0.005 and abs(e.var() - 0.25) < 0.01
+    c = _draw("cauchy", 6, params=(1.0, 2.0))
+    quartiles = torch.quantile(c[:100000], torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64))
+    torch.testing.assert_close(quartiles, torch.tensor([-1.0, 1.0, 3.0], dtype=torch.float64), atol=0.05, rtol=0)
 
 
 # ---------------------------------------------------------------------- multi-rank: invariance
