@@ -180,3 +180,12 @@ def test_normal_rule_lays_out_like_an_elementwise_op():
     assert d.inputs == [(Replicate(),)] and d.outputs == ((Replicate(),), (4, 6))  # mean values: reduce first
     with pytest.raises(RuleError, match="generator= is not supported"):
         rule.infer(_call("torch.normal", [Shard(0)], (1.0,), {"generator": object()}))
+
+
+def test_alpha_dropout_reduces_partial_only_when_it_draws():
+    rule = random_ops.DropoutRule("torch.nn.functional.alpha_dropout", signature="functional", alpha=True)
+    d = rule.infer(_call(rule.op, [Partial(), Shard(0)], (0.2, True)))
+    assert d.inputs == [(Replicate(), Shard(0))] and d.outputs == ((Replicate(), Shard(0)), (4, 6))
+    for args in ((0.2,), (0.2, False), (0.0, True)):  # training defaults to False; p = 0 draws nothing
+        d = rule.infer(_call(rule.op, [Partial(), Shard(0)], args))
+        assert d.inputs == [None] and d.outputs == ((Partial(), Shard(0)), (4, 6)), args

@@ -31,7 +31,7 @@ from hyper_parallel.core import random as _core
 from hyper_parallel.core.placement import Partial, Replicate
 from hyper_parallel.core.spec import DTensorSpec, normalize_placements
 
-__all__ = ["random_bits", "global_counters", "uniform_from_bits", "shard_values", "rand", "randn",
+__all__ = ["random_bits", "global_counters", "uniform_from_bits", "shard_values", "keep_mask", "rand", "randn",
            "reference_values", "holds_values"]
 
 _TWO_PI = 2.0 * math.pi
@@ -267,14 +267,15 @@ def reference_values(kind: str, shape: Sequence[int], state: Tuple[int, int], dt
     return _values(kind, state[0], counters, dtype, params)
 
 
-def dropout_noise(spec: DTensorSpec, coord: Sequence[int], p: float, dtype: torch.dtype,
-                  device: Any = None) -> torch.Tensor:
-    """Dropout's ``mask / (1 - p)`` for this rank's shard (every rank of a Partial dim draws the same mask)."""
+def keep_mask(spec: DTensorSpec, coord: Sequence[int], p: float, dtype: torch.dtype,
+              device: Any = None) -> torch.Tensor:
+    """Dropout's keep mask (1 with probability ``1 - p``, else 0) for this rank's shard of ``spec``;
+    every rank holding an element (Partial or Replicate dims included) draws the same value for it."""
     seed, base = _core.reserve(spec.numel)
     local_shape, offset = spec.local_shape_and_offset(coord)
     counters = global_counters(spec.shape, local_shape, offset, base, device)
     keep = random_bits(seed, _core.LANE_UNIFORM, counters) >= _threshold(p)  # == (u >= p), u = bits / 2**32
-    return keep.to(dtype).div_(1.0 - p)
+    return keep.to(dtype)
 
 
 # ---------------------------------------------------------------------- factories

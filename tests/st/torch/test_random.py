@@ -1,6 +1,6 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""ST: placement-invariant random ops on DTensors (incl. dropout1d/2d/3d: one draw per channel).
+"""ST: placement-invariant random ops on DTensors (incl. dropout1d/2d/3d and alpha dropout).
 
 Every random op is run on meshes of 1, 2 and 4 ranks (1-D and 2-D) with Replicate, Shard, uneven
 Shard and Partial inputs; each ``full_tensor()`` must be bit-identical to the single-process run of the
@@ -383,3 +383,36 @@ def test_normal_with_tensor_mean_and_std_broadcasts_like_an_elementwise_op():
     hp.manual_seed(9)
     torch.testing.assert_close(torch.normal(1.0, s).full_tensor(), ref("normal", (7,), (9, 0)) * std + 1.0,
                                rtol=0, atol=0)
+
+
+@multi_rank(world_size=2, timeout=120)
+def test_alpha_dropout_is_affine_and_reduces_partial_inputs():
+    import torch
+    import torch.nn.functional as F
+    import hyper_parallel as hp
+    from hyper_parallel import Partial, Replicate, Shard
+    from hyper_parallel.core.random import get_rng_state
+    from hyper_parallel.platform.torch.random import reference_values as ref
+    mesh = hp.init_device_mesh("cpu", (2,))
+    torch.manual_seed(4)
+    alpha, p = 1.7580993408473766, 0.2
+    a = 1.0 / math.sqrt((alpha * alpha * p + 1.0) * (1.0 - p))
+    cases = [(lambda x: F.alpha_dropout(x, p, training=True), (4, 6), 2),
+             (lambda x: torch.alpha_dropout(x, p, True), (4, 6), 2),
+             (lambda x: F.feature_alpha_dropout(x, p, training=True), (3, 5, 4), 2)]
+    for fn, shape, k in cases:
+        full = torch.randn(shape, dtype=torch.float64)
+        for placements in ([Replicate()], [Shard(0)], [Shard(1)], [Partial()]):
+            hp.manual_seed(6)
+            leaf = hp.distribute_tensor(full.clone().requires_grad_(True), mesh, [Replicate()])
+            x = leaf.redistribute(placements=placements)
+            assert torch.equal(F.alpha_dropout(x, p).full_tensor(), full)  # training=False by default: identity
+            state = get_rng_state()
+            y = fn(x)
+            assert y.placements == ((Replicate(),) if placements == [Partial()] else tuple(placements))
+            keep = 1.0 - ref("bernoulli", shape[:k], state, torch.float64, (p,))
+            keep = keep.view(shape[:k] + (1,) * (len(shape) - k))
+            want = full * keep * a + (keep - 1.0) * alpha * a + alpha * a * p
+            torch.testing.assert_close(y.full_tensor(), want, rtol=0, atol=1e-14)
+            y.full_tensor().sum().backward()
+            torch.testing.assert_close(leaf.grad.to_local(), (keep * a).expand(shape), rtol=0, atol=1e-15)

@@ -30,16 +30,20 @@ Rules:
                          (Partial included) is kept; the mask is the same on every rank holding an element
                          and backward reuses it (the local op is ``input * noise``). Option ``feature``
                          (1, 2, 3: ``dropout1d/2d/3d``, ``feature_dropout``): one draw per (batch, channel),
-                         broadcast over the other dims (torch's unbatched-input rules).
+                         broadcast over the other dims (torch's unbatched-input rules). Option ``alpha``
+                         (``alpha_dropout``, ``feature_alpha_dropout``): torch's affine SELU-preserving
+                         variant; not linear, so a Partial input is reduced first when it draws.
 """
 from __future__ import annotations
 
+import math
 from typing import Tuple
 
 from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
 from hyper_parallel.core.shard.ops.rules.elementwise import ElementwiseRule
 from hyper_parallel.core.shard.rule import Decision, OpCall, OpRule
 
+_SELU_ALPHA = 1.7580993408473766  # torch's alpha-dropout constant
 DISTRIBUTIONS = ("uniform", "normal", "bernoulli", "exponential", "randint", "log_normal", "geometric", "cauchy")
 _SIGNATURES = {"functional": ("training", "inplace"), "aten": ("train", None), "aten_inplace": ("train", None)}
 
@@ -203,7 +207,7 @@ class DropoutRule(OpRule):
 
     @classmethod
     def allowed_options(cls):
-        return ("signature", "feature")
+        return ("signature", "feature", "alpha")
 
     def __init__(self, op: str, **options) -> None:
         super().__init__(op, **options)
@@ -213,6 +217,7 @@ class DropoutRule(OpRule):
         self.feature = int(options.get("feature", 0))
         if self.feature not in (0, 1, 2, 3):
             raise ValueError(f"{op}: option feature={self.feature!r}; expected 0 (element-wise) or 1, 2, 3")
+        self.alpha = bool(options.get("alpha", False))
 
     def mask_dims(self, ndim: int) -> int:
         """Leading dims the mask covers: all (element-wise), else channels (and batch) as torch does:
@@ -227,19 +232,22 @@ class DropoutRule(OpRule):
         """(p, training, inplace) from ``get(index, name, default)``."""
         train_name, inplace_name = _SIGNATURES[self.signature]
         p = get(1, "p", 0.5)
-        training = get(2, train_name, True)
+        training = get(2, train_name, not self.alpha)  # F.alpha_dropout / feature_alpha_dropout: training=False
         inplace = get(3, inplace_name, False) if inplace_name else self.signature == "aten_inplace"
         return p, bool(training), bool(inplace)
 
     def infer(self, call: OpCall) -> Decision:
         t = _self_dtensor(call)
-        p, _training, _inplace = self._flags(call.arg)
+        p, training, _inplace = self._flags(call.arg)
         if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0.0 <= p <= 1.0:
             raise call.fail(f"dropout probability has to be between 0 and 1, but got {p!r}")
         if self.feature == 1 and t.ndim not in (2, 3):
             raise call.fail(f"dropout1d: expected a 2-D or 3-D input, got {t.ndim}-D")
         if self.feature and t.ndim < 2:
             raise call.fail(f"feature dropout needs at least 2 dims (channels), got {t.ndim}-D")
+        if self.alpha and training and 0.0 < p:  # affine, not linear: a Partial input is reduced first
+            out = no_partial(t.placements)
+            return Decision(inputs=[out] + [None] * (len(call.tensors) - 1), outputs=(out, t.shape), expand="dropout")
         return Decision(inputs=[None] * len(call.tensors), outputs=(t.placements, t.shape), expand="dropout")
 
     def dropout(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
@@ -263,8 +271,14 @@ class DropoutRule(OpRule):
             from hyper_parallel.core.spec import DTensorSpec
             spec = DTensorSpec(plan.mesh, tuple(q if isinstance(q, Shard) and q.dim < k else Replicate()
                                                 for q in spec.placements), spec.shape[:k])
-        noise = trandom.dropout_noise(spec, plan.mesh.get_coordinate(), float(p), x.dtype, x.device)
-        noise = noise.view(tuple(noise.shape) + (1,) * (ndim - k))
+        keep = trandom.keep_mask(spec, plan.mesh.get_coordinate(), float(p), x.dtype, x.device)
+        keep = keep.view(tuple(keep.shape) + (1,) * (ndim - k))
+        if self.alpha:  # torch's alpha dropout: x * (keep a) + (keep - 1) alpha a + alpha a p (SELU-preserving)
+            a = 1.0 / math.sqrt((_SELU_ALPHA * _SELU_ALPHA * p + 1.0) * (1.0 - p))
+            shift = (keep - 1.0).mul_(_SELU_ALPHA * a).add_(_SELU_ALPHA * a * p)
+            noise = keep.mul_(a)
+            return x.mul_(noise).add_(shift) if inplace else (x * noise).add_(shift)
+        noise = keep.div_(1.0 - p)
         return x.mul_(noise) if inplace else x * noise
 
 
