@@ -26,6 +26,7 @@ LICENSE_HEAD = ("# Copyright 2026 The hyper-parallel Authors. All rights reserve
                 "# SPDX-License-Identifier: Apache-2.0\n")
 _LABEL = re.compile(r"(\S+ with (?:in\d+=\[[^\]]*\](?:, )?)+)")
 _FINDING = re.compile(r"\S+:\d+(:\d+)?: ")
+_SKIPPED = re.compile(r"\b\d+ skipped\b|\bSKIPPED\b")
 _WHERE = re.compile(r"AssertionError: (\S+ \[[^\]]*\] .*? input \[[^\]]*\])")
 
 
@@ -89,6 +90,10 @@ def _execute(name: str, argv: List[str], layout: Layout, timeout: float) -> Run:
     lines = [line for line in output.strip().splitlines() if line.strip()]
     summary = lines[-1] if lines else f"exit {proc.returncode}"
     run = Run(name, shown, proc.returncode == 0, time.monotonic() - start, f"exit {proc.returncode}: {summary}")
+    skipped = _SKIPPED.search(output)
+    if run.ok and skipped:  # a skipped test is not a pass: the pipeline never skips
+        run.ok = False
+        run.summary += f" - {skipped.group(0)}: skipped tests are not allowed"
     if not run.ok:
         run.first_failure, run.placements = first_failure(output)
         run.tail = output[-4000:]
@@ -104,7 +109,7 @@ def _license_run(files: Scaffold, layout: Layout) -> Run:
 
 def _steps(plan: Plan, files: Scaffold, layout: Layout) -> List[tuple]:
     py = layout.interpreter
-    pytest = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
+    pytest = [py, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "no:randomly"]
     steps = [("UT", pytest + [files.ut_file], 600), ("ST torch gloo", pytest + [files.st_file], 1200)]
     if files.rule_file:
         steps.append(("pylint", [py, "-m", "pylint", "--rcfile=ci/pylintrc", files.rule_file], 600))

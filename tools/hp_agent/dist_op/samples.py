@@ -9,10 +9,11 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-__all__ = ["samples_for", "NONDETERMINISTIC_MODULES"]
+__all__ = ["samples_for", "NONDETERMINISTIC_MODULES", "NONDETERMINISTIC_OPS"]
 
 Sample = Tuple[list, dict]
 NONDETERMINISTIC_MODULES = ("random_ops",)
+NONDETERMINISTIC_OPS = ("empty_like", "empty", "new_empty", "empty_strided")  # uninitialised memory
 
 
 def _r(*shape, gen=None):
@@ -38,6 +39,7 @@ def _family() -> Dict[str, Callable[[], List[Sample]]]:
         "einsum": lambda: [(["ij,jk->ik", x, _r(6, 5)], {})],
         "softmax": lambda: dims, "log_softmax": lambda: dims,
         "cumsum": lambda: dims,
+        "group_norm": lambda: [([_r(2, 4, 6), 2], {}), ([_r(2, 4, 6), 2, _r(4), _r(4)], {})],
         "layer_norm": lambda: [([x, [6]], {}), ([x3, [6], _r(6), _r(6)], {})],
         "rms_norm": lambda: [([x, [6]], {})],
         "view": lambda: [([x, 24], {}), ([x, (2, 2, 6)], {}), ([x3, (8, 6)], {})],
@@ -87,31 +89,71 @@ def _family() -> Dict[str, Callable[[], List[Sample]]]:
         "lerp": lambda: [([x, y, 0.3], {})], "lerp_": lambda: [([x, y, 0.3], {})],
         "addcmul": lambda: [([x, y, _r(6)], {})], "addcdiv": lambda: [([x, y, _r(6)], {})],
         "addcmul_": lambda: [([x, y, _r(6)], {})], "addcdiv_": lambda: [([x, y, _r(6)], {})],
+        "pow_": lambda: [([x, 2.0], {})],
+        "where_method": lambda: [([x, x > 1.0, y], {})],
+        "gather": lambda: [([x, 1, torch.randint(0, 6, (4, 3))], {}), ([x, 0, torch.randint(0, 4, (2, 6))], {})],
+        "take_along_dim": lambda: [([x, torch.randint(0, 6, (4, 3)), 1], {})],
+        "index_select": lambda: [([x, 0, torch.tensor([3, 0, 2])], {}), ([x, 1, torch.tensor([5, 1])], {})],
+        "index_add": lambda: [([x, 0, torch.tensor([3, 0]), _r(2, 6)], {})],
+        "scatter": lambda: [([x, 1, torch.randint(0, 6, (4, 3)), _r(4, 3)], {})],
+        "scatter_add": lambda: [([x, 1, torch.randint(0, 6, (4, 3)), _r(4, 3)], {})],
+        "masked_select": lambda: [([x, x > 1.0], {})],
+        "masked_scatter": lambda: [([x, x > 1.0, _r(4, 6)], {})],
+        "embedding": lambda: [([torch.randint(0, 5, (4, 3)), _r(5, 6)], {})],
+        "one_hot": lambda: [([torch.randint(0, 5, (4, 3)), 5], {})],
+        "full_like": lambda: [([x, 2.0], {})], "new_full": lambda: [([x, (2, 3), 1.5], {})],
+        "binary_cross_entropy": lambda: [([x / 2.0, torch.rand(4, 6)], {})],
     }
+    for op in ("add", "sub", "mul", "div", "maximum"):
+        table[f"_foreach_{op}"] = lambda: [([[x, x3], [y, _r(2, 4, 6)]], {})]
+    for op in ("neg", "sqrt", "reciprocal", "zero"):
+        table[f"_foreach_{op}"] = lambda: [([[x, x3]], {})]
+    table["_foreach_addcmul"] = table["_foreach_addcdiv"] = lambda: [([[x], [y], [_r(4, 6)]], {})]
+    table["_foreach_lerp"] = lambda: [([[x], [y], 0.5], {})]
+    table["_foreach_copy"] = lambda: [([[x], [y]], {})]
     return table
+
+
+_BITWISE = ("__and__", "__or__", "__xor__", "__invert__")
+_UNARY_DUNDER = ("__invert__", "__neg__", "__abs__")
+
+
+def _dunder(base: str) -> List[Sample]:
+    """Samples of Python operator methods (``Tensor.__add__``): unary or binary, bool for bitwise ones."""
+    x, y = _r(4, 6), _r(4, 6)
+    if base in _BITWISE:
+        x, y = x > 1.0, y > 1.0
+    if base in _UNARY_DUNDER:
+        return [([x], {})]
+    if base in ("__setitem__", "__getitem__"):
+        return []
+    return [([x, y], {}), ([x, _r(6)], {}), ([x, 2.0], {})]
 
 
 _FAMILY: Optional[Dict[str, Callable[[], List[Sample]]]] = None
 
 
-def _schema_tensor_count(name: str) -> Tuple[int, List[str]]:
-    """Required tensor params and required scalar param types of the op (aten schema or signature)."""
+def _schema_tensor_count(name: str) -> Tuple[int, List[Tuple[str, str]]]:
+    """Required tensor params and required scalar params ``(name, type)`` of the op (schema or signature)."""
     from hp_agent.dist_op.interface import AnalyzeError, torch_interface
     try:
         iface = torch_interface(name)
     except (AnalyzeError, TypeError, ValueError, RuntimeError):
         return 1, []
     tensors = sum(1 for p in iface.params if p.tensor and not p.has_default)
-    scalars = [p.type for p in iface.params if not p.tensor and not p.has_default]
+    scalars = [(p.name, p.type) for p in iface.params if not p.tensor and not p.has_default]
     return max(tensors, 1), scalars
 
 
 def _derived(name: str) -> List[Sample]:
     n_tensors, scalars = _schema_tensor_count(name)
     fills = []
-    for typ in scalars:
+    for pname, typ in scalars:
         low = typ.lower()
-        fills.append(0 if "int" in low else 0.5 if "float" in low or "scalar" in low else None)
+        if "int" in low:
+            fills.append(0 if "dim" in pname else 1)
+        else:
+            fills.append(0.5 if "float" in low or "scalar" in low else None)
     if any(f is None for f in fills):
         return []
     base = [_r(4, 6)] + [_r(4, 6) for _ in range(n_tensors - 1)]
@@ -130,6 +172,10 @@ def samples_for(name: str) -> List[Sample]:
     if _FAMILY is None:
         _FAMILY = _family()
     base = name.rsplit(".", 1)[-1]
+    if base.startswith("__") and base.endswith("__") and base != "__getitem__" and base != "__matmul__":
+        return _dunder(base)
+    if name == "Tensor.where":
+        base = "where_method"
     maker = _FAMILY.get(base) or _FAMILY.get(base.rstrip("_"))
     if maker is not None:
         return maker()

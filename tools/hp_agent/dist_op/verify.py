@@ -16,13 +16,14 @@ input placements on a 1-D mesh of 2 and of 3 ranks, the rule decides (``rule.inf
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from hp_agent.dist_op.probe import assemble, close, collect_tensors, flatten, placements_for, simulate
-from hp_agent.dist_op.samples import NONDETERMINISTIC_MODULES, describe, samples_for
+from hp_agent.dist_op.samples import NONDETERMINISTIC_MODULES, NONDETERMINISTIC_OPS, describe, samples_for
 
 __all__ = ["Finding", "OpResult", "VerifyReport", "verify", "verify_op", "render_markdown"]
 
@@ -85,13 +86,19 @@ class VerifyReport:
         return {"seconds": round(self.seconds, 1), "ops": len(self.ops),
                 "false_positives": [f.__dict__ for f in self.false_positives],
                 "false_negatives": [f.__dict__ for f in self.false_negatives],
+                "errors": [f.__dict__ for f in self.errors],
                 "table": [{"op": o.op, "rule": o.rule, "status": o.status, "checked": o.checked,
                            "expand": o.expand, "refused": o.refused, "fp": o.count("false positive")
                            + o.count("rule error"), "fn": o.count("false negative")} for o in self.ops]}
 
+    @property
+    def errors(self) -> List[Finding]:
+        """Ops the verifier itself could not check (its own errors)."""
+        return [f for o in self.ops for f in o.findings if f.kind == "verify error"]
+
     def lines(self) -> List[str]:
         """Human summary."""
-        out = [f.line() for f in self.false_positives] + [f.line() for f in self.false_negatives]
+        out = [f.line() for f in self.false_positives + self.errors + self.false_negatives]
         probed = sum(1 for o in self.ops if o.status == "probed")
         out.append(f"verify: {len(self.ops)} op(s), {probed} probed, {len(self.false_positives)} false positive(s), "
                    f"{len(self.false_negatives)} false negative(s) in {self.seconds:.1f} s")
@@ -99,8 +106,11 @@ class VerifyReport:
 
 
 def _cloning(fn):
+    """``fn`` on copies of its tensor arguments (in-place ops must not change the samples); the wrapper
+    keeps ``fn``'s signature (``__wrapped__``) for expands that bind arguments by name."""
     import torch
 
+    @functools.wraps(fn)
     def run(*args, **kwargs):
         args = [a.clone() if isinstance(a, torch.Tensor) else
                 type(a)(t.clone() if isinstance(t, torch.Tensor) else t for t in a) if type(a) in (list, tuple)
@@ -137,16 +147,27 @@ def _opcall(name, args, kwargs, placements, n):
     return OpCall(name, tensors, tuple(pargs), pkwargs, (n,))
 
 
+def _constant(ref) -> bool:
+    """True when every output is constant (all elements equal): any placement would 'reproduce' it."""
+    import torch
+    tensors = [r for r in ref if isinstance(r, torch.Tensor)]
+    return bool(tensors) and all(t.numel() <= 1 or bool((t == t.flatten()[0]).all()) for t in tensors)
+
+
 def _native_ok(fn, args, kwargs, placements, ref, n) -> bool:
-    """True when the given placements assemble into the reference under some output placement."""
+    """True when the given placements assemble into the reference under some output placement, for two
+    different random Partial splits (a constant result proves nothing and never counts)."""
     from hp_agent.dist_op.probe import assembling
-    try:
-        results = simulate(fn, args, kwargs, placements, n)
-    except Exception:  # pylint: disable=broad-except  # the op refused the shards: not native
+    if _constant(ref):
         return False
-    if results is None:
-        return False
-    return all(found for found in assembling(ref, results, n))
+    for seed in (0, 1):
+        try:
+            results = simulate(fn, args, kwargs, placements, n, seed)
+        except Exception:  # pylint: disable=broad-except  # the op refused the shards: not native
+            return False
+        if results is None or not all(found for found in assembling(ref, results, n)):
+            return False
+    return True
 
 
 class NeedsCollective(RuntimeError):
@@ -211,7 +232,7 @@ def _check_decision(fn, args, kwargs, decision, given, ref, n, call=None, rule=N
         raise
     except Exception as exc:  # pylint: disable=broad-except  # the op fails on the required shards: a finding
         return f"the op fails on the required shards ({[p.short() for p in need]}): {type(exc).__name__}: {exc}"
-    if results is None:
+    if results is None or decision.outputs is None:  # no declared output: an in-place op returning its inputs
         return None
     return _compare_outputs(_flat_outputs(decision.outputs), results, ref, need, n)
 
@@ -269,11 +290,21 @@ def _one_combo(res: OpResult, name: str, rule, fn, sample, ref, combo, n) -> Non
 
 
 def verify_op(name: str, entry) -> OpResult:
+    """Probe one registered op; an unexpected error of the verifier itself is reported in the status."""
+    try:
+        return _verify_op(name, entry)
+    except Exception as exc:  # pylint: disable=broad-except  # reported per op (status + finding), never hidden
+        res = OpResult(name, entry.rule, entry.source.rsplit("/", 1)[-1], status=f"verify error: {exc}")
+        res.findings.append(Finding("verify error", name, "", "-", f"{type(exc).__name__}: {exc}"))
+        return res
+
+
+def _verify_op(name: str, entry) -> OpResult:
     """Probe one registered op."""
     import torch
     from hyper_parallel.platform.torch.dispatch import resolve_torch_name
     res = OpResult(name, entry.rule, entry.source.rsplit("/", 1)[-1])
-    if any(m in entry.module for m in NONDETERMINISTIC_MODULES):
+    if any(m in entry.module for m in NONDETERMINISTIC_MODULES) or name.rsplit(".", 1)[-1] in NONDETERMINISTIC_OPS:
         res.status = "random: not probed (ST covers it)"
         return res
     try:
@@ -293,7 +324,9 @@ def verify_op(name: str, entry) -> OpResult:
         try:
             with torch.no_grad():
                 ref = flatten(fn(*args, **kwargs))
-        except Exception:  # pylint: disable=broad-except  # a sample the op does not take is skipped, counted
+        except Exception:  # pylint: disable=broad-except  # a sample the op does not take: not a call to verify
+            continue
+        if any(r is NotImplemented for r in ref):  # a reflected operator declining these operands
             continue
         ran += 1
         tensors = [_nth(args, kwargs, loc) for loc in collect_tensors(args, kwargs)]
