@@ -1,11 +1,14 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
 """``dist-op verify`` finds a deliberately wrong rule planted in a fixture registry."""
+import json
+
 from hyper_parallel.core.placement import Replicate
 from hyper_parallel.core.shard.registry import Registry
 from hyper_parallel.core.shard.rule import Decision, OpCall, OpRule
 
 from hp_agent.dist_op.verify import render_markdown, verify
+from tests.agent.conftest import REPO
 
 FIXTURE = """
 __default__:
@@ -54,3 +57,17 @@ def test_verify_real_rules_of_known_families_are_clean():
     report = verify(["torch.add", "torch.sum", "torch.mm", "torch.softmax", "Tensor.transpose", "Tensor.view"])
     assert report.false_positives == []
     assert all(o.checked > 0 for o in report.ops)
+
+
+def test_cli_verify_and_refusals(cli):
+    ok = cli(["dist-op", "verify", "torch.relu", "torch.nn.functional.glu", "--json"], cwd=REPO)
+    assert ok.returncode == 0, ok.stderr
+    data = json.loads(ok.stdout)
+    assert data["ok"] and [r["op"] for r in data["table"]] == ["torch.relu", "torch.nn.functional.glu"]
+    assert all(r["checked"] > 0 and r["fp"] == 0 for r in data["table"])
+    both = cli(["dist-op", "verify", "torch.relu", "--all"], cwd=REPO)
+    assert both.returncode == 2 and "not both" in both.stderr
+    unknown = cli(["dist-op", "verify", "torch.nosuchop"], cwd=REPO)
+    assert unknown.returncode == 2 and "not registered" in unknown.stderr
+    registered = cli(["dist-op", "analyze", "torch.add"], cwd=REPO)
+    assert registered.returncode == 2 and "already registered" in registered.stderr
