@@ -189,3 +189,17 @@ def test_alpha_dropout_reduces_partial_only_when_it_draws():
     for args in ((0.2,), (0.2, False), (0.0, True)):  # training defaults to False; p = 0 draws nothing
         d = rule.infer(_call(rule.op, [Partial(), Shard(0)], args))
         assert d.inputs == [None] and d.outputs == ((Partial(), Shard(0)), (4, 6)), args
+
+
+def test_inplace_nonlinear_random_ops_refuse_partial_self():
+    alpha = random_ops.DropoutRule("torch.alpha_dropout_", signature="aten_inplace", alpha=True)
+    with pytest.raises(RuleError, match="in-place alpha dropout of a Partial tensor is not linear"):
+        alpha.infer(_call(alpha.op, [Partial()], (0.2, True)))
+    assert alpha.infer(_call(alpha.op, [Shard(0)], (0.2, True))).outputs == ((Shard(0),), (4, 6))
+    rrelu = random_ops.RReluRule("torch.rrelu_", inplace=True)
+    with pytest.raises(RuleError, match="in-place rrelu of a Partial tensor is not linear"):
+        rrelu.infer(_call(rrelu.op, [Partial()], (0.1, 0.3, True)))
+    d = random_ops.RReluRule("torch.rrelu").infer(_call("torch.rrelu", [Partial(), Shard(1)], (0.1, 0.3, True)))
+    assert d.inputs == [(Replicate(), Shard(1))] and d.outputs == ((Replicate(), Shard(1)), (4, 6))
+    with pytest.raises(RuleError, match=r"lower=0.5, upper=0.1: expected numbers with 0 <= lower <= upper"):
+        random_ops.RReluRule("torch.rrelu").infer(_call("torch.rrelu", [Shard(0)], (0.5, 0.1)))

@@ -1,6 +1,6 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""ST: placement-invariant random ops on DTensors (incl. dropout1d/2d/3d and alpha dropout).
+"""ST: placement-invariant random ops on DTensors (incl. dropout1d/2d/3d, alpha dropout, rrelu).
 
 Every random op is run on meshes of 1, 2 and 4 ranks (1-D and 2-D) with Replicate, Shard, uneven
 Shard and Partial inputs; each ``full_tensor()`` must be bit-identical to the single-process run of the
@@ -416,3 +416,39 @@ def test_alpha_dropout_is_affine_and_reduces_partial_inputs():
             torch.testing.assert_close(y.full_tensor(), want, rtol=0, atol=1e-14)
             y.full_tensor().sum().backward()
             torch.testing.assert_close(leaf.grad.to_local(), (keep * a).expand(shape), rtol=0, atol=1e-15)
+
+
+@multi_rank(world_size=2, timeout=120)
+def test_rrelu_slopes_are_placement_invariant():
+    import torch
+    import torch.nn.functional as F
+    import hyper_parallel as hp
+    from hyper_parallel import Partial, Replicate, Shard
+    from hyper_parallel.core.random import get_rng_state
+    from hyper_parallel.core.shard.rule import RuleError
+    from hyper_parallel.platform.torch.random import reference_values as ref
+    mesh = hp.init_device_mesh("cpu", (2,))
+    torch.manual_seed(8)
+    full = torch.randn(5, 7, dtype=torch.float64)
+    for placements in ([Replicate()], [Shard(0)], [Shard(1)], [Partial()]):
+        hp.manual_seed(2)
+        leaf = hp.distribute_tensor(full.clone().requires_grad_(True), mesh, [Replicate()])
+        x = leaf.redistribute(placements=placements)
+        state = get_rng_state()
+        y = F.rrelu(x, 0.1, 0.3, training=True)
+        assert y.placements == ((Replicate(),) if placements == [Partial()] else tuple(placements))
+        slope = ref("uniform", (5, 7), state, torch.float64, (0.1, 0.3))
+        torch.testing.assert_close(y.full_tensor(), torch.where(full > 0, full, full * slope), rtol=0, atol=0)
+        y.full_tensor().sum().backward()
+        torch.testing.assert_close(leaf.grad.to_local(), torch.where(full > 0, 1.0, slope), rtol=0, atol=0)
+        before = get_rng_state()
+        torch.testing.assert_close(F.rrelu(x.detach(), 0.1, 0.3).full_tensor(), F.rrelu(full, 0.1, 0.3))  # eval
+        assert get_rng_state() == before
+        z = x.detach().clone()
+        if placements == [Partial()]:
+            with pytest.raises(RuleError, match="in-place rrelu of a Partial tensor is not linear"):
+                torch.rrelu_(z, 0.1, 0.3, True)
+            continue
+        torch.rrelu_(z, 0.1, 0.3, True)
+        torch.testing.assert_close(z.full_tensor(), torch.where(full > 0, full, full * ref(
+            "uniform", (5, 7), before, torch.float64, (0.1, 0.3))), rtol=0, atol=0)

@@ -24,6 +24,9 @@ Rules:
   ``NormalRule``         ``torch.normal(mean, std)`` with tensor mean and/or std: laid out like an
                          element-wise op of its tensors (broadcasting, Partial reduced first); the expand draws
                          standard normals for the output shard and returns ``mean + std * z``.
+  ``RReluRule``          ``F.rrelu`` / ``torch.rrelu`` (option ``inplace``): negative inputs times a slope drawn
+                         from ``U(lower, upper)`` per element when training, ``(lower + upper) / 2`` otherwise;
+                         not linear, so Partial inputs are reduced first.
   ``DropoutRule``        ``F.dropout`` / ``torch.dropout`` / ``torch.dropout_`` (option ``signature``:
                          ``functional`` = ``(input, p, training, inplace)``, ``aten`` = ``(input, p, train)``,
                          ``aten_inplace``): linear in the input for a fixed mask, so every placement
@@ -100,7 +103,7 @@ class _RandomRule(OpRule):  # pylint: disable=abstract-method  # an abstract bas
 
 
 class RandomLikeRule(_RandomRule):
-    """``torch.rand_like`` / ``torch.randn_like``: fresh values shaped and laid out like the input."""
+    """``torch.rand_like`` / ``randn_like`` / ``randint_like``: fresh values shaped and laid out like the input."""
 
     def infer(self, call: OpCall) -> Decision:
         _check_generator(call)
@@ -238,7 +241,7 @@ class DropoutRule(OpRule):
 
     def infer(self, call: OpCall) -> Decision:
         t = _self_dtensor(call)
-        p, training, _inplace = self._flags(call.arg)
+        p, training, inplace = self._flags(call.arg)
         if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0.0 <= p <= 1.0:
             raise call.fail(f"dropout probability has to be between 0 and 1, but got {p!r}")
         if self.feature == 1 and t.ndim not in (2, 3):
@@ -247,6 +250,9 @@ class DropoutRule(OpRule):
             raise call.fail(f"feature dropout needs at least 2 dims (channels), got {t.ndim}-D")
         if self.alpha and training and 0.0 < p:  # affine, not linear: a Partial input is reduced first
             out = no_partial(t.placements)
+            if inplace and out != t.placements:
+                raise call.fail("in-place alpha dropout of a Partial tensor is not linear; redistribute it to "
+                                "Replicate first")
             return Decision(inputs=[out] + [None] * (len(call.tensors) - 1), outputs=(out, t.shape), expand="dropout")
         return Decision(inputs=[None] * len(call.tensors), outputs=(t.placements, t.shape), expand="dropout")
 
@@ -300,3 +306,47 @@ class NormalRule(ElementwiseRule):
         like = mean if isinstance(mean, torch.Tensor) else std
         z = trandom.shard_values("normal", _spec(plan), plan.mesh.get_coordinate(), like.dtype, like.device)
         return z.mul_(std).add_(mean) if not isinstance(std, torch.Tensor) else (z * std).add_(mean)
+
+
+class RReluRule(OpRule):
+    """Randomized leaky ReLU (see module docstring); arguments ``(input, lower, upper, training[, inplace])``."""
+
+    @classmethod
+    def allowed_options(cls):
+        return ("inplace",)
+
+    @staticmethod
+    def _args(get) -> Tuple[float, float, bool]:
+        return get(1, "lower", 1.0 / 8), get(2, "upper", 1.0 / 3), bool(get(3, "training", False))
+
+    def infer(self, call: OpCall) -> Decision:
+        t = _self_dtensor(call)
+        _check_generator(call)
+        lower, upper, _training = self._args(call.arg)
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (lower, upper)) \
+                or not 0.0 <= lower <= upper:
+            raise call.fail(f"lower={lower!r}, upper={upper!r}: expected numbers with 0 <= lower <= upper")
+        out = no_partial(t.placements)
+        if out != t.placements and (self.options.get("inplace", False) or call.kwargs.get("inplace", False)):
+            raise call.fail("in-place rrelu of a Partial tensor is not linear; redistribute it to Replicate first")
+        return Decision(inputs=[out] + [None] * (len(call.tensors) - 1), outputs=(out, t.shape), expand="rrelu")
+
+    def rrelu(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
+        """Expand: ``where(x > 0, x, x * slope)`` on the local shard (slopes drawn for the global elements)."""
+        import torch
+        from hyper_parallel.platform.torch import random as trandom
+
+        def get(index, name, default):
+            return args[index] if index < len(args) else kwargs.get(name, default)
+
+        x = args[0] if args else kwargs["input"]
+        lower, upper, training = self._args(get)
+        if training:
+            slope = trandom.shard_values("uniform", _spec(plan), plan.mesh.get_coordinate(), x.dtype, x.device,
+                                         (float(lower), float(upper)))
+        else:
+            slope = (lower + upper) / 2.0
+        out = torch.where(x > 0, x, x * slope)
+        if self.options.get("inplace", False) or kwargs.get("inplace", False):  # torch.rrelu_ / F.rrelu(inplace=)
+            return x.copy_(out)
+        return out
