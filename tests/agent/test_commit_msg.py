@@ -60,6 +60,7 @@ def test_trailers_are_exempt_from_length_and_comments_are_ignored():
 def test_git_generated_headers_pass():
     assert check_commit_message("Merge branch 'feature' into main") == []
     assert check_commit_message("fixup! feat(x): add") == []
+    assert check_commit_message('Revert "feat(x): add"\n\nThis reverts commit 0123abcd.') == []
 
 
 def test_scissors_cut_the_verbose_diff():

@@ -25,7 +25,8 @@ _TRAILER_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9-]*)\s*:\s*(?P<value>.*)$"
 _IDENTITY_RE = re.compile(r"^(?P<name>[^<]*?)\s*(?:<(?P<email>[^>]*)>)?\s*$")
 _SCISSORS = "# ------------------------ >8 ------------------------"
 # Headers git itself writes; accepted as-is (merge commits, autosquash markers).
-_GIT_GENERATED = re.compile(r"^(Merge (branch|remote-tracking branch|pull request|tag|commit) |(fixup|squash|amend)! )")
+_GIT_GENERATED = re.compile(r"^(Merge (branch|remote-tracking branch|pull request|tag|commit) |(fixup|squash|amend)! "
+                            r"|Revert \")")
 
 
 @dataclass
