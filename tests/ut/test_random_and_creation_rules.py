@@ -203,3 +203,20 @@ def test_inplace_nonlinear_random_ops_refuse_partial_self():
     assert d.inputs == [(Replicate(), Shard(1))] and d.outputs == ((Replicate(), Shard(1)), (4, 6))
     with pytest.raises(RuleError, match=r"lower=0.5, upper=0.1: expected numbers with 0 <= lower <= upper"):
         random_ops.RReluRule("torch.rrelu").infer(_call("torch.rrelu", [Shard(0)], (0.5, 0.1)))
+
+
+@pytest.mark.parametrize("mesh_ndim", [1, 2])
+def test_multinomial_keeps_row_shards_and_replicates_categories(mesh_ndim):
+    rule = random_ops.MultinomialRule("torch.multinomial")
+    for placements in _combos(mesh_ndim):
+        want = tuple(p if p == Shard(0) else Replicate() for p in placements)
+        d = rule.infer(_call(rule.op, placements, (3,)))
+        assert d.inputs == [want] and d.outputs == (want, (4, 3)) and d.expand == "sample", placements
+    d = rule.infer(_call(rule.op, [Shard(0)], (9, True), shape=(6,)))
+    assert d.inputs == [(Replicate(),)] and d.outputs == ((Replicate(),), (9,))
+    with pytest.raises(RuleError, match="cannot sample 7 > 6 categories without replacement"):
+        rule.infer(_call(rule.op, [Shard(0)], (7,)))
+    with pytest.raises(RuleError, match="num_samples=0: expected a positive int"):
+        rule.infer(_call(rule.op, [Shard(0)], (0,)))
+    with pytest.raises(RuleError, match="expected a 1-D or 2-D probability tensor, got 3-D"):
+        rule.infer(_call(rule.op, [Shard(0)], (1,), shape=(2, 3, 4)))

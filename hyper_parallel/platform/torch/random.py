@@ -32,7 +32,7 @@ from hyper_parallel.core.placement import Partial, Replicate
 from hyper_parallel.core.spec import DTensorSpec, normalize_placements
 
 __all__ = ["random_bits", "global_counters", "uniform_from_bits", "shard_values", "keep_mask", "rand", "randn",
-           "reference_values", "holds_values"]
+           "reference_values", "holds_values", "exponential_from_uniform"]
 
 _TWO_PI = 2.0 * math.pi
 _HALF_PI = 0.5 * math.pi
@@ -179,6 +179,11 @@ def _normal(seed, counters, dtype, params):
 def _log_normal(seed, counters, dtype, params):
     mean, std = params
     return _exp_f64(_standard_normal_f64(seed, counters).mul_(std).add_(mean)).to(dtype)
+
+
+def exponential_from_uniform(u: torch.Tensor) -> torch.Tensor:
+    """Standard exponential values ``-log(1 - u)`` from float64 uniforms in ``[0, 1)`` (exactly rounded ops)."""
+    return _log_f64(1.0 - u).neg_()
 
 
 def _exponential(seed, counters, dtype, params):

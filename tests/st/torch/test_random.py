@@ -1,6 +1,6 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""ST: placement-invariant random ops on DTensors (incl. dropout1d/2d/3d, alpha dropout, rrelu).
+"""ST: placement-invariant random ops on DTensors (incl. dropout variants, rrelu, multinomial).
 
 Every random op is run on meshes of 1, 2 and 4 ranks (1-D and 2-D) with Replicate, Shard, uneven
 Shard and Partial inputs; each ``full_tensor()`` must be bit-identical to the single-process run of the
@@ -452,3 +452,57 @@ def test_rrelu_slopes_are_placement_invariant():
         torch.rrelu_(z, 0.1, 0.3, True)
         torch.testing.assert_close(z.full_tensor(), torch.where(full > 0, full, full * ref(
             "uniform", (5, 7), before, torch.float64, (0.1, 0.3))), rtol=0, atol=0)
+
+
+def _multinomial_reference(probs, n, replacement, state):
+    """Single-process run of the same sampler (inverse CDF / exponential race over the stream)."""
+    import torch
+    from hyper_parallel.platform.torch.random import exponential_from_uniform, reference_values
+    probs = probs.to(torch.float64)
+    if replacement:
+        u = reference_values("uniform", tuple(probs.shape[:-1]) + (n,), state, torch.float64)
+        cdf = probs.cumsum(-1)
+        return torch.searchsorted(cdf, u * cdf[..., -1:], right=True).clamp_max(probs.shape[-1] - 1)
+    keys = exponential_from_uniform(reference_values("uniform", tuple(probs.shape), state, torch.float64)) / probs
+    keys = torch.where(probs > 0, keys, torch.full_like(keys, float("inf")))
+    return torch.topk(keys, n, dim=-1, largest=False).indices
+
+
+@multi_rank(world_size=2, timeout=120)
+def test_multinomial_rows_shard_and_values_are_placement_invariant():
+    import torch
+    import hyper_parallel as hp
+    from hyper_parallel import Partial, Replicate, Shard
+    from hyper_parallel.core.random import get_rng_state
+    mesh = hp.init_device_mesh("cpu", (2,))
+    torch.manual_seed(5)
+    probs = torch.rand(5, 6)
+    probs[:, 2] = 0.0  # never drawn
+    for placements, out_pl in (([Replicate()], Replicate()), ([Shard(0)], Shard(0)), ([Shard(1)], Replicate()),
+                               ([Partial()], Replicate())):
+        x = hp.distribute_tensor(probs, mesh, [Replicate()]).redistribute(placements=placements)
+        for n, replacement in ((3, False), (5, False), (7, True)):
+            hp.manual_seed(1)
+            state = get_rng_state()
+            out = torch.multinomial(x, n, replacement=replacement)
+            assert out.placements == (out_pl,) and tuple(out.shape) == (5, n) and out.dtype == torch.int64
+            got = out.full_tensor()
+            assert torch.equal(got, _multinomial_reference(probs, n, replacement, state)), (placements, n)
+            assert not (got == 2).any()
+            if not replacement:  # distinct categories per row
+                assert all(len(set(row.tolist())) == n for row in got)
+    hp.manual_seed(1)
+    one = hp.distribute_tensor(probs[0], mesh, [Shard(0)])  # 1-D: categories gathered, output replicated
+    assert torch.equal(one.multinomial(4, True).full_tensor(), _multinomial_reference(probs[0], 4, True, (1, 0)))
+
+
+def test_multinomial_sampler_frequencies():
+    import torch
+    from hyper_parallel.platform.torch.random import exponential_from_uniform, reference_values
+    probs = torch.tensor([0.1, 0.2, 0.0, 0.7], dtype=torch.float64)
+    draws = _multinomial_reference(probs.expand(50000, 4), 1, True, (4, 0)).flatten()
+    torch.testing.assert_close(torch.bincount(draws, minlength=4).double() / 50000, probs, atol=0.01, rtol=0)
+    first = _multinomial_reference(probs.expand(50000, 4), 1, False, (4, 0)).flatten()  # race winner ~ p
+    torch.testing.assert_close(torch.bincount(first, minlength=4).double() / 50000, probs, atol=0.01, rtol=0)
+    e = exponential_from_uniform(reference_values("uniform", (100000,), (5, 0), torch.float64))
+    assert e.min() >= 0 and abs(e.mean() - 1.0) < 0.02

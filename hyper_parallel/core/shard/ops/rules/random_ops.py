@@ -27,6 +27,10 @@ Rules:
   ``RReluRule``          ``F.rrelu`` / ``torch.rrelu`` (option ``inplace``): negative inputs times a slope drawn
                          from ``U(lower, upper)`` per element when training, ``(lower + upper) / 2`` otherwise;
                          not linear, so Partial inputs are reduced first.
+  ``MultinomialRule``    ``torch.multinomial`` / ``Tensor.multinomial``: rows (dim 0 of a 2-D input) may stay
+                         sharded, categories are replicated; with replacement one uniform per output element
+                         (inverse CDF), without replacement the exponential race (``-log(1 - u) / p``, the
+                         smallest ``num_samples`` keys) with one uniform per input element.
   ``DropoutRule``        ``F.dropout`` / ``torch.dropout`` / ``torch.dropout_`` (option ``signature``:
                          ``functional`` = ``(input, p, training, inplace)``, ``aten`` = ``(input, p, train)``,
                          ``aten_inplace``): linear in the input for a fixed mask, so every placement
@@ -350,3 +354,43 @@ class RReluRule(OpRule):
         if self.options.get("inplace", False) or kwargs.get("inplace", False):  # torch.rrelu_ / F.rrelu(inplace=)
             return x.copy_(out)
         return out
+
+
+class MultinomialRule(OpRule):
+    """``multinomial(input, num_samples, replacement=False)`` (see module docstring)."""
+
+    def infer(self, call: OpCall) -> Decision:
+        t = _self_dtensor(call)
+        _check_generator(call)
+        if t.ndim not in (1, 2):
+            raise call.fail(f"expected a 1-D or 2-D probability tensor, got {t.ndim}-D")
+        n = call.arg(1, "num_samples")
+        replacement = bool(call.arg(2, "replacement", False))
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise call.fail(f"num_samples={n!r}: expected a positive int")
+        if not replacement and n > t.shape[-1]:
+            raise call.fail(f"cannot sample {n} > {t.shape[-1]} categories without replacement")
+        keep = tuple(p if t.ndim == 2 and isinstance(p, Shard) and p.dim == 0 else Replicate() for p in t.placements)
+        return Decision(inputs=[keep] + [None] * (len(call.tensors) - 1), outputs=(keep, tuple(t.shape[:-1]) + (n,)),
+                        expand="sample")
+
+    def sample(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
+        """Expand: category indices for this rank's rows."""
+        import torch
+        from hyper_parallel.core.spec import DTensorSpec
+        from hyper_parallel.platform.torch import random as trandom
+        probs = (args[0] if args else kwargs["input"]).detach().to(torch.float64)
+        replacement = bool(args[2] if len(args) > 2 else kwargs.get("replacement", False))
+        coord = plan.mesh.get_coordinate()
+        out_spec = _spec(plan)
+        if replacement:  # inverse CDF, one uniform per output element
+            u = trandom.shard_values("uniform", out_spec, coord, torch.float64, probs.device)
+            cdf = probs.cumsum(-1)
+            idx = torch.searchsorted(cdf, u.mul_(cdf[..., -1:]), right=True)
+            return idx.clamp_max_(probs.shape[-1] - 1)
+        in_shape = out_spec.shape[:-1] + (probs.shape[-1],)
+        u = trandom.shard_values("uniform", DTensorSpec(plan.mesh, out_spec.placements, in_shape), coord,
+                                 torch.float64, probs.device)
+        race = trandom.exponential_from_uniform(u)  # exponential race: the smallest E_i / p_i win, in order
+        keys = torch.where(probs > 0, race / probs, torch.full_like(probs, float("inf")))
+        return torch.topk(keys, out_spec.shape[-1], dim=-1, largest=False, sorted=True).indices
