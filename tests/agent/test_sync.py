@@ -116,6 +116,14 @@ def test_source_edit_is_drift_until_synced(synced, cli):
     assert diff.returncode == 0 and diff.stdout == ""
 
 
+def test_removed_skill_is_removed_with_its_folder(synced):
+    import shutil
+    shutil.rmtree(synced / ".agent" / "skills" / "debug")
+    res = sync(synced)
+    assert ".claude/skills/debug/SKILL.md" in res.removed
+    assert not (synced / ".claude" / "skills" / "debug").exists()
+
+
 def test_agents_md_without_markers_is_reported(synced):
     (synced / "AGENTS.md").write_text("# no markers\n")
     drift = sync(synced, check=True).drift

@@ -79,6 +79,9 @@ def sync(root: Path, check: bool = False) -> SyncResult:
                                      "generated file has no source any more; run `hp-agent sync`"))
         else:
             (root / rel).unlink()
+            parent = (root / rel).parent
+            if parent != root and not any(parent.iterdir()):
+                parent.rmdir()  # e.g. the folder of a removed skill
             res.removed.append(rel)
     return res
 
