@@ -119,7 +119,8 @@ def _call(fn: Callable, x, kwargs: Dict[str, Any]):
         return fn(x, **kwargs)
 
 
-def scan_combine(fn: Callable, x, kwargs: Dict[str, Any], dim: int, ranks: Sequence[int] = (2, 3)) -> Optional[str]:
+def scan_combine(fn: Callable, x: Any, kwargs: Dict[str, Any], dim: int,
+                 ranks: Sequence[int] = (2, 3)) -> Optional[str]:
     """The combine under which shards along ``dim`` assemble as a scan, or None.
 
     For shard ``r`` the global result must equal ``combine(local_r, carry)``, the carry being the global
@@ -151,7 +152,7 @@ def scan_combine(fn: Callable, x, kwargs: Dict[str, Any], dim: int, ranks: Seque
     return None
 
 
-def pnorm_expand(fn: Callable, x, kwargs: Dict[str, Any], dim: int, iface: Interface,
+def pnorm_expand(fn: Callable, x: Any, kwargs: Dict[str, Any], dim: int, iface: Interface,
                  ranks: Sequence[int] = (2, 3)) -> bool:
     """True when shards along ``dim`` reproduce the op as ``x / max(||x||_p, eps)`` with the p-norm's sum
     all-reduced over the simulated ranks (the ``pnorm`` expand; needs parameters ``p`` and ``eps``)."""

@@ -158,7 +158,7 @@ def _st_cases(deriv: Derivation, iface: Interface) -> List[Dict[str, Any]]:
 
 
 def build_plan(group: List[str], ifaces: Dict[str, Interface], deriv: Derivation, ms_scope: Dict[str, Any],
-               extra_questions: List[str], layout=None) -> Plan:
+               extra_questions: List[str], layout: Any = None) -> Plan:
     """The draft plan for ``group`` (one op, several frontend names) from the analysis results."""
     op = group[0]
     iface = ifaces[op]
@@ -193,7 +193,7 @@ def build_plan(group: List[str], ifaces: Dict[str, Interface], deriv: Derivation
     return Plan(meta, body)
 
 
-def _rule_fields(chosen: Dict[str, Any], op: str, layout) -> Tuple[Optional[str], str, Optional[str]]:
+def _rule_fields(chosen: Dict[str, Any], op: str, layout: Any) -> Tuple[Optional[str], str, Optional[str]]:
     """(module, class, file) of the rule: the reused one (path A) or the generated one (B/C)."""
     if not chosen.get("template"):
         return chosen.get("module"), chosen["base_class"], None

@@ -51,7 +51,7 @@ class Placed:
         return self.text[2:-1]
 
 
-def parse_placement(text: str):
+def parse_placement(text: str) -> Any:
     """``"S(1)"`` -> ``Shard(1)`` (also ``R``, ``P(sum)``); a clear error for anything else."""
     from hyper_parallel.core.placement import Partial, Replicate, Shard
     m = _SHORT.match(str(text).strip())
@@ -64,7 +64,7 @@ def parse_placement(text: str):
     return Partial(m.group(3))
 
 
-def fmt(placement) -> str:
+def fmt(placement: Any) -> str:
     """Short text of a placement object."""
     return placement.short()
 
@@ -100,7 +100,7 @@ def _put(args: list, kwargs: dict, loc, value) -> None:
         args[where] = type(args[where])(seq) if isinstance(args[where], tuple) else seq
 
 
-def split(t, placement, n: int, gen) -> Optional[list]:
+def split(t: Any, placement: Any, n: int, gen: Any) -> Optional[list]:
     """Per-rank local tensors of full tensor ``t`` placed with ``placement`` on ``n`` ranks (None: not
     representable, e.g. Partial of an integer tensor)."""
     import torch
@@ -129,7 +129,7 @@ def split(t, placement, n: int, gen) -> Optional[list]:
     return [t.clone() for _ in range(n)]
 
 
-def flatten(out) -> list:
+def flatten(out: Any) -> list:
     """Outputs of an op as a flat list (tuples, named tuples and lists opened)."""
     if isinstance(out, (list, tuple)):
         res = []
@@ -177,7 +177,7 @@ def _tolerances() -> None:
         _TOLERANCE.update({torch.float16: (1e-2, 1e-2), torch.bfloat16: (2e-2, 2e-2)})
 
 
-def close(got, want) -> bool:
+def close(got: Any, want: Any) -> bool:
     """Same shape, dtype and values (floating tolerance 1e-5 abs / 1e-4 rel, NaN equal)."""
     import torch
     _tolerances()
@@ -216,7 +216,7 @@ def _assemble_partial(locals_: list, reduce_op: str, want):
     return stack.amax(0) if reduce_op == "max" else stack.amin(0)
 
 
-def assemble(locals_: list, placement, want, n: int):
+def assemble(locals_: list, placement: Any, want: Any, n: int) -> Any:
     """The global value the local outputs form under ``placement``, or None when they cannot form one
     (wrong local shapes for ``Shard``, ranks disagreeing for ``Replicate``)."""
     import torch
@@ -232,7 +232,7 @@ def assemble(locals_: list, placement, want, n: int):
     return None
 
 
-def output_candidates(want) -> list:
+def output_candidates(want: Any) -> list:
     """Placements an output ``want`` could have: R, S(k) per dim, P(sum|max|min) for floats."""
     import torch
     from hyper_parallel.core.placement import Partial, Replicate, Shard
@@ -267,7 +267,7 @@ def _working(ref_flat: list, results: List[list], k: int, n: int) -> List[str]:
     return ok
 
 
-def placements_for(t, partial: bool = True) -> list:
+def placements_for(t: Any, partial: bool = True) -> list:
     """Candidate input placements of tensor ``t``: R, S(d) per dim, P(sum) for float tensors."""
     from hyper_parallel.core.placement import Partial, Replicate, Shard
     cands = [Replicate()] + [Shard(d) for d in range(t.dim())]

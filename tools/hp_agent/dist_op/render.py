@@ -65,7 +65,7 @@ def _summary(meta: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def render_body(meta: Dict[str, Any], deriv, ifaces, questions: List[str]) -> str:
+def render_body(meta: Dict[str, Any], deriv: Any, ifaces: Dict[str, Any], questions: List[str]) -> str:
     """The readable part of a plan (after the front matter)."""
     from hp_agent.dist_op.plan import slug_of
     cases = [c for c in deriv.cases if c.probe is not None]

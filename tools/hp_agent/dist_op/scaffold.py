@@ -130,7 +130,7 @@ def scaffold(plan: Plan, layout: Layout, write: bool = True) -> Scaffold:
             if rel.endswith("__init__.py") and target.exists():
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
+            target.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
             files.written.append(rel)
     return files
 

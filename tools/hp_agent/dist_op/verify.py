@@ -190,7 +190,7 @@ class SimMesh:
         """This rank's coordinate."""
         return self.coordinate
 
-    def get_group(self, dim: int = 0):
+    def get_group(self, dim: int = 0) -> Any:
         """Collectives are not simulated: the expand is left to the ST parity tests."""
         raise NeedsCollective(f"mesh dim {dim}")
 
@@ -289,7 +289,7 @@ def _one_combo(res: OpResult, name: str, rule, fn, sample, ref, combo, n) -> Non
                                     f"redistributes {moved}, but the given placements work without communication"))
 
 
-def verify_op(name: str, entry) -> OpResult:
+def verify_op(name: str, entry: Any) -> OpResult:
     """Probe one registered op; an unexpected error of the verifier itself is reported in the status."""
     try:
         return _verify_op(name, entry)
@@ -299,7 +299,7 @@ def verify_op(name: str, entry) -> OpResult:
         return res
 
 
-def _verify_op(name: str, entry) -> OpResult:
+def _verify_op(name: str, entry: Any) -> OpResult:
     """Probe one registered op."""
     import torch
     from hyper_parallel.platform.torch.dispatch import resolve_torch_name
@@ -345,7 +345,7 @@ def _nth(args, kwargs, loc):
     return value if j is None else value[j]
 
 
-def verify(names: Optional[Sequence[str]] = None, registry=None) -> VerifyReport:
+def verify(names: Optional[Sequence[str]] = None, registry: Any = None) -> VerifyReport:
     """Verify ``names`` (default: every op) of ``registry`` (default: the process-wide registry)."""
     from hyper_parallel.core.shard.registry import get_registry
     start = time.monotonic()

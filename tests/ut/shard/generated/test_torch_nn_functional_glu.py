@@ -101,7 +101,7 @@ REJECTED = [{'shape': [4, 6],
  {'shape': [3, 4, 6],
   'kwargs': {'dim': 3},
   'error': 'out of range',
-  'torch_error': 'IndexError: Dimension out of range (expected to be in range of [-3, 2], but got 3)'}]
+  'torch_error': 'IndexError: Dimension out of range (expected to be in range of [-3, 2], but got 3)'}]  # the plan's rejected calls (none: no test_rejected)
 
 
 def _placement(text):

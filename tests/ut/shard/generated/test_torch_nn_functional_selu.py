@@ -87,5 +87,3 @@ def test_accepted(name, index, positional):
     assert [p.short() for p in placements] == case["output"], where
     assert list(shape) == case["out_shape"], where
     assert bool(decision.expand) == bool(case.get("expand")), where
-
-

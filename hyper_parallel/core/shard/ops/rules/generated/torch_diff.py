@@ -24,6 +24,7 @@ class DiffRule(OpRule):
     cache_args = ("dim",)
 
     def infer(self, call: OpCall) -> Decision:
+        """Input requirements and output spec (see the module docstring)."""
         if len(call.tensors) != 1:
             raise call.fail(f"expected one tensor argument, got {len(call.tensors)}")
         t = call.tensors[0]

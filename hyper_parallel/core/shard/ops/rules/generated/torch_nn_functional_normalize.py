@@ -13,6 +13,8 @@ the sum (its adjoint all-reduces the gradient, since every shard's output depend
 """
 from __future__ import annotations
 
+from typing import Any
+
 from hyper_parallel.core.placement import Shard
 from hyper_parallel.core.shard.ops.rules.normalization import SoftmaxRule
 from hyper_parallel.core.shard.rule import Decision, OpCall, normalize_dim
@@ -26,6 +28,7 @@ class NormalizeRule(SoftmaxRule):
     cache_args = ("dim",)
 
     def infer(self, call: OpCall) -> Decision:
+        """Input requirements and output spec (see the module docstring)."""
         if len(call.tensors) != 1:
             raise call.fail(f"expected one tensor argument, got {len(call.tensors)}")
         dim = call.arg(2, "dim", 1)
@@ -40,7 +43,7 @@ class NormalizeRule(SoftmaxRule):
                                 extra={"dim": dim, "mesh_dims": tuple(sharding)})
         return decision
 
-    def expand_pnorm(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
+    def expand_pnorm(self, func: Any, args: Any, kwargs: Any, plan: Any) -> Any:  # pylint: disable=unused-argument
         """``x / max(||x||_p, eps)`` with the p-norm's sum over ``dim`` all-reduced across shards."""
         from hyper_parallel.platform import get_platform
         plat = get_platform("torch")
