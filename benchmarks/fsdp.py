@@ -10,17 +10,20 @@ Step times are medians of interleaved rounds (the slowest rank counts).
 
 Memory: per rank, the peak of *tracked allocations* during one step. Every variant is built and
 stepped inside ``torch.profiler.profile(profile_memory=True)``; the CPU allocator then reports
-every allocation and free (storage resizes included) with the running total of bytes allocated
-since the profiler started, so the peak is ``max(total_allocated)`` between two marker
-allocations that bracket the step. It is compared with the formula
+every allocation and free (storage resizes included) with its running total of bytes, so the peak
+is ``max(total_allocated)`` between two marker allocations that bracket the step, minus the total
+when the session started (the counter is process-wide and outlives a session). It is compared with the formula
 ``(sharded params + grads + AdamW's two states) = 4 * P * 4 B / N`` plus the largest unit's
-unsharded parameters (``U * 4 B``).
+unsharded parameters (``U * 4 B``); a second column adds what one process needs beyond its
+parameters, gradients and optimizer states for the same per-rank batch (activations, autograd and
+optimizer temporaries), measured the same way on an undistributed copy.
 
     python benchmarks/fsdp.py        # self-launches torchrun with 2 ranks
 """
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import sys
 import time
@@ -95,6 +98,12 @@ def _variants(base, units_of, world):
     return {"hyper_parallel fully_shard": ours, "torch FSDP2": fsdp2, "DDP": ddp}
 
 
+def _single(base):
+    import torch
+    m = copy.deepcopy(base)
+    return m, torch.optim.AdamW(m.parameters(), lr=1e-3)
+
+
 def _stepper(model, opt, x, loss_fn):
     def step():
         loss = loss_fn(model(x), x)
@@ -120,6 +129,9 @@ def _peak_bytes(build, x, loss_fn) -> int:
     nodes = list(_walk(prof.profiler.kineto_results.experimental_event_tree()))
     allocs = sorted((n for n in nodes if n.tag == torch._C._profiler._EventType.Allocation),  # pylint: disable=protected-access
                     key=lambda n: n.start_time_ns)
+    # the allocator's running total is process-wide and survives profiler sessions: measure from
+    # its value when this session started
+    start = allocs[0].extra_fields.total_allocated - allocs[0].extra_fields.alloc_size if allocs else 0
     inside, peak = False, 0
     for n in allocs:
         f = n.extra_fields
@@ -127,7 +139,7 @@ def _peak_bytes(build, x, loss_fn) -> int:
             inside = f.alloc_size > 0
             continue
         if inside:
-            peak = max(peak, f.total_allocated)
+            peak = max(peak, f.total_allocated - start)
     return peak
 
 
@@ -193,12 +205,18 @@ def main() -> None:
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
             peaks[name] = t.item()
         formula, total, unit = _formula(base, units_of, world)
+        # what one process needs beyond parameters, gradients and AdamW states for the same per-rank
+        # batch: activations, autograd temporaries, optimizer temporaries (no distribution at all)
+        extra = _peak_bytes(functools.partial(_single, base), x, loss_fn) - 4 * total * 4
         _, fsdp2, ddp = (times[k] for k in builds)
         rows = [(name, fmt_time(t), f"{t / fsdp2:.3f}x", f"{t / ddp:.3f}x", f"{peaks[name] / 2**20:.1f} MiB",
-                 f"{peaks[name] / formula:.2f}x", f"{losses[name][1]:.6f}") for name, t in times.items()]
+                 f"{peaks[name] / formula:.2f}x", f"{peaks[name] / (formula + extra):.2f}x",
+                 f"{losses[name][1]:.6f}") for name, t in times.items()]
         print_table(f"{title}: train step on {world} gloo ranks ({total / 1e6:.2f} M params, largest unit "
-                    f"{unit / 1e6:.2f} M; memory formula {formula / 2**20:.1f} MiB/rank)", rows,
-                    ("variant", "step", "vs FSDP2", "vs DDP", "peak mem/rank", "vs formula", "loss@step2"))
+                    f"{unit / 1e6:.2f} M; memory formula {formula / 2**20:.1f} MiB/rank; activations and "
+                    f"temporaries of one process {extra / 2**20:.1f} MiB)", rows,
+                    ("variant", "step", "vs FSDP2", "vs DDP", "peak mem/rank", "vs formula",
+                     "vs formula+act", "loss@step2"))
         if title.startswith("MLP"):
             opt_times = _opt_step_times(builds, x, loss_fn, iters=10)
             base_t = opt_times["plain local tensors"]
