@@ -18,6 +18,7 @@ torch.relu: {}                                   # right
 torch.exp: {options: {partial: preserve}}        # wrong: exp is not linear, P(sum) must be reduced
 torch.softmax: {}                                # wrong: softmax couples its dim, S(dim) must be gathered
 torch.tanh: {module: tests.agent.test_dist_op_verify, rule: GatherEverything}   # right but wasteful
+torch.cumsum: {module: hyper_parallel.core.shard.ops.rules.normalization, rule: SoftmaxRule}  # gathers the scan
 """
 
 
@@ -49,6 +50,8 @@ def test_verify_flags_planted_false_positives_and_negatives(tmp_path):
     assert soft and any("S(" in f.placements and "does not reproduce" in f.detail for f in soft)
     tanh = [f for f in report.false_negatives if f.op == "torch.tanh"]
     assert tanh and all("S(" in f.placements for f in tanh) and not by_op["torch.tanh"].count("false positive")
+    scans = [f for f in report.false_negatives if f.op == "torch.cumsum"]
+    assert any("scan expand" in f.detail and "torch.add" in f.detail for f in scans) and not by_op["torch.cumsum"].count("false positive")
     text = render_markdown(report)
     assert "## False positives" in text and "`torch.exp" in text and "| `torch.relu` |" in text
 

@@ -283,10 +283,31 @@ def _one_combo(res: OpResult, name: str, rule, fn, sample, ref, combo, n) -> Non
     if problem:
         res.findings.append(Finding("false positive", name, describe(sample), text, problem))
         return
-    if need != given[:len(need)] and _native_ok(fn, args, kwargs, combo, ref, n):
-        moved = [f"{g.short()}->{p.short()}" for g, p in zip(given, need) if g != p]
+    if need == given[:len(need)]:
+        return
+    moved = [f"{g.short()}->{p.short()}" for g, p in zip(given, need) if g != p]
+    if _native_ok(fn, args, kwargs, combo, ref, n):
         res.findings.append(Finding("false negative", name, describe(sample), text,
                                     f"redistributes {moved}, but the given placements work without communication"))
+        return
+    combine = _scan_instead(fn, args, kwargs, given, need, ref)
+    if combine:
+        res.findings.append(Finding("false negative", name, describe(sample), text,
+                                    f"gathers {moved}, but a scan expand (local scan combined by torch.{combine} "
+                                    "with the carry of the earlier shards) would keep the shard"))
+
+
+def _scan_instead(fn, args, kwargs, given, need, ref) -> Optional[str]:
+    """The scan combine that would keep the one gathered shard of a one-tensor, shape-keeping op, or None."""
+    import torch
+    from hyper_parallel.core.placement import Replicate, Shard
+    from hp_agent.dist_op.analysis import scan_combine
+    if len(given) != 1 or not isinstance(given[0], Shard) or not isinstance(need[0], Replicate):
+        return None
+    x = args[0] if args and isinstance(args[0], torch.Tensor) else None
+    if x is None or len(ref) != 1 or getattr(ref[0], "shape", None) != x.shape:
+        return None
+    return scan_combine(lambda t, **kw: fn(t, *args[1:], **kw), x, kwargs, given[0].dim)
 
 
 def verify_op(name: str, entry: Any) -> OpResult:
