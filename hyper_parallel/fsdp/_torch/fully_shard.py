@@ -340,8 +340,10 @@ def _units_of(modules, what: str) -> List[FSDPUnit]:
 
 # ---------------------------------------------------------------------- fully_shard
 def _default_mesh(device_type: str):
+    from hyper_parallel.core import device_mesh as dm
     mesh = _DEFAULT_MESH.get(device_type)
-    if mesh is None or not dist.is_initialized():
+    if mesh is None or not any(m is mesh for m in dm._MESHES):  # pylint: disable=protected-access
+        # none yet, or its groups died with destroy_process_group()
         from hyper_parallel.core.device_mesh import init_device_mesh
         mesh = init_device_mesh(device_type, (dist.get_world_size(),))
         _DEFAULT_MESH[device_type] = mesh

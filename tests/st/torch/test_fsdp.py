@@ -433,6 +433,9 @@ def test_fsdp_bad_inputs():
     import torch
     from torch import nn
     import hyper_parallel as hp
+    default = hp.fully_shard(make_mlp())  # no mesh: a 1-D mesh over the world
+    assert default[0].weight.device_mesh.shape == (2,)
+    assert hp.fully_shard(make_mlp())[0].weight.device_mesh is default[0].weight.device_mesh
     mesh = hp.init_device_mesh("cpu", (2,))
     with pytest.raises(ValueError, match="must be a divisor of the shard group size 2"):
         hp.fully_shard(make_mlp(), mesh=mesh, reshard_after_forward=3)
