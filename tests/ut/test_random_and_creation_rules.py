@@ -220,3 +220,24 @@ def test_multinomial_keeps_row_shards_and_replicates_categories(mesh_ndim):
         rule.infer(_call(rule.op, [Shard(0)], (0,)))
     with pytest.raises(RuleError, match="expected a 1-D or 2-D probability tensor, got 3-D"):
         rule.infer(_call(rule.op, [Shard(0)], (1,), shape=(2, 3, 4)))
+
+
+def test_inplace_random_parameters_are_checked():
+    cases = [("uniform", ["from", "to"], (2.0, 1.0), "expected from <= to"),
+             ("normal", ["mean", "std"], (0.0, -1.0), "expected std >= 0"),
+             ("log_normal", ["mean", "std"], (0.0, 0.0), "expected std > 0"),
+             ("exponential", ["lambd"], (0.0,), "expected lambd > 0"),
+             ("geometric", ["p"], (1.5,), r"expected p in \(0, 1\]"),
+             ("cauchy", ["median", "sigma"], (0.0, -2.0), "expected sigma > 0"),
+             ("bernoulli", ["p"], (-0.1,), r"expected p in \[0, 1\]")]
+    for dist, names, values, message in cases:
+        rule = random_ops.RandomInplaceRule(f"Tensor.{dist}_", distribution=dist, params=names,
+                                            defaults=[0.0] * len(names))
+        with pytest.raises(RuleError, match=message):
+            rule.infer(_call(rule.op, [Shard(0)], values))
+        ok = tuple(abs(v) + 0.5 if i == len(values) - 1 else v for i, v in enumerate(values))
+        if dist in ("geometric", "bernoulli"):
+            ok = (0.5,)
+        if dist == "uniform":
+            ok = (1.0, 2.0)
+        assert rule.infer(_call(rule.op, [Shard(0)], ok)).expand == "fill"

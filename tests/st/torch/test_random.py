@@ -313,7 +313,7 @@ def test_clear_refusals():
         x.clone().bernoulli_(hp.distribute_tensor(torch.full((4,), 0.5), mesh, [Shard(0)]))
     with pytest.raises(RuleError, match=r"randint bounds low=5, high=2"):
         torch.randint_like(x, 5, 2)
-    with pytest.raises(ValueError, match="exponential_ expects lambd > 0.0"):
+    with pytest.raises(RuleError, match=r"Tensor.exponential_: \{'lambd': -1.0\}: expected lambd > 0"):
         x.clone().exponential_(-1.0)
 
 

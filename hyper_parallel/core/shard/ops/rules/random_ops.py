@@ -55,6 +55,18 @@ DISTRIBUTIONS = ("uniform", "normal", "bernoulli", "exponential", "randint", "lo
 _SIGNATURES = {"functional": ("training", "inplace"), "aten": ("train", None), "aten_inplace": ("train", None)}
 
 
+#: distribution -> (predicate over the numeric parameters, the expectation it states)
+_PARAM_CHECKS = {
+    "uniform": (lambda low, high: low <= high, "expected from <= to"),
+    "normal": (lambda mean, std: std >= 0.0, "expected std >= 0"),
+    "log_normal": (lambda mean, std: std > 0.0, "expected std > 0"),
+    "exponential": (lambda lambd: lambd > 0.0, "expected lambd > 0"),
+    "geometric": (lambda p: 0.0 < p <= 1.0, "expected p in (0, 1]"),
+    "cauchy": (lambda median, sigma: sigma > 0.0, "expected sigma > 0"),
+    "bernoulli": (lambda p: 0.0 <= p <= 1.0, "expected p in [0, 1]"),
+}
+
+
 def no_partial(placements: Tuple[Placement, ...]) -> Tuple[Placement, ...]:
     """``placements`` with every Partial replaced by Replicate."""
     return tuple(Replicate() if isinstance(p, Partial) else p for p in placements)
@@ -84,6 +96,16 @@ def _self_dtensor(call: OpCall):
     if t is None or not t.is_dtensor:
         raise call.fail("the input tensor must be a DTensor (a plain tensor argument cannot set the layout)")
     return t
+
+
+def _tensor_param_layout(call: OpCall, t, arg, name: str):
+    """Placements a tensor parameter (``bernoulli_``'s ``p``) needs: self's layout, or Replicate for one element."""
+    if tuple(arg.shape) == tuple(t.shape):
+        return no_partial(t.placements)
+    if any(s != 1 for s in arg.shape):
+        raise call.fail(f"tensor {name} of shape {list(arg.shape)} must have self's shape {list(t.shape)} or a "
+                        "single element")
+    return (Replicate(),) * call.mesh_ndim
 
 
 def _spec(plan):
@@ -160,15 +182,18 @@ class RandomInplaceRule(_RandomRule):
         for k, name in enumerate(self.params):
             value = self._param(call, k)
             if isinstance(value, tuple) and value and value[0] == "__tensor__":
-                arg = call.tensors[value[1]]
-                if tuple(arg.shape) != tuple(t.shape) and any(s != 1 for s in arg.shape):
-                    raise call.fail(f"tensor {name} of shape {list(arg.shape)} must have self's shape "
-                                    f"{list(t.shape)} or a single element")
-                inputs[value[1]] = no_partial(t.placements) if tuple(arg.shape) == tuple(t.shape) \
-                    else (Replicate(),) * call.mesh_ndim
+                inputs[value[1]] = _tensor_param_layout(call, t, call.tensors[value[1]], name)
             elif not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise call.fail(f"{name}={value!r}: expected a number")
+        self._check_numbers(call)
         return Decision(inputs=inputs, outputs=(t.placements, t.shape), expand="fill")
+
+    def _check_numbers(self, call: OpCall) -> None:
+        """The distribution's parameter constraint (when every parameter is a number)."""
+        numbers = [self._param(call, k) for k in range(len(self.params))]
+        check = _PARAM_CHECKS.get(self.distribution)
+        if check is not None and all(isinstance(v, (int, float)) for v in numbers) and not check[0](*numbers):
+            raise call.fail(f"{dict(zip(self.params, numbers))}: {check[1]}")
 
     def fill(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
         """Expand: overwrite self's local shard with its values of a fresh random tensor."""
