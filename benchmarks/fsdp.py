@@ -127,8 +127,8 @@ def _peak_bytes(build, x, loss_fn) -> int:
         step()
         del mark
     nodes = list(_walk(prof.profiler.kineto_results.experimental_event_tree()))
-    allocs = sorted((n for n in nodes if n.tag == torch._C._profiler._EventType.Allocation),  # pylint: disable=protected-access
-                    key=lambda n: n.start_time_ns)
+    alloc_tag = torch._C._profiler._EventType.Allocation  # pylint: disable=protected-access
+    allocs = sorted((n for n in nodes if n.tag == alloc_tag), key=lambda n: n.start_time_ns)
     # the allocator's running total is process-wide and survives profiler sessions: measure from
     # its value when this session started
     start = allocs[0].extra_fields.total_allocated - allocs[0].extra_fields.alloc_size if allocs else 0

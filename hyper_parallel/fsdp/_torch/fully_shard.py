@@ -99,7 +99,8 @@ class FSDPState:  # pylint: disable=too-many-instance-attributes
         self.in_backward = True
         for unit in self.units:
             unit.in_backward = True
-        torch.autograd.Variable._execution_engine.queue_callback(self.final_callback)  # pylint: disable=protected-access
+        engine = torch.autograd.Variable._execution_engine  # pylint: disable=protected-access
+        engine.queue_callback(self.final_callback)
 
     def run_post_backward(self, unit: FSDPUnit) -> None:
         """Issue ``unit``'s reductions, then finish every older one (keeps at most one unit in flight)."""

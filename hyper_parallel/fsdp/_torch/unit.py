@@ -71,7 +71,8 @@ class ParamInfo:
     def __init__(self, locations: List[Tuple[torch.nn.Module, str]], fqn: str, param: torch.Tensor) -> None:
         self.locations = locations
         self.fqn = fqn
-        self.tp_spec: Optional[DTensorSpec] = param._spec if isinstance(param, DTensor) else None  # pylint: disable=protected-access
+        spec = param._spec if isinstance(param, DTensor) else None  # pylint: disable=protected-access
+        self.tp_spec: Optional[DTensorSpec] = spec
         with DisableTorchFunctionSubclass():
             self.shape = tuple(param.view_as(param).shape)  # the shape FSDP shards (TP-local for TP params)
             self.dtype = param.dtype
