@@ -141,7 +141,7 @@ def _ensure_dtensor(p: torch.Tensor) -> None:
     if type(p) is not DTensor:  # pylint: disable=unidiomatic-typecheck
         p.__class__ = DTensor
         g = p.grad
-        if g is not None and type(g) is torch.Tensor:  # pylint: disable=unidiomatic-typecheck
+        if g is not None and type(g) is torch.Tensor and "_spec" in g.__dict__:  # pylint: disable=unidiomatic-typecheck
             g.__class__ = DTensor
 
 
