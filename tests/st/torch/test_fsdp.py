@@ -427,6 +427,18 @@ def test_fsdp_optimizer_step_sees_plain_local_shards():
     for b, p in zip(before, model.parameters()):
         torch.testing.assert_close(p.to_local(), b - 0.1 * p.grad.to_local())
 
+    class Boom(torch.optim.SGD):
+        """A step that fails after the pre-hook ran (the post-hook never runs)."""
+
+        def step(self, closure=None):  # pylint: disable=arguments-differ
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        Boom(model.parameters(), lr=0.1).step()
+    assert all(type(p) is torch.Tensor for p in model.parameters())  # left as plain local shards
+    model(x.chunk(2)[dist.get_rank()])  # the root's pre-forward restores them
+    assert all(type(p) is hp.DTensor and type(p.grad) is hp.DTensor for p in model.parameters())
+
 
 @multi_rank(world_size=2, timeout=120)
 def test_fsdp_bad_inputs():
