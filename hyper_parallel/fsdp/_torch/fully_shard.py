@@ -58,7 +58,7 @@ class FSDPState:  # pylint: disable=too-many-instance-attributes
         self.deferred: Optional[FSDPUnit] = None
         self.pending: list = []
         self.in_backward = False
-        self.sync_device = False
+        self.sync_device: Optional[str] = None
 
     # ------------------------------------------------------------------ root
     def lazy_init(self) -> None:
@@ -71,7 +71,8 @@ class FSDPState:  # pylint: disable=too-many-instance-attributes
             s.is_root = s is self
         self.states = states
         self.units = [s.unit for s in states if s.unit is not None]
-        self.sync_device = any(b.offload and b.device.type != "cpu" for u in self.units for b in u.buckets)
+        offloaded = {b.device.type for u in self.units for b in u.buckets if b.offload and b.device.type != "cpu"}
+        self.sync_device = next(iter(offloaded), None)  # accelerator whose host copies the final callback awaits
         if self.unit is not None:
             self.unit.pf_k = 1  # the root keeps its parameters after forward: backward starts with them
 
@@ -92,7 +93,7 @@ class FSDPState:  # pylint: disable=too-many-instance-attributes
         that runs last in forward stays gathered for the start of backward (no re-gather)."""
         old, self.deferred = self.deferred, unit
         if old is not None and old is not unit:
-            old.post_forward_reshard(old is (self.unit))
+            old.post_forward_reshard(old is self.unit)
 
     def begin_backward(self) -> None:
         """First pre-backward of a step: queue the final callback."""
@@ -131,8 +132,8 @@ class FSDPState:  # pylint: disable=too-many-instance-attributes
             unit._grad_count = 0  # pylint: disable=protected-access
             if unit.reshard_after_backward and not unit.swapped_in:
                 unit.reshard()
-        if self.sync_device:
-            torch.cuda.current_stream().synchronize()
+        if self.sync_device is not None:
+            getattr(torch, self.sync_device).current_stream().synchronize()
         self.in_backward = False
 
 
