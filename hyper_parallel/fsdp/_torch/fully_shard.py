@@ -130,7 +130,9 @@ class FSDPState:  # pylint: disable=too-many-instance-attributes
             unit.in_backward = False
             unit.needs_post_backward = False
             unit._grad_count = 0  # pylint: disable=protected-access
-            if unit.reshard_after_backward and not unit.swapped_in:
+            if unit.swapped_in:  # e.g. a checkpointed recomputation that stopped before post-forward
+                unit.swap_out()
+            if unit.reshard_after_backward:
                 unit.reshard()
         if self.sync_device is not None:
             getattr(torch, self.sync_device).current_stream().synchronize()

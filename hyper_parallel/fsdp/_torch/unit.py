@@ -487,6 +487,8 @@ class FSDPUnit:  # pylint: disable=too-many-instance-attributes
                     continue
                 work, out, mode = b.start_reduce_scatter(grads)
                 pending.append((b, work, out, mode))
+        if self.swapped_in:  # a recomputation (activation checkpointing) may stop before post-forward
+            self.swap_out()
         if self.reshard_after_backward:
             self.reshard()
         return pending

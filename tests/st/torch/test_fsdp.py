@@ -466,3 +466,40 @@ def test_fsdp_bad_inputs():
         hp.fully_shard(scalar, mesh=mesh)
     with pytest.raises(ValueError, match="is not a fully_shard module"):
         done.set_modules_to_forward_prefetch([nn.Linear(2, 2)])
+
+
+def make_checkpointed(seed=0):
+    """Three Linear+Tanh blocks run under non-reentrant activation checkpointing, then a head."""
+    import torch
+    from torch import nn
+    from torch.utils.checkpoint import checkpoint
+
+    class Checkpointed(nn.Module):
+        """Blocks recomputed in backward (the recomputation stops early, before post-forward)."""
+
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(12, 12), nn.Tanh()) for _ in range(3))
+            self.head = nn.Linear(12, 1)
+
+        def forward(self, x):
+            for block in self.blocks:
+                x = checkpoint(block, x, use_reentrant=False)
+            return self.head(x)
+
+    torch.manual_seed(seed)
+    return Checkpointed()
+
+
+@multi_rank(world_size=2, timeout=120)
+def test_fsdp_with_activation_checkpointing():
+    import torch.distributed as dist
+    import hyper_parallel as hp
+    mesh = hp.init_device_mesh("cpu", (2,))
+    ref = make_checkpointed()
+    model = copy.deepcopy(ref)
+    for block in model.blocks:
+        hp.fully_shard(block, mesh=mesh)
+    hp.fully_shard(model, mesh=mesh)
+    train_parity(model, ref, dp_rank=dist.get_rank(), dp_size=2)
+    assert all(isinstance(p, hp.DTensor) for p in model.parameters())
