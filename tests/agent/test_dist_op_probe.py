@@ -99,3 +99,10 @@ def test_interface_reads_schema_and_signature():
     glu = torch_interface("torch.nn.functional.glu")
     assert glu.source == "inspect.signature" and glu.param("dim").default == -1
     assert "float32" in glu.dtypes and "int64" not in glu.dtypes
+
+
+def test_binary_elementwise_partial_modes_match_the_registry():
+    modes = {"torch.add": "additive", "torch.mul": "multiplicative", "torch.div": "numerator", "torch.fmax": "none"}
+    for name, mode in modes.items():
+        deriv = derive(resolve_torch(name), torch_interface(name))
+        assert (deriv.kind, deriv.n_tensors, deriv.partial) == ("elementwise", 2, mode), name

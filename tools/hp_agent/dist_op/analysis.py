@@ -41,6 +41,7 @@ class Case:
     error: str = ""
     scan: Optional[str] = None
     pnorm: bool = False
+    n_tensors: int = 1
 
     @property
     def ndim(self) -> int:
@@ -63,6 +64,8 @@ class Derivation:
     shape_rule: str = "same"
     scan: Optional[str] = None
     expand: Optional[str] = None
+    partial: Optional[str] = None
+    n_tensors: int = 1
     legacy_dim: bool = False
     cache_values: List[str] = field(default_factory=list)
     cases: List[Case] = field(default_factory=list)
@@ -199,6 +202,63 @@ def _run_cases(fn: Callable, iface: Interface, shapes: Sequence[Tuple[int, ...]]
     return cases
 
 
+def _run_binary(fn: Callable, shapes: Sequence[Tuple[int, ...]]) -> List[Case]:
+    """Cases of a two-tensor op: both operands of each sample shape (no broadcasting needed)."""
+    import torch
+    cases = []
+    for shape in shapes:
+        case = Case(tuple(shape), {}, n_tensors=2)
+        gen = torch.Generator().manual_seed(len(cases))
+        x, y = torch.rand(shape, generator=gen) + 0.5, torch.rand(shape, generator=gen) + 0.5
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fn(x, y)
+        except Exception as exc:  # pylint: disable=broad-except  # a refused call is a finding, kept in the plan
+            case.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:240]
+            cases.append(case)
+            continue
+        case.probe = probe_call(fn, [x, y], {})
+        cases.append(case)
+    return cases
+
+
+# (P,P) -> P, (P,R) -> P, (R,P) -> P  ->  ElementwiseRule partial mode
+PARTIAL_MODES = {(True, False, False): "additive", (False, True, True): "multiplicative",
+                 (False, True, False): "numerator", (False, False, False): "none"}
+
+
+def _derive_two(fn: Callable, iface: Interface, shapes: Sequence[Tuple[int, ...]]) -> Derivation:
+    """Derivation of a two-tensor op (probed with equal shapes)."""
+    cases = _run_binary(fn, shapes)
+    ok = [c for c in cases if not c.error]
+    deriv = Derivation(kind="unknown", cases=cases, n_tensors=2)
+    if not ok:
+        deriv.questions.append("no sample call ran on one device; which inputs does the op take?")
+        return deriv
+    deriv.shape_rule = _shape_rule(ok, iface) or "mixed"
+    return _derive_binary(deriv, ok)
+
+
+def _derive_binary(deriv: Derivation, ok: List[Case]) -> Derivation:
+    """Element-wise two-tensor op: aligned shards keep their dim; the partial mode from the P combos."""
+    aligned = all(f"S({d})" in c.out_on((f"S({d})", f"S({d})")) for c in ok for d in range(c.ndim)
+                  if c.shape[d] >= 2)
+    if not aligned or deriv.shape_rule != "same":
+        deriv.questions.append("two tensor inputs whose aligned shards do not assemble as element-wise: which rule "
+                               "class fits (see the probe table)?")
+        return deriv
+    deriv.kind = "elementwise"
+    flags = tuple(all("P(sum)" in c.out_on(combo) for c in ok)
+                  for combo in (("P(sum)", "P(sum)"), ("P(sum)", "R"), ("R", "P(sum)")))
+    deriv.partial = PARTIAL_MODES.get(flags)
+    deriv.linear = deriv.partial not in (None, "none")
+    if deriv.partial is None:
+        deriv.questions.append(f"Partial(sum) behaviour (P,P)/(P,R)/(R,P) = {flags} matches no ElementwiseRule "
+                               "partial mode: which one (none is always correct)?")
+    return deriv
+
+
 def dim_param(iface: Interface) -> Optional[Param]:
     """The ``dim``-like parameter of an op, if any."""
     return next((p for p in iface.params[1:] if p.name in DIM_NAMES and not p.tensor), None)
@@ -254,18 +314,25 @@ def _shape_rule(cases: List[Case], iface: Interface) -> Optional[str]:
 def derive(fn: Callable, iface: Interface, shapes: Sequence[Tuple[int, ...]] = SAMPLE_SHAPES) -> Derivation:
     """Probe the op over samples and match the closed-form hypotheses (see the module docstring)."""
     tensors = [p for p in iface.params if p.tensor and not p.has_default]
+    if len(tensors) == 2:
+        return _derive_two(fn, iface, shapes)
+    if len(tensors) != 1:
+        return Derivation(kind="unknown", questions=[
+            f"{len(tensors)} required tensor inputs: the analyser derives one- and two-input rules only; which rule "
+            "class fits?"])
     cases = _run_cases(fn, iface, shapes)
     ok = [c for c in cases if not c.error]
     deriv = Derivation(kind="unknown", cases=cases)
-    if len(tensors) != 1:
-        deriv.questions.append(f"{len(tensors)} required tensor inputs: the analyser derives one-input rules only; "
-                               "which rule class fits (see the probe table)?")
-        return deriv
     if not ok:
         deriv.questions.append("no sample call ran on one device; which inputs does the op take?")
         return deriv
     deriv.linear = all("P(sum)" in c.out_on(("P(sum)",)) for c in ok)
     deriv.shape_rule = _shape_rule(ok, iface) or "mixed"
+    return _classify(deriv, iface, ok)
+
+
+def _classify(deriv: Derivation, iface: Interface, ok: List[Case]) -> Derivation:
+    """Match the one-tensor closed forms: element-wise, coupled along ``dim``, or an open question."""
     dp = dim_param(iface)
     if deriv.shape_rule == "same" and not any(_unshardable(c) for c in ok):
         deriv.kind = "elementwise"

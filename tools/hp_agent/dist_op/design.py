@@ -33,6 +33,11 @@ def class_name(op: str, suffix: str = "Rule") -> str:
 
 def design(deriv: Derivation, iface: Interface) -> Dict[str, Any]:
     """Path, base class, template, options and the reason, from the derivation."""
+    if deriv.kind == "elementwise" and deriv.n_tensors == 2:
+        opts = {"partial": deriv.partial} if deriv.partial not in (None, "none") else {}
+        return _path("A", "ElementwiseRule", f"{RULES_PACKAGE}.elementwise", opts, None,
+                     f"aligned shards of both operands keep their dim and the shape is kept; the Partial(sum) "
+                     f"combinations that assemble give the partial mode {deriv.partial or 'none'!r}")
     if deriv.kind == "elementwise":
         opts = {"partial": "preserve"} if deriv.linear else {}
         why = ("every dim shards to the same output dim and the shape is kept"
@@ -108,7 +113,39 @@ def _dim_of(deriv: Derivation, iface: Interface, case: Case) -> Optional[int]:
     return value % case.ndim
 
 
+def expected_binary(mode: Optional[str], pair: Tuple[str, str]) -> Tuple[List[str], str]:
+    """(required placements, output placement) of an element-wise two-tensor op (ElementwiseRule semantics)."""
+    shards = [p for p in pair if p.startswith("S(")]
+    if shards:
+        return [shards[0], shards[0]], shards[0]
+    partial = [p == "P(sum)" for p in pair]
+    if mode == "additive" and any(partial):
+        return ["P(sum)", "P(sum)"], "P(sum)"
+    if mode == "multiplicative" and sum(partial) == 1:
+        return list(pair), "P(sum)"
+    if mode == "numerator" and partial == [True, False]:
+        return list(pair), "P(sum)"
+    return ["R", "R"], "R"
+
+
+def _binary_pairs(ndim: int) -> List[Tuple[str, str]]:
+    return [("R", "R")] + [(f"S({d})", f"S({d})") for d in range(ndim)] + \
+        [("P(sum)", "P(sum)"), ("P(sum)", "R"), ("R", "P(sum)")]
+
+
+def _accepted_binary(deriv: Derivation) -> List[Dict[str, Any]]:
+    case = next((c for c in deriv.ok_cases if c.ndim == 3), deriv.ok_cases[0])
+    out = []
+    for pair in _binary_pairs(case.ndim):
+        need, res = expected_binary(deriv.partial, pair)
+        out.append({"shapes": [list(case.shape)] * 2, "kwargs": {}, "input": list(pair), "need": need,
+                    "output": [res], "out_shape": list(case.probe.out_shapes[0]), "native": need == list(pair)})
+    return out
+
+
 def _accepted(deriv: Derivation, iface: Interface) -> List[Dict[str, Any]]:
+    if deriv.n_tensors == 2:
+        return _accepted_binary(deriv)
     reps = [c for c in deriv.ok_cases if c.ndim == 3] or deriv.ok_cases[:1]
     out = []
     for case in reps:
@@ -148,6 +185,11 @@ def _rejected(deriv: Derivation, template_checks: Tuple[str, ...]) -> List[Dict[
 
 
 def _st_cases(deriv: Derivation, iface: Interface) -> List[Dict[str, Any]]:
+    if deriv.n_tensors == 2:
+        return [{"shapes": [list(c.shape)] * 2, "kwargs": {},
+                 "native_min": sum(1 for pair in _binary_pairs(c.ndim)
+                                   if expected_binary(deriv.partial, pair)[0] == list(pair))}
+                for c in deriv.ok_cases]
     cases = []
     for case in deriv.ok_cases:
         dim = _dim_of(deriv, iface, case)
@@ -169,7 +211,8 @@ def build_plan(group: List[str], ifaces: Dict[str, Interface], deriv: Derivation
         "frontends": {"torch": list(group), "mindspore": _ms_entry(ms_scope)},
         "interface": {n: {"signature": i.signature, "source": i.source, "dtypes": i.dtypes,
                           "params": [p.to_dict() for p in i.params]} for n, i in ifaces.items()},
-        "derivation": {"kind": deriv.kind, "dim_param": deriv.dim_param, "linear": deriv.linear,
+        "derivation": {"kind": deriv.kind, "tensors": deriv.n_tensors, "partial_mode": deriv.partial,
+                       "dim_param": deriv.dim_param, "linear": deriv.linear,
                        "shape_rule": deriv.shape_rule, "scan_combine": deriv.scan, "expand": deriv.expand,
                        "legacy_dim": deriv.legacy_dim,
                        "probed_cases": len(deriv.cases)},

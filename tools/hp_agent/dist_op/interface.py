@@ -114,12 +114,30 @@ def _schema_default(text: Optional[str]) -> Any:
         return text
 
 
-def _from_schema(name: str) -> Optional[Interface]:
-    import torch
+def _schema_candidates(name: str) -> List[str]:
+    """aten names to try: ``torch.special.x`` -> ``special_x``, ``torch.linalg.x`` -> ``linalg_x``, else ``x``."""
     op = base_name(name)
-    try:
-        schemas = torch._C._jit_get_schemas_for_operator(f"aten::{op}")  # pylint: disable=protected-access
-    except RuntimeError:
+    parts = name.split(".")
+    out = [f"{parts[-2]}_{op}"] if len(parts) > 2 and parts[-2] in ("special", "linalg", "fft") else []
+    return out + [op]
+
+
+def _schemas(name: str) -> list:
+    """The aten schemas of the first candidate name that has any."""
+    import torch
+    for op in _schema_candidates(name):
+        try:
+            found = torch._C._jit_get_schemas_for_operator(f"aten::{op}")  # pylint: disable=protected-access
+        except RuntimeError:
+            continue
+        if found:
+            return found
+    return []
+
+
+def _from_schema(name: str) -> Optional[Interface]:
+    schemas = _schemas(name)
+    if not schemas:
         return None
     schemas = [s for s in schemas if s.arguments and "Tensor" in str(s.arguments[0].type)
                and not s.overload_name.endswith("out")]
@@ -132,7 +150,7 @@ def _from_schema(name: str) -> Optional[Interface]:
         params.append(Param(a.name, str(a.type), _schema_default(str(a.default_value))
                             if a.default_value is not None else None, has_default, a.kwarg_only,
                             str(a.type) == "Tensor"))
-    return Interface(name, str(primary), "torch._C schema aten::" + op
+    return Interface(name, str(primary), "torch._C schema " + primary.name
                      + (f".{primary.overload_name}" if primary.overload_name else ""), params)
 
 

@@ -29,7 +29,11 @@ STATES = ("draft", "confirmed", "stale")
 
 
 class _Dumper(yaml.SafeDumper):  # pylint: disable=too-many-ancestors
-    """Short lists of scalars in flow style (``[3, 4, 6]``), everything else block style."""
+    """Short lists of scalars in flow style (``[3, 4, 6]``), everything else block style, no anchors."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        """Never write ``&id``/``*id`` aliases: a plan is read by people."""
+        return True
 
 
 def _represent_list(dumper, data):

@@ -22,26 +22,43 @@ def render(template: str, **context: Any) -> str:
     return _ENV.get_template(template).render(**context)
 
 
-def _cell(case, combo: str) -> str:
+def _cell(case: Any, combo: tuple) -> str:
     if case.probe is None:
         return "error"
-    found = case.out_on((combo,))
+    found = case.out_on(combo)
     if found:
         return " ".join(found)
-    if case.scan and combo.startswith("S("):
+    if case.scan and combo[0].startswith("S("):
         return f"scan:{case.scan}"
-    if case.pnorm and combo.startswith("S("):
+    if case.pnorm and combo[0].startswith("S("):
         return "pnorm-expand"
     return "-"
 
 
-def _cells(case, cols: List[str]) -> List[str]:
-    return [_cell(case, p) if (not p.startswith("S(") or int(p[2:-1]) < case.ndim) else "n/a" for p in cols]
+def _fits(case: Any, combo: tuple) -> bool:
+    return all(not p.startswith("S(") or int(p[2:-1]) < case.ndim for p in combo)
+
+
+def _cells(case: Any, cols: List[tuple]) -> List[str]:
+    return [_cell(case, combo) if _fits(case, combo) else "n/a" for combo in cols]
+
+
+def _columns(deriv: Any, ndim: int) -> List[tuple]:
+    """Input-placement combinations shown in the probe table (pairs for two-tensor ops)."""
+    singles = ["R"] + [f"S({d})" for d in range(ndim)] + ["P(sum)"]
+    if getattr(deriv, "n_tensors", 1) == 2:
+        return [("R", "R")] + [(f"S({d})", f"S({d})") for d in range(ndim)] + \
+            [("S(0)", "R"), ("R", "S(0)"), ("P(sum)", "P(sum)"), ("P(sum)", "R"), ("R", "P(sum)")]
+    return [(p,) for p in singles]
 
 
 def _summary(meta: Dict[str, Any]) -> str:
     deriv = meta["derivation"]
     lines = []
+    if deriv["kind"] == "elementwise" and deriv.get("tensors") == 2:
+        lines.append("- Both operands sharded on the same dim keep it; the output is sharded on that dim.")
+        lines.append(f"- Partial mode (from the (P,P), (P,R), (R,P) probes): `{deriv.get('partial_mode')}`.")
+        return "\n".join(lines)
     if deriv["kind"] == "elementwise":
         lines.append("- Every tensor dim may stay sharded; the output is sharded on the same dim.")
     elif deriv["kind"] == "except_dim":
@@ -70,8 +87,10 @@ def render_body(meta: Dict[str, Any], deriv: Any, ifaces: Dict[str, Any], questi
     from hp_agent.dist_op.plan import slug_of
     cases = [c for c in deriv.cases if c.probe is not None]
     ndim = max((c.ndim for c in cases), default=0)
-    cols = ["R"] + [f"S({d})" for d in range(ndim)] + ["P(sum)"]
-    rows = [{"shape": list(c.shape), "kwargs": c.kwargs or "defaults", "cells": _cells(c, cols)} for c in cases[:16]]
+    combos = _columns(deriv, ndim)
+    cols = [", ".join(c) for c in combos]
+    rows = [{"shape": list(c.shape), "kwargs": c.kwargs or "defaults", "cells": _cells(c, combos)}
+            for c in cases[:16]]
     errors = [{"shape": list(c.shape), "kwargs": c.kwargs, "error": c.error} for c in deriv.cases if c.error][:6]
     shapes = sorted({tuple(c.shape) for c in deriv.cases})
     varying = sorted({k for c in deriv.cases for k in c.kwargs})

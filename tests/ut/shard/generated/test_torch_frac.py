@@ -63,15 +63,17 @@ def _placement(text):
 
 
 def _call(name, case, placements, positional):
-    args, kwargs = [("__tensor__", 0)], dict(case["kwargs"])
+    """The OpCall of one scenario: one tensor per shape, each on a 1-D mesh with its placement."""
+    shapes = case.get("shapes") or [case["shape"]]
+    args, kwargs = [("__tensor__", i) for i in range(len(shapes))], dict(case["kwargs"])
     if positional and kwargs:
         last = max(POSITIONS[k] for k in kwargs)
         by_pos = {POSITIONS[k]: k for k in POSITIONS}
-        for i in range(1, last + 1):
+        for i in range(len(shapes), last + 1):
             key = by_pos[i]
             args.append(kwargs.pop(key) if key in kwargs else DEFAULTS[key])
-    tensor = TensorArg(0, tuple(case["shape"]), tuple(_placement(p) for p in placements))
-    return OpCall(name, [tensor], tuple(args), kwargs, (len(placements),))
+    tensors = [TensorArg(i, tuple(shape), (_placement(p),)) for i, (shape, p) in enumerate(zip(shapes, placements))]
+    return OpCall(name, tensors, tuple(args), kwargs, (2,))
 
 
 @pytest.mark.parametrize("positional", [False, True], ids=["keyword", "positional"])
@@ -81,8 +83,8 @@ def test_accepted(name, index, positional):
     case = ACCEPTED[index]
     rule = get_registry().entries[name].rule_instance()
     decision = rule.infer(_call(name, case, case["input"], positional))
-    where = f"{name} {case['shape']} {case['kwargs']} input {case['input']}"
-    assert [p.short() for p in decision.inputs[0]] == case["need"], where
+    where = f"{name} {case.get('shapes') or case['shape']} {case['kwargs']} input {case['input']}"
+    assert [d[0].short() for d in decision.inputs] == case["need"], where
     placements, shape = decision.outputs
     assert [p.short() for p in placements] == case["output"], where
     assert list(shape) == case["out_shape"], where

@@ -31,10 +31,11 @@ def test_torch_sinh_parity():
         fn = _function(name)
         for k, case in enumerate(CASES):
             torch.manual_seed(k)
-            x = torch.rand(case["shape"]) + 0.5
-            report = check_op(name, lambda t, kw=case["kwargs"], f=fn: f(t, **kw), [x])
+            shapes = case.get("shapes") or [case["shape"]]
+            tensors = [torch.rand(shape) + 0.5 for shape in shapes]
+            report = check_op(name, lambda *ts, kw=case["kwargs"], f=fn: f(*ts, **kw), tensors)
             report.raise_if_failed()
-            where = f"{name} shape {case['shape']} {case['kwargs']}"
+            where = f"{name} shapes {shapes} {case['kwargs']}"
             assert not report.rejected, f"{where}: refused {report.rejected[:3]}"
             assert report.native >= case["native_min"], \
                 f"{where}: {report.native} native combos, the plan expects at least {case['native_min']}"
