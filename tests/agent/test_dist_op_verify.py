@@ -19,6 +19,7 @@ torch.exp: {options: {partial: preserve}}        # wrong: exp is not linear, P(s
 torch.softmax: {}                                # wrong: softmax couples its dim, S(dim) must be gathered
 torch.tanh: {module: tests.agent.test_dist_op_verify, rule: GatherEverything}   # right but wasteful
 torch.cumsum: {module: hyper_parallel.core.shard.ops.rules.normalization, rule: SoftmaxRule}  # gathers the scan
+torch.sigmoid: {module: tests.agent.test_dist_op_verify, rule: DoubleShardBug}  # wrong on 2-D meshes only
 """
 
 
@@ -29,6 +30,18 @@ class GatherEverything(OpRule):
         t = call.tensors[0]
         need = (Replicate(),) * call.mesh_ndim
         return Decision(inputs=[need], outputs=(need, tuple(t.shape)))
+
+
+class DoubleShardBug(OpRule):
+    """Element-wise, but a dim sharded by both mesh dims is declared sharded by the outer one only."""
+
+    def infer(self, call: OpCall) -> Decision:
+        t = call.tensors[0]
+        need = tuple(Replicate() if p.is_partial() else p for p in t.placements)
+        out = list(need)
+        if len(out) == 2 and out[0] == out[1] and out[0].is_shard():
+            out[1] = Replicate()
+        return Decision(inputs=[need], outputs=(tuple(out), tuple(t.shape)))
 
 
 def _registry(tmp_path) -> Registry:
@@ -52,6 +65,8 @@ def test_verify_flags_planted_false_positives_and_negatives(tmp_path):
     assert tanh and all("S(" in f.placements for f in tanh) and not by_op["torch.tanh"].count("false positive")
     scans = [f for f in report.false_negatives if f.op == "torch.cumsum"]
     assert any("scan expand" in f.detail and "torch.add" in f.detail for f in scans) and not by_op["torch.cumsum"].count("false positive")
+    double = [f for f in report.false_positives if f.op == "torch.sigmoid"]
+    assert double and all("mesh [2, 2]" in f.placements for f in double)
     text = render_markdown(report)
     assert "## False positives" in text and "`torch.exp" in text and "| `torch.relu` |" in text
 
@@ -74,3 +89,17 @@ def test_cli_verify_and_refusals(cli):
     assert unknown.returncode == 2 and "not registered" in unknown.stderr
     registered = cli(["dist-op", "analyze", "torch.add"], cwd=REPO)
     assert registered.returncode == 2 and "already registered" in registered.stderr
+
+
+def test_mesh_simulation_round_trips_nested_shards_and_partials():
+    import torch
+    from hyper_parallel.core.placement import Partial, Shard
+    from hp_agent.dist_op.meshsim import assemble_nd, split_nd
+    t = torch.randn(5, 6)
+    for placements in [(Shard(0), Shard(0)), (Shard(0), Shard(1)), (Partial(), Shard(1)), (Shard(1), Partial()),
+                       (Replicate(), Shard(0))]:
+        parts = split_nd(t, placements, (2, 2), torch.Generator().manual_seed(0))
+        assert torch.allclose(assemble_nd(parts, placements, (2, 2)), t, atol=1e-6), placements
+    nested = split_nd(t, (Shard(0), Shard(0)), (2, 2), torch.Generator())
+    assert [nested[c].shape[0] for c in sorted(nested)] == [2, 1, 1, 1]  # 5 -> 3 + 2 -> (2 + 1) + (1 + 1)
+    assert assemble_nd(nested, (Shard(0), Replicate()), (2, 2)) is None

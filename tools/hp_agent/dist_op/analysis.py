@@ -130,29 +130,33 @@ def scan_combine(fn: Callable, x: Any, kwargs: Dict[str, Any], dim: int,
     result at the last index of shard ``r - 1``.
     """
     import torch
-    from hyper_parallel.core.placement import shard_range
     ref = _call(fn, x, kwargs)
-    if not isinstance(ref, torch.Tensor) or ref.shape != x.shape or x.shape[dim] < 2:
+    if not isinstance(ref, torch.Tensor) or ref.shape != x.shape or x.shape[dim] < 2 or not ref.is_floating_point():
         return None
+    shards = {}
+    for n in ranks:
+        try:
+            shards[n] = simulate(lambda t: _call(fn, t, kwargs), [x], {}, [parse_placement(f"S({dim})")], n)
+        except Exception:  # pylint: disable=broad-except  # the op refuses a shard of dim: no scan
+            return None
     for name in COMBINES:
-        comb = getattr(torch, name)
-        good = True
-        for n in ranks:
-            locals_ = simulate(lambda t: _call(fn, t, kwargs), [x], {}, [parse_placement(f"S({dim})")], n)
-            for r in range(1, n):
-                start, length = shard_range(x.shape[dim], n, r)
-                if length == 0 or start == 0:
-                    continue
-                carry = ref.narrow(dim, start - 1, 1)
-                want = ref.narrow(dim, start, length)
-                if not torch.allclose(comb(locals_[r][0], carry), want, atol=1e-5, rtol=1e-4):
-                    good = False
-                    break
-            if not good:
-                break
-        if good:
+        if all(_scan_holds(getattr(torch, name), ref, shards[n], dim, n) for n in ranks):
             return name
     return None
+
+
+def _scan_holds(comb: Callable, ref: Any, locals_: list, dim: int, n: int) -> bool:
+    """True when every shard after the first is ``comb(local, carry of the shard before)``."""
+    import torch
+    from hyper_parallel.core.placement import shard_range
+    for r in range(1, n):
+        start, length = shard_range(ref.shape[dim], n, r)
+        if length == 0 or start == 0:
+            continue
+        carry = ref.narrow(dim, start - 1, 1)
+        if not torch.allclose(comb(locals_[r][0], carry), ref.narrow(dim, start, length), atol=1e-5, rtol=1e-4):
+            return False
+    return True
 
 
 def pnorm_expand(fn: Callable, x: Any, kwargs: Dict[str, Any], dim: int, iface: Interface,

@@ -29,6 +29,8 @@ __all__ = ["Finding", "OpResult", "VerifyReport", "verify", "verify_op", "render
 
 RANKS = (2, 3)
 MAX_COMBOS = 64
+MESH_2D = (2, 2)
+MAX_COMBOS_2D = 48
 
 
 @dataclass
@@ -133,6 +135,8 @@ def _flat_outputs(outputs) -> List[Optional[Tuple[tuple, tuple]]]:
 
 
 def _opcall(name, args, kwargs, placements, n):
+    """The dispatcher's OpCall for ``placements`` (one placement each on a 1-D mesh of ``n``, or a tuple
+    per tensor with ``n`` the mesh shape)."""
     from hyper_parallel.core.shard.rule import OpCall, TensorArg
     from hyper_parallel.platform.torch.dispatch import _placeholders  # pylint: disable=protected-access
     import torch
@@ -142,9 +146,10 @@ def _opcall(name, args, kwargs, placements, n):
         where, j = loc
         t = kwargs[where] if isinstance(where, str) else args[where]
         t = t if j is None else t[j]
-        tensors.append(TensorArg(slot, tuple(t.shape), (p,), bool(isinstance(t, torch.Tensor) and t.requires_grad)))
+        pl = tuple(p) if isinstance(p, tuple) else (p,)
+        tensors.append(TensorArg(slot, tuple(t.shape), pl, bool(isinstance(t, torch.Tensor) and t.requires_grad)))
     pargs, pkwargs = _placeholders(args, kwargs, locs)
-    return OpCall(name, tensors, tuple(pargs), pkwargs, (n,))
+    return OpCall(name, tensors, tuple(pargs), pkwargs, tuple(n) if isinstance(n, tuple) else (n,))
 
 
 def _constant(ref) -> bool:
@@ -210,9 +215,10 @@ class SimPlan:
 def _expand_runner(rule, fn, call, decision, n, moved: bool):
     from hyper_parallel.platform.torch.dispatch import _out_specs  # pylint: disable=protected-access
     method = getattr(rule, decision.expand)
+    shape = tuple(n) if isinstance(n, tuple) else (n,)
 
     def run(rank, args, kwargs):
-        mesh = SimMesh((n,), (rank,))
+        mesh = SimMesh(shape, rank if isinstance(rank, tuple) else (rank,))
         plan = SimPlan(call, decision, mesh, _out_specs(mesh, decision.outputs), [True] if moved else [])
         return method(fn, args, kwargs, plan)
     return run
@@ -310,6 +316,50 @@ def _scan_instead(fn, args, kwargs, given, need, ref) -> Optional[str]:
     return scan_combine(lambda t, **kw: fn(t, *args[1:], **kw), x, kwargs, given[0].dim)
 
 
+def _combos_2d(tensors) -> list:
+    """A deterministic sample of placement pairs per tensor on the 2x2 mesh."""
+    import random
+    per_tensor = [list(itertools.product(placements_for(t), repeat=len(MESH_2D))) for t in tensors]
+    every = list(itertools.product(*per_tensor))
+    return random.Random(0).sample(every, min(MAX_COMBOS_2D, len(every)))
+
+
+def _one_combo_2d(res: OpResult, name: str, rule, fn, sample, ref, combo) -> None:
+    """False-positive check of one combination on the 2x2 mesh (a tuple of placements per tensor)."""
+    from hyper_parallel.core.shard.rule import RuleError
+    from hp_agent.dist_op.meshsim import matches_nd, simulate_nd
+    args, kwargs = sample
+    text = f"{[[p.short() for p in pl] for pl in combo]} on mesh {list(MESH_2D)}"
+    call = _opcall(name, args, kwargs, combo, MESH_2D)
+    try:
+        decision = rule.infer(call)
+    except RuleError:
+        res.refused += 1
+        return
+    except Exception as exc:  # pylint: disable=broad-except  # a rule crash is reported as a finding
+        res.findings.append(Finding("rule error", name, describe(sample), text, f"{type(exc).__name__}: {exc}"))
+        return
+    res.checked += 1
+    need = [tuple(d) if d is not None else g for d, g in zip(decision.inputs, combo)]
+    need += list(combo[len(decision.inputs):])
+    moved = any(tuple(a) != tuple(b) for a, b in zip(need, combo))
+    runner = _expand_runner(rule, fn, call, decision, MESH_2D, moved) if decision.expand else None
+    try:
+        results = simulate_nd(fn, args, kwargs, need, MESH_2D, per_rank=runner)
+    except NeedsCollective:
+        res.expand += 1
+        return
+    except Exception as exc:  # pylint: disable=broad-except  # the op fails on the required shards: a finding
+        res.findings.append(Finding("false positive", name, describe(sample), text,
+                                    f"the op fails on the required shards: {type(exc).__name__}: {exc}"))
+        return
+    if results is None or decision.outputs is None:
+        return
+    problem = matches_nd(results, _flat_outputs(decision.outputs), ref, MESH_2D)
+    if problem:
+        res.findings.append(Finding("false positive", name, describe(sample), text, problem))
+
+
 def verify_op(name: str, entry: Any) -> OpResult:
     """Probe one registered op; an unexpected error of the verifier itself is reported in the status."""
     try:
@@ -320,9 +370,21 @@ def verify_op(name: str, entry: Any) -> OpResult:
         return res
 
 
+def _reference(fn, args, kwargs) -> Optional[list]:
+    """The single-device outputs of a sample, or None when the op does not take it."""
+    import torch
+    try:
+        with torch.no_grad():
+            ref = flatten(fn(*args, **kwargs))
+    except Exception:  # pylint: disable=broad-except  # a sample the op does not take: not a call to verify
+        return None
+    if any(r is NotImplemented for r in ref):  # a reflected operator declining these operands
+        return None
+    return ref
+
+
 def _verify_op(name: str, entry: Any) -> OpResult:
     """Probe one registered op."""
-    import torch
     from hyper_parallel.platform.torch.dispatch import resolve_torch_name
     res = OpResult(name, entry.rule, entry.source.rsplit("/", 1)[-1])
     if any(m in entry.module for m in NONDETERMINISTIC_MODULES) or name.rsplit(".", 1)[-1] in NONDETERMINISTIC_OPS:
@@ -338,16 +400,11 @@ def _verify_op(name: str, entry: Any) -> OpResult:
         return res
     fn = _cloning(fn)
     rule = entry.rule_instance()
-    samples = samples_for(name)
     ran = 0
-    for sample in samples:
+    for sample in samples_for(name):
         args, kwargs = sample
-        try:
-            with torch.no_grad():
-                ref = flatten(fn(*args, **kwargs))
-        except Exception:  # pylint: disable=broad-except  # a sample the op does not take: not a call to verify
-            continue
-        if any(r is NotImplemented for r in ref):  # a reflected operator declining these operands
+        ref = _reference(fn, args, kwargs)
+        if ref is None:
             continue
         ran += 1
         tensors = [_nth(args, kwargs, loc) for loc in collect_tensors(args, kwargs)]
@@ -355,6 +412,8 @@ def _verify_op(name: str, entry: Any) -> OpResult:
         for combo in itertools.islice(itertools.product(*options), MAX_COMBOS):
             for n in RANKS:
                 _one_combo(res, name, rule, fn, sample, ref, combo, n)
+        for combo in _combos_2d(tensors):
+            _one_combo_2d(res, name, rule, fn, sample, ref, combo)
     if not ran:
         res.status = "no sample: define one in hp_agent/dist_op/samples.py"
     return res
