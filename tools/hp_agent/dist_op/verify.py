@@ -159,9 +159,15 @@ def _constant(ref) -> bool:
     return bool(tensors) and all(t.numel() <= 1 or bool((t == t.flatten()[0]).all()) for t in tensors)
 
 
-def _native_ok(fn, args, kwargs, placements, ref, n) -> bool:
-    """True when the given placements assemble into the reference under some output placement, for two
-    different random Partial splits (a constant result proves nothing and never counts)."""
+def _is_inplace(name: str) -> bool:
+    base = name.rsplit(".", 1)[-1]
+    return (base.endswith("_") and not base.endswith("__")) or (base.startswith("__i") and base.endswith("__"))
+
+
+def _native_ok(fn, args, kwargs, placements, ref, n, inplace: bool = False) -> bool:
+    """True when the given placements assemble into the reference under some output placement (for an
+    in-place op: under self's own placement), for two different random Partial splits (a constant result
+    proves nothing and never counts)."""
     from hp_agent.dist_op.probe import assembling
     if _constant(ref):
         return False
@@ -170,7 +176,8 @@ def _native_ok(fn, args, kwargs, placements, ref, n) -> bool:
             results = simulate(fn, args, kwargs, placements, n, seed)
         except Exception:  # pylint: disable=broad-except  # the op refused the shards: not native
             return False
-        if results is None or not all(found for found in assembling(ref, results, n)):
+        found = assembling(ref, results, n) if results is not None else [[]]
+        if not all(found) or (inplace and placements[0].short() not in found[0]):
             return False
     return True
 
@@ -271,7 +278,7 @@ def _one_combo(res: OpResult, name: str, rule, fn, sample, ref, combo, n) -> Non
         decision = rule.infer(call)
     except RuleError:
         res.refused += 1
-        if _native_ok(fn, args, kwargs, combo, ref, n):
+        if _native_ok(fn, args, kwargs, combo, ref, n, _is_inplace(name)):
             res.findings.append(Finding("false negative", name, describe(sample), text,
                                         "refused, but the placements work without communication"))
         return
@@ -292,7 +299,7 @@ def _one_combo(res: OpResult, name: str, rule, fn, sample, ref, combo, n) -> Non
     if need == given[:len(need)]:
         return
     moved = [f"{g.short()}->{p.short()}" for g, p in zip(given, need) if g != p]
-    if _native_ok(fn, args, kwargs, combo, ref, n):
+    if _native_ok(fn, args, kwargs, combo, ref, n, _is_inplace(name)):
         res.findings.append(Finding("false negative", name, describe(sample), text,
                                     f"redistributes {moved}, but the given placements work without communication"))
         return
@@ -441,4 +448,7 @@ def verify(names: Optional[Sequence[str]] = None, registry: Any = None) -> Verif
 def render_markdown(report: VerifyReport) -> str:
     """The table for ``docs/dist_op_verify.md``."""
     from hp_agent.dist_op.render import render
-    return render("verify.md.j2", report=report, data=report.to_dict())
+    groups: Dict[str, List[Finding]] = {}
+    for f in report.false_negatives:
+        groups.setdefault(f.op, []).append(f)
+    return render("verify.md.j2", report=report, data=report.to_dict(), fn_groups=sorted(groups.items()))
