@@ -164,21 +164,36 @@ def _is_inplace(name: str) -> bool:
     return (base.endswith("_") and not base.endswith("__")) or (base.startswith("__i") and base.endswith("__"))
 
 
+def _shifted(args, kwargs) -> Tuple[list, dict]:
+    """The sample with every floating tensor moved by -1 (mixed signs: sign-dependent coincidences fail)."""
+    import torch
+
+    def move(v):
+        if isinstance(v, torch.Tensor) and v.is_floating_point():
+            return v - 1.0
+        if type(v) in (list, tuple):  # pylint: disable=unidiomatic-typecheck
+            return type(v)(move(t) for t in v)
+        return v
+    return [move(a) for a in args], {k: move(v) for k, v in kwargs.items()}
+
+
 def _native_ok(fn, args, kwargs, placements, ref, n, inplace: bool = False) -> bool:
     """True when the given placements assemble into the reference under some output placement (for an
-    in-place op: under self's own placement), for two different random Partial splits (a constant result
-    proves nothing and never counts)."""
+    in-place op: under self's own placement), for two random Partial splits of the sample and of the sample
+    moved to mixed signs (a constant result proves nothing and never counts)."""
     from hp_agent.dist_op.probe import assembling
-    if _constant(ref):
-        return False
-    for seed in (0, 1):
-        try:
-            results = simulate(fn, args, kwargs, placements, n, seed)
-        except Exception:  # pylint: disable=broad-except  # the op refused the shards: not native
+    shifted = _shifted(args, kwargs)
+    for a, k, want in ((args, kwargs, ref), (shifted[0], shifted[1], _reference(fn, *shifted))):
+        if want is None or _constant(want):
             return False
-        found = assembling(ref, results, n) if results is not None else [[]]
-        if not all(found) or (inplace and placements[0].short() not in found[0]):
-            return False
+        for seed in (0, 1):
+            try:
+                results = simulate(fn, a, k, placements, n, seed)
+            except Exception:  # pylint: disable=broad-except  # the op refused the shards: not native
+                return False
+            found = assembling(want, results, n) if results is not None else [[]]
+            if not all(found) or (inplace and placements[0].short() not in found[0]):
+                return False
     return True
 
 
