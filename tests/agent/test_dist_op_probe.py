@@ -106,3 +106,13 @@ def test_binary_elementwise_partial_modes_match_the_registry():
     for name, mode in modes.items():
         deriv = derive(resolve_torch(name), torch_interface(name))
         assert (deriv.kind, deriv.n_tensors, deriv.partial) == ("elementwise", 2, mode), name
+
+
+def test_mindspore_names_map_to_their_torch_counterpart():
+    import pytest
+    from hp_agent.dist_op.analyze import torch_counterpart
+    from hp_agent.dist_op.interface import AnalyzeError
+    assert torch_counterpart("mindspore.mint.cumprod") == "torch.cumprod"
+    assert torch_counterpart("mindspore.mint.nn.functional.tanhshrink") == "torch.nn.functional.tanhshrink"
+    with pytest.raises(AnalyzeError, match="no torch counterpart"):
+        torch_counterpart("mindspore.ops.nosuch")

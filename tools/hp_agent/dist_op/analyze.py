@@ -34,6 +34,23 @@ class AnalyzeResult:
                 "seconds": round(self.seconds, 2)}
 
 
+TORCH_PREFIXES = ("torch.", "torch.nn.functional.", "torch.special.", "Tensor.")
+
+
+def torch_counterpart(ms_name: str) -> str:
+    """The torch op a MindSpore name (``mindspore.mint.cumprod``, ``mindspore.mint.nn.functional.glu``)
+    stands for: the analysis probes the torch op; the scope step records the MindSpore names."""
+    import torch
+    op = base_name(ms_name)
+    for prefix in TORCH_PREFIXES:
+        owner = {"torch.": torch, "torch.nn.functional.": torch.nn.functional, "torch.special.": torch.special,
+                 "Tensor.": torch.Tensor}[prefix]
+        if callable(getattr(owner, op, None)):
+            return prefix + op
+    raise AnalyzeError(f"{ms_name}: no torch counterpart named {op!r} in torch, torch.nn.functional, torch.special "
+                       "or Tensor; a MindSpore-only op needs a hand-written plan")
+
+
 def group_names(names: List[str]) -> List[List[str]]:
     """Names of one op across spellings (``torch.cumprod``, ``Tensor.cumprod``) share a plan; order kept."""
     groups: Dict[str, List[str]] = {}
@@ -59,9 +76,7 @@ def analyze(names: List[str], layout: Layout, force: bool = False) -> List[Analy
     unless ``force``, overwriting a confirmed plan."""
     if not names:
         raise AnalyzeError("name at least one op (e.g. torch.roll, Tensor.flip, torch.nn.functional.glu)")
-    for n in names:
-        if n.startswith("mindspore."):
-            raise AnalyzeError(f"{n}: give the torch name; the MindSpore counterpart is looked up in the scope step")
+    names = [torch_counterpart(n) if n.startswith("mindspore.") else n for n in names]
     done = _registered(names, layout)
     if done:
         raise AnalyzeError(f"already registered (nothing to plan): {', '.join(done)}")
