@@ -23,7 +23,7 @@ from typing import Callable, Dict, Optional, Sequence
 import torch
 from torch._C import DisableTorchFunctionSubclass
 
-from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
+from hyper_parallel.core.placement import Placement, Replicate, Shard
 from hyper_parallel.core.redistribute import compile_plan, run_redistribute
 from hyper_parallel.core.spec import DTensorSpec, normalize_placements
 
@@ -69,7 +69,7 @@ def _alias(t: torch.Tensor) -> torch.Tensor:
 
 
 class _ScaleGrad(torch.autograd.Function):
-    """Identity forward; gradient multiplied by ``scale`` (from_local of Partial(avg))."""
+    """Identity forward; gradient multiplied by ``scale`` (keeps the partial-gradient promise)."""
 
     @staticmethod
     def forward(ctx, x, scale):  # pylint: disable=arguments-differ
