@@ -183,6 +183,7 @@ def _native_ok(fn, args, kwargs, placements, ref, n, inplace: bool = False) -> b
     moved to mixed signs (a constant result proves nothing and never counts)."""
     from hp_agent.dist_op.probe import assembling
     shifted = _shifted(args, kwargs)
+    common: Optional[List[set]] = None
     for a, k, want in ((args, kwargs, ref), (shifted[0], shifted[1], _reference(fn, *shifted))):
         if want is None or _constant(want):
             return False
@@ -191,10 +192,12 @@ def _native_ok(fn, args, kwargs, placements, ref, n, inplace: bool = False) -> b
                 results = simulate(fn, a, k, placements, n, seed)
             except Exception:  # pylint: disable=broad-except  # the op refused the shards: not native
                 return False
-            found = assembling(want, results, n) if results is not None else [[]]
-            if not all(found) or (inplace and placements[0].short() not in found[0]):
-                return False
-    return True
+            found = [set(f) for f in assembling(want, results, n)] if results is not None else [set()]
+            common = found if common is None else [c & f for c, f in zip(common, found)]
+    # one output placement must work for every dataset and split (not P(max) here and P(min) there)
+    if not common or not all(common):
+        return False
+    return not inplace or placements[0].short() in common[0]
 
 
 class NeedsCollective(RuntimeError):
