@@ -308,6 +308,10 @@ def _one_combo(res: OpResult, name: str, rule, fn, sample, ref, combo, n) -> Non
     need = [tuple(d)[0] if d is not None else g for d, g in zip(decision.inputs, given)]
     try:
         problem = _check_decision(fn, args, kwargs, decision, given, ref, n, call, rule)
+        shifted = _shifted(args, kwargs)
+        shifted_ref = _reference(fn, *shifted) if not problem else None
+        if shifted_ref is not None:  # the same decision on mixed-sign data (sign coincidences hide bugs)
+            problem = _check_decision(fn, shifted[0], shifted[1], decision, given, shifted_ref, n, call, rule)
     except NeedsCollective:
         res.expand += 1
         problem = None
