@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import itertools
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -307,19 +308,33 @@ def _one_combo(res: OpResult, name: str, rule, fn, sample, ref, combo, n) -> Non
     given = list(combo)
     need = [tuple(d)[0] if d is not None else g for d, g in zip(decision.inputs, given)]
     try:
-        problem = _check_decision(fn, args, kwargs, decision, given, ref, n, call, rule)
-        shifted = _shifted(args, kwargs)
-        shifted_ref = _reference(fn, *shifted) if not problem else None
-        if shifted_ref is not None:  # the same decision on mixed-sign data (sign coincidences hide bugs)
-            problem = _check_decision(fn, shifted[0], shifted[1], decision, given, shifted_ref, n, call, rule)
+        problem = _check_both(fn, args, kwargs, decision, given, ref, n, call, rule)
     except NeedsCollective:
         res.expand += 1
         problem = None
     if problem:
         res.findings.append(Finding("false positive", name, describe(sample), text, problem))
-        return
-    if need == given[:len(need)]:
-        return
+    elif need != given[:len(need)]:
+        _false_negative(res, name, fn, sample, ref, combo, need, n)
+
+
+def _check_both(fn, args, kwargs, decision, given, ref, n, call, rule) -> Optional[str]:
+    """The decision on the sample, then on the sample moved to mixed signs (sign coincidences hide bugs)."""
+    problem = _check_decision(fn, args, kwargs, decision, given, ref, n, call, rule)
+    if problem:
+        return problem
+    shifted = _shifted(args, kwargs)
+    shifted_ref = _reference(fn, *shifted)
+    if shifted_ref is None:
+        return None
+    return _check_decision(fn, shifted[0], shifted[1], decision, given, shifted_ref, n, call, rule)
+
+
+def _false_negative(res: OpResult, name: str, fn, sample, ref, combo, need, n) -> None:
+    """Record a redistribution the given placements did not need (natively, or with a scan expand)."""
+    args, kwargs = sample
+    given = list(combo)
+    text = f"{[p.short() for p in combo]} on {n} ranks"
     moved = [f"{g.short()}->{p.short()}" for g, p in zip(given, need) if g != p]
     if _native_ok(fn, args, kwargs, combo, ref, n, _is_inplace(name)):
         res.findings.append(Finding("false negative", name, describe(sample), text,
@@ -463,7 +478,9 @@ def verify(names: Optional[Sequence[str]] = None, registry: Any = None) -> Verif
         missing = [n for n in names if n not in reg.entries]
         if missing:
             raise KeyError(", ".join(missing))
-    results = [verify_op(n, reg.entries[n]) for n in (names or sorted(reg.entries))]
+    with warnings.catch_warnings():  # torch's deprecation/broadcast warnings on samples are not findings
+        warnings.simplefilter("ignore")
+        results = [verify_op(n, reg.entries[n]) for n in (names or sorted(reg.entries))]
     return VerifyReport(results, time.monotonic() - start)
 
 
