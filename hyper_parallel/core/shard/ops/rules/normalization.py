@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from hyper_parallel.core.placement import Placement, Replicate, Shard
+from hyper_parallel.core.placement import Placement, Replicate, Shard, shard_range
 from hyper_parallel.core.shard.ops.rules.reductions import checked_dim
 from hyper_parallel.core.shard.rule import Decision, OpCall, OpRule, TensorArg
 
@@ -99,6 +99,17 @@ class GroupNormRule(OpRule):
         return Decision(inputs=inputs, outputs=(need, tuple(t.shape)))
 
 
+def _channel_shard(p: Placement, chunks: List[int], n: int) -> Tuple[bool, List[int]]:
+    """(keep ``p`` as a channel shard, channel counts after it): a split that leaves a rank without channels
+    is not kept (torch's batch_norm fails on zero channels), the channels are gathered on that mesh dim."""
+    if not (isinstance(p, Shard) and p.dim == 1):
+        return False, chunks
+    split = [shard_range(c, n, i)[1] for c in chunks for i in range(n)]
+    if min(split) == 0:
+        return False, chunks
+    return True, split
+
+
 # positional index of each tensor parameter: F.batch_norm / torch.batch_norm (aten order)
 _BN_PARAMS = {"functional": (("running_mean", 1), ("running_var", 2), ("weight", 3), ("bias", 4)),
               "aten": (("weight", 1), ("bias", 2), ("running_mean", 3), ("running_var", 4))}
@@ -130,9 +141,11 @@ class BatchNormRule(OpRule):
         roles = self._roles(call, _BN_PARAMS[self.signature])
         in_need: List[Placement] = []
         param_need: List[Placement] = []
+        chunks = [t.shape[1]]  # channel counts of the shards so far (torch's batch_norm needs >= 1 per rank)
         for d in range(call.mesh_ndim):
             p = t.placements[d] if t.is_dtensor else Replicate()
-            channel = isinstance(p, Shard) and p.dim == 1
+            channel, chunks = _channel_shard(p, chunks, call.mesh_shape[d])
+            p = p if channel or not (isinstance(p, Shard) and p.dim == 1) else Replicate()
             if training and not channel:
                 in_need.append(Replicate())  # batch statistics need the whole (N, *spatial) extent
             else:
