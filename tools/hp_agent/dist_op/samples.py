@@ -13,7 +13,7 @@ __all__ = ["samples_for", "NONDETERMINISTIC_MODULES", "NONDETERMINISTIC_OPS"]
 
 Sample = Tuple[list, dict]
 NONDETERMINISTIC_MODULES = ("random_ops",)
-NONDETERMINISTIC_OPS = ("empty_like", "empty", "new_empty", "empty_strided")  # uninitialised memory
+NONDETERMINISTIC_OPS = ("empty_like", "empty", "new_empty", "empty_strided", "new_empty_strided")  # garbage
 
 
 def _r(*shape, gen=None):
@@ -103,6 +103,10 @@ def _family() -> Dict[str, Callable[[], List[Sample]]]:
         "one_hot": lambda: [([torch.randint(0, 5, (4, 3)), 5], {})],
         "full_like": lambda: [([x, 2.0], {})], "new_full": lambda: [([x, (2, 3), 1.5], {})],
         "binary_cross_entropy": lambda: [([x / 2.0, torch.rand(4, 6)], {})],
+        "batch_norm": lambda: [([_r(4, 3, 2), torch.zeros(3), torch.ones(3)], {}),
+                               ([_r(4, 3, 2), torch.zeros(3), torch.ones(3), _r(3), _r(3)], {"training": True})],
+        "new_tensor": lambda: [([x, [1.0, 2.0, 3.0]], {})],
+        "__setitem__": lambda: [([x, (slice(0, 2),), 0.0], {})],
     }
     for op in ("add", "sub", "mul", "div", "maximum"):
         table[f"_foreach_{op}"] = lambda: [([[x, x3], [y, _r(2, 4, 6)]], {})]
@@ -113,6 +117,20 @@ def _family() -> Dict[str, Callable[[], List[Sample]]]:
     table["_foreach_copy"] = lambda: [([[x], [y]], {})]
     return table
 
+
+def _torch_embedding() -> List[Sample]:
+    import torch
+    return [([_r(5, 6), torch.randint(0, 5, (4, 3))], {})]
+
+
+def _aten_batch_norm() -> List[Sample]:
+    import torch
+    x = _r(4, 3, 2)
+    return [([x, _r(3), _r(3), torch.zeros(3), torch.ones(3), False, 0.1, 1e-5, False], {})]
+
+
+_SPECIAL: Dict[str, Callable[[], List[Sample]]] = {"torch.embedding": _torch_embedding,
+                                                   "torch.batch_norm": _aten_batch_norm}
 
 _BITWISE = ("__and__", "__or__", "__xor__", "__invert__")
 _UNARY_DUNDER = ("__invert__", "__neg__", "__abs__")
@@ -172,8 +190,11 @@ def samples_for(name: str) -> List[Sample]:
     if _FAMILY is None:
         _FAMILY = _family()
     base = name.rsplit(".", 1)[-1]
-    if base.startswith("__") and base.endswith("__") and base != "__getitem__" and base != "__matmul__":
+    if base.startswith("__") and base.endswith("__") and base not in ("__getitem__", "__matmul__", "__setitem__"):
         return _dunder(base)
+    special = _SPECIAL.get(name)
+    if special is not None:
+        return special()
     if name == "Tensor.where":
         base = "where_method"
     maker = _FAMILY.get(base) or _FAMILY.get(base.rstrip("_"))
