@@ -20,7 +20,6 @@ that is sharded or partial on a mesh dim gets ``grad_all_reduce`` on that dim (M
 """
 from __future__ import annotations
 
-import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import mindspore as ms
@@ -29,6 +28,8 @@ from hyper_parallel.core.placement import Replicate
 from hyper_parallel.core.redistribute import compile_plan, run_redistribute
 from hyper_parallel.core.redistribute_plan import LOCAL_COLLECTIVES
 from hyper_parallel.core.shard.registry import OpEntry, get_registry, on_register
+from hyper_parallel.core.shard.strict import (StrictRedistributionError, set_strict,  # noqa: F401  pylint: disable=unused-import
+                                              strict_dispatch, strict_enabled)
 from hyper_parallel.core.shard.rule import OpCall, RuleError, TensorArg
 from hyper_parallel.core.spec import DTensorSpec
 from hyper_parallel.platform.mindspore.dtensor import DTensor
@@ -39,28 +40,7 @@ __all__ = ["call", "call_name", "resolve_mindspore_name", "install_registry", "r
 _TABLE: Dict[Any, Callable] = {}
 _BY_NAME: Dict[str, Callable] = {}
 _CACHE: Dict[tuple, "_Plan"] = {}
-_STRICT = threading.local()
 _INSTALLED = [False]
-
-
-class StrictRedistributionError(RuntimeError):
-    """An implicit redistribution that communicates was needed while strict mode was on."""
-
-
-class strict_dispatch:  # pylint: disable=invalid-name
-    """Context manager: an implicit redistribution that communicates raises
-    :class:`StrictRedistributionError` naming the op, the input and the plan."""
-
-    def __init__(self) -> None:
-        self._prev = False
-
-    def __enter__(self) -> "strict_dispatch":
-        self._prev = getattr(_STRICT, "on", False)
-        _STRICT.on = True
-        return self
-
-    def __exit__(self, *exc) -> None:
-        _STRICT.on = self._prev
 
 
 def cache_info() -> Dict[str, int]:
@@ -262,7 +242,7 @@ def _wrap_outputs(out, specs):
 
 
 def _run(plan: _Plan, func, args, kwargs, tensors, locs):
-    if plan.describe and getattr(_STRICT, "on", False):
+    if plan.describe and strict_enabled():
         raise StrictRedistributionError(f"strict mode: {plan.call.op} would redistribute " + "; ".join(plan.describe))
     local = [t._local if type(t) is DTensor else t for t in tensors]  # pylint: disable=protected-access,unidiomatic-typecheck
     for i, steps in plan.redist:

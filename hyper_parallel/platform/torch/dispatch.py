@@ -18,7 +18,6 @@ on some mesh dim receives only a partial gradient on each rank, so its local val
 from __future__ import annotations
 
 import math
-import threading
 import types
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -29,6 +28,8 @@ from hyper_parallel.core.placement import Replicate
 from hyper_parallel.core.redistribute import compile_plan, run_redistribute
 from hyper_parallel.core.redistribute_plan import LOCAL_COLLECTIVES
 from hyper_parallel.core.shard.registry import OpEntry, get_registry, on_register
+from hyper_parallel.core.shard.strict import (StrictRedistributionError, set_strict,  # noqa: F401  pylint: disable=unused-import
+                                              strict_dispatch, strict_enabled)
 from hyper_parallel.core.shard.rule import Decision, OpCall, RuleError, TensorArg
 from hyper_parallel.core.spec import DTensorSpec
 from hyper_parallel.platform.torch import dtensor as _dt
@@ -38,36 +39,9 @@ __all__ = ["install_registry", "strict_dispatch", "set_strict", "StrictRedistrib
 
 DTensor = _dt.DTensor
 _wrap = _dt._wrap  # pylint: disable=protected-access
-_STRICT = threading.local()
 _CACHE: Dict[tuple, "_Plan"] = {}
 _INSTALLED = False
 _PY_FUNCS = (types.FunctionType, types.MethodType)
-
-
-class StrictRedistributionError(RuntimeError):
-    """An implicit redistribution was needed while strict mode was on."""
-
-
-def set_strict(on: bool) -> None:
-    """Turn strict mode on/off for this thread (any implicit redistribution raises)."""
-    _STRICT.on = bool(on)
-
-
-class strict_dispatch:  # pylint: disable=invalid-name,too-few-public-methods
-    """Context manager: an implicit redistribution that communicates (any collective; local chunking
-    and local R->P are allowed) raises :class:`StrictRedistributionError` naming the op, the input
-    and the plan it would have run."""
-
-    def __init__(self) -> None:
-        self._prev = False
-
-    def __enter__(self) -> "strict_dispatch":
-        self._prev = getattr(_STRICT, "on", False)
-        _STRICT.on = True
-        return self
-
-    def __exit__(self, *exc) -> None:
-        _STRICT.on = self._prev
 
 
 def cache_info() -> Dict[str, int]:
@@ -340,7 +314,7 @@ def _rebuild(args, kwargs, new, locs):
 
 
 def _run_general(plan: _Plan, func, args, kwargs, tensors, locs):
-    if plan.describe and getattr(_STRICT, "on", False):
+    if plan.describe and strict_enabled():
         raise StrictRedistributionError(
             f"strict mode: {plan.call.op} would redistribute " + "; ".join(plan.describe))
     args, kwargs = _rebuild(args, kwargs, _prepare_inputs(plan, tensors), locs)
