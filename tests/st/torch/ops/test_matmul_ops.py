@@ -131,3 +131,26 @@ def test_rejections_are_clear_and_mixed_inputs_work():
     # tuple outputs keep their type
     vals = torch.max(a, dim=1)
     assert type(vals).__name__ == "max" and vals.values.placements == (Shard(0),)
+
+
+@multi_rank(world_size=2, timeout=300)
+def test_attention_broadcast_batch_and_dropout():
+    import torch
+    import torch.nn.functional as F
+    import hyper_parallel as hp
+    from hyper_parallel import Replicate, Shard
+    from hyper_parallel.testing.op_parity import check_op
+    mesh = hp.init_device_mesh("cpu", (2,))
+    torch.manual_seed(2)
+    q, k, v = torch.randn(4, 2, 3, 8), torch.randn(1, 2, 6, 8), torch.randn(1, 2, 6, 8)
+    pls = [[(Replicate(),), (Shard(0),), (Shard(1),)]] * 3
+    check_op("sdpa broadcast batch", F.scaled_dot_product_attention, [q, k, v], placements=pls, mesh=mesh) \
+        .raise_if_failed()
+    q3, k3 = torch.randn(4, 3, 8), torch.randn(4, 6, 8)
+    torch.manual_seed(5)
+    want = F.scaled_dot_product_attention(q3, k3, k3, dropout_p=0.5)
+    dq, dk = hp.distribute_tensor(q3, mesh, [Shard(0)]), hp.distribute_tensor(k3, mesh, [Shard(0)])
+    torch.manual_seed(5)
+    got = F.scaled_dot_product_attention(dq, dk, dk, dropout_p=0.5)
+    assert got.placements == (Replicate(),)  # in-kernel dropout: only a replicated call matches one process
+    torch.testing.assert_close(got.full_tensor(), want)

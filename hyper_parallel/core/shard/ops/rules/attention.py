@@ -28,12 +28,15 @@ class SdpaRule(OpRule):
         if q.ndim < 3:
             raise call.fail(f"query must have at least 3 dims, got {q.ndim}")
         causal = bool(call.arg(5, "is_causal", False))
+        dropout = float(call.arg(4, "dropout_p", 0.0) or 0.0)
         nd = q.ndim
         out_shape = tuple(q.shape[:-1]) + (v.shape[-1],)
         need: List[List[Placement]] = [[Replicate()] * call.mesh_ndim for _ in call.tensors]
         out: List[Placement] = []
         for d in range(call.mesh_ndim):
-            out.append(self._mesh_dim(call, d, nd, causal, need))
+            # in-kernel dropout draws from each rank's torch generator: only a replicated call gives
+            # the single-process mask (use hyper_parallel's placement-invariant dropout to shard it)
+            out.append(Replicate() if dropout > 0 else self._mesh_dim(call, d, nd, causal, need))
         return Decision(inputs=[tuple(n) for n in need], outputs=(tuple(out), out_shape))
 
     def _shardable(self, call: OpCall, dim: int, d: int, nd: int, causal: bool) -> bool:
@@ -57,10 +60,10 @@ class SdpaRule(OpRule):
         if not isinstance(p, Shard) or not self._shardable(call, p.dim, d, nd, causal):
             return Replicate()
         for i, t in enumerate(call.tensors):
-            if i >= 3:
-                mask_dim = p.dim - (nd - t.ndim)
-                full = 0 <= mask_dim < t.ndim and t.shape[mask_dim] == q.shape[p.dim]
-                need[i][d] = Shard(mask_dim) if full else Replicate()
+            if i >= 3 or (i > 0 and p.dim < nd - 3):  # masks, and the batch dims of k / v
+                own = p.dim - (nd - t.ndim)
+                full = 0 <= own < t.ndim and t.shape[own] == q.shape[p.dim]
+                need[i][d] = Shard(own) if full else Replicate()  # a broadcast (size-1) dim stays whole
             elif p.dim == nd - 2:
                 need[i][d] = p if i == 0 else Replicate()
             else:
