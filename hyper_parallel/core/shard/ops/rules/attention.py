@@ -50,24 +50,34 @@ class SdpaRule(OpRule):
             return q.shape[dim] % n == 0 and k.shape[dim] % n == 0
         return True
 
-    def _mesh_dim(self, call: OpCall, d: int, nd: int, causal: bool, need) -> Placement:
+    @staticmethod
+    def _pick(call: OpCall, d: int, nd: int) -> Placement:
+        """q's placement on mesh dim d, else a batch/head shard of k or v."""
         q = call.tensors[0]
         p = q.placements[d] if q.is_dtensor else Replicate()
-        for t in call.tensors[:3]:  # prefer q's shard, then k's/v's batch/head shard
+        for t in call.tensors[:3]:
             cur = t.placements[d] if t.is_dtensor else Replicate()
-            if isinstance(cur, Shard) and not isinstance(p, Shard):
-                p = cur if cur.dim < nd - 2 else p
+            if isinstance(cur, Shard) and not isinstance(p, Shard) and cur.dim < nd - 2:
+                p = cur
+        return p
+
+    @staticmethod
+    def _input_need(t, i: int, p: Shard, nd: int, q_shape) -> Placement:
+        if i >= 3 or (i > 0 and p.dim < nd - 3):  # masks, and the batch dims of k / v
+            own = p.dim - (nd - t.ndim)
+            full = 0 <= own < t.ndim and t.shape[own] == q_shape[p.dim]
+            return Shard(own) if full else Replicate()  # a broadcast (size-1) dim stays whole
+        if p.dim == nd - 2:
+            return p if i == 0 else Replicate()
+        return p
+
+    def _mesh_dim(self, call: OpCall, d: int, nd: int, causal: bool, need) -> Placement:
+        p = self._pick(call, d, nd)
         if not isinstance(p, Shard) or not self._shardable(call, p.dim, d, nd, causal):
             return Replicate()
+        q_shape = call.tensors[0].shape
         for i, t in enumerate(call.tensors):
-            if i >= 3 or (i > 0 and p.dim < nd - 3):  # masks, and the batch dims of k / v
-                own = p.dim - (nd - t.ndim)
-                full = 0 <= own < t.ndim and t.shape[own] == q.shape[p.dim]
-                need[i][d] = Shard(own) if full else Replicate()  # a broadcast (size-1) dim stays whole
-            elif p.dim == nd - 2:
-                need[i][d] = p if i == 0 else Replicate()
-            else:
-                need[i][d] = p
+            need[i][d] = self._input_need(t, i, p, nd, q_shape)
         return p
 
 
