@@ -143,3 +143,14 @@ def test_indexing_on_2d_mesh():
              placements=[pls, pls, pls]).raise_if_failed()
     check_op("torch.gather", lambda t, i: torch.gather(t, 1, i), [x, idx], mesh_shape=(2, 2),
              placements=[pls, pls]).raise_if_failed()
+
+
+@multi_rank(world_size=2, timeout=120)
+def test_zero_dim_inputs_of_index_ops():
+    """0-d inputs (OpInfo samples) have nothing to shard: every input is taken whole."""
+    import torch
+    from hyper_parallel.testing.op_parity import check_op
+    x, idx, src = torch.tensor(3.0), torch.tensor([0]), torch.tensor(2.0)
+    check_op("torch.index_select 0-d", lambda a, i: torch.index_select(a, 0, i), [x, idx]).raise_if_failed()
+    check_op("torch.index_add 0-d", lambda a, i, s: torch.index_add(a, 0, i, s, alpha=2), [x, idx, src]) \
+        .raise_if_failed()

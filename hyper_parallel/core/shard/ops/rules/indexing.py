@@ -118,6 +118,12 @@ class GatherRule(OpRule):
 
 
 # ---------------------------------------------------------------------- scatter / scatter_add / index_add
+def _all_replicated(call: OpCall, shape) -> Decision:
+    """Every tensor input replicated, one replicated output of ``shape``."""
+    rep = (_R,) * call.mesh_ndim
+    return Decision(inputs=[rep] * len(call.tensors), outputs=(rep, tuple(shape)))
+
+
 class ScatterRule(OpRule):
     """scatter (``mode: set``), scatter_add (``mode: add``) and index_add (``mode: index_add``).
 
@@ -139,6 +145,8 @@ class ScatterRule(OpRule):
         src = _tensor_at(call, 3, "source" if mode == "index_add" else "src")
         if x is None or idx is None or not isinstance(dim, int):
             raise call.fail("expected (input, dim, index, src/value) with tensor input and index")
+        if x.ndim == 0:  # a 0-d input: nothing to shard, every input whole
+            return _all_replicated(call, tuple(x.shape))
         dim = normalize_dim(dim, x.ndim)
         if mode == "index_add" and (src is None or idx.ndim > 1):
             raise call.fail("index_add needs a 1-D index and a source tensor")
@@ -213,6 +221,8 @@ class IndexSelectRule(OpRule):
         idx = _tensor_at(call, 2, "index")
         if x is None or idx is None or idx.ndim > 1:
             raise call.fail("expected a tensor input and a 1-D (or 0-D) index tensor")
+        if x.ndim == 0:  # a 0-d input: nothing to shard
+            return _all_replicated(call, ())
         dim = normalize_dim(call.arg(1, "dim"), x.ndim)
         need = _need_list(call)
         out = []
