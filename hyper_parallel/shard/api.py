@@ -17,11 +17,16 @@ Use ``""`` as the module pattern for the root module.
 """
 from __future__ import annotations
 
+import importlib
+import sys
 from fnmatch import fnmatchcase
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Sequence
 
 from hyper_parallel.core.layout import Layout
 from hyper_parallel.core.placement import Placement, grad_placement
+
+if TYPE_CHECKING:
+    from hyper_parallel.core.device_mesh import DeviceMesh
 
 __all__ = ["shard_module", "custom_shard", "DFunction", "parallelize_value_and_grad"]
 
@@ -77,8 +82,14 @@ def _shard_parameters(module, mesh, plan: Dict[str, Any]) -> None:
             owner.register_parameter(leaf, torch.nn.Parameter(dt, requires_grad=param.requires_grad))
 
 
-def shard_module(module, device_mesh, sharding_plan: Dict[str, Any]):
-    """Lay out ``module``'s parameters and module boundaries as ``sharding_plan`` says (in place)."""
+def shard_module(module: Any, device_mesh: "DeviceMesh", sharding_plan: Dict[str, Any]) -> Any:
+    """Lay out ``module``'s parameters and module boundaries as ``sharding_plan`` says (in place).
+
+    A MindSpore ``nn.Cell`` goes to ``hyper_parallel.platform.mindspore.shard.shard_module``."""
+    mindspore = sys.modules.get("mindspore")  # a Cell exists only if MindSpore is already imported
+    if mindspore is not None and isinstance(module, mindspore.nn.Cell):
+        shard_cell = importlib.import_module("hyper_parallel.platform.mindspore.shard").shard_module
+        return shard_cell(module, device_mesh, sharding_plan)
     unknown = set(sharding_plan) - _PLAN_KEYS
     if unknown:
         raise ValueError(f"shard_module: unknown plan key(s) {sorted(unknown)}; expected {sorted(_PLAN_KEYS)}")
@@ -125,7 +136,7 @@ def _install_outputs(mod, mesh, layouts, use_local: bool) -> None:
     mod.register_forward_hook(post_hook)
 
 
-def custom_shard(fn: Callable, device_mesh, in_placements: Sequence[Optional[Sequence[Placement]]],
+def custom_shard(fn: Callable, device_mesh: "DeviceMesh", in_placements: Sequence[Optional[Sequence[Placement]]],
                  out_placements: Sequence[Sequence[Placement]], *, redistribute_inputs: bool = True) -> Callable:
     """Wrap ``fn`` (written for local shards) so it takes and returns DTensors.
 
@@ -173,17 +184,17 @@ class DFunction:
     _bridge = None
 
     @staticmethod
-    def forward(ctx, *args):  # pragma: no cover - documented interface
+    def forward(ctx: Any, *args: Any) -> Any:  # pragma: no cover - documented interface
         """Local forward."""
         raise TypeError("DFunction subclasses must define forward")
 
     @staticmethod
-    def backward(ctx, *grads):  # pragma: no cover - documented interface
+    def backward(ctx: Any, *grads: Any) -> Any:  # pragma: no cover - documented interface
         """Local backward."""
         raise TypeError("DFunction subclasses must define backward")
 
     @staticmethod
-    def infer_layout(*placements):
+    def infer_layout(*placements: Any) -> tuple:
         """Default: every input as it is; one output laid out like the first input."""
         return list(placements), [placements[0]]
 
@@ -196,7 +207,7 @@ class DFunction:
         return cls._bridge
 
     @classmethod
-    def apply(cls, *args):
+    def apply(cls, *args: Any) -> Any:
         """Run on DTensors (plain tensors and other values pass through to the local function)."""
         from hyper_parallel.platform.torch.dtensor import DTensor
         dts = [a for a in args if isinstance(a, DTensor)]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import types
 from abc import ABC, abstractmethod
 from fnmatch import fnmatchcase
-from typing import Dict, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Dict, Optional, Sequence, Tuple, Union
 
 import mindspore as ms
 from mindspore import mint, nn
@@ -31,10 +31,18 @@ from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
 from hyper_parallel.core.spec import DTensorSpec
 from hyper_parallel.platform.mindspore.dtensor import DTensor
 
+if TYPE_CHECKING:
+    from hyper_parallel.core.device_mesh import DeviceMesh
+
 __all__ = ["ParallelStyle", "ColwiseParallel", "RowwiseParallel", "parallelize_module", "param_dtensor"]
 
 Layouts = Union[None, Placement, Sequence[Optional[Placement]]]
 _SPECS_ATTR = "_hp_param_specs"
+
+
+def _as_tuple(layouts) -> Tuple[Placement, ...]:
+    """``layouts`` (one placement or one per mesh dim) as a tuple of placements."""
+    return (layouts,) if isinstance(layouts, Placement) else tuple(layouts)
 
 
 def _first(layouts: Layouts) -> Optional[Placement]:
@@ -48,7 +56,7 @@ def _first(layouts: Layouts) -> Optional[Placement]:
     return layouts[0]
 
 
-def _shard_param(cell: nn.Cell, name: str, mesh, placement: Placement) -> None:
+def _shard_param(cell: nn.Cell, name: str, mesh, placement) -> None:
     param = getattr(cell, name, None)
     if param is None:
         return
@@ -56,7 +64,7 @@ def _shard_param(cell: nn.Cell, name: str, mesh, placement: Placement) -> None:
     if name in specs:
         raise ValueError(f"{type(cell).__name__}.{name} is already sharded ({specs[name].placements}); a cell can be "
                          "parallelized once per mesh")
-    spec = DTensorSpec(mesh, (placement,), tuple(param.shape))
+    spec = DTensorSpec(mesh, _as_tuple(placement), tuple(param.shape))
     local_shape, offset = spec.local_shape_and_offset(mesh.get_coordinate())
     data = param.value()
     for dim, (o, n) in enumerate(zip(offset, local_shape)):
@@ -90,12 +98,12 @@ def _as_dtensor(x, mesh, layout: Placement) -> DTensor:
         return x
     if not isinstance(x, ms.Tensor):
         raise TypeError(f"TP cell input: expected a mindspore.Tensor or DTensor, got {type(x).__name__}")
-    return DTensor.from_local(x, mesh, [layout])
+    return DTensor.from_local(x, mesh, list(_as_tuple(layout)))
 
 
 def _finish(out: DTensor, mesh, layout: Placement, use_local: bool):
-    if out.placements != (layout,):
-        out = out.redistribute(mesh, [layout])
+    if out.placements != _as_tuple(layout):
+        out = out.redistribute(mesh, list(_as_tuple(layout)))
     return out.to_local() if use_local else out
 
 
@@ -103,7 +111,7 @@ class ParallelStyle(ABC):
     """Base class: ``apply(cell, device_mesh)`` shards the cell's parameters and rewires its forward."""
 
     @abstractmethod
-    def apply(self, module: nn.Cell, device_mesh) -> nn.Cell:
+    def apply(self, module: nn.Cell, device_mesh: "DeviceMesh") -> nn.Cell:
         """Parallelise ``module`` in place and return it."""
 
 
@@ -127,10 +135,15 @@ class ColwiseParallel(_LinearStyle):
     default_in = Replicate()
     default_out = Shard(-1)
 
-    def apply(self, module, device_mesh):
+    def apply(self, module: nn.Cell, device_mesh: "DeviceMesh") -> nn.Cell:
+        """Shard the weight and bias as ``Shard(0)`` and install the column-parallel ``construct``."""
         _check(module, device_mesh, type(self).__name__)
         _shard_param(module, "weight", device_mesh, Shard(0))
         _shard_param(module, "bias", device_mesh, Shard(0))
+        return self.install_construct(module, device_mesh)
+
+    def install_construct(self, module: nn.Cell, device_mesh: "DeviceMesh") -> nn.Cell:
+        """Replace ``module``'s ``construct`` with the column-parallel one (parameters already sharded)."""
         in_layout, out_layout, use_local = self._layouts()
         from hyper_parallel.platform import get_platform
         plat = get_platform("mindspore")
@@ -158,9 +171,14 @@ class RowwiseParallel(_LinearStyle):
     default_in = Shard(-1)
     default_out = Replicate()
 
-    def apply(self, module, device_mesh):
+    def apply(self, module: nn.Cell, device_mesh: "DeviceMesh") -> nn.Cell:
+        """Shard the weight as ``Shard(1)`` (bias replicated) and install the row-parallel ``construct``."""
         _check(module, device_mesh, type(self).__name__)
         _shard_param(module, "weight", device_mesh, Shard(1))
+        return self.install_construct(module, device_mesh)
+
+    def install_construct(self, module: nn.Cell, device_mesh: "DeviceMesh") -> nn.Cell:
+        """Replace ``module``'s ``construct`` with the row-parallel one (weight already sharded)."""
         in_layout, out_layout, use_local = self._layouts()
         if isinstance(out_layout, Shard) and out_layout.dim == -1 and getattr(module, "bias", None) is not None:
             raise _bias_on_features()
@@ -194,7 +212,8 @@ def _bias_on_features() -> ValueError:
                       "non-feature dim")
 
 
-def parallelize_module(module: nn.Cell, device_mesh, parallelize_plan: Union[ParallelStyle, Dict[str, ParallelStyle]]):
+def parallelize_module(module: nn.Cell, device_mesh: "DeviceMesh",
+                       parallelize_plan: Union[ParallelStyle, Dict[str, ParallelStyle]]) -> nn.Cell:
     """Apply ``parallelize_plan`` to ``module`` in place and return it (``hyper_parallel.tp`` semantics).
 
     ``parallelize_plan`` is a style (applied to ``module`` itself) or a dict whose keys are fnmatch

@@ -478,6 +478,56 @@ def _tp_layouts_check(mesh):
     _close(out, want[2 * me:2 * me + 2], "rowwise reduce-scatter output (Shard(0))")
 
 
+def _shard_module_check(mesh):
+    """hp.shard_module on an nn.Cell MLP (fc1.* Shard(0), fc2.weight Shard(1) via a Layout, root input and
+    output Replicate, use_local_output): the forward output and the gathered gradients match one process."""
+    import mindspore as ms
+    from mindspore import nn
+    import hyper_parallel as hp
+    from hyper_parallel import Layout, Replicate, Shard
+    from hyper_parallel.platform.mindspore import dispatch as D
+    from hyper_parallel.platform.mindspore.dtensor import DTensor
+    from hyper_parallel.platform.mindspore.tp import param_dtensor
+
+    class MLP(nn.Cell):
+        """Dense(8->16) -> relu (through the dispatcher) -> Dense(16->8)."""
+
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Dense(8, 16)
+            self.fc2 = nn.Dense(16, 8)
+
+        def construct(self, x):
+            return self.fc2(D.mint.nn.functional.relu(self.fc1(x)))
+
+    ms.set_seed(11)
+    ref = MLP()
+    ms.set_seed(11)
+    net = MLP()
+    plan = {"parameters": {"fc1.*": (Shard(0),), "fc2.weight": Layout((2,), ("tp",))("None", "tp")},
+            "inputs": {"": (Replicate(),)}, "outputs": {"": (Replicate(),)}, "use_local_output": [""]}
+    assert hp.shard_module(net, mesh, plan) is net
+    assert tuple(net.fc1.weight.shape) == (8, 8) and tuple(net.fc2.weight.shape) == (8, 8)
+    _close(param_dtensor(net.fc2, "weight").full_tensor(), ref.fc2.weight.value(), "fc2 weight full")
+    x = ms.Tensor(np.random.default_rng(5).standard_normal((4, 8)).astype(np.float32))
+    out = net(x)
+    assert isinstance(out, ms.Tensor) and not isinstance(out, DTensor), type(out)
+    _close(out, ref(x), "shard_module forward")
+    grads = {}
+    for label, model in (("ref", ref), ("net", net)):
+        params = model.trainable_params()
+        loss_fn = lambda a, model=model: (model(a) ** 2).mean()  # noqa: E731
+        _, g = ms.value_and_grad(loss_fn, None, params)(x)
+        grads[label] = {p.name: gp for p, gp in zip(params, g)}
+    assert sorted(grads["net"]) == sorted(grads["ref"]), sorted(grads["net"])
+    for name, gr in grads["ref"].items():
+        owner, leaf = name.split(".")
+        specs = getattr(net, owner).__dict__["_hp_param_specs"]
+        gt = grads["net"][name]
+        got = DTensor(gt, specs[leaf]).full_tensor() if leaf in specs else gt
+        _close(got, gr, f"shard_module gathered grad {name}")
+
+
 def run_ops_tp_suite():
     """>= 30 MindSpore ops on DTensors vs one process (every R/S/P combo, forward and backward) and a
     TP MLP (Colwise + Rowwise) training step vs one process."""
@@ -486,4 +536,5 @@ def run_ops_tp_suite():
     _op_checks(mesh, results)
     _record(results, "tp mlp two SGD steps", lambda: _tp_check(mesh))
     _record(results, "tp layouts and mint.nn.Linear", lambda: _tp_layouts_check(mesh))
+    _record(results, "shard_module on nn.Cell", lambda: _shard_module_check(mesh))
     return {"results": results}

@@ -44,7 +44,8 @@ def _op_names():
     from tests.st.mindspore.checks import OPS
     return [f"op {name}" for name, *_ in OPS] + ["op mindspore.mint.add broadcast row",
                                                   "op via namespace and plain fallthrough",
-                                                  "tp mlp two SGD steps", "tp layouts and mint.nn.Linear"]
+                                                  "tp mlp two SGD steps", "tp layouts and mint.nn.Linear",
+                                                  "shard_module on nn.Cell"]
 
 
 def _assert_check(target, name):
