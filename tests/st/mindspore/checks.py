@@ -218,8 +218,6 @@ def _costs(mesh):
         "reduce_scatter_emulated": _timed(lambda: C.raw_reduce_scatter(x, "sum", group, 0, (128, 128), me), sync),
         "all_to_all_emulated": _timed(lambda: C.raw_all_to_all(x, group, 1, 0, (512, 512), (256, 256), me), sync),
         "point_to_point_emulated": _timed(lambda: C.point_to_point(x, 0, 1, group), sync),
-        "all_gather_uneven_native": _timed(lambda: C.raw_all_gather(mint.narrow(x, 0, 0, 256 - me), group, 0,
-                                                                    (256, 255)), sync),
     }
 
 
