@@ -29,6 +29,7 @@ from __future__ import annotations
 import ast
 import atexit
 import collections
+import contextlib
 import functools
 import importlib
 import importlib.util
@@ -255,10 +256,9 @@ def _exec_from_file(name: str, path: str):
     """Load ``path`` as module ``name``; test files get pytest's assertion rewriting, as under pytest."""
     parent = name.rpartition(".")[0]
     if parent and parent not in sys.modules:
-        try:
+        # a module outside any importable package: its relative imports then fail by themselves
+        with contextlib.suppress(ImportError):
             importlib.import_module(parent)
-        except ImportError:
-            pass  # a module outside any importable package: relative imports then fail by themselves
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     rewrite = _assert_rewriter() if _is_test_file(path) else None

@@ -184,7 +184,7 @@ def _strict_probe(report: ParityReport, label: str, fn, args) -> bool:
             fn(*args)
         report.native += 1
     except StrictRedistributionError:
-        pass
+        return True  # not native: it communicates; the value check runs without strict mode
     except RuleError as exc:  # a clear refusal by the rule: reported, not a wrong result
         report.rejected.append(f"{label}: {exc}")
         return False
