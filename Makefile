@@ -35,7 +35,7 @@ bench: $(STAMP)
 
 ## coverage: PyTorch OpInfo samples through DTensor on 2 ranks -> docs/op_coverage.md (a few minutes)
 coverage: $(STAMP)
-	$(PY) -m hyper_parallel.tools.op_coverage --out docs/op_coverage.md --quiet
+	$(PY) -m hyper_parallel.devtools.op_coverage --out docs/op_coverage.md --quiet
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

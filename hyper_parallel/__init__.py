@@ -38,7 +38,7 @@ _LAZY = {
     "randn": "hyper_parallel.platform.torch.random",
     "get_platform": "hyper_parallel.platform",
     # op registry
-    "register_op": "hyper_parallel.core.shard.registry",
+    "register_op": "hyper_parallel.core.ops.registry",
     "strict_dispatch": "hyper_parallel.platform.torch.dispatch",
     # tensor parallel
     "parallelize_module": "hyper_parallel.tp",

@@ -177,7 +177,7 @@ def check_op(name: str, fn: Callable, inputs: Sequence[Any], *, mesh=None, mesh_
 
 def _strict_probe(report: ParityReport, label: str, fn, args) -> bool:
     """Run once in strict mode to count native combos; False when the combo is already settled."""
-    from hyper_parallel.core.shard.rule import RuleError
+    from hyper_parallel.core.ops.rule import RuleError
     from hyper_parallel.platform.torch.dispatch import StrictRedistributionError, strict_dispatch
     try:
         with strict_dispatch():
@@ -221,7 +221,7 @@ def _check_grads(fulls, made, ref: _Reference, mesh, combo) -> None:
 
 
 def _compare_one(report, label, fn, args, made, ref: _Reference, mesh, combo):  # pylint: disable=too-many-arguments
-    from hyper_parallel.core.shard.rule import RuleError
+    from hyper_parallel.core.ops.rule import RuleError
     try:
         fulls = [_to_full(o) for o in _flatten(fn(*args))]
         _check_outputs(fulls, ref)

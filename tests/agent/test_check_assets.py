@@ -22,8 +22,8 @@ def _rules(findings):
 def test_bad_assets_are_reported(tmp_repo):
     root = Path(tmp_repo.working_tree_dir)
     copy_agent_tree(root)
-    (root / "hyper_parallel/core/shard").mkdir(parents=True)  # the repo's rule globs need files
-    for rel in ("hyper_parallel/core/shard/x.py", "hyper_parallel/platform/x.py", "tests/x.py",
+    (root / "hyper_parallel/core/ops").mkdir(parents=True)  # the repo's rule globs need files
+    for rel in ("hyper_parallel/core/ops/x.py", "hyper_parallel/platform/x.py", "tests/x.py",
                 "tools/hp_agent/x.py"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text("x\n")

@@ -21,7 +21,7 @@ HEADER = "# Copyright 2026 The hyper-parallel Authors. All rights reserved.\n# S
 def _fixture(repo_path):
     (repo_path / ".hp-agent.toml").write_text(
         "[dist_op]\n"
-        'registry_yaml = "ops/pipeline.yaml"\n'
+        'registry_yaml = "ops/generated.yaml"\n'
         'rules_package = "fixture_ops.generated"\n'
         'ut_dir = "fixture_tests/ut"\n'
         'st_dir = "fixture_tests/st"\n'
@@ -63,7 +63,7 @@ def test_analyze_confirm_dev_in_fixture_repo(tmp_repo, cli):
     assert [r["name"] for r in result["runs"]] == ["UT", "ST torch gloo", "pylint", "lizard", "codespell",
                                                     "license header"]
     assert (root / RULE).read_text(encoding="utf-8").startswith(HEADER)
-    assert "Tensor.diff:\n  rule: DiffRule" in (root / "ops/pipeline.yaml").read_text(encoding="utf-8")
+    assert "Tensor.diff:\n  rule: DiffRule" in (root / "ops/generated.yaml").read_text(encoding="utf-8")
     report = (root / "plans/Tensor.diff.report.md").read_text(encoding="utf-8")
     assert "result **GREEN**" in report and "fixture_tests/st/test_tensor_diff.py" in report
 

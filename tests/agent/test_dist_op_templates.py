@@ -50,7 +50,7 @@ def _calls(key):
 def _parity_with_template(key, cls, folder):
     """Worker body: swap the op's rule for the rendered class, check parity, restore the rule."""
     import torch
-    from hyper_parallel.core.shard.registry import get_registry, register_op
+    from hyper_parallel.core.ops.registry import get_registry, register_op
     from hyper_parallel.platform.torch.dispatch import clear_cache, install_registry
     from hyper_parallel.testing.op_parity import check_op
     sys.path.insert(0, folder)

@@ -4,21 +4,21 @@
 import json
 
 from hyper_parallel.core.placement import Replicate
-from hyper_parallel.core.shard.registry import Registry
-from hyper_parallel.core.shard.rule import Decision, OpCall, OpRule
+from hyper_parallel.core.ops.registry import Registry
+from hyper_parallel.core.ops.rule import Decision, OpCall, OpRule
 
 from hp_agent.dist_op.verify import render_markdown, verify
 from tests.agent.conftest import REPO
 
 FIXTURE = """
 __default__:
-  module: hyper_parallel.core.shard.ops.rules.elementwise
+  module: hyper_parallel.core.ops.rules.elementwise
   rule: ElementwiseRule
 torch.relu: {}                                   # right
 torch.exp: {options: {partial: preserve}}        # wrong: exp is not linear, P(sum) must be reduced
 torch.softmax: {}                                # wrong: softmax couples its dim, S(dim) must be gathered
 torch.tanh: {module: tests.agent.test_dist_op_verify, rule: GatherEverything}   # right but wasteful
-torch.cumsum: {module: hyper_parallel.core.shard.ops.rules.normalization, rule: SoftmaxRule}  # gathers the scan
+torch.cumsum: {module: hyper_parallel.core.ops.rules.normalization, rule: SoftmaxRule}  # gathers the scan
 torch.sigmoid: {module: tests.agent.test_dist_op_verify, rule: DoubleShardBug}  # wrong on 2-D meshes only
 """
 

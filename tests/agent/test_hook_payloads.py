@@ -153,10 +153,10 @@ def test_internal_error_blocks_with_the_cause(tmp_repo, monkeypatch):
 
 def test_registry_change_triggers_the_pairing_check(tmp_repo, cli):
     root = Path(tmp_repo.working_tree_dir)
-    yaml_dir = root / "hyper_parallel/core/shard/ops/yaml"
+    yaml_dir = root / "hyper_parallel/core/ops/yaml"
     yaml_dir.mkdir(parents=True)
     target = yaml_dir / "elementwise.yaml"
-    target.write_text("torch.add:\n  rule: AddRule\n  module: hyper_parallel.core.shard.ops.rules.nowhere\n")
+    target.write_text("torch.add:\n  rule: AddRule\n  module: hyper_parallel.core.ops.rules.nowhere\n")
     proc = cli(["hook", "after-write"], cwd=root, stdin=json.dumps(write_payload("claude", target, root)))
     assert proc.returncode == 2
     assert "elementwise.yaml:1: [registry-module] torch.add: module" in proc.stderr

@@ -11,8 +11,8 @@ import pytest
 
 from hp_agent.checks.op_registry import check_registry, is_registry_path
 
-RULES = "hyper_parallel/core/shard/ops/rules"
-YAML = "hyper_parallel/core/shard/ops/yaml"
+RULES = "hyper_parallel/core/ops/rules"
+YAML = "hyper_parallel/core/ops/yaml"
 
 
 def _write(root: Path, rel: str, text: str) -> None:
@@ -24,7 +24,7 @@ def _write(root: Path, rel: str, text: str) -> None:
 @pytest.fixture
 def registry(tmp_path):
     """A consistent registry: two rule modules, a base module, two YAML files."""
-    for pkg in ("hyper_parallel", "hyper_parallel/core", "hyper_parallel/core/shard", "hyper_parallel/core/shard/ops",
+    for pkg in ("hyper_parallel", "hyper_parallel/core", "hyper_parallel/core/ops", "hyper_parallel/core/ops/ops",
                 RULES):
         _write(tmp_path, f"{pkg}/__init__.py", "")
     _write(tmp_path, f"{RULES}/_base.py", "class RuleBase:\n    pass\n")
@@ -34,11 +34,11 @@ def registry(tmp_path):
            "class ElementwiseRule(RuleBase):\n    pass\nclass InplaceRule(RuleBase):\n    pass\n")
     _write(tmp_path, f"{RULES}/matmul.py", "class MatmulRule:\n    pass\n")
     _write(tmp_path, f"{YAML}/elementwise.yaml",
-           "__default__:\n  module: hyper_parallel.core.shard.ops.rules.elementwise\n"
+           "__default__:\n  module: hyper_parallel.core.ops.rules.elementwise\n"
            "torch.add:\n  rule: ElementwiseRule\n  doc: add\n"
            "Tensor.add_:\n  rule: InplaceRule\n  options: {inplace: true}\n")
     _write(tmp_path, f"{YAML}/matmul.yaml",
-           "# matmul family\ntorch.matmul:\n  rule: MatmulRule\n  module: hyper_parallel.core.shard.ops.rules.matmul\n")
+           "# matmul family\ntorch.matmul:\n  rule: MatmulRule\n  module: hyper_parallel.core.ops.rules.matmul\n")
     return tmp_path
 
 
@@ -57,20 +57,20 @@ def test_no_registry_passes_with_a_note(tmp_path):
 
 @pytest.mark.parametrize("plant,rule,where", [
     (lambda r: _write(r, f"{YAML}/bad.yaml", "torch.sub:\n  rule: SubRule\n"
-                      "  module: hyper_parallel.core.shard.ops.rules.missing\n"),
+                      "  module: hyper_parallel.core.ops.rules.missing\n"),
      "registry-module", (f"{YAML}/bad.yaml", 1, "torch.sub")),
     (lambda r: _write(r, f"{YAML}/bad.yaml", "\ntorch.mul:\n  rule: NoSuchRule\n"
-                      "  module: hyper_parallel.core.shard.ops.rules.matmul\n"),
+                      "  module: hyper_parallel.core.ops.rules.matmul\n"),
      "registry-class", (f"{YAML}/bad.yaml", 2, "NoSuchRule")),
     (lambda r: _write(r, f"{YAML}/dup.yaml", "torch.add:\n  rule: MatmulRule\n"
-                      "  module: hyper_parallel.core.shard.ops.rules.matmul\n"),
+                      "  module: hyper_parallel.core.ops.rules.matmul\n"),
      "registry-duplicate", (f"{YAML}/elementwise.yaml", 3, "torch.add: already registered in " + f"{YAML}/dup.yaml")),
     (lambda r: _write(r, f"{YAML}/extra.yaml", "torch.div:\n  rule: MatmulRule\n  layout: x\n"
-                      "  module: hyper_parallel.core.shard.ops.rules.matmul\n"),
+                      "  module: hyper_parallel.core.ops.rules.matmul\n"),
      "registry-unknown-field", (f"{YAML}/extra.yaml", 1, "unknown field 'layout'")),
     (lambda r: _write(r, f"{RULES}/orphan.py", "class OrphanRule:\n    pass\n"),
      "registry-unreferenced", (f"{RULES}/orphan.py", 1, "not referenced")),
-    (lambda r: _write(r, f"{YAML}/norule.yaml", "torch.neg:\n  module: hyper_parallel.core.shard.ops.rules.matmul\n"),
+    (lambda r: _write(r, f"{YAML}/norule.yaml", "torch.neg:\n  module: hyper_parallel.core.ops.rules.matmul\n"),
      "registry-entry", (f"{YAML}/norule.yaml", 1, "no 'rule'")),
     (lambda r: _write(r, f"{YAML}/broken.yaml", "torch.neg: [unclosed\n"),
      "registry-yaml", (f"{YAML}/broken.yaml", None, "invalid YAML")),
@@ -85,7 +85,7 @@ def test_planted_errors_are_found_with_file_and_key(registry, plant, rule, where
 
 
 def test_default_block_may_carry_the_rule(registry):
-    _write(registry, f"{YAML}/defaults.yaml", "__default__:\n  module: hyper_parallel.core.shard.ops.rules.matmul\n"
+    _write(registry, f"{YAML}/defaults.yaml", "__default__:\n  module: hyper_parallel.core.ops.rules.matmul\n"
            "  rule: MatmulRule\n  options: {transpose: false}\ntorch.mm: {options: {transpose: true}}\n"
            "torch.bmm: {}\n")
     findings, summary = check_registry(registry)

@@ -78,7 +78,7 @@ def test_gemini_and_agents_md(synced):
     assert "@AGENTS.md" in gemini and "`testing` (tests/**)" in gemini
     agents = (synced / "AGENTS.md").read_text()
     block = agents.split("<!-- hp-agent:rules:begin -->")[1].split("<!-- hp-agent:rules:end -->")[0]
-    assert "| op-development | `hyper_parallel/core/shard/**` |" in block and "### Commit conventions" in block
+    assert "| op-development | `hyper_parallel/core/ops/**` |" in block and "### Commit conventions" in block
     manifest = (synced / ".claude/GENERATED.md").read_text()
     assert "| `.claude/settings.json` | `.agent/settings.json` |" in manifest
 

@@ -6,9 +6,9 @@ import itertools
 import pytest
 
 from hyper_parallel.core.placement import Partial, Replicate, Shard
-from hyper_parallel.core.shard.registry import BUILTIN_YAML_DIR, load_yaml_file
-from hyper_parallel.core.shard.rule import OpCall, RuleError, TensorArg
-from hyper_parallel.core.shard.ops.rules import creation, random_ops
+from hyper_parallel.core.ops.registry import BUILTIN_YAML_DIR, load_yaml_file
+from hyper_parallel.core.ops.rule import OpCall, RuleError, TensorArg
+from hyper_parallel.core.ops.rules import creation, random_ops
 
 T0 = ("__tensor__", 0)
 T1 = ("__tensor__", 1)

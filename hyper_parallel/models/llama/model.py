@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from hyper_parallel.ops.rotary import apply_rotary_emb
+from hyper_parallel.kernels import apply_rotary_emb
 
 __all__ = ["LlamaConfig", "LlamaForCausalLM", "TINY_CONFIGS"]
 

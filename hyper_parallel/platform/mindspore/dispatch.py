@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Three-stage dispatch of MindSpore functions on MindSpore DTensors, over the shared op registry.
 
-The registry (``hyper_parallel/core/shard/ops/yaml/*.yaml``) names MindSpore ops as
+The registry (``hyper_parallel/core/ops/yaml/*.yaml``) names MindSpore ops as
 ``mindspore.mint.add``, ``mindspore.ops.exp``, ``mindspore.mint.nn.functional.relu`` and points them
 at the *same* rule classes as the torch names; the torch dispatcher ignores these names and this
 one ignores ``torch.*``/``Tensor.*``. MindSpore has no function-interception protocol, so calls
@@ -27,10 +27,10 @@ import mindspore as ms
 from hyper_parallel.core.placement import Replicate
 from hyper_parallel.core.redistribute import compile_plan, run_redistribute
 from hyper_parallel.core.redistribute_plan import LOCAL_COLLECTIVES
-from hyper_parallel.core.shard.registry import OpEntry, get_registry, on_register
-from hyper_parallel.core.shard.strict import (StrictRedistributionError, set_strict,  # noqa: F401  pylint: disable=unused-import
+from hyper_parallel.core.ops.registry import OpEntry, get_registry, on_register
+from hyper_parallel.core.ops.strict import (StrictRedistributionError, set_strict,  # noqa: F401  pylint: disable=unused-import
                                               strict_dispatch, strict_enabled)
-from hyper_parallel.core.shard.rule import OpCall, RuleError, TensorArg
+from hyper_parallel.core.ops.rule import OpCall, RuleError, TensorArg
 from hyper_parallel.core.spec import DTensorSpec
 from hyper_parallel.platform.mindspore.dtensor import DTensor
 
@@ -316,7 +316,7 @@ def _has_dtensor(args, kwargs) -> bool:
 def _unregistered(what: str) -> RuntimeError:
     return RuntimeError(
         f"hyper_parallel DTensor (mindspore): no distributed rule for {what}. Register one with "
-        "hyper_parallel.core.shard.registry.register_op('mindspore....', RuleClass), or run the code on local "
+        "hyper_parallel.core.ops.registry.register_op('mindspore....', RuleClass), or run the code on local "
         "shards (dtensor.to_local()).")
 
 

@@ -27,10 +27,10 @@ from torch._C import DisableTorchFunctionSubclass as _NoTF
 from hyper_parallel.core.placement import Replicate
 from hyper_parallel.core.redistribute import compile_plan, run_redistribute
 from hyper_parallel.core.redistribute_plan import LOCAL_COLLECTIVES
-from hyper_parallel.core.shard.registry import OpEntry, get_registry, on_register
-from hyper_parallel.core.shard.strict import (StrictRedistributionError, set_strict,  # noqa: F401  pylint: disable=unused-import
+from hyper_parallel.core.ops.registry import OpEntry, get_registry, on_register
+from hyper_parallel.core.ops.strict import (StrictRedistributionError, set_strict,  # noqa: F401  pylint: disable=unused-import
                                               strict_dispatch, strict_enabled)
-from hyper_parallel.core.shard.rule import Decision, OpCall, RuleError, TensorArg
+from hyper_parallel.core.ops.rule import Decision, OpCall, RuleError, TensorArg
 from hyper_parallel.core.spec import DTensorSpec
 from hyper_parallel.platform.torch import dtensor as _dt
 

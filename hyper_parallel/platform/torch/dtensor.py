@@ -9,7 +9,7 @@ Design (see ``docs/design/dtensor.md``):
 * ``shape``/``size()``/``numel()``/``stride()`` report the *global* tensor, like PyTorch's DTensor.
 * Every torch function/method called on a DTensor reaches ``__torch_function__``, which looks the
   function up in one dict: metadata passthroughs, the built-in methods below, and the op registry
-  (``hyper_parallel.core.shard``) all live there. Unknown functions raise a clear error.
+  (``hyper_parallel.core.ops``) all live there. Unknown functions raise a clear error.
 * Gradients follow one convention: the local gradient of a DTensor is the shard of the global
   gradient for ``Shard``, the full gradient for ``Replicate``/``Partial(sum)``, and 1/n of it
   for ``Partial(avg)``. Every redistribution step has its explicit adjoint (``collectives.py``).
@@ -236,7 +236,7 @@ def _dispatch_miss(func, types, args, kwargs):
         handler = DISPATCH_TABLE.get(func)
         if handler is not None:
             return handler(func, args, kwargs)
-    from hyper_parallel.core.shard.dispatch import dispatch_unregistered
+    from hyper_parallel.core.ops.dispatch import dispatch_unregistered
     return dispatch_unregistered(func, types, args, kwargs)
 
 

@@ -4,11 +4,11 @@
 import pytest
 
 from hyper_parallel.testing import multi_rank
-from hyper_parallel.tools import op_coverage as cov
+from hyper_parallel.devtools import op_coverage as cov
 
 
 def test_errors_are_classified():
-    from hyper_parallel.core.shard.rule import RuleError
+    from hyper_parallel.core.ops.rule import RuleError
     assert cov.classify_error(RuleError("torch.x: refuses S(0)")) == "unsupported"
     assert cov.classify_error(RuntimeError("hyper_parallel DTensor: no distributed rule for torch.foo.")) \
         == "unsupported"

@@ -294,7 +294,7 @@ def test_clear_refusals():
     import torch.nn.functional as F
     import hyper_parallel as hp
     from hyper_parallel import Shard
-    from hyper_parallel.core.shard.rule import RuleError
+    from hyper_parallel.core.ops.rule import RuleError
     mesh = hp.init_device_mesh("cpu", (2,))
     x = hp.distribute_tensor(torch.zeros(4, 4), mesh, [Shard(0)])
     with pytest.raises(RuleError, match="generator= is not supported on DTensors"):
@@ -425,7 +425,7 @@ def test_rrelu_slopes_are_placement_invariant():
     import hyper_parallel as hp
     from hyper_parallel import Partial, Replicate, Shard
     from hyper_parallel.core.random import get_rng_state
-    from hyper_parallel.core.shard.rule import RuleError
+    from hyper_parallel.core.ops.rule import RuleError
     from hyper_parallel.platform.torch.random import reference_values as ref
     mesh = hp.init_device_mesh("cpu", (2,))
     torch.manual_seed(8)

@@ -17,7 +17,7 @@ def _ms():
 
 def test_import_hyper_parallel_never_imports_mindspore():
     code = ("import sys, hyper_parallel as hp; hp.Shard(0); hp.Layout; "
-            "from hyper_parallel.core.shard.registry import get_registry; get_registry(); "
+            "from hyper_parallel.core.ops.registry import get_registry; get_registry(); "
             "assert 'mindspore' not in sys.modules, 'mindspore imported'; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
@@ -25,7 +25,7 @@ def test_import_hyper_parallel_never_imports_mindspore():
 
 
 def test_every_mindspore_registry_name_resolves_and_builds_its_rule():
-    from hyper_parallel.core.shard.registry import get_registry
+    from hyper_parallel.core.ops.registry import get_registry
     from hyper_parallel.platform.mindspore import dispatch as D
     reg = get_registry()
     names = [n for n in reg.entries if n.startswith("mindspore.")]
@@ -42,7 +42,7 @@ def test_each_dispatcher_ignores_the_other_frontend():
     assert D.resolve_mindspore_name("torch.add") is None
     assert D.resolve_mindspore_name("Tensor.add_") is None
     assert resolve_torch_name("mindspore.mint.add") is None
-    from hyper_parallel.core.shard.rule import RuleError
+    from hyper_parallel.core.ops.rule import RuleError
     with pytest.raises(RuleError, match="does not exist in mindspore"):
         D.resolve_mindspore_name("mindspore.mint.no_such_op")
 

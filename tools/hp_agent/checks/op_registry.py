@@ -2,11 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """Op registry pairing check: YAML registry entries <-> rule classes, without importing torch.
 
-Registry: ``hyper_parallel/core/shard/ops/yaml/*.yaml``. Each top-level key is a frontend op name
+Registry: ``hyper_parallel/core/ops/yaml/*.yaml``. Each top-level key is a frontend op name
 (``torch.add``, ``Tensor.add_``, ``mindspore.mint.add``); its value is a mapping with ``rule`` (class name,
 required), ``module`` (dotted path; may come from the file's ``__default__`` block), ``options`` (mapping) and
 ``doc`` (str); a file's ``__default__`` block may set any of these fields and is merged into every entry
-(as ``hyper_parallel.core.shard.registry`` does). Rule modules live in ``hyper_parallel/core/shard/ops/rules/``.
+(as ``hyper_parallel.core.ops.registry`` does). Rule modules live in ``hyper_parallel/core/ops/rules/``.
 
 Findings: an entry whose module or class does not resolve; a rule module not referenced by any entry
 (``__init__.py``, ``base.py`` and ``_*.py`` hold bases and are exempt); an op registered twice; an unknown
@@ -23,8 +23,8 @@ import yaml
 
 from hp_agent.checks.findings import Finding
 
-REGISTRY_DIR = "hyper_parallel/core/shard/ops/yaml"
-RULES_DIR = "hyper_parallel/core/shard/ops/rules"
+REGISTRY_DIR = "hyper_parallel/core/ops/yaml"
+RULES_DIR = "hyper_parallel/core/ops/rules"
 ENTRY_FIELDS = {"rule", "module", "options", "doc"}
 DEFAULT_FIELDS = ENTRY_FIELDS
 DEFAULT_KEY = "__default__"

@@ -61,7 +61,7 @@ def group_names(names: List[str]) -> List[List[str]]:
 
 def _registered(names: List[str], layout: Layout) -> List[str]:
     """Names already registered outside the pipeline's own YAML (they need no plan)."""
-    from hyper_parallel.core.shard.registry import get_registry
+    from hyper_parallel.core.ops.registry import get_registry
     own = layout.path(layout.registry_yaml).resolve()
     reg = get_registry()
     return [n for n in names if n in reg.entries and Path(reg.entries[n].source).resolve() != own]

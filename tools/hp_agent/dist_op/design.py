@@ -21,8 +21,8 @@ from hp_agent.dist_op.plan import TBD, Plan, slug_of
 
 __all__ = ["design", "build_plan", "expected", "RULES_PACKAGE", "REGISTRY_FILE", "class_name"]
 
-RULES_PACKAGE = "hyper_parallel.core.shard.ops.rules"
-REGISTRY_FILE = "hyper_parallel/core/shard/ops/yaml/pipeline.yaml"
+RULES_PACKAGE = "hyper_parallel.core.ops.rules"
+REGISTRY_FILE = "hyper_parallel/core/ops/yaml/generated.yaml"
 _LINEAR_SCANS = ("add",)
 
 

@@ -73,7 +73,7 @@ def resolve_torch(name: str) -> Callable:
     if not (name.startswith("torch.") or name.startswith("Tensor.")):
         raise AnalyzeError(f"{name}: not a torch name (expected torch.*, Tensor.* or torch.nn.functional.*)")
     from hyper_parallel.platform.torch.dispatch import resolve_torch_name
-    from hyper_parallel.core.shard.rule import RuleError
+    from hyper_parallel.core.ops.rule import RuleError
     try:
         fn = resolve_torch_name(name)
     except RuleError as exc:

@@ -7,9 +7,9 @@ them (a small fixture repository points the registry at its own YAML and its own
 
     [dist_op]
     plans_dir = "plans"
-    registry_yaml = "hyper_parallel/core/shard/ops/yaml/pipeline.yaml"
-    rules_package = "hyper_parallel.core.shard.ops.rules.generated"
-    ut_dir = "tests/ut/shard/generated"
+    registry_yaml = "hyper_parallel/core/ops/yaml/generated.yaml"
+    rules_package = "hyper_parallel.core.ops.rules.generated"
+    ut_dir = "tests/ut/ops/generated"
     st_dir = "tests/st/torch/ops/generated"
     python = ".venv/bin/python"      # interpreter for the test runs (default: the one running hp-agent)
     mindspore = "auto"               # "off": do not import MindSpore to look up counterparts (scope stays [TBD])
@@ -25,7 +25,7 @@ from typing import Dict
 
 __all__ = ["Layout", "load_layout", "LayoutError"]
 
-BUILTIN_YAML_DIR = "hyper_parallel/core/shard/ops/yaml"
+BUILTIN_YAML_DIR = "hyper_parallel/core/ops/yaml"
 
 
 class LayoutError(ValueError):
@@ -38,9 +38,9 @@ class Layout:
 
     root: Path
     plans_dir: str = "plans"
-    registry_yaml: str = f"{BUILTIN_YAML_DIR}/pipeline.yaml"
-    rules_package: str = "hyper_parallel.core.shard.ops.rules.generated"
-    ut_dir: str = "tests/ut/shard/generated"
+    registry_yaml: str = f"{BUILTIN_YAML_DIR}/generated.yaml"
+    rules_package: str = "hyper_parallel.core.ops.rules.generated"
+    ut_dir: str = "tests/ut/ops/generated"
     st_dir: str = "tests/st/torch/ops/generated"
     python: str = ""
     mindspore: str = "auto"

@@ -138,7 +138,7 @@ def _flat_outputs(outputs) -> List[Optional[Tuple[tuple, tuple]]]:
 def _opcall(name, args, kwargs, placements, n):
     """The dispatcher's OpCall for ``placements`` (one placement each on a 1-D mesh of ``n``, or a tuple
     per tensor with ``n`` the mesh shape)."""
-    from hyper_parallel.core.shard.rule import OpCall, TensorArg
+    from hyper_parallel.core.ops.rule import OpCall, TensorArg
     from hyper_parallel.platform.torch.dispatch import _placeholders  # pylint: disable=protected-access
     import torch
     locs = collect_tensors(args, kwargs)
@@ -291,7 +291,7 @@ def _compare_outputs(outs, results, ref, need, n) -> Optional[str]:
 
 
 def _one_combo(res: OpResult, name: str, rule, fn, sample, ref, combo, n) -> None:
-    from hyper_parallel.core.shard.rule import RuleError
+    from hyper_parallel.core.ops.rule import RuleError
     args, kwargs = sample
     text = f"{[p.short() for p in combo]} on {n} ranks"
     call = _opcall(name, args, kwargs, combo, n)
@@ -372,7 +372,7 @@ def _combos_2d(tensors) -> list:
 
 def _one_combo_2d(res: OpResult, name: str, rule, fn, sample, ref, combo) -> None:
     """False-positive check of one combination on the 2x2 mesh (a tuple of placements per tensor)."""
-    from hyper_parallel.core.shard.rule import RuleError
+    from hyper_parallel.core.ops.rule import RuleError
     from hp_agent.dist_op.meshsim import matches_nd, simulate_nd
     args, kwargs = sample
     text = f"{[[p.short() for p in pl] for pl in combo]} on mesh {list(MESH_2D)}"
@@ -473,7 +473,7 @@ def _nth(args, kwargs, loc):
 
 def verify(names: Optional[Sequence[str]] = None, registry: Any = None) -> VerifyReport:
     """Verify ``names`` (default: every op) of ``registry`` (default: the process-wide registry)."""
-    from hyper_parallel.core.shard.registry import get_registry
+    from hyper_parallel.core.ops.registry import get_registry
     start = time.monotonic()
     reg = registry if registry is not None else get_registry()
     if names:

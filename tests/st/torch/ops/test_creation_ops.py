@@ -66,7 +66,7 @@ def test_creation_errors_are_clear():
     import torch
     import hyper_parallel as hp
     from hyper_parallel import Shard
-    from hyper_parallel.core.shard.rule import RuleError
+    from hyper_parallel.core.ops.rule import RuleError
     mesh = hp.init_device_mesh("cpu", (2,))
     x = hp.distribute_tensor(torch.randn(4, 4), mesh, [Shard(0)])
     with pytest.raises(RuleError, match=r"Tensor.new_zeros: size \[2, -1\]: negative dimension"):

@@ -103,7 +103,7 @@ def test_embedding_placements_and_errors():
     import torch.nn.functional as F
     import hyper_parallel as hp
     from hyper_parallel import Partial, Replicate, Shard
-    from hyper_parallel.core.shard.rule import RuleError
+    from hyper_parallel.core.ops.rule import RuleError
     from hyper_parallel.platform.torch.dispatch import strict_dispatch
     mesh = hp.init_device_mesh("cpu", (2,))
     w_full = torch.randn(8, 4)

@@ -50,7 +50,7 @@ def test_attention_and_rotary():
     import torch
     import torch.nn.functional as F
     import hyper_parallel as hp
-    from hyper_parallel.ops import apply_rotary_emb
+    from hyper_parallel.kernels import apply_rotary_emb
     from hyper_parallel.testing.op_parity import check_op
     torch.manual_seed(1)
     q, k, v = torch.randn(2, 4, 6, 8), torch.randn(2, 4, 6, 8), torch.randn(2, 4, 6, 8)
@@ -110,7 +110,7 @@ def test_rejections_are_clear_and_mixed_inputs_work():
     import torch
     import hyper_parallel as hp
     from hyper_parallel import Replicate, Shard
-    from hyper_parallel.core.shard.rule import RuleError
+    from hyper_parallel.core.ops.rule import RuleError
     mesh = hp.init_device_mesh("cpu", (2,))
     other = hp.init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
     a = hp.distribute_tensor(torch.randn(4, 4), mesh, [Shard(0)])

@@ -95,7 +95,7 @@ def test_batch_norm_training_updates_running_stats():
     import torch.nn.functional as F
     import hyper_parallel as hp
     from hyper_parallel import Replicate, Shard
-    from hyper_parallel.core.shard.rule import RuleError
+    from hyper_parallel.core.ops.rule import RuleError
     torch.manual_seed(10)
     mesh = hp.init_device_mesh("cpu", (2,))
     x = torch.randn(5, 4, 3)

@@ -1,3 +1,0 @@
-# Copyright 2026 The hyper-parallel Authors. All rights reserved.
-# SPDX-License-Identifier: Apache-2.0
-"""Built-in op rules and their YAML registry."""

@@ -1,0 +1,446 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""OpInfo coverage: PyTorch's own op sample inputs run through DTensor on 2 ranks.
+
+``python -m hyper_parallel.devtools.op_coverage --out docs/op_coverage.md`` (``make coverage``) takes every
+op of ``torch.testing._internal.common_methods_invocations.op_db`` that supports float32 on CPU, its first
+``--max-samples`` float32 sample inputs, and runs each sample twice on a 1-D mesh of ``--world-size``
+ranks: with every tensor argument ``Replicate`` and with every tensor argument ``Shard(0)`` (0-d tensors
+stay replicated). Each run's output (``full_tensor()`` of DTensors) is compared with the op on plain
+tensors and classified:
+
+* ``passed``      — same values (``assert_close``, ``rtol = atol = 1e-4``: distributed sums reorder
+  additions); for random ops (:data:`RANDOM`) same shape and dtype, and the ``Shard(0)`` run must give
+  exactly the ``Replicate`` run's values (same distributed stream state); for uninitialised ops
+  (:data:`UNINITIALISED`) same shape and dtype;
+* ``unsupported`` — a clear refusal: :class:`~hyper_parallel.core.ops.rule.RuleError` from a rule, or
+  the dispatcher's "no distributed rule for ..." error;
+* ``failed``      — anything else: a wrong value, shape or dtype, any other exception, or ranks that
+  raised on another rank (after each op call the ranks exchange their errors before gathering).
+  If a collective itself fails (ranks diverged inside an op), the op's case ends and the op counts
+  one failed run.
+
+Samples whose reference run raises (invalid for the plain op), that have no tensor argument, or that
+have a sparse tensor argument (DTensors are dense), and ``Shard(0)`` runs of samples without a tensor
+of rank >= 1, are not counted. Ops run in batches, one multi-rank case of the shared worker pool
+(``hyper_parallel.testing.run_on_ranks``) per batch; a batch whose case fails (a hang or a crash) is rerun
+op by op, so it costs one op, not the report. Each sample's tensors are broadcast from rank 0 once, so
+every rank runs the same data.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import random
+import sys
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+__all__ = ["OUTCOMES", "RANDOM", "UNINITIALISED", "NONDETERMINISTIC", "OpResult", "CoverageReport", "classify_error",
+           "op_names", "run_op_samples", "run_coverage", "render_markdown", "main"]
+
+OUTCOMES = ("passed", "failed", "unsupported")
+CONFIGS = ("R", "S(0)")
+#: OpInfo names with random values: compared by shape/dtype, and the S(0) run must equal the R run exactly.
+RANDOM = frozenset({
+    "bernoulli", "cauchy", "exponential", "geometric", "log_normal", "multinomial", "normal", "normal.in_place",
+    "normal.number_mean", "uniform", "rand_like", "randn_like", "randint_like", "randint", "randn",
+    "nn.functional.dropout", "nn.functional.dropout2d", "nn.functional.dropout3d", "nn.functional.alpha_dropout",
+    "nn.functional.feature_alpha_dropout.with_train", "nn.functional.rrelu"})
+#: OpInfo names with uninitialised values: compared by shape and dtype only.
+UNINITIALISED = frozenset({"empty_like", "new_empty", "new_empty_strided", "empty", "empty_strided",
+                           "empty_permuted"})
+NONDETERMINISTIC = RANDOM | UNINITIALISED
+RTOL = ATOL = 1e-4
+_NO_RULE = "no distributed rule"
+_DETAIL_CHARS = 160
+
+
+def classify_error(exc: BaseException) -> str:
+    """``unsupported`` for a clear refusal (RuleError, "no distributed rule"), else ``failed``."""
+    from hyper_parallel.core.ops.rule import RuleError
+    if isinstance(exc, RuleError) or (isinstance(exc, RuntimeError) and _NO_RULE in str(exc)):
+        return "unsupported"
+    return "failed"
+
+
+def _is_fatal(exc: BaseException) -> bool:
+    """A collective failed (a peer diverged or died): the process group cannot be trusted any more."""
+    import torch.distributed as dist
+    from hyper_parallel.platform.base import CollectiveError
+    return isinstance(exc, (CollectiveError, dist.DistError))
+
+
+@dataclass
+class OpResult:
+    """Outcomes of one op: ``counts[config][outcome]`` plus the first message of each failure kind."""
+
+    name: str
+    samples: int = 0
+    counts: Dict[str, Dict[str, int]] = field(default_factory=lambda: {c: dict.fromkeys(OUTCOMES, 0)
+                                                                        for c in CONFIGS})
+    details: List[str] = field(default_factory=list)
+    skipped: int = 0
+
+    def add(self, config: str, outcome: str, detail: str = "") -> None:
+        """Count one run; keep a short message for the first few non-passing runs."""
+        self.counts[config][outcome] += 1
+        if detail and outcome != "passed" and len(self.details) < 3:
+            self.details.append(f"{config}: {detail[:_DETAIL_CHARS]}")
+
+    def total(self, outcome: str) -> int:
+        """Runs with ``outcome`` over both configs."""
+        return sum(c[outcome] for c in self.counts.values())
+
+    @property
+    def runs(self) -> int:
+        """Counted runs (both configs)."""
+        return sum(self.total(o) for o in OUTCOMES)
+
+    @property
+    def status(self) -> str:
+        """``pass`` (every run passed), ``partial``, ``unsupported`` (no run passed, none failed), ``fail``."""
+        passed, failed = self.total("passed"), self.total("failed")
+        if self.runs == 0:
+            return "n/a"
+        if passed == self.runs:
+            return "pass"
+        if passed:
+            return "partial"
+        return "fail" if failed else "unsupported"
+
+
+@dataclass
+class CoverageReport:
+    """All op results of one run plus how it was run."""
+
+    results: List[OpResult]
+    max_samples: int
+    world_size: int
+    seconds: float
+    torch_version: str = ""
+    load_average: float = 0.0
+
+    def totals(self) -> Dict[str, int]:
+        """Headline numbers."""
+        status = [r.status for r in self.results]
+        out = {o: sum(r.total(o) for r in self.results) for o in OUTCOMES}
+        out.update(ops=len(self.results), runs=sum(r.runs for r in self.results),
+                   samples=sum(r.samples for r in self.results), **{f"ops_{s}": status.count(s)
+                                                                    for s in ("pass", "partial", "fail",
+                                                                              "unsupported", "n/a")})
+        return out
+
+
+# ---------------------------------------------------------------------- per rank
+def _op_db() -> Dict[str, Any]:
+    from torch.testing._internal.common_methods_invocations import op_db
+    return {o.name + (f".{o.variant_test_name}" if o.variant_test_name else ""): o for o in op_db}
+
+
+def op_names() -> List[str]:
+    """Every OpInfo name (``name.variant``) that supports float32 on CPU, in op_db order."""
+    import torch
+    return [n for n, o in _op_db().items() if torch.float32 in o.supported_dtypes("cpu")]
+
+
+def _tree_map(fn: Callable, obj: Any) -> Any:
+    if isinstance(obj, (list, tuple)) and not hasattr(obj, "_fields"):
+        return type(obj)(_tree_map(fn, o) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _tree_map(fn, v) for k, v in obj.items()}
+    return fn(obj)
+
+
+def _flatten(obj: Any) -> List[Any]:
+    if isinstance(obj, (list, tuple)):
+        return [x for o in obj for x in _flatten(o)]
+    return [obj]
+
+
+def _clone_tensors(obj: Any) -> Any:
+    import torch
+    return _tree_map(lambda t: t.detach().clone() if isinstance(t, torch.Tensor) else t, obj)
+
+
+def _tensor_ranks(obj: Any) -> List[int]:
+    import torch
+    return [t.dim() for t in _flatten(obj) if isinstance(t, torch.Tensor)]
+
+
+def _has_sparse(obj: Any) -> bool:
+    import torch
+    return any(isinstance(t, torch.Tensor) and t.layout != torch.strided for t in _flatten(obj))
+
+
+def _agree(error: Optional[BaseException]) -> None:
+    """Every rank learns whether any rank's op call raised, before any rank gathers outputs.
+
+    A local error on one rank only (an empty or too small shard) would otherwise leave the other ranks
+    waiting in the next collective. Re-raises this rank's error, or reports the first failing peer.
+    """
+    import torch
+    import torch.distributed as dist
+    flag = torch.tensor([0 if error is None else 1])
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    if not flag.item():
+        return
+    everyone: List[Optional[str]] = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, None if error is None else f"{type(error).__name__}: {error}")
+    if error is not None:
+        raise error
+    rank, message = next((r, m) for r, m in enumerate(everyone) if m is not None)
+    raise AssertionError(f"rank {rank} raised {message}")
+
+
+def _synced(obj: Any) -> Any:
+    """Tensors replaced by contiguous copies holding rank 0's bytes (one broadcast each), so that every
+    rank runs the same sample even if a sample generator drew from an unseeded source."""
+    import torch
+    import torch.distributed as dist
+
+    def one(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        t = t.detach().clone().contiguous()
+        dist.broadcast(t.reshape(-1).view(torch.uint8), src=0)
+        return t
+    return _tree_map(one, obj)
+
+
+def _distribute(obj: Any, mesh, config: str) -> Any:
+    import torch
+    import hyper_parallel as hp
+    from hyper_parallel import Replicate, Shard
+
+    def one(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        placement = Shard(0) if config == "S(0)" and t.dim() > 0 else Replicate()
+        return hp.distribute_tensor(t.detach().clone(), mesh, [placement], src_data_rank=None)  # synced already
+    return _tree_map(one, obj)
+
+
+def _gather(obj: Any) -> List[Any]:
+    """Outputs flattened, DTensors replaced by their full tensors."""
+    from hyper_parallel.platform.torch.dtensor import DTensor
+    return [o.full_tensor() if isinstance(o, DTensor) else o for o in _flatten(obj)]
+
+
+def _compare(got: List[Any], want: List[Any], values: bool) -> None:
+    """Raise AssertionError unless ``got`` matches ``want`` (values, or shape and dtype only)."""
+    import torch
+    if len(got) != len(want):
+        raise AssertionError(f"{len(got)} outputs, expected {len(want)}")
+    for k, (g, w) in enumerate(zip(got, want)):
+        if isinstance(w, torch.Tensor):
+            if not isinstance(g, torch.Tensor):
+                raise AssertionError(f"output {k}: {type(g).__name__}, expected a tensor")
+            if g.shape != w.shape or g.dtype != w.dtype:
+                raise AssertionError(f"output {k}: shape/dtype {tuple(g.shape)}/{g.dtype}, expected "
+                                     f"{tuple(w.shape)}/{w.dtype}")
+            if values:
+                torch.testing.assert_close(g, w, rtol=RTOL, atol=ATOL, equal_nan=True, check_device=False)
+        elif values and g != w:
+            raise AssertionError(f"output {k}: {g!r} != {w!r}")
+
+
+def _run_config(op, sample, mesh, config: str, random_op: bool) -> List[Any]:
+    """One DTensor run of ``sample`` (every tensor placed per ``config``); outputs gathered."""
+    from hyper_parallel.core.random import set_rng_state
+    inp, args, kwargs = (_distribute(x, mesh, config) for x in sample)
+    if random_op:
+        set_rng_state((1234, 0))
+    out, error = None, None
+    try:
+        out = op(inp, *args, **kwargs)
+    except Exception as exc:  # pylint: disable=broad-except  # shared with the peers first, then re-raised
+        if _is_fatal(exc):
+            raise
+        error = exc
+    _agree(error)
+    return _gather(out)
+
+
+def _run_sample(result: OpResult, op, sample_input, mesh, kind: str) -> None:
+    """Run one sample under each config; ``kind``: ``values``, ``random`` or ``uninitialised``."""
+    import torch
+    sample = (sample_input.input, sample_input.args, sample_input.kwargs)
+    ranks = _tensor_ranks(sample)
+    if _has_sparse(sample):  # DTensors are dense: not counted
+        result.skipped += 1
+        return
+    sample = _synced(sample)
+    torch.manual_seed(0)
+    try:
+        want = _flatten(op(_clone_tensors(sample[0]), *_clone_tensors(sample[1]), **_clone_tensors(sample[2])))
+    except Exception:  # pylint: disable=broad-except  # an invalid sample for the plain op: not counted
+        result.skipped += 1
+        return
+    if not ranks:  # no tensor argument: nothing runs on DTensors
+        result.skipped += 1
+        return
+    result.samples += 1
+    first: Optional[List[Any]] = None
+    for config in CONFIGS:
+        if config == "S(0)" and max(ranks) == 0:
+            continue
+        try:
+            got = _run_config(op, sample, mesh, config, kind == "random")
+            _compare(got, want, values=kind == "values")
+            if kind == "random" and first is not None:
+                _compare(got, first, values=True)  # same stream state: the same global values
+            first = got if first is None else first
+            result.add(config, "passed")
+        except Exception as exc:  # pylint: disable=broad-except  # classified: unsupported or failed
+            if _is_fatal(exc):
+                raise  # the ranks' collectives no longer line up: end this op's case (the pool restarts)
+            result.add(config, classify_error(exc), f"{type(exc).__name__}: {exc}".replace("\n", " "))
+
+
+def run_op_samples(names: Sequence[str], max_samples: int = 3, mesh_shape: Tuple[int, ...] = (2,)) -> List[OpResult]:
+    """Run on every rank (default process group initialised): the coverage of ``names``.
+
+    Sample inputs are generated with the same torch seed on every rank, so every rank runs the same
+    samples in the same order and their collectives line up.
+    """
+    import warnings
+    import torch
+    import hyper_parallel as hp
+    db = _op_db()
+    mesh = hp.init_device_mesh("cpu", mesh_shape)
+    results = []
+    for name in names:
+        if name not in db:
+            raise KeyError(f"op_coverage: {name!r} is not an OpInfo name (see op_names())")
+        op = db[name]
+        result = OpResult(name)
+        seed = zlib.crc32(name.encode())
+        torch.manual_seed(seed)
+        random.seed(seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            samples = list(itertools.islice(op.sample_inputs("cpu", torch.float32, requires_grad=False),
+                                            max_samples))
+            for sample in samples:
+                _run_sample(result, op, sample, mesh, _kind(name))
+        results.append(result)
+    return results
+
+
+def _kind(name: str) -> str:
+    if name in RANDOM:
+        return "random"
+    return "uninitialised" if name in UNINITIALISED else "values"
+
+
+# ---------------------------------------------------------------------- driver
+def _diverged(name: str, max_samples: int, exc: BaseException) -> OpResult:
+    result = OpResult(name)
+    result.samples = max_samples
+    line = str(exc).splitlines()
+    result.add("R", "failed", "ranks diverged or hung: " + " / ".join(line[1:3]))
+    return result
+
+
+def _run_case(names: Sequence[str], max_samples: int, world_size: int, op_timeout: float) -> List[OpResult]:
+    """One multi-rank case for ``names``; if it fails, each op alone (a failing op is marked, not the batch)."""
+    from hyper_parallel.testing import run_on_ranks
+    from hyper_parallel.testing.multiprocess import MultiRankError
+    try:
+        return run_on_ranks(run_op_samples, world_size, args=(list(names), max_samples, (world_size,)),
+                            timeout=op_timeout * len(names), collective_timeout=10.0)
+    except MultiRankError as exc:  # the pool is recreated
+        if len(names) == 1:
+            return [_diverged(names[0], max_samples, exc)]
+    return [r for name in names for r in _run_case([name], max_samples, world_size, op_timeout)]
+
+
+def run_coverage(names: Optional[Sequence[str]] = None, max_samples: int = 3, world_size: int = 2,
+                 op_timeout: float = 120.0, progress: Optional[Callable[[str], None]] = None,
+                 batch: int = 16) -> CoverageReport:
+    """Run :func:`run_op_samples` in multi-rank cases of ``batch`` ops on a shared pool of ``world_size``
+    ranks (a failing case is rerun op by op)."""
+    import torch
+    start = time.monotonic()
+    names = list(names) if names is not None else op_names()
+    results: List[OpResult] = []
+    for k in range(0, len(names), batch):
+        chunk = names[k:k + batch]
+        results.extend(_run_case(chunk, max_samples, world_size, op_timeout))
+        if progress is not None:
+            for j, r in enumerate(results[-len(chunk):], start=len(results) - len(chunk) + 1):
+                progress(f"[{j}/{len(names)} {time.monotonic() - start:.0f}s] {r.name}: {r.status}")
+    return CoverageReport(results, max_samples, world_size, time.monotonic() - start, torch.__version__,
+                          os.getloadavg()[0])
+
+
+def _cell(result: OpResult, config: str) -> str:
+    c = result.counts[config]
+    return f"{c['passed']} / {c['failed']} / {c['unsupported']}"
+
+
+def render_markdown(report: CoverageReport) -> str:
+    """The report as Markdown: headline totals, how it was run, then one row per op."""
+    t = report.totals()
+    lines = [
+        "# OpInfo coverage of hyper-parallel DTensor ops",
+        "",
+        f"**{t['ops']} OpInfo ops, {t['samples']} samples, {t['runs']} runs: {t['passed']} passed, "
+        f"{t['failed']} failed, {t['unsupported']} unsupported.** Ops: {t['ops_pass']} pass every run, "
+        f"{t['ops_partial']} pass some, {t['ops_fail']} fail without passing, {t['ops_unsupported']} unsupported "
+        f"(no distributed rule), {t['ops_n/a']} with no countable run.",
+        "",
+        f"Generated by `python -m hyper_parallel.devtools.op_coverage --out docs/op_coverage.md` (`make coverage`) "
+        f"in {report.seconds:.0f} s on {report.world_size} CPU ranks (gloo; machine load average "
+        f"{report.load_average:.0f} at the end), torch {report.torch_version}. "
+        f"Corpus: every op of `torch.testing._internal.common_methods_invocations.op_db` that supports float32 "
+        f"on CPU, its first {report.max_samples} float32 sample inputs (the per-op limit keeps a full run to a "
+        "few minutes). Each sample runs twice — every tensor argument `Replicate`, then every tensor argument "
+        "`Shard(0)` (0-d tensors replicated) — and the gathered output is compared with the op on plain "
+        f"tensors (rtol = atol = {RTOL:g}). Random ops are compared by shape and dtype, and their `Shard(0)` run "
+        "must reproduce the `Replicate` run's values exactly (placement-invariant RNG); uninitialised ops "
+        "(`empty*`, `new_empty*`) by shape and dtype only.",
+        "",
+        "*passed*: same result; *unsupported*: a clear refusal (`RuleError`, or \"no distributed rule\"); "
+        "*failed*: a wrong result or any other error, on any rank (an op whose ranks diverged inside a "
+        "collective counts one failed run). Samples invalid for the plain op, without tensor arguments or with "
+        "sparse ones, and `Shard(0)` runs of samples without a tensor of rank >= 1, are not counted.",
+        "",
+        "| op | samples | R: passed / failed / unsupported | S(0): passed / failed / unsupported | status | "
+        "first problem |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in sorted(report.results, key=lambda r: r.name):
+        detail = (r.details[0] if r.details else "").replace("|", "\\|").replace("`", "'")
+        lines.append(f"| `{r.name}` | {r.samples} | {_cell(r, 'R')} | {_cell(r, 'S(0)')} | {r.status} | {detail} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Command line entry point; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m hyper_parallel.devtools.op_coverage", description=__doc__.split(
+        "\n\n", maxsplit=1)[0])
+    parser.add_argument("--out", default="docs/op_coverage.md", help="Markdown file to write")
+    parser.add_argument("--max-samples", type=int, default=3, help="float32 samples per op (default 3)")
+    parser.add_argument("--ops", nargs="*", help="OpInfo names to run (default: all float32 ops)")
+    parser.add_argument("--world-size", type=int, default=2, help="ranks of the 1-D mesh (default 2)")
+    parser.add_argument("--quiet", action="store_true", help="no per-op progress lines")
+    opts = parser.parse_args(argv)
+    if opts.max_samples < 1 or opts.world_size < 1:
+        parser.error("--max-samples and --world-size must be positive")
+    progress = None if opts.quiet else (lambda line: print(line, flush=True))
+    report = run_coverage(opts.ops, opts.max_samples, opts.world_size, progress=progress)
+    text = render_markdown(report)
+    with open(opts.out, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    print(text.split("\n\n")[1])
+    print(f"wrote {opts.out} ({report.seconds:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
