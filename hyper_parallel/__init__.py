@@ -59,6 +59,12 @@ _LAZY = {
     "fully_shard": "hyper_parallel.fsdp",
     "MixedPrecisionPolicy": "hyper_parallel.fsdp",
     "CPUOffloadPolicy": "hyper_parallel.fsdp",
+    # pipeline parallel
+    "MetaStep": "hyper_parallel.pipeline",
+    "MetaStepType": "hyper_parallel.pipeline",
+    "BatchDimSpec": "hyper_parallel.pipeline",
+    "explain_schedule": "hyper_parallel.pipeline",
+    "validate_schedule": "hyper_parallel.pipeline",
 }
 
 __all__ = ["Layout", "Partial", "Placement", "Replicate", "Shard", *sorted(_LAZY)]

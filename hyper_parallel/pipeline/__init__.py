@@ -1,0 +1,49 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Pipeline parallelism: schedules as validated data, and a runtime that executes them.
+
+Pure (no framework import): ``MetaStep`` / ``MetaStepType`` (the schedule IR, torch's action strings),
+``generate_schedule`` (GPipe, 1F1B, Interleaved1F1B, LoopedBFS, InterleavedZeroBubble, ZBVZeroBubble,
+DualPipeV), ``validate_schedule`` (deadlock-freedom proof), ``simulate_schedule`` (timelines and
+bubbles), ``explain_schedule`` (text / PNG), ``schedule_to_csv`` / ``schedule_from_csv``,
+``BatchDimSpec``, ``split_layers``.
+
+Runtime (torch, loaded on first use; signatures follow ``torch.distributed.pipelining``):
+``PipelineStage``, ``ScheduleGPipe``, ``Schedule1F1B``, ``ScheduleInterleaved1F1B``, ``ScheduleLoopedBFS``,
+``ScheduleInterleavedZeroBubble``, ``ScheduleZBVZeroBubble``, ``ScheduleDualPipeV``, ``get_schedule_class``.
+See ``docs/pipeline.md``.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from hyper_parallel.pipeline.csv_io import schedule_from_csv, schedule_to_csv
+from hyper_parallel.pipeline.explain import bubble_formula, explain_schedule
+from hyper_parallel.pipeline.microbatch import BatchDimSpec, TensorChunkSpec
+from hyper_parallel.pipeline.schedules import (Schedule, ScheduleConstraintError, custom_schedule,
+                                               generate_schedule)
+from hyper_parallel.pipeline.simulate import SimulationResult, simulate_schedule
+from hyper_parallel.pipeline.steps import MetaStep, MetaStepType
+from hyper_parallel.pipeline.validate import ScheduleValidationError, ValidationReport, validate_schedule
+
+_LAZY = {
+}
+
+__all__ = ["BatchDimSpec", "TensorChunkSpec", "MetaStep", "MetaStepType", "Schedule", "ScheduleConstraintError",
+           "ScheduleValidationError", "SimulationResult", "ValidationReport", "bubble_formula", "custom_schedule",
+           "explain_schedule", "generate_schedule", "schedule_from_csv", "schedule_to_csv", "simulate_schedule",
+           "validate_schedule", *sorted(_LAZY)]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hyper_parallel.pipeline' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
