@@ -117,6 +117,10 @@ class Platform(ABC):
         """Identity forward, all-reduce(sum) of the gradient (a replicated input feeding sharded work)."""
 
     @abstractmethod
+    def scale_grad(self, x: Any, factor: float) -> Any:
+        """Identity forward, gradient multiplied by ``factor`` (keeps a ``grad_partial`` promise)."""
+
+    @abstractmethod
     def broadcast(self, x: Any, src: int, group: Any) -> Any:
         """Broadcast ``x`` from global rank ``src`` (not differentiable); returns ``x``."""
 

@@ -8,8 +8,9 @@ tensors replaced by their ``TensorArg`` placeholders. It returns a :class:`Decis
 
 * ``inputs``: the placements each DTensor input must have (``None`` = as is). The dispatcher
   redistributes inputs that differ (cheapest plan), or raises in strict mode.
-* ``outputs``: one entry per tensor output — ``(placements, global shape)`` — or ``None`` for a
-  non-tensor output.
+* ``outputs``: one entry per tensor output — an :class:`OutputSpec` ``(placements, global shape)``
+  (a plain ``(placements, shape)`` pair is converted to one) — or ``None`` for a non-tensor output;
+  a list/tuple of entries mirrors an op that returns several values.
 * ``expand``: optional name of a method of the rule that computes the local result when it differs
   from simply running the op on local shards (bias scaling, index offsets, local shapes for views).
   The method receives ``(local_args, local_kwargs, call, decision)``.
@@ -20,11 +21,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
 
-__all__ = ["TensorArg", "OpCall", "Decision", "OpRule", "RuleError", "broadcast_shapes"]
+__all__ = ["TensorArg", "OpCall", "OutputSpec", "Decision", "OpRule", "RuleError", "broadcast_shapes",
+           "as_output_specs"]
 
 
 class RuleError(ValueError):
@@ -77,14 +79,57 @@ class OpCall:
         return RuleError(f"{self.op}: {message}")
 
 
+class OutputSpec(NamedTuple):
+    """One tensor output of an op: its placements (one per mesh dim) and its global shape.
+
+    A tuple, so ``placements, shape = spec`` and ``spec[0]`` work as on the plain pairs rules return."""
+
+    placements: Tuple[Placement, ...]
+    shape: Tuple[int, ...]
+
+
+def _is_output_pair(value: Any) -> bool:
+    """True for a plain ``(placements, shape)`` pair (placements: a non-empty tuple of Placement)."""
+    return (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], tuple) and len(value[0]) > 0
+            and all(isinstance(p, Placement) for p in value[0]))
+
+
+def as_output_specs(outputs: Any) -> Any:
+    """``outputs`` with every tensor entry as an :class:`OutputSpec` (``None`` stays ``None``;
+    lists and tuples of entries keep their structure)."""
+    if outputs is None or type(outputs) is OutputSpec:  # pylint: disable=unidiomatic-typecheck
+        return outputs
+    if _is_output_pair(outputs):
+        return OutputSpec(outputs[0], tuple(outputs[1]))
+    if isinstance(outputs, list):
+        return [as_output_specs(o) for o in outputs]
+    if isinstance(outputs, tuple):
+        return tuple(as_output_specs(o) for o in outputs)
+    raise RuleError(f"Decision.outputs: expected OutputSpec(placements, shape), None, or a list/tuple of those; "
+                    f"got {outputs!r}")
+
+
 @dataclass
 class Decision:
-    """What the dispatcher must do for one (op, input specs, cache values) combination."""
+    """What the dispatcher must do for one (op, input specs, cache values) combination.
+
+    ``outputs`` is normalised on assignment (also after construction) by :func:`as_output_specs`."""
 
     inputs: List[Optional[Tuple[Placement, ...]]]
-    outputs: Any  # (placements, shape) | None | list/tuple of those (mirrors the op's output structure)
+    outputs: Any  # OutputSpec | None | list/tuple of those (mirrors the op's output structure)
     expand: Optional[str] = None
     extra: Dict[str, Any] = field(default_factory=dict)
+
+
+def _get_outputs(self: Decision) -> Any:
+    return self._outputs  # pylint: disable=protected-access
+
+
+def _set_outputs(self: Decision, value: Any) -> None:
+    self._outputs = as_output_specs(value)  # pylint: disable=protected-access
+
+
+Decision.outputs = property(_get_outputs, _set_outputs, doc="The typed output specs (see as_output_specs).")
 
 
 class OpRule(ABC):

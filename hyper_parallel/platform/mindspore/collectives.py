@@ -41,7 +41,7 @@ from hyper_parallel.platform.base import CollectiveError
 
 __all__ = ["MsGroup", "raw_all_gather", "raw_all_reduce", "raw_reduce_scatter", "raw_all_to_all", "raw_broadcast",
            "point_to_point", "AllGather", "Chunk", "AllReduce", "ReduceScatter", "AllToAll", "MakePartial",
-           "GradAllReduce", "chunk_of", "sizes_tuple"]
+           "GradAllReduce", "ScaleGrad", "chunk_of", "sizes_tuple"]
 
 
 class MsGroup:
@@ -346,6 +346,19 @@ class GradAllReduce(_Function):  # pylint: disable=abstract-method  # setup_cont
     @staticmethod
     def backward(ctx, grad):  # pylint: disable=arguments-differ
         return raw_all_reduce(grad, "sum", ctx.group), None
+
+
+class ScaleGrad(_Function):  # pylint: disable=abstract-method  # setup_context stays unset on purpose
+    """Identity forward; gradient multiplied by ``scale`` (keeps the partial-gradient promise)."""
+
+    @staticmethod
+    def forward(ctx, x, scale):  # pylint: disable=arguments-differ
+        ctx.scale = scale
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):  # pylint: disable=arguments-differ
+        return grad * ctx.scale, None
 
 
 def sizes_tuple(sizes: Sequence[int]) -> Tuple[int, ...]:

@@ -160,6 +160,9 @@ class MindSporePlatform(Platform):
             return x
         return C.GradAllReduce.apply(x, group)
 
+    def scale_grad(self, x, factor):
+        return C.ScaleGrad.apply(x, factor)
+
     def broadcast(self, x, src, group):
         return C.raw_broadcast(x, src, group or self._require())
 

@@ -275,3 +275,18 @@ class GradAllReduce(torch.autograd.Function):
     def backward(ctx, grad):  # pylint: disable=arguments-differ
         """The explicit adjoint (see the class docstring)."""
         return raw_all_reduce(grad, "sum", ctx.group), None
+
+
+class ScaleGrad(torch.autograd.Function):
+    """Identity forward; gradient multiplied by ``scale`` (keeps the partial-gradient promise)."""
+
+    @staticmethod
+    def forward(ctx, x, scale):  # pylint: disable=arguments-differ
+        """Identity."""
+        ctx.scale = scale
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):  # pylint: disable=arguments-differ
+        """Scaled gradient."""
+        return grad * ctx.scale, None

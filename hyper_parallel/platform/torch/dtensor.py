@@ -26,6 +26,7 @@ from torch._C import DisableTorchFunctionSubclass
 from hyper_parallel.core.placement import Placement, Replicate, Shard
 from hyper_parallel.core.redistribute import compile_plan, run_redistribute
 from hyper_parallel.core.spec import DTensorSpec, normalize_placements
+from hyper_parallel.platform.torch.collectives import ScaleGrad
 
 __all__ = ["DTensor", "distribute_tensor", "SkipDTensorDispatch", "DISPATCH_TABLE", "register_function"]
 
@@ -66,21 +67,6 @@ def _alias(t: torch.Tensor) -> torch.Tensor:
     """A new plain-tensor object aliasing ``t`` (differentiable identity)."""
     with DisableTorchFunctionSubclass():
         return t.view_as(t)
-
-
-class _ScaleGrad(torch.autograd.Function):
-    """Identity forward; gradient multiplied by ``scale`` (keeps the partial-gradient promise)."""
-
-    @staticmethod
-    def forward(ctx, x, scale):  # pylint: disable=arguments-differ
-        """Identity."""
-        ctx.scale = scale
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad):  # pylint: disable=arguments-differ
-        """Scaled gradient."""
-        return grad * ctx.scale, None
 
 
 class DTensor(torch.Tensor):
@@ -177,7 +163,7 @@ class DTensor(torch.Tensor):
     def to_local(self) -> torch.Tensor:
         """This rank's shard as a plain tensor (an alias; gradients flow back unchanged)."""
         if self._spec.grad_partial and self.requires_grad and torch.is_grad_enabled():
-            return _ScaleGrad.apply(_alias(self), 1.0 / _flag_size(self._spec))
+            return ScaleGrad.apply(_alias(self), 1.0 / _flag_size(self._spec))
         return _alias(self)
 
     def redistribute(self, device_mesh=None, placements: Optional[Sequence[Placement]] = None, *,
@@ -208,7 +194,7 @@ class DTensor(torch.Tensor):
         with DisableTorchFunctionSubclass():
             local = self.view_as(self)  # plain alias: collectives see local shapes
             if spec.grad_partial and local.requires_grad and torch.is_grad_enabled():
-                local = _ScaleGrad.apply(local, 1.0 / _flag_size(spec))
+                local = ScaleGrad.apply(local, 1.0 / _flag_size(spec))
             out = run_redistribute(local, steps)
         return _wrap(out, dst)
 

@@ -120,6 +120,11 @@ class TorchPlatform(Platform):
             return C.GradAllReduce.apply(x, group)
         return x
 
+    def scale_grad(self, x, factor):
+        if x.requires_grad and torch.is_grad_enabled():
+            return C.ScaleGrad.apply(x, factor)
+        return x
+
     def broadcast(self, x, src, group):
         return C.raw_broadcast(x, src, group)
 

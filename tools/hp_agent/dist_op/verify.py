@@ -139,7 +139,7 @@ def _opcall(name, args, kwargs, placements, n):
     """The dispatcher's OpCall for ``placements`` (one placement each on a 1-D mesh of ``n``, or a tuple
     per tensor with ``n`` the mesh shape)."""
     from hyper_parallel.core.ops.rule import OpCall, TensorArg
-    from hyper_parallel.platform.torch.dispatch import _placeholders  # pylint: disable=protected-access
+    from hyper_parallel.core.ops.dispatch import placeholders as _placeholders
     import torch
     locs = collect_tensors(args, kwargs)
     tensors = []
@@ -241,7 +241,7 @@ class SimPlan:
 
 
 def _expand_runner(rule, fn, call, decision, n, moved: bool):
-    from hyper_parallel.platform.torch.dispatch import _out_specs  # pylint: disable=protected-access
+    from hyper_parallel.core.ops.dispatch import output_specs as _out_specs
     method = getattr(rule, decision.expand)
     shape = tuple(n) if isinstance(n, tuple) else (n,)
 
