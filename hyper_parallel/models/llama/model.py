@@ -10,7 +10,7 @@ so the same code runs on tensor-parallel local shards.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict
+from typing import Dict, Optional
 
 import torch
 import torch.nn.functional as F
@@ -78,10 +78,11 @@ class LlamaRotary(nn.Module):
         self.register_buffer("inv_freq", inv, persistent=False)
 
     def forward(self, positions: torch.Tensor):
-        """(cos, sin) of shape ``[seq, 1, head_dim]`` for positions ``[seq]``."""
-        freqs = torch.outer(positions.float(), self.inv_freq)
+        """(cos, sin) of shape ``[seq, 1, head_dim]`` for positions ``[seq]`` (``[batch, seq, 1, head_dim]``
+        for ``[batch, seq]``)."""
+        freqs = positions.float().unsqueeze(-1) * self.inv_freq
         emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().unsqueeze(1), emb.sin().unsqueeze(1)
+        return emb.cos().unsqueeze(-2), emb.sin().unsqueeze(-2)
 
 
 class LlamaAttention(nn.Module):
@@ -148,10 +149,12 @@ class LlamaModel(nn.Module):
         self.norm = LlamaRMSNorm(config.hidden_size, config.rms_norm_eps)
         self.rotary = LlamaRotary(config)
 
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """Hidden states ``[batch, seq, hidden]``."""
-        seq = input_ids.shape[1]
-        cos, sin = self.rotary(torch.arange(seq, device=input_ids.device))
+    def forward(self, input_ids: torch.Tensor, position_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Hidden states ``[batch, seq, hidden]``. ``position_ids`` (``[seq]`` or ``[batch, seq]``, default
+        ``0..seq-1``) are the RoPE positions: pass the sharded positions under context parallelism."""
+        if position_ids is None:
+            position_ids = torch.arange(input_ids.shape[1], device=input_ids.device)
+        cos, sin = self.rotary(position_ids)
         h = self.embed_tokens(input_ids)
         for layer in self.layers:
             h = layer(h, cos, sin)
@@ -178,9 +181,9 @@ class LlamaForCausalLM(nn.Module):
             elif isinstance(mod, LlamaRMSNorm):
                 nn.init.ones_(mod.weight)
 
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """Logits for next-token prediction."""
-        return self.lm_head(self.model(input_ids))
+    def forward(self, input_ids: torch.Tensor, position_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Logits for next-token prediction (``position_ids``: see :meth:`LlamaModel.forward`)."""
+        return self.lm_head(self.model(input_ids, position_ids))
 
     @staticmethod
     def loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,7 @@ from hyper_parallel.core.placement import Replicate, Shard
 from hyper_parallel.tp import (ColwiseParallel, PrepareModuleInput, RowwiseParallel, SequenceParallel,
                                parallelize_module)
 
-__all__ = ["llama_tp_plan", "parallelize_llama"]
+__all__ = ["llama_tp_plan", "llama_cp_plan", "parallelize_llama"]
 
 
 def llama_tp_plan(sequence_parallel: bool = True, loss_parallel: bool = False, fused_sp_grad: bool = True) -> dict:
@@ -45,14 +45,36 @@ def llama_tp_plan(sequence_parallel: bool = True, loss_parallel: bool = False, f
     return plan
 
 
-def parallelize_llama(model, tp_mesh, *, sequence_parallel: bool = True, loss_parallel: bool = False,
-                      fused_sp_grad: bool = True):
-    """Apply :func:`llama_tp_plan` to ``model`` on the 1-D ``tp_mesh``; returns the model."""
-    cfg = model.config
-    n = tp_mesh.size()
+def llama_cp_plan(method: str = "ring", async_cp: bool = False, load_balance="headtail") -> dict:
+    """The context-parallel plan: every attention module's SDPA runs as CP attention. The caller
+    shards input ids, labels and position ids with ``hyper_parallel.cp.context_parallel_shard``."""
+    from hyper_parallel.cp import AsyncContextParallel, ContextParallel
+    style = (AsyncContextParallel if async_cp else ContextParallel)(method=method, load_balance=load_balance)
+    return {"model.layers.*.self_attn": style}
+
+
+def _check_divisible(cfg, n: int) -> None:
     for what, value in (("num_attention_heads", cfg.num_attention_heads),
                         ("num_key_value_heads", cfg.num_key_value_heads),
                         ("intermediate_size", cfg.intermediate_size), ("vocab_size", cfg.vocab_size)):
         if value % n:
             raise ValueError(f"parallelize_llama: {what}={value} is not divisible by the TP degree {n}")
-    return parallelize_module(model, tp_mesh, llama_tp_plan(sequence_parallel, loss_parallel, fused_sp_grad))
+
+
+def parallelize_llama(model, tp_mesh=None, *, sequence_parallel: bool = True, loss_parallel: bool = False,
+                      fused_sp_grad: bool = True, cp_mesh=None, cp_method: str = "ring", async_cp: bool = False,
+                      cp_load_balance="headtail", fsdp_mesh=None):
+    """Apply TP (:func:`llama_tp_plan` on the 1-D ``tp_mesh``), then CP (:func:`llama_cp_plan` on the 1-D
+    ``cp_mesh``), then FSDP (``fully_shard`` per decoder layer and the root on ``fsdp_mesh``; with CP
+    the FSDP mesh spans the CP ranks too, as TorchTitan's ``dp_shard x cp``). Returns the model."""
+    if tp_mesh is not None:
+        _check_divisible(model.config, tp_mesh.size())
+        parallelize_module(model, tp_mesh, llama_tp_plan(sequence_parallel, loss_parallel, fused_sp_grad))
+    if cp_mesh is not None:
+        parallelize_module(model, cp_mesh, llama_cp_plan(cp_method, async_cp, cp_load_balance))
+    if fsdp_mesh is not None:
+        from hyper_parallel.fsdp._torch.fully_shard import fully_shard
+        for layer in model.model.layers:
+            fully_shard(layer, mesh=fsdp_mesh)
+        fully_shard(model, mesh=fsdp_mesh)
+    return model
