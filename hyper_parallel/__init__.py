@@ -65,6 +65,12 @@ _LAZY = {
     "BatchDimSpec": "hyper_parallel.pipeline",
     "explain_schedule": "hyper_parallel.pipeline",
     "validate_schedule": "hyper_parallel.pipeline",
+    # context parallel
+    "context_parallel": "hyper_parallel.cp",
+    "context_parallel_shard": "hyper_parallel.cp",
+    "context_parallel_unshard": "hyper_parallel.cp",
+    "ContextParallel": "hyper_parallel.cp",
+    "AsyncContextParallel": "hyper_parallel.cp",
 }
 
 __all__ = ["Layout", "Partial", "Placement", "Replicate", "Shard", *sorted(_LAZY)]
