@@ -28,6 +28,16 @@ from hyper_parallel.pipeline.steps import MetaStep, MetaStepType
 from hyper_parallel.pipeline.validate import ScheduleValidationError, ValidationReport, validate_schedule
 
 _LAZY = {
+    "PipelineStage": "hyper_parallel.pipeline.api",
+    "PipelineSchedule": "hyper_parallel.pipeline.api",
+    "ScheduleGPipe": "hyper_parallel.pipeline.api",
+    "Schedule1F1B": "hyper_parallel.pipeline.api",
+    "ScheduleInterleaved1F1B": "hyper_parallel.pipeline.api",
+    "ScheduleLoopedBFS": "hyper_parallel.pipeline.api",
+    "ScheduleInterleavedZeroBubble": "hyper_parallel.pipeline.api",
+    "ScheduleZBVZeroBubble": "hyper_parallel.pipeline.api",
+    "ScheduleDualPipeV": "hyper_parallel.pipeline.api",
+    "get_schedule_class": "hyper_parallel.pipeline.api",
 }
 
 __all__ = ["BatchDimSpec", "TensorChunkSpec", "MetaStep", "MetaStepType", "Schedule", "ScheduleConstraintError",

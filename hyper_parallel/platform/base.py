@@ -17,9 +17,22 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from datetime import timedelta
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 
-__all__ = ["Platform", "CollectiveError"]
+__all__ = ["Platform", "CollectiveError", "P2POp"]
+
+
+class P2POp(NamedTuple):
+    """One point-to-point operation for :meth:`Platform.batch_isend_irecv`.
+
+    ``op`` is ``"send"`` or ``"recv"``; ``peer`` the other side's *global* rank; ``tensor`` the data to
+    send or the buffer to receive into; ``tag`` distinguishes messages between the same pair."""
+
+    op: str
+    tensor: Any
+    peer: int
+    group: Any = None
+    tag: int = 0
 
 
 class CollectiveError(RuntimeError):
@@ -127,3 +140,13 @@ class Platform(ABC):
     @abstractmethod
     def barrier(self, group: Any = None) -> None:
         """Block until every rank of ``group`` arrives."""
+
+    # ------------------------------------------------------------------ point to point (not differentiable)
+    @abstractmethod
+    def batch_isend_irecv(self, ops: Sequence[P2POp]) -> List[Any]:
+        """Post the sends and receives of ``ops`` (one neighbour pair per call) and return one handle per op.
+
+        ``handle.wait()`` blocks until that op completes and returns the received tensor for a ``recv``
+        (``None`` for a ``send``); a failed or timed-out transfer raises :class:`CollectiveError`. Callers
+        issue one call per neighbour pair, pairs in one fixed global order, so two processes never both
+        wait in a send. A backend without native point-to-point emulates it (see its documentation)."""

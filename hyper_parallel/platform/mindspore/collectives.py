@@ -40,7 +40,8 @@ from mindspore.common._grad_function import _Function  # pylint: disable=import-
 from hyper_parallel.platform.base import CollectiveError
 
 __all__ = ["MsGroup", "raw_all_gather", "raw_all_reduce", "raw_reduce_scatter", "raw_all_to_all", "raw_broadcast",
-           "point_to_point", "AllGather", "Chunk", "AllReduce", "ReduceScatter", "AllToAll", "MakePartial",
+           "point_to_point", "pair_transfer", "pair_group", "P2PDone",
+           "AllGather", "Chunk", "AllReduce", "ReduceScatter", "AllToAll", "MakePartial",
            "GradAllReduce", "ScaleGrad", "chunk_of", "sizes_tuple"]
 
 
@@ -231,6 +232,47 @@ def point_to_point(x, src: int, dst: int, group: MsGroup):
     buf = x.copy()
     raw_broadcast(buf, src, group)
     return buf if _my_rank() == dst else x
+
+
+class P2PDone:
+    """A completed emulated point-to-point op (``wait()`` returns the received tensor, None for a send)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value) -> None:
+        self._value = value
+
+    def wait(self):
+        """Already complete."""
+        return self._value
+
+
+_PAIR_GROUPS: Dict[Tuple[int, int], MsGroup] = {}
+
+
+def pair_group(a: int, b: int) -> MsGroup:
+    """The two-rank group of ``a`` and ``b`` (created on first use by both of them)."""
+    key = (min(a, b), max(a, b))
+    group = _PAIR_GROUPS.get(key)
+    if group is None:
+        from hyper_parallel.core.process_group import get_or_create_group  # pylint: disable=cyclic-import
+        group = get_or_create_group(key, "mindspore")
+        _PAIR_GROUPS[key] = group
+    return group
+
+
+def pair_transfer(x, op: str, peer: int):
+    """Send ``x`` to ``peer`` (op ``send``) or receive into a tensor shaped like ``x`` from it (``recv``):
+    a broadcast over their pair group, so the peer must make the matching call now. Cost: one
+    broadcast of ``x`` (as a native send would be)."""
+    if op not in ("send", "recv"):
+        raise ValueError(f"batch_isend_irecv: op must be 'send' or 'recv', got {op!r}")
+    me = _my_rank()
+    group = pair_group(me, peer)
+    src = me if op == "send" else peer
+    buf = x.copy()
+    raw_broadcast(buf, src, group)
+    return buf if op == "recv" else None
 
 
 # ---------------------------------------------------------------------- autograd functions

@@ -166,6 +166,12 @@ class MindSporePlatform(Platform):
     def broadcast(self, x, src, group):
         return C.raw_broadcast(x, src, group or self._require())
 
+    def batch_isend_irecv(self, ops):  # pylint: disable=redefined-outer-name
+        """Emulated: every op is a broadcast over the pair group ``(sender, receiver)`` run at once, in the
+        order given, so both sides must list their ops in the same order (the pipeline runtime issues one
+        op per call, in the validated global order). Handles are complete when returned."""
+        return [C.P2PDone(C.pair_transfer(op.tensor, op.op, op.peer)) for op in ops]
+
     def barrier(self, group: Any = None) -> None:
         group = group or self._require()
         if group.size > 1:

@@ -135,6 +135,50 @@ def raw_broadcast(x: torch.Tensor, src: int, group) -> torch.Tensor:
     return x
 
 
+class P2PHandle:
+    """Handle of one posted point-to-point op: ``wait()`` returns the received tensor (None for a send)."""
+
+    __slots__ = ("_work", "_tensor", "_recv", "_desc")
+
+    def __init__(self, work, tensor: torch.Tensor, recv: bool, desc: str) -> None:
+        self._work = work
+        self._tensor = tensor
+        self._recv = recv
+        self._desc = desc
+
+    def wait(self):
+        """Block until the op completes (CollectiveError on failure or timeout)."""
+        if self._work is not None:
+            work, self._work = self._work, None
+            try:
+                work.wait()
+            except RuntimeError as exc:
+                from hyper_parallel.core.process_group import collective_timeout_seconds  # pylint: disable=C0415
+                raise CollectiveError(f"{self._desc} failed (collective timeout {collective_timeout_seconds()} s); "
+                                      f"a peer rank may have died or diverged: {exc}") from exc
+        return self._tensor if self._recv else None
+
+
+def batch_isend_irecv(ops) -> list:
+    """Post ``ops`` (``P2POp``: op, tensor, peer, group, tag) as isend/irecv; one handle per op."""
+    handles = []
+    for op in ops:
+        if op.op not in ("send", "recv"):
+            raise ValueError(f"batch_isend_irecv: op must be 'send' or 'recv', got {op.op!r}")
+        recv = op.op == "recv"
+        fn = dist.irecv if recv else dist.isend
+        desc = f"{op.op} {'from' if recv else 'to'} rank {op.peer} (tag {op.tag})"
+        tensor = op.tensor if op.tensor.is_contiguous() else op.tensor.contiguous()
+        try:
+            work = fn(tensor, op.peer, group=op.group, tag=op.tag)
+        except RuntimeError as exc:
+            from hyper_parallel.core.process_group import collective_timeout_seconds  # pylint: disable=C0415
+            raise CollectiveError(f"{desc} could not be posted (collective timeout {collective_timeout_seconds()} s); "
+                                  f"a peer rank may have died: {exc}") from exc
+        handles.append(P2PHandle(work, tensor, recv, desc))
+    return handles
+
+
 def _chunk_of(x: torch.Tensor, dim: int, sizes: Sequence[int], index: int) -> torch.Tensor:
     start = sum(sizes[:index])
     if sizes[index] == x.shape[dim]:

@@ -130,3 +130,6 @@ class TorchPlatform(Platform):
 
     def barrier(self, group: Any = None) -> None:
         dist.barrier(group=group)
+
+    def batch_isend_irecv(self, ops):
+        return C.batch_isend_irecv(ops)

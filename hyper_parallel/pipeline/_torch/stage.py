@@ -1,0 +1,473 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""``PipelineStage`` for torch modules: forward/backward per microbatch, messages, shape inference.
+
+* Inputs received from another stage become fresh leaves (``requires_grad`` for floating point), so
+  each stage's autograd graph ends at its own inputs; a DTensor activation travels as its local
+  tensor and is rebuilt on the receiver from the spec exchanged at shape inference.
+* Shape inference runs once (first step, and again when the first stage's microbatch shapes change):
+  stages run one no-grad forward in stage order and pass their output metadata to the next stage;
+  with ``input_args`` on every stage it is static (no exchange).
+* Backward: ``B`` runs the full backward; ``I`` / ``W`` use the graph-surgery split of ``backward.py``.
+"""
+from __future__ import annotations
+
+import pickle
+import zlib
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from hyper_parallel.core.placement import Placement
+from hyper_parallel.pipeline import api
+from hyper_parallel.pipeline.microbatch import BatchDimSpec, microbatch_sizes
+from hyper_parallel.pipeline.schedules import SCHEDULES
+from hyper_parallel.pipeline._torch.backward import backward_full, backward_input, backward_weight
+from hyper_parallel.platform import get_platform
+from hyper_parallel.platform.base import P2POp
+from hyper_parallel.platform.torch.dtensor import DTensor
+
+__all__ = ["PipelineStage"]
+
+_META_TAG = 1 << 24
+
+
+class TensorMeta(tuple):
+    """(local shape, dtype name, DTensor layout or None) of one tensor crossing a stage boundary."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def of(t: torch.Tensor) -> "TensorMeta":
+        """Metadata of ``t`` (a DTensor contributes its mesh ranks, placements and global shape)."""
+        layout = None
+        if isinstance(t, DTensor):
+            spec = t.spec
+            topo = spec.mesh.topology
+            layout = (topo.shape, topo.ranks, topo.dim_names, tuple(spec.placements), tuple(spec.shape))
+            local = t.to_local()
+        else:
+            local = t
+        return TensorMeta((tuple(local.shape), str(local.dtype).replace("torch.", ""), layout))
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        """Local shape."""
+        return self[0]
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """torch dtype."""
+        return getattr(torch, self[1])
+
+    @property
+    def layout(self):
+        """DTensor layout or None."""
+        return self[2]
+
+    @property
+    def is_float(self) -> bool:
+        """True when the tensor carries a gradient back."""
+        return self.dtype.is_floating_point or self.dtype.is_complex
+
+
+def _flatten(out: Any, what: str) -> Tuple[torch.Tensor, ...]:
+    if isinstance(out, torch.Tensor):
+        return (out,)
+    if isinstance(out, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in out) and out:
+        return tuple(out)
+    raise TypeError(f"{what}: a stage must return a tensor or a non-empty tuple/list of tensors, got "
+                    f"{type(out).__name__}")
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    return t.to_local() if isinstance(t, DTensor) else t
+
+
+class PipelineStage(api.PipelineStage):  # pylint: disable=too-many-instance-attributes,too-many-public-methods
+    """A torch pipeline stage (see the module docstring); arguments as ``torch.distributed.pipelining``.
+
+    Args:
+        submodule: the stage's ``nn.Module``.
+        stage_index / num_stages: this stage and the stage count.
+        device: the compute device.
+        input_args / output_args: example microbatch inputs / outputs of this stage (static shapes).
+        group: the pipeline process group (default: the world).
+        device_mesh: the mesh DTensor activations arriving at this stage live on (default: the mesh of
+            the sender's shape and dim names that contains this rank).
+    """
+
+    def __init__(self, submodule: nn.Module, stage_index: int, num_stages: int, device=None, input_args=None,
+                 output_args=None, group=None, dw_builder=None, *, device_mesh=None) -> None:  # pylint: disable=W0613
+        if not isinstance(submodule, nn.Module):
+            raise TypeError(f"PipelineStage(submodule): expected an nn.Module, got {type(submodule).__name__}")
+        self.submod = submodule
+        self.platform = get_platform("torch")
+        self.group = group
+        self.group_rank = dist.get_rank(group)
+        self.group_size = dist.get_world_size(group)
+        self.group_ranks = tuple(dist.get_process_group_ranks(group if group is not None else dist.group.WORLD))
+        self.device = torch.device(device) if device is not None else torch.device("cpu")
+        self.device_mesh = device_mesh
+        self._handshake(stage_index, num_stages)
+        self.stage_index = stage_index
+        self.num_stages = num_stages
+        self.is_first = stage_index == 0
+        self.is_last = stage_index == num_stages - 1
+        self.pass_kwargs_to_all = False
+        self.static_in = None if input_args is None else tuple(TensorMeta.of(t) for t in _flatten(
+            input_args, "PipelineStage(input_args)"))
+        self.static_out = None if output_args is None else tuple(TensorMeta.of(t) for t in _flatten(
+            output_args, "PipelineStage(output_args)"))
+        self.in_meta: Optional[Tuple[TensorMeta, ...]] = None
+        self.out_meta: Optional[Tuple[TensorMeta, ...]] = None
+        self.stage_to_rank: Tuple[int, ...] = ()
+        self.n_microbatches = 0
+        self.local_stages: Dict[int, "PipelineStage"] = {}
+        self._cache: Dict[int, list] = {}
+        self._plans: Dict[int, Any] = {}
+        self._in_grads: Dict[int, list] = {}
+        self._leaves: Dict[int, list] = {}
+        self._outputs: Dict[int, Any] = {}
+        self._loss_fn = None
+        self._sig = None
+        self._agreed = False
+        self._local_error = ""
+
+    # ------------------------------------------------------------------ setup
+    def _handshake(self, stage_index, num_stages) -> None:
+        """Every rank shares (error, stage_index, num_stages); any problem raises on every rank."""
+        code = 0
+        ok_int = isinstance(stage_index, int) and isinstance(num_stages, int)
+        if not ok_int or num_stages < 1:
+            code = 1
+        elif not 0 <= stage_index < num_stages:
+            code = 2
+        mine = torch.tensor([code, stage_index if ok_int else -1, num_stages if ok_int else -1], dtype=torch.int64)
+        rows = self._gather(mine).view(self.group_size, 3).tolist()
+        for rank, (c, s, n) in enumerate(rows):
+            if c == 1:
+                raise ValueError(f"PipelineStage: rank {rank} got num_stages={n} / stage_index={s}; expected ints "
+                                 "with num_stages >= 1")
+            if c == 2:
+                raise ValueError(f"PipelineStage(stage_index): rank {rank} got stage_index={s}, out of range for "
+                                 f"num_stages={n} (expected 0..{n - 1})")
+        counts = {n for _, _, n in rows}
+        if len(counts) > 1:
+            detail = ", ".join(f"rank {r}: {n}" for r, (_, _, n) in enumerate(rows))
+            raise ValueError(f"PipelineStage(num_stages): the ranks disagree on the stage count ({detail})")
+
+    def _gather(self, t: torch.Tensor) -> torch.Tensor:
+        return self.platform.all_gather(t, self.group, 0, [t.shape[0]] * self.group_size, self.group_rank)
+
+    @property
+    def uses_fsdp(self) -> bool:
+        """True when the submodule is a ``fully_shard`` module."""
+        from hyper_parallel.fsdp._torch.fully_shard import FSDPModule  # pylint: disable=import-outside-toplevel
+        return isinstance(self.submod, FSDPModule)
+
+    def bind(self, stage_to_rank: Sequence[int], n_microbatches: int, local_stages: Dict[int, Any]) -> None:
+        """Called by the schedule: stage placement, microbatch count and this rank's other stages."""
+        self.stage_to_rank = tuple(stage_to_rank)
+        self.n_microbatches = n_microbatches
+        self.local_stages = local_stages
+        self._agreed = False
+
+    def _peer(self, stage: int) -> int:
+        """Global rank of the rank holding ``stage``."""
+        return self.group_ranks[self.stage_to_rank[stage]]
+
+    # ------------------------------------------------------------------ step preparation (rank level)
+    def prepare_step(self, schedule, args, kwargs, target, losses):
+        """Split the inputs, agree with every rank that the step can run, infer shapes when needed."""
+        m = self.n_microbatches
+        first = self.local_stages.get(0)
+        last = self.local_stages.get(self.num_stages - 1)
+        status, detail, arg_mbs, kwarg_mbs, target_mbs = 0, 0, [()] * m, [{}] * m, None
+        sig = 0
+        try:
+            if first is not None:
+                arg_mbs, kwarg_mbs = _split_inputs(args, kwargs, m, schedule._args_chunk_spec,  # pylint: disable=W0212
+                                                   schedule._kwargs_chunk_spec)  # pylint: disable=protected-access
+                sig = zlib.crc32(repr([TensorMeta.of(t) for t in _flatten(arg_mbs[0], "input")]).encode())
+            if last is not None:
+                status = 3
+                _check_target(target, schedule._loss_fn, losses)  # pylint: disable=protected-access
+                status = 2
+                target_mbs = None if target is None else _split_one(target, BatchDimSpec(0), m, "target")
+                status = 0
+        except (ValueError, TypeError) as exc:
+            status = status or 1
+            self._local_error = str(exc)
+            detail = _bad_size(args if status == 1 else target, m)
+        code = sorted(SCHEDULES).index(schedule.schedule.name) if schedule.schedule.name in SCHEDULES else 99
+        mine = torch.tensor([status, detail, code, m, sig], dtype=torch.int64)
+        rows = self._gather(mine).view(self.group_size, 5).tolist()
+        self._check_rows(rows, schedule)
+        sigs = [r[4] for r in rows]
+        if not self._agreed or sigs != self._sig:
+            self._infer_shapes(arg_mbs[0], kwarg_mbs[0])
+            self._sig = sigs
+            self._agreed = True
+        return arg_mbs, kwarg_mbs, target_mbs
+
+    def _check_rows(self, rows, schedule) -> None:
+        for rank, (status, detail, _code, m, _sig) in enumerate(rows):
+            if status:
+                what = {1: "stage 0's input batch", 2: "the last stage's target", 3: "the last stage's loss setup"}
+                local = self._local_error if rank == self.group_rank else ""
+                size = (f": batch size {detail} is not divisible by n_microbatches={m}" if detail > 0 else "")
+                raise ValueError(f"{type(schedule).__name__}.step: rank {rank} rejected {what[status]}"
+                                 f"{size}{' (' + local + ')' if local else ''}")
+        codes = {(c, m) for _, _, c, m, _ in rows}
+        if len(codes) > 1:
+            names = sorted(SCHEDULES)
+            detail = ", ".join(f"rank {r}: {names[c] if c < len(names) else 'custom'} with n_microbatches={m}"
+                               for r, (_, _, c, m, _) in enumerate(rows))
+            raise ValueError(f"{type(schedule).__name__}.step: the ranks run different schedules or microbatch "
+                             f"counts ({detail})")
+
+    def _infer_shapes(self, args0, kwargs0) -> None:
+        static = all(s.static_in is not None or s.is_first for s in self.local_stages.values())
+        for idx in sorted(self.local_stages):
+            st = self.local_stages[idx]
+            st._infer_one(args0, kwargs0, static)  # pylint: disable=protected-access
+
+    def _infer_one(self, args0, kwargs0, static: bool) -> None:
+        if self.is_first:
+            ins, kwargs = _flatten(args0, "stage 0 input") if args0 else (), kwargs0
+        else:
+            kwargs = {}
+            prev = self.local_stages.get(self.stage_index - 1)
+            if self.static_in is not None and static:
+                self.in_meta = self.static_in
+            elif prev is not None:
+                self.in_meta = prev.out_meta
+            else:
+                self.in_meta = self._recv_object(self._peer(self.stage_index - 1))
+            ins = self.unpack_recv("fwd", -1, [torch.zeros(m.shape, dtype=m.dtype, device=self.device)
+                                               for m in self.in_meta])
+            self._leaves.pop(-1, None)
+        if self.static_out is not None:
+            self.out_meta = self.static_out
+        else:
+            with torch.no_grad():
+                out = _flatten(self.submod(*ins, **kwargs), f"stage {self.stage_index} forward")
+            self.out_meta = tuple(TensorMeta.of(t) for t in out)
+        nxt = self.stage_index + 1
+        if not self.is_last and self.stage_to_rank[nxt] != self.stage_to_rank[self.stage_index] and not (
+                static and self.static_out is not None):
+            self._send_object(self.out_meta, self._peer(nxt))
+
+    def _send_object(self, obj, peer: int) -> None:
+        data = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
+        size = torch.tensor([data.numel()], dtype=torch.int64)
+        for h in self.platform.batch_isend_irecv([P2POp("send", size, peer, self.group, _META_TAG),
+                                                  P2POp("send", data, peer, self.group, _META_TAG + 1)]):
+            h.wait()
+
+    def _recv_object(self, peer: int):
+        size = torch.zeros(1, dtype=torch.int64)
+        self.platform.batch_isend_irecv([P2POp("recv", size, peer, self.group, _META_TAG)])[0].wait()
+        data = torch.empty(int(size.item()), dtype=torch.uint8)
+        self.platform.batch_isend_irecv([P2POp("recv", data, peer, self.group, _META_TAG + 1)])[0].wait()
+        return pickle.loads(data.numpy().tobytes())
+
+    # ------------------------------------------------------------------ per step
+    def begin_step(self, loss_fn) -> None:
+        """Reset per-step state."""
+        self._loss_fn = loss_fn
+        self._outputs.clear()
+
+    def end_step(self) -> None:
+        """Drop what the step no longer needs."""
+        self._cache.clear()
+        self._plans.clear()
+        self._in_grads.clear()
+        self._leaves.clear()
+
+    # ------------------------------------------------------------------ compute
+    def forward_one_chunk(self, mb: int, args, kwargs):
+        """Forward of microbatch ``mb``; keeps what backward needs."""
+        leaves = self._leaves.pop(mb, [])
+        params = [p for p in self.submod.parameters() if p.requires_grad]
+        out = self.submod(*args, **kwargs)
+        outs = _flatten(out, f"stage {self.stage_index} forward")
+        self._cache[mb] = [leaves, outs, params, None]
+        if self.is_last:
+            self._outputs[mb] = out
+        return out
+
+    def compute_loss(self, mb: int, out, target, ctx) -> None:
+        """Last stage: the microbatch loss, scaled by ``ctx.scale`` for backward (unscaled in ``losses``)."""
+        if self._loss_fn is None:
+            return
+        loss = self._loss_fn(out, target)
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            raise ValueError(f"loss_fn must return a scalar tensor, got {type(loss).__name__} of shape "
+                             f"{getattr(loss, 'shape', None)}")
+        ctx.mb_losses[mb] = loss.detach()
+        self._cache[mb][3] = loss * ctx.scale if ctx.scale != 1.0 else loss
+
+    def _roots(self, mb: int, grads) -> Tuple[list, list]:
+        leaves, outs, _, loss = self._cache[mb]
+        if self.is_last:
+            if loss is None:
+                raise RuntimeError(f"stage {self.stage_index}: backward on the last stage needs a loss_fn in the "
+                                   "schedule and a target in step()")
+            return [loss], [torch.ones_like(loss)]
+        pairs = [(o, g) for o, g in zip(outs, grads) if o.requires_grad and g is not None]
+        del leaves
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+
+    def backward_one_chunk(self, mb: int, grads, *, input_only: bool = False):
+        """Backward of ``mb`` (full, or input-gradient only when ``input_only``); returns input grads."""
+        outputs, out_grads = self._roots(mb, grads)
+        leaves, _, params, _ = self._cache[mb]
+        if input_only:
+            in_grads, plan = backward_input(outputs, out_grads, leaves, params)
+            self._plans[mb] = plan
+        else:
+            in_grads = backward_full(outputs, out_grads, leaves, params)
+            self._cache.pop(mb, None)
+        self._in_grads[mb] = in_grads
+        return in_grads
+
+    def backward_weight_one_chunk(self, mb: int) -> None:
+        """The W step of ``mb`` (after its I step)."""
+        plan = self._plans.pop(mb)
+        backward_weight(plan)
+        self._cache.pop(mb, None)
+
+    def reduce_grad(self) -> None:
+        """End of the stage's backward work in this step (data-parallel hooks run here)."""
+
+    def unshard(self) -> None:
+        """Gather FSDP parameters (once per step)."""
+
+    def reshard(self) -> None:
+        """Free gathered FSDP parameters."""
+
+    # ------------------------------------------------------------------ messages
+    def send_ops(self, direction: str, mb: int, peer_rank: int) -> List[P2POp]:
+        """Ops sending this stage's forward outputs (``fwd``) or input gradients (``bwd``) of ``mb``."""
+        peer = self.group_ranks[peer_rank]
+        if direction == "fwd":
+            tensors = [_local(t).detach() for t in self._cache[mb][1]]
+            tag_dir, base = "fwd", self.stage_index
+        else:
+            grads = self._in_grads.pop(mb)
+            floats = [m for m in self.in_meta if m.is_float]
+            tensors = [(g if g is not None else torch.zeros(m.shape, dtype=m.dtype, device=self.device))
+                       for g, m in zip(_align(grads, floats), floats)]
+            tag_dir, base = "bwd", self.stage_index - 1
+        return [P2POp("send", t.contiguous(), peer, self.group, _boundary_tag(base, tag_dir, mb, k,
+                                                                               self.n_microbatches))
+                for k, t in enumerate(tensors)]
+
+    def recv_ops(self, direction: str, mb: int, peer_rank: int) -> List[P2POp]:
+        """Ops receiving this stage's forward inputs (``fwd``) or output gradients (``bwd``) of ``mb``."""
+        peer = self.group_ranks[peer_rank]
+        if direction == "fwd":
+            metas, base = self.in_meta, self.stage_index - 1
+        else:
+            metas, base = [m for m in self.out_meta if m.is_float], self.stage_index
+        return [P2POp("recv", torch.empty(m.shape, dtype=m.dtype, device=self.device), peer, self.group,
+                      _boundary_tag(base, direction, mb, k, self.n_microbatches)) for k, m in enumerate(metas)]
+
+    def unpack_recv(self, direction: str, mb: int, tensors):
+        """Received tensors as this stage's inputs (fresh leaves, DTensors rebuilt) or output grads."""
+        if direction == "bwd":
+            it = iter(tensors)
+            return [next(it) if m.is_float else None for m in self.out_meta]
+        return self._inputs(mb, tensors, self.in_meta)
+
+    def _inputs(self, mb: int, tensors, metas) -> tuple:
+        leaves, args = [], []
+        for t, meta in zip(tensors, metas):
+            leaf = t.detach().requires_grad_(meta.is_float)
+            if meta.is_float:
+                leaves.append(leaf)
+            if meta.layout is not None:
+                leaf = DTensor.from_local(leaf, self._mesh_for(meta.layout), meta.layout[3], shape=meta.layout[4])
+            args.append(leaf)
+        self._leaves[mb] = leaves
+        return tuple(args)
+
+    def _mesh_for(self, layout):
+        if self.device_mesh is not None:
+            return self.device_mesh
+        from hyper_parallel.core import device_mesh as dm  # pylint: disable=import-outside-toplevel
+        shape, _ranks, names = layout[0], layout[1], layout[2]
+        for mesh in reversed(dm._MESHES):  # pylint: disable=protected-access
+            if mesh.topology.shape == shape and mesh.topology.dim_names == names and mesh.get_coordinate() is not None:
+                return mesh
+        raise RuntimeError(f"stage {self.stage_index}: a DTensor activation on a mesh of shape {shape} (dims "
+                           f"{names}) arrived, but this rank has no such mesh; pass PipelineStage(device_mesh=...)")
+
+    def outputs_for_next(self, mb: int) -> Tuple[torch.Tensor, ...]:
+        """Forward outputs of ``mb`` for a stage on the same rank."""
+        return self._cache[mb][1]
+
+    def take_local(self, direction: str, mb: int, tensors):
+        """Outputs of the previous stage on this rank as this stage's inputs (fresh leaves)."""
+        del direction
+        return self._inputs(mb, [_local(t) for t in tensors], [TensorMeta.of(t) for t in tensors])
+
+    def merge_outputs(self, merge_spec=None):
+        """The last stage's outputs of every microbatch, concatenated along dim 0 (detached)."""
+        del merge_spec
+        chunks = [self._outputs[k] for k in sorted(self._outputs)]
+        if not chunks:
+            return None
+        if isinstance(chunks[0], torch.Tensor):
+            return torch.cat([c.detach() for c in chunks], 0)
+        return type(chunks[0])(torch.cat([c[i].detach() for c in chunks], 0) for i in range(len(chunks[0])))
+
+
+def _boundary_tag(base: int, direction: str, mb: int, k: int, m: int) -> int:
+    return ((base * 2 + (direction == "bwd")) * (m + 1) + mb) * 64 + k
+
+
+def _align(grads, metas):
+    grads = list(grads) + [None] * (len(metas) - len(grads))
+    return grads[:len(metas)]
+
+
+def _split_one(value, spec, m: int, what: str):
+    if spec is None or not isinstance(value, torch.Tensor):
+        return [value] * m
+    if isinstance(spec, Placement):
+        raise TypeError(f"{what}: chunk specs are BatchDimSpec/TensorChunkSpec, not placements")
+    dim = spec.dim
+    sizes = microbatch_sizes(value.shape[dim], m, f"{what} (dim {dim})", even=True)
+    return list(value.split(sizes, dim))
+
+
+def _split_inputs(args, kwargs, m, args_spec, kwargs_spec):
+    specs = args_spec if args_spec is not None else [BatchDimSpec(0)] * len(args)
+    if len(specs) != len(args):
+        raise ValueError(f"args_chunk_spec has {len(specs)} entries for {len(args)} positional inputs")
+    cols = [_split_one(a, s, m, f"input argument {i}") for i, (a, s) in enumerate(zip(args, specs))]
+    kw_specs = kwargs_spec or {}
+    kcols = {k: _split_one(v, kw_specs.get(k, BatchDimSpec(0)), m, f"keyword input {k!r}") for k, v in kwargs.items()}
+    return [tuple(c[i] for c in cols) for i in range(m)], [{k: v[i] for k, v in kcols.items()} for i in range(m)]
+
+
+def _bad_size(value, m: int) -> int:
+    """The batch size of the first tensor in ``value`` when it does not split into ``m`` (else 0)."""
+    tensors = [value] if isinstance(value, torch.Tensor) else [t for t in (value or ()) if isinstance(t, torch.Tensor)]
+    for t in tensors:
+        if t.dim() and t.shape[0] % m:
+            return int(t.shape[0])
+    return 0
+
+
+def _check_target(target, loss_fn, losses) -> None:
+    if loss_fn is not None and target is None:
+        raise ValueError("the schedule has a loss_fn, so step() on the last stage's rank needs target=")
+    if losses is not None and not isinstance(losses, list):
+        raise TypeError(f"step(losses=...): expected a list to append the microbatch losses to, got "
+                        f"{type(losses).__name__}")

@@ -1,0 +1,184 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Public runtime API of the pipeline (backend-free): ``PipelineStage`` and the schedule classes.
+
+Signatures follow ``torch.distributed.pipelining``: code written for torch runs by changing the
+import. ``PipelineStage(submodule, ...)`` builds the stage of the submodule's framework (a torch
+``nn.Module`` or a MindSpore ``nn.Cell``); the schedule classes run any backend's stages.
+
+``schedule.step(*args, target=None, losses=None, **kwargs)``: the whole batch goes to the rank that
+holds stage 0 (split into microbatches along ``args_chunk_spec`` / ``kwargs_chunk_spec``, dim 0 by
+default), ``target`` and the ``losses`` list to the rank of the last stage; returns the last stage's
+merged outputs there (``None`` elsewhere). The loss-scaling rule is in ``runtime.py``.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any, Dict, List, Optional
+
+from hyper_parallel.pipeline.runtime import RankRunner, StepContext
+from hyper_parallel.pipeline.schedules import canonical_schedule_name, generate_schedule
+from hyper_parallel.pipeline.validate import validate_lists
+
+__all__ = ["PipelineStage", "PipelineSchedule", "ScheduleGPipe", "Schedule1F1B", "ScheduleInterleaved1F1B",
+           "ScheduleLoopedBFS", "ScheduleInterleavedZeroBubble", "ScheduleZBVZeroBubble", "ScheduleDualPipeV",
+           "get_schedule_class"]
+
+_BACKENDS = {"torch": "hyper_parallel.pipeline._torch.stage", "mindspore": "hyper_parallel.pipeline._mindspore.stage"}
+
+
+def _backend_of(module: Any) -> str:
+    for klass in type(module).__mro__:
+        root = klass.__module__.split(".")[0]
+        if root in ("torch", "mindspore"):
+            return root
+    raise TypeError(f"PipelineStage(submodule): expected a torch nn.Module or a MindSpore nn.Cell, got "
+                    f"{type(module).__module__}.{type(module).__name__}")
+
+
+class PipelineStage:
+    """One pipeline stage: ``PipelineStage(submodule, stage_index, num_stages, device, input_args=None,
+    output_args=None, group=None, ...)``; returns the stage of the submodule's framework.
+
+    Construction is collective over ``group`` (the pipeline group, default: the world): every rank
+    builds its stages in the same order, and a bad ``stage_index`` / ``num_stages`` on any rank raises
+    the same clear error on every rank.
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any):
+        target = cls
+        if cls is PipelineStage:
+            submodule = args[0] if args else kwargs.get("submodule")
+            target = importlib.import_module(_BACKENDS[_backend_of(submodule)]).PipelineStage
+        return object.__new__(target)
+
+
+class PipelineSchedule:  # pylint: disable=too-many-instance-attributes
+    """Base of the schedule classes: generates, validates and runs this rank's list (see module docstring)."""
+
+    schedule_name = ""
+    multi = False
+
+    def __init__(self, stages, n_microbatches: int, loss_fn=None, args_chunk_spec=None, kwargs_chunk_spec=None,
+                 output_merge_spec=None, scale_grads: bool = True, *, overlap_p2p: bool = False,
+                 stages_per_rank: Optional[int] = None) -> None:
+        stage_list = list(stages) if isinstance(stages, (list, tuple)) else [stages]
+        if not stage_list:
+            raise ValueError(f"{type(self).__name__}(stages): expected at least one PipelineStage")
+        if not self.multi and len(stage_list) != 1:
+            raise ValueError(f"{type(self).__name__}: a single-stage schedule takes one stage per rank, got "
+                             f"{len(stage_list)}; use ScheduleInterleaved1F1B or another multi-stage schedule")
+        first = stage_list[0]
+        v = stages_per_rank if stages_per_rank is not None else len(stage_list)
+        if first.num_stages != first.group_size * v:
+            raise ValueError(f"{type(self).__name__}: {first.num_stages} stages cannot be placed as {v} stage(s) "
+                             f"per rank on {first.group_size} ranks ({first.group_size * v} stages)")
+        self._stages = stage_list
+        self._n_microbatches = n_microbatches
+        self._loss_fn = loss_fn
+        self._args_chunk_spec = args_chunk_spec
+        self._kwargs_chunk_spec = kwargs_chunk_spec
+        self._output_merge_spec = output_merge_spec
+        self.scale_grads = scale_grads
+        self.schedule = generate_schedule(self.schedule_name, first.group_size, n_microbatches, v)
+        self._bind(self.schedule, overlap_p2p)
+
+    def _bind(self, schedule, overlap_p2p: bool) -> None:
+        self.schedule = schedule
+        fsdp = any(s.uses_fsdp for s in self._stages)
+        lists = schedule.lowered(fsdp=fsdp)
+        self.validation = validate_lists(lists, schedule.stage_to_rank, schedule.n_microbatches)
+        rank = self._stages[0].group_rank
+        mine = set(schedule.stages_of(rank))
+        got = {s.stage_index for s in self._stages}
+        if got != mine:
+            raise ValueError(f"{type(self).__name__}: rank {rank} holds stages {sorted(got)} but the "
+                             f"{schedule.name} placement puts stages {sorted(mine)} on it "
+                             f"(stage_to_rank={list(schedule.stage_to_rank)})")
+        for s in self._stages:
+            s.bind(schedule.stage_to_rank, schedule.n_microbatches, {t.stage_index: t for t in self._stages})
+        self.pipeline_order = {r: list(schedule.compute[r]) for r in range(schedule.num_ranks)}
+        self.pipeline_order_with_comms = lists
+        self._runner = RankRunner(lists[rank], {s.stage_index: s for s in self._stages}, schedule.stage_to_rank,
+                                  rank, overlap_p2p=overlap_p2p,
+                                  rendezvous=self._stages[0].platform.name == "mindspore")
+
+    # ------------------------------------------------------------------ torch-compatible surface
+    def step(self, *args, target=None, losses: Optional[List[Any]] = None, **kwargs) -> Any:
+        """Run one step on the whole batch (see the module docstring); returns the merged last-stage output."""
+        stage0 = self._stages[0]
+        arg_mbs, kwarg_mbs, target_mbs = stage0.prepare_step(self, args, kwargs, target, losses)
+        scale = 1.0 / self._n_microbatches if self.scale_grads else 1.0
+        ctx = StepContext(arg_mbs, kwarg_mbs, target_mbs, losses, scale)
+        for s in self._stages:
+            s.begin_step(self._loss_fn)
+        self._runner.run(ctx)
+        out = None
+        for s in self._stages:
+            s.end_step()
+            if s.is_last:
+                if losses is not None:
+                    losses.extend(ctx.mb_losses[k] for k in range(self._n_microbatches))
+                out = s.merge_outputs(self._output_merge_spec)
+        return out
+
+    def _load_csv(self, path: str, format: str = "compute_only") -> None:  # pylint: disable=redefined-builtin
+        """Replace the generated schedule by a custom compute-only CSV (torch's format); validated here."""
+        from hyper_parallel.pipeline.csv_io import schedule_from_csv  # pylint: disable=import-outside-toplevel
+        if format != "compute_only":
+            raise ValueError(f"_load_csv(format={format!r}): only 'compute_only' CSVs are read (communication "
+                             "is added by lowering)")
+        sched = schedule_from_csv(path, self._n_microbatches, num_stages=self._stages[0].num_stages)
+        self._bind(sched, self._runner.overlap_p2p)
+
+
+class ScheduleGPipe(PipelineSchedule):
+    """GPipe: all forwards, then all backwards (fill-drain). Any ``n_microbatches >= 1``."""
+    schedule_name = "GPipe"
+
+
+class Schedule1F1B(PipelineSchedule):
+    """1F1B: warm-up forwards, then one forward / one backward. Any ``n_microbatches >= 1`` (for m < p the
+    warm-up shrinks to m; torch refuses m < p)."""
+    schedule_name = "1F1B"
+
+
+class ScheduleInterleaved1F1B(PipelineSchedule):
+    """Interleaved 1F1B (Megatron virtual stages, depth first): several stages per rank (loop placement)."""
+    schedule_name = "Interleaved1F1B"
+    multi = True
+
+
+class ScheduleLoopedBFS(PipelineSchedule):
+    """Looped BFS: several stages per rank, all microbatches of the earlier stage first."""
+    schedule_name = "LoopedBFS"
+    multi = True
+
+
+class ScheduleInterleavedZeroBubble(PipelineSchedule):
+    """Interleaved zero bubble (ZB1P; with one stage per rank ZB-H1): backward split into I and W."""
+    schedule_name = "InterleavedZeroBubble"
+    multi = True
+
+
+class ScheduleZBVZeroBubble(PipelineSchedule):
+    """ZB-V: exactly 2 stages per rank in a V placement, I/W split."""
+    schedule_name = "ZBVZeroBubble"
+    multi = True
+
+
+class ScheduleDualPipeV(PipelineSchedule):
+    """DualPipeV: 2 stages per rank (V placement), overlapped forward/backward pairs (OVERLAP_F_B);
+    needs ``n_microbatches >= num_stages``."""
+    schedule_name = "DualPipeV"
+    multi = True
+
+
+_CLASSES: Dict[str, type] = {c.schedule_name: c for c in (
+    ScheduleGPipe, Schedule1F1B, ScheduleInterleaved1F1B, ScheduleLoopedBFS, ScheduleInterleavedZeroBubble,
+    ScheduleZBVZeroBubble, ScheduleDualPipeV)}
+
+
+def get_schedule_class(schedule_name: str) -> type:
+    """The schedule class for ``schedule_name`` (case-insensitive, torch's names)."""
+    return _CLASSES[canonical_schedule_name(schedule_name)]
