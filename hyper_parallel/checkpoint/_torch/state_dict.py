@@ -1,0 +1,214 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Model and optimizer state dicts for checkpoints (torch), keyed by stable FQNs in every layout.
+
+Follows ``torch.distributed.checkpoint.state_dict`` (``get_state_dict``, ``set_state_dict``,
+``get_model_state_dict`` ...), built on ``hyper_parallel.fsdp``'s state-dict functions (which also
+serve models that are not fully sharded) and adding: several optimizers merged into one dict, wrapper
+segments dropped from keys (:mod:`hyper_parallel.checkpoint.fqn`), optimizer states created before a
+first step so that a checkpoint can be loaded into a fresh optimizer, full (gathered) optimizer states
+of tensor-parallel parameters, and loading of any value kind (same-spec DTensor, other DTensor, full
+tensor) into any parameter (FSDP shard, TP shard, plain tensor).
+"""
+from __future__ import annotations
+
+import types
+from typing import Any, Dict, List, Tuple
+
+import torch
+from torch import nn
+from torch._C import DisableTorchFunctionSubclass
+
+from hyper_parallel.checkpoint.fqn import canonical_fqn, canonical_map
+from hyper_parallel.fsdp._torch import state_dict as _fsdp_sd
+from hyper_parallel.platform.torch.dtensor import DTensor, _alias  # pylint: disable=protected-access
+
+__all__ = ["get_model_state_dict", "set_model_state_dict", "get_optimizer_state_dict", "set_optimizer_state_dict",
+           "get_state_dict", "set_state_dict", "init_optimizer_state"]
+
+
+def _opts(options) -> Any:
+    from hyper_parallel.checkpoint.api import StateDictOptions
+    if options is None:
+        return StateDictOptions()
+    if not isinstance(options, StateDictOptions):
+        raise TypeError(f"options: expected a hyper_parallel.checkpoint.StateDictOptions, got {options!r}")
+    return options
+
+
+def _optimizers(optimizers) -> List[torch.optim.Optimizer]:
+    if isinstance(optimizers, torch.optim.Optimizer):
+        return [optimizers]
+    opts = list(optimizers)
+    for o in opts:
+        if not isinstance(o, torch.optim.Optimizer) and not hasattr(o, "param_groups"):
+            raise TypeError(f"optimizers: expected torch optimizers, got {type(o).__name__}")
+    return opts
+
+
+def get_model_state_dict(model: nn.Module, *, options=None) -> Dict[str, Any]:
+    """The model's state dict with canonical keys: DTensor shards as they are (sharded) or gathered full
+    tensors (``full_state_dict``; with ``cpu_offload`` on rank 0 only, others get ``{}``)."""
+    o = _opts(options)
+    sd = _fsdp_sd.get_model_state_dict(model, full_state_dict=o.full_state_dict, cpu_offload=o.cpu_offload)
+    if o.ignore_frozen_params:
+        frozen = {canonical_fqn(n) for n, p in model.named_parameters() if not p.requires_grad}
+        sd = {k: v for k, v in sd.items() if canonical_fqn(k) not in frozen}
+    return {canonical_fqn(k): v for k, v in sd.items()}
+
+
+def _local_of(value: Any, target: torch.Tensor, key: str) -> torch.Tensor:
+    """``value`` (DTensor of any spec, or full tensor) as the local data of ``target``."""
+    if type(target) is DTensor:  # pylint: disable=unidiomatic-typecheck
+        return _fsdp_sd._local_value(value, types.SimpleNamespace(spec=target._spec), key)  # pylint: disable=W0212
+    if type(value) is DTensor:  # pylint: disable=unidiomatic-typecheck
+        value = value.full_tensor()
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"state dict entry {key!r}: expected a tensor, got {type(value).__name__}")
+    if tuple(value.shape) != tuple(target.shape):
+        raise ValueError(f"state dict entry {key!r}: shape {tuple(value.shape)} does not match {tuple(target.shape)}")
+    return value
+
+
+def set_model_state_dict(model: nn.Module, model_state_dict: Dict[str, Any], *, options=None) -> Tuple[List[str],
+                                                                                                   List[str]]:
+    """Load a sharded or full model state dict (canonical or actual keys) into ``model`` in any layout.
+
+    Returns ``(missing_keys, unexpected_keys)``; with ``strict`` (default) either being non-empty raises.
+    """
+    o = _opts(options)
+    actual = dict(model.state_dict(keep_vars=True))
+    by_canon = canonical_map(actual)
+    fsdp_part, missing_seen = {}, set()
+    unexpected = []
+    for key, value in model_state_dict.items():
+        name = key if key in actual else by_canon.get(canonical_fqn(key))
+        if name is None:
+            unexpected.append(key)
+            continue
+        missing_seen.add(name)
+        target = actual[name]
+        if target.__dict__.get("_hp_fsdp_info") is not None:
+            fsdp_part[name] = value
+            continue
+        local = _local_of(value, target, key)
+        with torch.no_grad(), DisableTorchFunctionSubclass():
+            dst = _alias(target) if type(target) is DTensor else target  # pylint: disable=unidiomatic-typecheck
+            if type(local) is DTensor:  # pylint: disable=unidiomatic-typecheck
+                local = _alias(local)
+            if dst.data_ptr() != local.data_ptr() or dst.shape != local.shape:
+                dst.copy_(local)
+    missing = sorted(canonical_fqn(n) for n in actual if n not in missing_seen
+                     and not (o.ignore_frozen_params and _frozen(model, n)))
+    if o.strict and (missing or unexpected):
+        raise RuntimeError(f"set_model_state_dict: missing keys {missing}, unexpected keys {sorted(unexpected)}")
+    if fsdp_part:
+        _fsdp_sd.set_model_state_dict(model, fsdp_part, strict=False)
+    return missing, sorted(unexpected)
+
+
+def _frozen(model: nn.Module, name: str) -> bool:
+    params = dict(model.named_parameters())
+    return name in params and not params[name].requires_grad
+
+
+def init_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
+    """Create the optimizer's per-parameter states without changing any parameter: one step with zero
+    gradients at learning rate 0 (as torch's ``get_optimizer_state_dict`` does). No-op when states exist."""
+    if optimizer.state:
+        return
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    if any(p.grad is not None for p in params):
+        raise RuntimeError("init_optimizer_state: parameters hold gradients; call zero_grad(set_to_none=True) first")
+    for p in params:
+        if p.requires_grad:
+            p.grad = torch.zeros_like(p)
+    saved = []
+    for g in optimizer.param_groups:
+        saved.append(g["lr"])
+        g["lr"] = torch.zeros_like(g["lr"]) if isinstance(g["lr"], torch.Tensor) else 0.0
+    try:
+        optimizer.step()
+    finally:
+        for g, lr in zip(optimizer.param_groups, saved):
+            g["lr"] = lr
+        optimizer.zero_grad(set_to_none=True)
+
+
+def _full_states(osd: Dict[str, Any], cpu: bool) -> Dict[str, Any]:
+    for st in osd.get("state", {}).values():
+        for k, v in list(st.items()):
+            if type(v) is DTensor:  # pylint: disable=unidiomatic-typecheck
+                v = v.full_tensor()
+                st[k] = v.cpu() if cpu else v
+    return osd
+
+
+def get_optimizer_state_dict(model: nn.Module, optimizers, *, options=None) -> Dict[str, Any]:
+    """``{"state": {fqn: {name: value}}, "param_groups": [{..., "params": [fqn, ...]}]}`` over all
+    ``optimizers`` (one or a list); states are DTensor shards (or full tensors with ``full_state_dict``).
+    States are created first if the optimizers have not stepped yet (so a checkpoint can be loaded)."""
+    o = _opts(options)
+    state: Dict[str, Any] = {}
+    groups: List[Dict[str, Any]] = []
+    for opt in _optimizers(optimizers):
+        init_optimizer_state(opt)
+        osd = _fsdp_sd.get_optimizer_state_dict(model, opt, full_state_dict=o.full_state_dict,
+                                                cpu_offload=o.cpu_offload)
+        if not osd:  # full + cpu_offload on a rank other than 0
+            continue
+        if o.full_state_dict:
+            osd = _full_states(osd, o.cpu_offload)
+        for fqn, st in osd["state"].items():
+            key = canonical_fqn(fqn)
+            if key in state:
+                raise ValueError(f"get_optimizer_state_dict: parameter {key!r} belongs to several optimizers")
+            state[key] = st
+        for g in osd["param_groups"]:
+            groups.append({**g, "params": [canonical_fqn(n) for n in g["params"]]})
+    if not state and not groups:
+        return {}
+    return {"state": state, "param_groups": groups}
+
+
+def _names_of(model: nn.Module, opt) -> Dict[int, str]:
+    names = {id(p): n for n, p in model.named_parameters()}
+    return {id(p): names[id(p)] for g in opt.param_groups for p in g["params"] if id(p) in names}
+
+
+def set_optimizer_state_dict(model: nn.Module, optimizers, optim_state_dict: Dict[str, Any], *, options=None) -> None:
+    """Load a state dict from :func:`get_optimizer_state_dict` (sharded or full, any layout) into ``optimizers``."""
+    _opts(options)
+    if not optim_state_dict:
+        raise ValueError("set_optimizer_state_dict: empty optimizer state dict")
+    state, groups = optim_state_dict["state"], list(optim_state_dict["param_groups"])
+    for opt in _optimizers(optimizers):
+        names = _names_of(model, opt)
+        canon = {canonical_fqn(n): n for n in names.values()}
+        mine = [g for g in groups if g["params"] and canonical_fqn(g["params"][0]) in canon]
+        if len(mine) != len(opt.param_groups):
+            raise ValueError(f"set_optimizer_state_dict: the optimizer has {len(opt.param_groups)} param groups, the "
+                             f"state dict has {len(mine)} for its parameters")
+        sub_groups = [{**g, "params": [_actual(canon, n) for n in g["params"]]} for g in mine]
+        sub_state = {_actual(canon, k): v for k, v in state.items() if canonical_fqn(k) in canon}
+        _fsdp_sd.set_optimizer_state_dict(model, opt, {"state": sub_state, "param_groups": sub_groups})
+
+
+def _actual(canon: Dict[str, str], name: str) -> str:
+    try:
+        return canon[canonical_fqn(name)]
+    except KeyError:
+        raise KeyError(f"set_optimizer_state_dict: {name!r} is not a parameter of this optimizer") from None
+
+
+def get_state_dict(model: nn.Module, optimizers, *, options=None) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """``(model state dict, optimizer state dict)`` (see the two functions)."""
+    return get_model_state_dict(model, options=options), get_optimizer_state_dict(model, optimizers, options=options)
+
+
+def set_state_dict(model: nn.Module, optimizers, *, model_state_dict: Dict[str, Any],
+                   optim_state_dict: Dict[str, Any], options=None) -> Tuple[List[str], List[str]]:
+    """Load both; returns the model's ``(missing_keys, unexpected_keys)``."""
+    keys = set_model_state_dict(model, model_state_dict, options=options)
+    set_optimizer_state_dict(model, optimizers, optim_state_dict, options=options)
+    return keys

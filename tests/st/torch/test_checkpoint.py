@@ -1,0 +1,450 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""ST: distributed checkpoints on 2 gloo ranks — save in one layout, load in another, bit-exact.
+
+Every loaded value is compared with the global tensor that was saved (built on one process from the same
+seed), so a layout change that loses, duplicates or misplaces one element fails.
+"""
+import pytest
+
+from hyper_parallel.testing import multi_rank
+
+SHAPES = [(8, 6), (7, 5), (1, 3)]  # even, uneven, a dim smaller than the mesh (an empty shard)
+
+
+def full_value(shape, seed):
+    """The global tensor of a case (same on every rank)."""
+    import torch
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=g)
+
+
+def placements_of(name):
+    """Placements on a 1-D mesh by name."""
+    from hyper_parallel import Replicate, Shard
+    return {"S0": [Shard(0)], "S1": [Shard(1)], "R": [Replicate()]}[name]
+
+
+@pytest.mark.parametrize("src,dst", [("S0", "S1"), ("S1", "R"), ("R", "S0"), ("S0", "S0")])
+@multi_rank(world_size=2, timeout=120)
+def test_save_load_other_placements(tmp_path, src, dst):
+    import torch
+    import torch.distributed as dist
+    import hyper_parallel as hp
+    from hyper_parallel import checkpoint as ckpt
+    mesh = hp.init_device_mesh("cpu", (2,))
+    path = tmp_path / f"{src}_{dst}"
+    saved = {"model": {f"w{i}": hp.distribute_tensor(full_value(s, i), mesh, placements_of(src))
+                       for i, s in enumerate(SHAPES)},
+             "plain": torch.arange(5, dtype=torch.int64), "step": 7, "name": ("tiny", 1),
+             "bf16": hp.distribute_tensor(full_value((5, 4), 9).bfloat16(), mesh, placements_of(src))}
+    ckpt.save(saved, checkpoint_id=path)
+    target = {"model": {f"w{i}": hp.distribute_tensor(torch.zeros(s), mesh, placements_of(dst))
+                        for i, s in enumerate(SHAPES)},
+              "plain": torch.zeros(5, dtype=torch.int64), "step": 0, "name": None,
+              "bf16": hp.distribute_tensor(torch.zeros(5, 4, dtype=torch.bfloat16), mesh, placements_of(dst))}
+    ckpt.load(target, checkpoint_id=path)
+    for i, s in enumerate(SHAPES):
+        got = target["model"][f"w{i}"]
+        assert got.placements == tuple(placements_of(dst))
+        assert torch.equal(got.full_tensor(), full_value(s, i)), (i, s)
+    assert torch.equal(target["bf16"].full_tensor(), full_value((5, 4), 9).bfloat16())
+    assert torch.equal(target["plain"], torch.arange(5))
+    assert target["step"] == 7 and target["name"] == ("tiny", 1)
+    dist.barrier()
+
+
+@multi_rank(world_size=2, timeout=120)
+def test_partial_is_reduced_by_save_and_refused_by_torch_dcp(tmp_path):
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    import hyper_parallel as hp
+    from hyper_parallel import Partial, Replicate
+    from hyper_parallel import checkpoint as ckpt
+    mesh = hp.init_device_mesh("cpu", (2,))
+    rank = dist.get_rank()
+    local = torch.full((3, 2), float(rank + 1))
+    part = hp.DTensor.from_local(local, mesh, [Partial("sum")])
+    ckpt.save({"p": part}, checkpoint_id=tmp_path / "p")
+    target = {"p": hp.distribute_tensor(torch.zeros(3, 2), mesh, [Replicate()])}
+    ckpt.load(target, checkpoint_id=tmp_path / "p")
+    assert torch.equal(target["p"].full_tensor(), torch.full((3, 2), 3.0))
+    with pytest.raises(BaseException) as info:  # DCP wraps per-rank errors in CheckpointException
+        dcp.save({"p": part}, checkpoint_id=tmp_path / "q")
+    assert "Partial(sum) on mesh dim 0" in str(info.value) and "reduces it before saving" in str(info.value)
+    with pytest.raises(ckpt.CheckpointError, match="Loading into a Partial DTensor is not supported"):
+        ckpt.load({"p": part}, checkpoint_id=tmp_path / "p")
+
+
+# ---------------------------------------------------------------------- model helpers (run in the ranks)
+def tiny_llama(seed):
+    """The debug Llama with weights from ``seed``."""
+    import torch
+    from hyper_parallel.models.llama import TINY_CONFIGS, LlamaForCausalLM
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(TINY_CONFIGS["debug"])
+
+
+def fsdp_llama(seed, mesh):
+    """Tiny Llama, one ``fully_shard`` unit per layer plus the root."""
+    import hyper_parallel as hp
+    model = tiny_llama(seed)
+    for layer in model.model.layers:
+        hp.fully_shard(layer, mesh=mesh)
+    return hp.fully_shard(model, mesh=mesh)
+
+
+def llama_batch(step, rank=0, world=1):
+    """This rank's slice of the global batch of ``step``."""
+    import torch
+    g = torch.Generator().manual_seed(100 + step)
+    ids = torch.randint(0, 256, (4, 16), generator=g)
+    return ids.chunk(world)[rank]
+
+
+def llama_step(model, opt, ids):
+    """One AdamW step; returns the local loss."""
+    logits = model(ids)
+    from hyper_parallel.models.llama import LlamaForCausalLM
+    loss = LlamaForCausalLM.loss(logits[:, :-1], ids[:, 1:])
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss.detach()
+
+
+def full_params(model):
+    """``{name: full tensor}`` of a model whose parameters may be DTensors."""
+    out = {}
+    for name, p in model.named_parameters():
+        out[name] = p.full_tensor() if hasattr(p, "full_tensor") else p.detach().clone()
+    return out
+
+
+def full_optim_states(model, opt):
+    """``{(name, key): full tensor}`` of an optimizer's states, through the checkpoint's full state dict."""
+    from hyper_parallel import checkpoint as ckpt
+    osd = ckpt.get_optimizer_state_dict(model, opt, options=ckpt.StateDictOptions(full_state_dict=True))
+    return {(n, k): v for n, st in osd["state"].items() for k, v in st.items()}
+
+
+@multi_rank(world_size=2, timeout=180)
+def test_fsdp_checkpoint_loads_into_tp_plain_and_pp_layouts(tmp_path):
+    """FSDP model + AdamW saved; loaded into TP, into a plain model on each rank and from pipeline-stage
+    subsets: every parameter and optimizer state equals the saved one bit for bit."""
+    import torch
+    import torch.distributed as dist
+    import hyper_parallel as hp
+    from hyper_parallel import checkpoint as ckpt
+    from hyper_parallel.models.llama import parallelize_llama
+    rank, world = dist.get_rank(), dist.get_world_size()
+    mesh = hp.init_device_mesh("cpu", (world,))
+    model = fsdp_llama(0, mesh)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for step in range(2):
+        llama_step(model, opt, llama_batch(step, rank, world))
+    want_params, want_states = full_params(model), full_optim_states(model, opt)
+    msd, osd = ckpt.get_state_dict(model, opt)
+    ckpt.save({"model": msd, "optim": osd}, checkpoint_id=tmp_path / "fsdp")
+
+    # TP layout, fresh weights and a fresh optimizer
+    tp_mesh = hp.init_device_mesh("cpu", (world,), mesh_dim_names=("tp",))
+    tp = parallelize_llama(tiny_llama(1), tp_mesh)
+    tp_opt = torch.optim.AdamW(tp.parameters(), lr=1e-2)
+    msd, osd = ckpt.get_state_dict(tp, tp_opt)
+    ckpt.load({"model": msd, "optim": osd}, checkpoint_id=tmp_path / "fsdp")
+    ckpt.set_state_dict(tp, tp_opt, model_state_dict=msd, optim_state_dict=osd)
+    got = full_params(tp)
+    assert sorted(got) == sorted(want_params)
+    for name, value in want_params.items():
+        assert torch.equal(got[name], value), name
+    got_states = full_optim_states(tp, tp_opt)
+    assert sorted(got_states) == sorted(want_states)
+    for key, value in want_states.items():
+        assert torch.equal(got_states[key], value), key
+
+    # plain model on every rank, through a full state dict in memory
+    plain = tiny_llama(2)
+    sd = plain.state_dict()
+    ckpt.load({"model": sd}, checkpoint_id=tmp_path / "fsdp", planner=None)
+    for name, value in want_params.items():
+        assert torch.equal(sd[name], value), name
+
+    # pipeline stages: each rank saves only its own parameters (plain tensors), an FSDP model loads them
+    names = sorted(want_params)
+    stage = {n: want_params[n].clone() for i, n in enumerate(names) if i * world // len(names) == rank}
+    ckpt.save({"model": stage}, checkpoint_id=tmp_path / "pp")
+    fsdp2 = fsdp_llama(3, mesh)
+    msd = ckpt.get_model_state_dict(fsdp2)
+    ckpt.load({"model": msd}, checkpoint_id=tmp_path / "pp")
+    ckpt.set_model_state_dict(fsdp2, msd)
+    got = full_params(fsdp2)
+    for name, value in want_params.items():
+        assert torch.equal(got[name], value), name
+
+
+class Batches:
+    """A tiny resumable data loader: random token batches drawn from torch's global generator,
+    position counted (the ``Stateful`` protocol: ``state_dict`` / ``load_state_dict``)."""
+
+    def __init__(self):
+        self.position = 0
+
+    def next(self, rank, world):
+        """The next local batch (draws from torch's global RNG: resuming needs the RNG state too)."""
+        import torch
+        self.position += 1
+        ids = torch.randint(0, 256, (4, 16))
+        return ids.chunk(world)[rank]
+
+    def state_dict(self):
+        """The position."""
+        return {"position": self.position}
+
+    def load_state_dict(self, sd):
+        """Restore the position."""
+        self.position = sd["position"]
+
+
+def _train_state(seed, mesh):
+    import torch
+    import hyper_parallel as hp
+    from hyper_parallel import checkpoint as ckpt
+    model = fsdp_llama(seed, mesh)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    loader = Batches()
+    states = {"model": ckpt.ModelState(model), "optim": ckpt.OptimizerState(model, opt), "lr": sched,
+              "data": ckpt.PerRank(loader), "rng": ckpt.RNGState()}
+    del hp
+    return model, opt, sched, loader, states
+
+
+def _run_steps(model, opt, sched, loader, mesh, steps, manager=None, first=1):
+    """Train ``steps`` steps: batch from the loader and torch's RNG, loss scaled by a DTensor random draw
+    (the placement-invariant stream); returns the global losses."""
+    import torch
+    import torch.distributed as dist
+    import hyper_parallel as hp
+    from hyper_parallel import Shard
+    rank, world = dist.get_rank(), dist.get_world_size()
+    losses = []
+    for step in range(first, first + steps):
+        ids = loader.next(rank, world)
+        noise = hp.rand((6,), mesh, [Shard(0)]).full_tensor().sum()
+        from hyper_parallel.models.llama import LlamaForCausalLM
+        loss = LlamaForCausalLM.loss(model(ids)[:, :-1], ids[:, 1:]) * (1 + 0.01 * noise)
+        loss.backward()
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        total = loss.detach().clone()
+        dist.all_reduce(total)
+        losses.append(total.item())
+        if manager is not None:
+            manager.save(step)
+    del torch
+    return losses
+
+
+@pytest.mark.parametrize("async_mode", ["disabled", "async"])
+@multi_rank(world_size=2, timeout=240)
+def test_resume_is_bit_identical(tmp_path, async_mode):
+    """Model + AdamW + LR scheduler + RNG (torch, Python, the DTensor stream) + data position: resume from
+    the checkpoint of step 3 in a fresh state; 5 more steps equal the uninterrupted run bit for bit."""
+    import random
+    import torch
+    import torch.distributed as dist
+    import hyper_parallel as hp
+    from hyper_parallel import checkpoint as ckpt
+    world = dist.get_world_size()
+    mesh = hp.init_device_mesh("cpu", (world,))
+    hp.manual_seed(7)
+    random.seed(7)
+    model, opt, sched, loader, states = _train_state(0, mesh)
+    manager = ckpt.CheckpointManager(tmp_path / "run", interval=3, keep_latest_k=2, async_mode=async_mode,
+                                     states=states)
+    uninterrupted = _run_steps(model, opt, sched, loader, mesh, 8, manager)
+    manager.close()
+    want = full_params(model)
+    assert manager.latest_step() == 6
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["latest", "step-00000003", "step-00000006"]
+
+    hp.manual_seed(12345)  # a fresh process: other weights, other RNG states
+    random.seed(99)
+    model, opt, sched, loader, states = _train_state(5, mesh)
+    manager = ckpt.CheckpointManager(tmp_path / "run", interval=3, keep_latest_k=2, async_mode=async_mode,
+                                     states=states)
+    assert manager.load(step=3) == 3
+    assert loader.position == 3 and sched.last_epoch == 3
+    resumed = _run_steps(model, opt, sched, loader, mesh, 5, None, first=4)
+    assert resumed == uninterrupted[3:], (resumed, uninterrupted)
+    got = full_params(model)
+    for name, value in want.items():
+        assert torch.equal(got[name], value), name
+    manager.close()
+
+
+class GatedWriter:
+    """Factory of a checkpoint writer whose ``write_data`` waits for an event set by the training thread
+    (to prove that training steps run while a save persists)."""
+
+    @staticmethod
+    def make(path, gate, entered):
+        from hyper_parallel.checkpoint import FileSystemWriter
+
+        class _Gated(FileSystemWriter):
+            def write_data(self, plan, planner):
+                entered.set()
+                assert gate.wait(60), "the training thread never opened the gate"
+                return super().write_data(plan, planner)
+
+        return _Gated(path)
+
+
+def _load_fresh(path, mesh, model_seed):
+    import torch
+    from hyper_parallel import checkpoint as ckpt
+    model = fsdp_llama(model_seed, mesh)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    msd, osd = ckpt.get_state_dict(model, opt)
+    ckpt.load({"model": msd, "optim": osd}, checkpoint_id=path)
+    ckpt.set_state_dict(model, opt, model_state_dict=msd, optim_state_dict=osd)
+    return full_params(model), full_optim_states(model, opt)
+
+
+@multi_rank(world_size=2, timeout=180)
+def test_async_save_equals_sync_save_while_training_runs(tmp_path):
+    import threading
+    import torch
+    import torch.distributed as dist
+    import hyper_parallel as hp
+    from hyper_parallel import checkpoint as ckpt
+    rank, world = dist.get_rank(), dist.get_world_size()
+    mesh = hp.init_device_mesh("cpu", (world,))
+    model = fsdp_llama(0, mesh)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    llama_step(model, opt, llama_batch(0, rank, world))
+    msd, osd = ckpt.get_state_dict(model, opt)
+    ckpt.save({"model": msd, "optim": osd}, checkpoint_id=tmp_path / "sync")
+    before = full_params(model)
+    gate, entered = threading.Event(), threading.Event()
+    fut = ckpt.async_save({"model": msd, "optim": osd}, checkpoint_id=tmp_path / "async",
+                          storage_writer=GatedWriter.make(tmp_path / "async", gate, entered))
+    assert entered.wait(60), "the background save never reached write_data"
+    for step in range(1, 4):  # training (with its own collectives) runs while the save is held in write_data
+        llama_step(model, opt, llama_batch(step, rank, world))
+    assert not fut.done()
+    assert not (tmp_path / "async").exists()  # not published before the data is written
+    gate.set()
+    fut.result(timeout=60)
+    assert (tmp_path / "async" / "metadata.json").exists()
+    changed = full_params(model)
+    assert any(not torch.equal(changed[n], before[n]) for n in before)
+    sync_p, sync_s = _load_fresh(tmp_path / "sync", mesh, 1)
+    async_p, async_s = _load_fresh(tmp_path / "async", mesh, 2)
+    for name, value in before.items():
+        assert torch.equal(async_p[name], value) and torch.equal(sync_p[name], value), name
+    for key, value in sync_s.items():
+        assert torch.equal(async_s[key], value), key
+
+    # the next save waits for the previous one
+    gate2, entered2 = threading.Event(), threading.Event()
+    first = ckpt.async_save({"model": msd}, checkpoint_id=tmp_path / "a1",
+                            storage_writer=GatedWriter.make(tmp_path / "a1", gate2, entered2))
+    assert entered2.wait(60)
+    threading.Timer(0.2, gate2.set).start()
+    second = ckpt.async_save({"model": msd}, checkpoint_id=tmp_path / "a2")
+    assert first.done()
+    second.result(timeout=60)
+
+    # an error in the background surfaces at the next call
+    (tmp_path / "blocker").write_text("a file where a folder is expected")
+    bad = ckpt.async_save({"model": msd}, checkpoint_id=tmp_path / "blocker" / "ckpt")
+    while not bad.done():
+        threading.Event().wait(0.01)
+    with pytest.raises(ckpt.CheckpointError, match="previous async_save to .*blocker/ckpt failed in the background"):
+        ckpt.save({"model": msd}, checkpoint_id=tmp_path / "after")
+    ckpt.save({"model": msd}, checkpoint_id=tmp_path / "after")  # reported once, then saving works again
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "metadata"])
+@multi_rank(world_size=2, timeout=120)
+def test_corrupted_or_truncated_file_is_named(tmp_path, damage):
+    import torch
+    import torch.distributed as dist
+    import hyper_parallel as hp
+    from hyper_parallel import Shard
+    from hyper_parallel import checkpoint as ckpt
+    mesh = hp.init_device_mesh("cpu", (2,))
+    sd = {"w": hp.distribute_tensor(full_value((64, 8), 0), mesh, [Shard(0)])}
+    path = tmp_path / "c"
+    ckpt.save(sd, checkpoint_id=path)
+    victim = path / ("metadata.json" if damage == "metadata" else "__1_0.safetensors")
+    if dist.get_rank() == 0:
+        raw = bytearray(victim.read_bytes())
+        if damage == "truncate":
+            raw = raw[:len(raw) // 2]
+        elif damage == "flip":
+            raw[-40] ^= 0x01
+        else:
+            raw = raw.replace(b'"world_size": 2', b'"world_size": 3')
+        victim.write_bytes(bytes(raw))
+    dist.barrier()
+    target = {"w": hp.distribute_tensor(torch.zeros(64, 8), mesh, [Shard(1)])}
+    with pytest.raises(ckpt.CheckpointCorruptError) as info:
+        ckpt.load(target, checkpoint_id=path)
+    assert info.value.path == str(victim)
+    expected = {"flip": "CRC-32 mismatch", "truncate": "the manifest records", "metadata": "checksum mismatch"}
+    assert expected[damage] in str(info.value), str(info.value)
+
+
+@multi_rank(world_size=2, timeout=120)
+def test_torch_interop_both_ways(tmp_path):
+    """torch's DCP with torch's own DTensor <-> hyper_parallel DTensors, in both formats."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.device_mesh import init_device_mesh as torch_mesh
+    from torch.distributed.tensor import Replicate as TR, Shard as TS, distribute_tensor as torch_distribute
+    import hyper_parallel as hp
+    from hyper_parallel import Replicate, Shard
+    from hyper_parallel import checkpoint as ckpt
+    tmesh = torch_mesh("cpu", (2,))
+    mesh = hp.init_device_mesh("cpu", (2,))
+    full = {"a": full_value((7, 5), 0), "b": full_value((4, 6), 1)}
+
+    def torch_sd(fill):
+        return {"a": torch_distribute(full["a"] if fill else torch.zeros(7, 5), tmesh, [TS(0)]),
+                "b": torch_distribute(full["b"] if fill else torch.zeros(4, 6), tmesh, [TR()]), "step": 3 if fill else 0}
+
+    def ours_sd(fill):
+        return {"a": hp.distribute_tensor(full["a"] if fill else torch.zeros(7, 5), mesh, [Shard(1)]),
+                "b": hp.distribute_tensor(full["b"] if fill else torch.zeros(4, 6), mesh, [Shard(0)]),
+                "step": 3 if fill else 0}
+
+    def check(sd):
+        for k in ("a", "b"):
+            assert torch.equal(sd[k].full_tensor(), full[k]), k
+        assert sd["step"] == 3
+
+    # torch DTensor, torch's DCP format -> ours (format detected from the folder)
+    dcp.save(torch_sd(True), checkpoint_id=tmp_path / "t")
+    got = ours_sd(False)
+    ckpt.load(got, checkpoint_id=tmp_path / "t")
+    check(got)
+    # ours, our format -> torch's DCP load into torch's DTensor (with our storage reader)
+    ckpt.save(ours_sd(True), checkpoint_id=tmp_path / "o")
+    got = torch_sd(False)
+    dcp.load(got, storage_reader=ckpt.FileSystemReader(tmp_path / "o"))
+    check(got)
+    # ours through torch's own FileSystemWriter -> torch's plain dcp.load
+    ckpt.save(ours_sd(True), checkpoint_id=tmp_path / "o2", storage_writer=dcp.FileSystemWriter(tmp_path / "o2"))
+    got = torch_sd(False)
+    dcp.load(got, checkpoint_id=tmp_path / "o2")
+    check(got)
+    # torch DTensor through our writer (torch's dcp.save) -> ours
+    dcp.save(torch_sd(True), storage_writer=ckpt.FileSystemWriter(tmp_path / "t2"))
+    got = ours_sd(False)
+    ckpt.load(got, checkpoint_id=tmp_path / "t2")
+    check(got)
