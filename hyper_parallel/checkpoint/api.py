@@ -25,7 +25,6 @@ __all__ = ["Stateful", "StateDictOptions", "CheckpointManager", "save", "load", 
            "OptimizerState", "PerRank", "this_rank"]
 
 ASYNC_MODES = ("disabled", "async")
-_IMPL = {"torch": "hyper_parallel.checkpoint._torch", "mindspore": "hyper_parallel.checkpoint._mindspore"}
 
 
 @runtime_checkable
@@ -69,35 +68,30 @@ def _leaves(obj: Any) -> Iterable[Any]:
         yield obj
 
 
-_PREFIXES = {"mindspore": ("mindspore", "hyper_parallel.platform.mindspore", "hyper_parallel.checkpoint._mindspore"),
-             "torch": ("torch", "hyper_parallel.platform.torch", "hyper_parallel.checkpoint._torch")}
-
-
-def _module_of(obj: Any) -> str:
-    for cls in type(obj).__mro__:
-        mod = cls.__module__ or ""
-        for backend, prefixes in _PREFIXES.items():
-            if mod.startswith(prefixes):
-                return backend
-    inner = getattr(obj, "model", None)  # ModelState / OptimizerState wrap a model
-    return _module_of(inner) if inner is not None and inner is not obj else ""
+def _platform_of_leaf(leaf: Any) -> Any:
+    from hyper_parallel.platform import platform_of
+    plat = platform_of(leaf)
+    inner = getattr(leaf, "model", None)  # ModelState / OptimizerState wrap a model
+    if plat is None and inner is not None and inner is not leaf:
+        plat = platform_of(inner)
+    return plat
 
 
 def backend_of(*values: Any) -> str:
-    """``'mindspore'`` when any value (or leaf of a nested state dict, or model) is a MindSpore object,
-    else ``'torch'``."""
+    """The backend (``'torch'`` or ``'mindspore'``) of the first framework object among ``values`` and the
+    leaves of nested state dicts (tensors, models, wrappers of models); the active platform otherwise."""
+    from hyper_parallel.platform import get_platform
     for value in values:
         for leaf in _leaves(value):
-            kind = _module_of(leaf)
-            if kind == "mindspore":
-                return "mindspore"
-            if kind == "torch":
-                return "torch"
-    return "torch"
+            plat = _platform_of_leaf(leaf)
+            if plat is not None:
+                return plat.name
+    return get_platform().name
 
 
 def _impl(backend: str, name: str) -> Any:
-    return getattr(importlib.import_module(f"{_IMPL[backend]}.{_SUBMODULE[name]}"), name)
+    """The backend implementation of ``name`` (``hyper_parallel.checkpoint._<backend>.<module>``)."""
+    return getattr(importlib.import_module(f"hyper_parallel.checkpoint._{backend}.{_SUBMODULE[name]}"), name)
 
 
 _SUBMODULE = {"save": "api", "load": "api", "async_save": "api", "wait_for_async_save": "api",
@@ -260,8 +254,9 @@ class CheckpointManager:
                              f"{keep_latest_k!r}")
         if async_mode not in ASYNC_MODES:
             raise ValueError(f"CheckpointManager(async_mode): expected one of {ASYNC_MODES}, got {async_mode!r}")
-        if backend is not None and backend not in _IMPL:
-            raise ValueError(f"CheckpointManager(backend): expected one of {sorted(_IMPL)}, got {backend!r}")
+        if backend is not None:
+            from hyper_parallel.platform import get_platform
+            backend = get_platform(backend).name  # validates the name
         self.folder = os.path.abspath(os.fspath(folder))
         self.interval = interval
         self.keep_latest_k = keep_latest_k

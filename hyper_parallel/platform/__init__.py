@@ -13,7 +13,7 @@ from typing import Any, Dict, Optional
 
 from hyper_parallel.platform.base import CollectiveError, Platform
 
-__all__ = ["get_platform", "platform_for", "Platform", "CollectiveError", "BACKENDS"]
+__all__ = ["get_platform", "platform_for", "platform_of", "Platform", "CollectiveError", "BACKENDS"]
 
 BACKENDS = ("torch", "mindspore")
 _INSTANCES: Dict[str, Platform] = {}
@@ -42,11 +42,26 @@ def get_platform(name: Optional[str] = None) -> Platform:
     return inst
 
 
+def _backend_of_module(module: str) -> Optional[str]:
+    for name in BACKENDS:
+        if module.startswith(name) or module.startswith(f"hyper_parallel.platform.{name}"):
+            return name
+    return None
+
+
 def platform_for(tensor: Any) -> Platform:
     """The backend that owns ``tensor`` (by its type's module)."""
-    module = type(tensor).__module__
-    if module.startswith("torch") or module.startswith("hyper_parallel.platform.torch"):
-        return get_platform("torch")
-    if module.startswith("mindspore") or module.startswith("hyper_parallel.platform.mindspore"):
-        return get_platform("mindspore")
-    raise TypeError(f"expected a torch or mindspore tensor, got {type(tensor).__module__}.{type(tensor).__name__}")
+    name = _backend_of_module(type(tensor).__module__)
+    if name is None:
+        raise TypeError(f"expected a torch or mindspore tensor, got {type(tensor).__module__}.{type(tensor).__name__}")
+    return get_platform(name)
+
+
+def platform_of(obj: Any) -> Optional[Platform]:
+    """The backend of any framework object (tensor, module/cell, optimizer, scheduler) by its class
+    hierarchy — a user's ``nn.Module`` subclass included; None for plain Python objects."""
+    for cls in type(obj).__mro__:
+        name = _backend_of_module(cls.__module__ or "")
+        if name is not None:
+            return get_platform(name)
+    return None

@@ -205,18 +205,18 @@ class DTensor(torch.Tensor):
 
     # ------------------------------------------------------------------ torch DCP (_Checkpointable protocol)
     def __create_write_items__(self, fqn: str, obj) -> list:  # pylint: disable=unused-argument
-        """torch DCP: the write item of this rank's shard (``hyper_parallel.checkpoint._torch.checkpointable``)."""
-        from hyper_parallel.checkpoint._torch.checkpointable import create_write_items
+        """torch DCP: the write item of this rank's shard (``hyper_parallel.platform.torch.checkpointable``)."""
+        from hyper_parallel.platform.torch.checkpointable import create_write_items
         return create_write_items(self, fqn)
 
     def __create_chunk_list__(self) -> list:
         """torch DCP: the box of the global tensor this rank holds."""
-        from hyper_parallel.checkpoint._torch.checkpointable import create_chunk_list
+        from hyper_parallel.platform.torch.checkpointable import create_chunk_list
         return create_chunk_list(self)
 
     def __get_tensor_shard__(self, index) -> torch.Tensor:
         """torch DCP: this rank's shard as a plain tensor sharing the storage."""
-        from hyper_parallel.checkpoint._torch.checkpointable import get_tensor_shard
+        from hyper_parallel.platform.torch.checkpointable import get_tensor_shard
         return get_tensor_shard(self, index)
 
     # ------------------------------------------------------------------ dispatch

@@ -9,6 +9,9 @@ describes and hands over its own shard (its box in the global tensor follows fro
 empty shards included); replicas describe the same box and DCP's plan deduplication keeps one.
 ``Partial`` values are refused here (their global value is a pending reduction);
 ``hyper_parallel.checkpoint.save`` reduces them before calling DCP.
+
+The DTensor's dunder methods import this module on first use (it imports ``torch.distributed.checkpoint``,
+which takes seconds).
 """
 from __future__ import annotations
 
@@ -19,7 +22,6 @@ from torch._C import DisableTorchFunctionSubclass
 from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, MetadataIndex, TensorProperties
 from torch.distributed.checkpoint.planner import TensorWriteData, WriteItem, WriteItemType
 
-from hyper_parallel.checkpoint.format import CheckpointError
 from hyper_parallel.core.placement import Partial
 
 __all__ = ["create_write_items", "create_chunk_list", "get_tensor_shard", "local_box"]
@@ -30,7 +32,7 @@ def _refuse_partial(t, what: str) -> None:
     parts = [(d, p) for d, p in enumerate(spec.placements) if isinstance(p, Partial)]
     if parts:
         d, p = parts[0]
-        raise CheckpointError(
+        raise RuntimeError(
             f"{what}: the DTensor of shape {list(spec.shape)} is {p} on mesh dim {d}, so its value is a pending "
             "reduction over ranks. hyper_parallel.checkpoint.save reduces it before saving; with torch's "
             "dcp.save call t.redistribute(placements=[Replicate() ...]) first. Loading into a Partial DTensor is "
@@ -42,7 +44,7 @@ def local_box(t) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
     spec = t._spec  # pylint: disable=protected-access
     coord = spec.mesh.get_coordinate()
     if coord is None:
-        raise CheckpointError(f"DTensor on {spec.mesh}: this rank is not part of its mesh; leave it out of the state "
+        raise RuntimeError(f"DTensor on {spec.mesh}: this rank is not part of its mesh; leave it out of the state "
                               "dict on this rank")
     sizes, offsets = spec.local_shape_and_offset(coord)
     return offsets, sizes
