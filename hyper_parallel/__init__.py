@@ -80,6 +80,11 @@ _LAZY = {
     "context_parallel_unshard": "hyper_parallel.cp",
     "ContextParallel": "hyper_parallel.cp",
     "AsyncContextParallel": "hyper_parallel.cp",
+    # mixture of experts / expert parallel
+    "MoE": "hyper_parallel.moe",
+    "MoEConfig": "hyper_parallel.moe",
+    "ExpertParallel": "hyper_parallel.moe",
+    "ExpertTensorParallel": "hyper_parallel.moe",
 }
 
 __all__ = ["Layout", "Partial", "Placement", "Replicate", "Shard", *sorted(_LAZY)]

@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from datetime import timedelta
 from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 
-__all__ = ["Platform", "CollectiveError", "P2POp"]
+__all__ = ["Platform", "CollectiveError", "P2POp", "CollectiveHandle", "CompletedHandle"]
 
 
 class P2POp(NamedTuple):
@@ -38,6 +38,26 @@ class P2POp(NamedTuple):
 class CollectiveError(RuntimeError):
     """A collective failed (peer died, timeout, transport error); the message names the collective,
     the group and the configured timeout."""
+
+
+class CollectiveHandle(ABC):
+    """An asynchronous collective in flight: ``wait()`` blocks until it completes and returns its result."""
+
+    @abstractmethod
+    def wait(self) -> Any:
+        """Complete the collective and return its result (a second call returns the same result)."""
+
+
+class CompletedHandle(CollectiveHandle):
+    """A collective that already ran synchronously (backends without asynchronous collectives)."""
+
+    __slots__ = ("result",)
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+
+    def wait(self) -> Any:
+        return self.result
 
 
 class Platform(ABC):
@@ -150,3 +170,20 @@ class Platform(ABC):
         (``None`` for a ``send``); a failed or timed-out transfer raises :class:`CollectiveError`. Callers
         issue one call per neighbour pair, pairs in one fixed global order, so two processes never both
         wait in a send. A backend without native point-to-point emulates it (see its documentation)."""
+
+    # ------------------------------------------------------------------ uneven all-to-all (expert parallel)
+    @abstractmethod
+    def all_to_all_single(self, x: Any, group: Any, output_split_sizes: Sequence[int],
+                          input_split_sizes: Sequence[int]) -> Any:
+        """Uneven all-to-all along dim 0 (differentiable): rows ``[sum(in[:j]), sum(in[:j+1]))`` of ``x``
+        go to rank ``j`` of ``group``; the result concatenates, in rank order, the
+        ``output_split_sizes[j]`` rows rank ``j`` sent here. Split sizes may be zero. Adjoint: the
+        same exchange with the two split lists swapped."""
+
+    def all_to_all_single_start(self, x: Any, group: Any, output_split_sizes: Sequence[int],
+                                input_split_sizes: Sequence[int]) -> CollectiveHandle:
+        """Start :meth:`all_to_all_single` and return a handle whose ``wait()`` gives the result, so
+        that independent work runs while the exchange is in flight. Differentiable through the
+        handle's result. This default runs the exchange synchronously (backends without
+        asynchronous collectives); backends that have them override it."""
+        return CompletedHandle(self.all_to_all_single(x, group, output_split_sizes, input_split_sizes))

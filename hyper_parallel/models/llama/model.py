@@ -6,6 +6,11 @@ Parameter names follow Hugging Face's ``LlamaForCausalLM`` (``model.embed_tokens
 ``model.layers.0.self_attn.q_proj.weight``, ``model.norm.weight``, ``lm_head.weight`` …) so HF
 state dicts load directly. Head counts are inferred from tensor sizes (``view(..., -1, head_dim)``)
 so the same code runs on tensor-parallel local shards.
+
+With ``config.moe`` set, the decoder layers from ``first_k_dense_layers`` on replace their MLP by a
+mixture-of-experts block (``hyper_parallel.moe.MoE``) under the same name ``mlp``, like Hugging
+Face's Qwen3-MoE / DeepSeek-V3 (``model.layers.1.mlp.router.gate``, ``...mlp.experts.gate_proj``
+stacked ``[E, hidden, dim]``, ``...mlp.shared_experts.gate_proj``).
 """
 from __future__ import annotations
 
@@ -17,6 +22,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from hyper_parallel.kernels import apply_rotary_emb
+from hyper_parallel.moe import MoEConfig
+from hyper_parallel.moe._torch.experts import GroupedExperts
+from hyper_parallel.moe._torch.moe import MoE
 
 __all__ = ["LlamaConfig", "LlamaForCausalLM", "TINY_CONFIGS"]
 
@@ -35,6 +43,12 @@ class LlamaConfig:
     rope_theta: float = 10000.0
     rms_norm_eps: float = 1e-6
     tie_word_embeddings: bool = False
+    moe: Optional[MoEConfig] = None
+    first_k_dense_layers: int = 0
+
+    def is_moe_layer(self, index: int) -> bool:
+        """Whether decoder layer ``index`` uses the MoE block."""
+        return self.moe is not None and index >= self.first_k_dense_layers
 
     @property
     def head_dim(self) -> int:
@@ -47,12 +61,18 @@ class LlamaConfig:
                              f"num_attention_heads {self.num_attention_heads}")
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError("LlamaConfig: num_attention_heads must be a multiple of num_key_value_heads")
+        if self.moe is not None and self.moe.dim != self.hidden_size:
+            raise ValueError(f"LlamaConfig: moe.dim={self.moe.dim} must equal hidden_size={self.hidden_size}")
 
 
 TINY_CONFIGS: Dict[str, LlamaConfig] = {
     "debug": LlamaConfig(),
     "small": LlamaConfig(vocab_size=1024, hidden_size=256, intermediate_size=688, num_hidden_layers=4,
                          num_attention_heads=8, num_key_value_heads=4),
+    # layer 0 dense, layers 1-2 MoE: 4 routed experts (top-2) + 1 shared, auxiliary-loss-free balancing
+    "debug_moe": LlamaConfig(num_hidden_layers=3, first_k_dense_layers=1,
+                             moe=MoEConfig(num_experts=4, top_k=2, dim=64, hidden_dim=32, num_shared_experts=1,
+                                           load_balance="expert_bias")),
 }
 
 
@@ -124,14 +144,14 @@ class LlamaMLP(nn.Module):
 
 
 class LlamaDecoderLayer(nn.Module):
-    """Pre-norm attention + MLP block."""
+    """Pre-norm attention + MLP (or MoE) block."""
 
-    def __init__(self, config: LlamaConfig) -> None:
+    def __init__(self, config: LlamaConfig, index: int = 0) -> None:
         super().__init__()
         self.input_layernorm = LlamaRMSNorm(config.hidden_size, config.rms_norm_eps)
         self.self_attn = LlamaAttention(config)
         self.post_attention_layernorm = LlamaRMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.mlp = LlamaMLP(config)
+        self.mlp = MoE(config.moe) if config.is_moe_layer(index) else LlamaMLP(config)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """Residual stream in, residual stream out."""
@@ -145,7 +165,7 @@ class LlamaModel(nn.Module):
     def __init__(self, config: LlamaConfig) -> None:
         super().__init__()
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.layers = nn.ModuleList(LlamaDecoderLayer(config) for _ in range(config.num_hidden_layers))
+        self.layers = nn.ModuleList(LlamaDecoderLayer(config, i) for i in range(config.num_hidden_layers))
         self.norm = LlamaRMSNorm(config.hidden_size, config.rms_norm_eps)
         self.rotary = LlamaRotary(config)
 
@@ -174,10 +194,12 @@ class LlamaForCausalLM(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self, std: float = 0.02) -> None:
-        """Normal(0, std) init for linear and embedding weights, ones for norms."""
+        """Normal(0, std) init for linear, embedding and expert weights, ones for norms."""
         for mod in self.modules():
             if isinstance(mod, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(mod.weight, std=std)
+            elif isinstance(mod, GroupedExperts):
+                mod.reset_parameters(std)
             elif isinstance(mod, LlamaRMSNorm):
                 nn.init.ones_(mod.weight)
 

@@ -7,7 +7,7 @@ from hyper_parallel.core.placement import Replicate, Shard
 from hyper_parallel.tp import (ColwiseParallel, PrepareModuleInput, RowwiseParallel, SequenceParallel,
                                parallelize_module)
 
-__all__ = ["llama_tp_plan", "llama_cp_plan", "parallelize_llama"]
+__all__ = ["llama_tp_plan", "llama_cp_plan", "parallelize_llama", "llama_moe_tp_plan", "parallelize_llama_moe"]
 
 
 def llama_tp_plan(sequence_parallel: bool = True, loss_parallel: bool = False, fused_sp_grad: bool = True) -> dict:
@@ -78,3 +78,66 @@ def parallelize_llama(model, tp_mesh=None, *, sequence_parallel: bool = True, lo
             fully_shard(layer, mesh=fsdp_mesh)
         fully_shard(model, mesh=fsdp_mesh)
     return model
+
+
+def llama_moe_tp_plan(config, loss_parallel: bool = False) -> dict:
+    """:func:`llama_tp_plan` (with sequence parallel) for a model with MoE layers: the MLP entries are
+    kept for the dense layers only, and MoE blocks get no TP entry: they run on each rank's sequence
+    shard as it is (their own parallelism is expert parallel, see :func:`parallelize_llama_moe`)."""
+    plan = {}
+    for key, style in llama_tp_plan(True, loss_parallel).items():
+        if key.startswith("model.layers.*.mlp"):
+            for i in range(config.num_hidden_layers):
+                if not config.is_moe_layer(i):
+                    plan[key.replace("*", str(i), 1)] = style
+        else:
+            plan[key] = style
+    return plan
+
+
+def _dense_dims(mesh):
+    if mesh.ndim == 1:
+        return mesh, None, mesh.size(), 1
+    names = mesh.mesh_dim_names or ()
+    if mesh.ndim != 2 or "dp" not in names or "tp" not in names:
+        raise ValueError(f"parallelize_llama_moe(mesh): expected a 1-D data-parallel mesh or a 2-D mesh with dims "
+                         f"('dp', 'tp'), got {mesh}")
+    return mesh["dp"], mesh["tp"], mesh.size("dp"), mesh.size("tp")
+
+
+def parallelize_llama_moe(model, mesh, *, ep: int, loss_parallel: bool = False, async_dispatch: bool = True):
+    """EP + FSDP + TP for a Llama with MoE layers (``TINY_CONFIGS["debug_moe"]``); returns the model.
+
+    ``mesh`` is 1-D (data parallel) or 2-D with dims ``("dp", "tp")``. With ``tp > 1``: tensor +
+    sequence parallel on attention, dense MLPs, embeddings and the LM head (:func:`llama_moe_tp_plan`);
+    every MoE block then routes its rank's own sequence shard. The experts are expert-parallel over
+    ``ep`` ranks borrowed from ``dp * tp`` (TorchTitan's rule: ``efsdp * ep = dp * tp``, checked with
+    an error naming the dims) and sharded by ``fully_shard`` over the remaining ``efsdp``; routers and
+    shared experts are data parallel over all ``dp * tp`` ranks (``fully_shard`` on the flattened
+    mesh); each decoder layer and the root are ``fully_shard`` -ed over ``dp``. Gradients come out as
+    the average over the ``dp`` replicas of the loss. Register the expert-bias update with
+    ``hyper_parallel.moe.register_moe_load_balancing_hook(model, optimizer)``.
+    """
+    from hyper_parallel.fsdp._torch.fully_shard import fully_shard
+    from hyper_parallel.moe._torch.styles import ExpertParallel, fully_shard_experts, init_expert_mesh
+    cfg = model.config
+    if cfg.moe is None:
+        raise ValueError("parallelize_llama_moe: the model has no MoE layers (config.moe is None); use "
+                         "parallelize_llama")
+    dp_mesh, tp_mesh, dp, tp = _dense_dims(mesh)
+    expert_mesh = init_expert_mesh(mesh.device_type, dp_shard=dp, tp=tp, ep=ep)
+    if tp > 1:
+        _check_divisible(cfg, tp)
+        parallelize_module(model, tp_mesh, llama_moe_tp_plan(cfg, loss_parallel))
+    parallelize_module(model, expert_mesh["ep"], {"model.layers.*.mlp.experts": ExpertParallel(
+        async_dispatch=async_dispatch)})
+    flat = mesh._flatten("dp_tp") if tp > 1 else dp_mesh  # pylint: disable=protected-access
+    for i, layer in enumerate(model.model.layers):
+        if cfg.is_moe_layer(i):
+            fully_shard_experts(layer.mlp.experts, expert_mesh, data_parallel_size=dp)
+            for part in (layer.mlp.router, layer.mlp.shared_experts):
+                if part is not None:
+                    fully_shard(part, mesh=flat)
+                    part.set_gradient_scaling_factor(float(tp))  # tp ranks hold slices of one loss
+        fully_shard(layer, mesh=dp_mesh)
+    return fully_shard(model, mesh=dp_mesh)

@@ -16,7 +16,11 @@ What MindSpore 2.10 offers on CPU (``mccl``), measured in this repository's ST:
   - *all-gather over a sub-group* (the primitive accepts only the world group on CPU) = all-reduce
     of a zero buffer holding each rank's block: ``2 (n-1) * L`` instead of ``(n-1) * L`` (2x);
   - *point-to-point* (:func:`point_to_point`) = broadcast from the source over the group: every
-    rank of the group receives the ``S`` bytes, not just the destination.
+    rank of the group receives the ``S`` bytes, not just the destination;
+  - *uneven all-to-all* (:func:`raw_all_to_all_single`, expert parallel) = all-gather of the ranks'
+    split-size vectors (``n`` int32 each), then all-gather of every rank's rows padded to the largest
+    row count ``R`` + local slicing: ``(n-1) * R`` rows per rank instead of the rows actually sent
+    elsewhere; it is synchronous (``Platform.all_to_all_single_start`` returns a completed handle).
 
 Uneven shards (``chunk`` sizes, empty chunks included) are padded to the largest chunk for the
 transport and trimmed afterwards; dtypes the CPU all-gather kernel lacks travel in an exact wider
@@ -40,7 +44,7 @@ from mindspore.common._grad_function import _Function  # pylint: disable=import-
 from hyper_parallel.platform.base import CollectiveError
 
 __all__ = ["MsGroup", "raw_all_gather", "raw_all_reduce", "raw_reduce_scatter", "raw_all_to_all", "raw_broadcast",
-           "point_to_point", "pair_transfer", "pair_group", "P2PDone",
+           "point_to_point", "pair_transfer", "pair_group", "P2PDone", "raw_all_to_all_single", "AllToAllSingle",
            "AllGather", "Chunk", "AllReduce", "ReduceScatter", "AllToAll", "MakePartial",
            "GradAllReduce", "ScaleGrad", "chunk_of", "sizes_tuple"]
 
@@ -274,6 +278,34 @@ def pair_transfer(x, op: str, peer: int):
     raw_broadcast(buf, src, group)
     return buf if op == "recv" else None
 
+def raw_all_to_all_single(x, group: MsGroup, output_split_sizes: Sequence[int], input_split_sizes: Sequence[int]):
+    """Uneven all-to-all along dim 0 (see ``Platform.all_to_all_single``), emulated by all-gathers."""
+    n = group.size
+    if len(input_split_sizes) != n or len(output_split_sizes) != n:
+        raise ValueError(f"all_to_all_single: expected {n} input and output split sizes (one per rank of the group), "
+                         f"got {list(input_split_sizes)} and {list(output_split_sizes)}")
+    if sum(input_split_sizes) != x.shape[0]:
+        raise ValueError(f"all_to_all_single: input_split_sizes {list(input_split_sizes)} sum to "
+                         f"{sum(input_split_sizes)} but the input has {x.shape[0]} rows")
+    if n == 1:
+        return x
+    me = group.ranks.index(_my_rank())
+    mine = ms.Tensor(np.array([list(input_split_sizes)], np.int32))
+    splits = raw_all_gather(mine, group, 0, (1,) * n).asnumpy()  # [n, n]: row j = rank j's input splits
+    sent_here = [int(v) for v in splits[:, me]]
+    if sent_here != [int(v) for v in output_split_sizes]:
+        raise ValueError(f"all_to_all_single: output_split_sizes {list(output_split_sizes)} on rank {me} do not match "
+                         f"what the ranks send to it {sent_here}")
+    top = int(splits.sum(1).max())
+    rest = tuple(x.shape[1:])
+    if top == 0 or sum(sent_here) == 0:
+        if top:  # the others still take part in the gather
+            raw_all_gather(_pad_to(x, 0, top), group, 0, (top,) * n)
+        return mint.zeros((0,) + rest, dtype=x.dtype)
+    whole = raw_all_gather(_pad_to(x, 0, top), group, 0, (top,) * n)
+    pieces = [mint.narrow(whole, 0, j * top + int(splits[j, :me].sum()), c) for j, c in enumerate(sent_here) if c]
+    return pieces[0] if len(pieces) == 1 else mint.cat(pieces, 0)
+
 
 # ---------------------------------------------------------------------- autograd functions
 class AllGather(_Function):  # pylint: disable=abstract-method  # setup_context stays unset on purpose
@@ -360,6 +392,20 @@ class AllToAll(_Function):  # pylint: disable=abstract-method  # setup_context s
         group, split_dim, concat_dim, split_sizes, concat_sizes, index = ctx.args
         back = raw_all_to_all(grad, group, concat_dim, split_dim, concat_sizes, split_sizes, index)
         return back, None, None, None, None, None, None
+
+
+class AllToAllSingle(_Function):  # pylint: disable=abstract-method  # setup_context stays unset on purpose
+    """Uneven all-to-all along dim 0. Adjoint: the same exchange with the split sizes swapped."""
+
+    @staticmethod
+    def forward(ctx, x, group, output_split_sizes, input_split_sizes):  # pylint: disable=arguments-differ
+        ctx.args = (group, output_split_sizes, input_split_sizes)
+        return raw_all_to_all_single(x, group, output_split_sizes, input_split_sizes).copy()
+
+    @staticmethod
+    def backward(ctx, grad):  # pylint: disable=arguments-differ
+        group, out_splits, in_splits = ctx.args
+        return raw_all_to_all_single(grad, group, in_splits, out_splits), None, None, None
 
 
 class MakePartial(_Function):  # pylint: disable=abstract-method  # setup_context stays unset on purpose

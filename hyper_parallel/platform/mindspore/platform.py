@@ -19,7 +19,7 @@ from mindspore import ops
 import mindspore.communication as mscomm
 import mindspore.mint.distributed as msdist
 
-from hyper_parallel.platform.base import Platform
+from hyper_parallel.platform.base import CollectiveHandle, CompletedHandle, Platform
 from hyper_parallel.platform.mindspore import collectives as C
 from hyper_parallel.platform.mindspore.collectives import MsGroup
 
@@ -176,3 +176,13 @@ class MindSporePlatform(Platform):
         group = group or self._require()
         if group.size > 1:
             msdist.barrier(group=None if group.is_world else group.name)
+
+    # ------------------------------------------------------------------ uneven all-to-all (expert parallel)
+    def all_to_all_single(self, x, group, output_split_sizes, input_split_sizes):
+        """Emulated with all-gathers on CPU (see ``collectives.raw_all_to_all_single`` for the cost)."""
+        return C.AllToAllSingle.apply(x, group, C.sizes_tuple(output_split_sizes), C.sizes_tuple(input_split_sizes))
+
+    def all_to_all_single_start(self, x, group, output_split_sizes, input_split_sizes) -> CollectiveHandle:
+        """Synchronous on MindSpore (its CPU collectives have no asynchronous form): the exchange runs
+        here and the handle is already complete, so nothing overlaps it."""
+        return CompletedHandle(self.all_to_all_single(x, group, output_split_sizes, input_split_sizes))

@@ -12,7 +12,7 @@ from typing import Sequence
 import torch
 import torch.distributed as dist
 
-from hyper_parallel.platform.base import CollectiveError
+from hyper_parallel.platform.base import CollectiveError, CollectiveHandle
 
 _all_gather_1 = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 _reduce_scatter_1 = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
@@ -334,3 +334,175 @@ class ScaleGrad(torch.autograd.Function):
     def backward(ctx, grad):  # pylint: disable=arguments-differ
         """Scaled gradient."""
         return grad * ctx.scale, None
+
+
+# ---------------------------------------------------------------------- uneven all-to-all (expert parallel)
+#: bytes this process handed to ``all_to_all_single`` for *other* ranks, per collective name; read with
+#: :func:`sent_bytes` (the benchmarks compare it with the formulas; an int add per call)
+_SENT = {"all_to_all_single": 0}
+
+
+def sent_bytes(name: str = "all_to_all_single", reset: bool = False) -> int:
+    """Bytes this process has sent to other ranks through collective ``name`` (optionally resetting)."""
+    if name not in _SENT:
+        raise KeyError(f"sent_bytes(name): no counter {name!r}; counters: {sorted(_SENT)}")
+    value = _SENT[name]
+    if reset:
+        _SENT[name] = 0
+    return value
+
+
+def _count_sent(x: torch.Tensor, group, input_split_sizes: Sequence[int]) -> None:
+    me = dist.get_rank(group)
+    rows = sum(s for j, s in enumerate(input_split_sizes) if j != me)
+    _SENT["all_to_all_single"] += rows * x.element_size() * _row_numel(x)
+
+
+def _row_numel(x: torch.Tensor) -> int:
+    n = 1
+    for s in x.shape[1:]:
+        n *= s
+    return n
+
+
+def _check_splits(x: torch.Tensor, group, output_split_sizes, input_split_sizes) -> None:
+    n = dist.get_world_size(group)
+    if len(input_split_sizes) != n or len(output_split_sizes) != n:
+        raise ValueError(f"all_to_all_single: expected {n} input and output split sizes (one per rank of the group), "
+                         f"got {list(input_split_sizes)} and {list(output_split_sizes)}")
+    if sum(input_split_sizes) != x.shape[0]:
+        raise ValueError(f"all_to_all_single: input_split_sizes {list(input_split_sizes)} sum to "
+                         f"{sum(input_split_sizes)} but the input has {x.shape[0]} rows")
+
+
+def raw_all_to_all_single(x: torch.Tensor, group, output_split_sizes: Sequence[int],
+                          input_split_sizes: Sequence[int], async_op: bool = False):
+    """Uneven all-to-all along dim 0 (see ``Platform.all_to_all_single``); with ``async_op`` returns
+    ``(out, work)`` where ``out`` is valid after ``work.wait()``."""
+    _check_splits(x, group, output_split_sizes, input_split_sizes)
+    src = x.contiguous()
+    out = src.new_empty((sum(output_split_sizes),) + tuple(src.shape[1:]))
+    _count_sent(src, group, input_split_sizes)
+    try:
+        work = dist.all_to_all_single(out, src, output_split_sizes=list(output_split_sizes),
+                                      input_split_sizes=list(input_split_sizes), group=group, async_op=async_op)
+    except RuntimeError as exc:
+        raise _fail("all_to_all_single", group, exc) from exc
+    if async_op:
+        return out, _Work(work, group, keep=src)
+    return out
+
+
+class _Work:
+    """An in-flight c10d work plus the tensors it reads (kept alive until it completes)."""
+
+    __slots__ = ("work", "group", "keep")
+
+    def __init__(self, work, group, keep) -> None:
+        self.work, self.group, self.keep = work, group, keep
+
+    def wait(self) -> None:
+        """Complete the collective (a no-op the second time)."""
+        if self.work is None:
+            return
+        try:
+            self.work.wait()
+        except RuntimeError as exc:
+            raise _fail("all_to_all_single", self.group, exc) from exc
+        self.work = self.keep = None
+
+
+class AllToAllSingle(torch.autograd.Function):
+    """Uneven all-to-all along dim 0. Adjoint: the same exchange with the split sizes swapped."""
+
+    @staticmethod
+    def forward(ctx, x, group, output_split_sizes, input_split_sizes):  # pylint: disable=arguments-differ
+        """Forward on local tensors."""
+        ctx.args = (group, output_split_sizes, input_split_sizes)
+        return raw_all_to_all_single(x, group, output_split_sizes, input_split_sizes)
+
+    @staticmethod
+    def backward(ctx, grad):  # pylint: disable=arguments-differ
+        """The explicit adjoint (see the class docstring)."""
+        group, out_splits, in_splits = ctx.args
+        return raw_all_to_all_single(grad, group, in_splits, out_splits), None, None, None
+
+
+class _AsyncBox:
+    """State shared by the start and wait halves of one asynchronous all-to-all (forward and backward)."""
+
+    __slots__ = ("group", "out_splits", "in_splits", "work", "grad_work", "grad")
+
+    def __init__(self, group, out_splits, in_splits) -> None:
+        self.group, self.out_splits, self.in_splits = group, out_splits, in_splits
+        self.work = self.grad_work = self.grad = None
+
+
+class _AllToAllStart(torch.autograd.Function):
+    """First half: issue the exchange and return the (not yet filled) output buffer. Backward: wait
+    for the inverse exchange that ``_AllToAllWait.backward`` issued."""
+
+    @staticmethod
+    def forward(ctx, x, box):  # pylint: disable=arguments-differ
+        """Issue the asynchronous exchange."""
+        ctx.box = box
+        out, box.work = raw_all_to_all_single(x, box.group, box.out_splits, box.in_splits, async_op=True)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):  # pylint: disable=arguments-differ
+        """Complete the inverse exchange of ``grad`` that the wait half issued."""
+        box = ctx.box
+        if box.grad_work is None:  # the wait half's backward did not run asynchronously
+            return raw_all_to_all_single(grad, box.group, box.in_splits, box.out_splits), None
+        box.grad_work.wait()
+        out, box.grad_work, box.grad = box.grad, None, None
+        return out, None
+
+
+class _AllToAllWait(torch.autograd.Function):
+    """Second half: wait for the exchange. Backward: issue the inverse exchange asynchronously, so
+    the backward of the work done while the forward exchange was in flight overlaps it too."""
+
+    @staticmethod
+    def forward(ctx, out, box):  # pylint: disable=arguments-differ
+        """Complete the forward exchange."""
+        ctx.box = box
+        box.work.wait()
+        box.work = None
+        return out.view_as(out)
+
+    @staticmethod
+    def backward(ctx, grad):  # pylint: disable=arguments-differ
+        """Issue the inverse exchange; the start half's backward waits for it."""
+        box = ctx.box
+        box.grad, box.grad_work = raw_all_to_all_single(grad, box.group, box.in_splits, box.out_splits,
+                                                        async_op=True)
+        return grad, None  # passes through to the start half, which returns the exchanged gradient
+
+
+class AsyncAllToAll(CollectiveHandle):
+    """Handle of an asynchronous uneven all-to-all (``TorchPlatform.all_to_all_single_start``)."""
+
+    __slots__ = ("_box", "_out", "_result")
+
+    def __init__(self, x: torch.Tensor, group, output_split_sizes, input_split_sizes) -> None:
+        self._box = _AsyncBox(group, tuple(int(s) for s in output_split_sizes),
+                              tuple(int(s) for s in input_split_sizes))
+        if x.requires_grad and torch.is_grad_enabled():
+            self._out = _AllToAllStart.apply(x, self._box)
+        else:
+            self._out, self._box.work = raw_all_to_all_single(x, group, self._box.out_splits, self._box.in_splits,
+                                                              async_op=True)
+        self._result = None
+
+    def wait(self) -> torch.Tensor:
+        """The exchanged rows (differentiable when the input required grad)."""
+        if self._result is None:
+            if self._out.requires_grad and torch.is_grad_enabled():
+                self._result = _AllToAllWait.apply(self._out, self._box)
+            else:
+                self._box.work.wait()
+                self._result = self._out
+            self._out = None
+        return self._result

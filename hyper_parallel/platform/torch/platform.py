@@ -10,7 +10,7 @@ from typing import Any, Optional, Sequence, Tuple
 import torch
 import torch.distributed as dist
 
-from hyper_parallel.platform.base import Platform
+from hyper_parallel.platform.base import CollectiveHandle, Platform
 from hyper_parallel.platform.torch import collectives as C
 
 
@@ -133,3 +133,16 @@ class TorchPlatform(Platform):
 
     def batch_isend_irecv(self, ops):
         return C.batch_isend_irecv(ops)
+
+    # ------------------------------------------------------------------ uneven all-to-all (expert parallel)
+    def all_to_all_single(self, x, group, output_split_sizes, input_split_sizes):
+        outs = tuple(int(s) for s in output_split_sizes)
+        ins = tuple(int(s) for s in input_split_sizes)
+        if x.requires_grad and torch.is_grad_enabled():
+            return C.AllToAllSingle.apply(x, group, outs, ins)
+        return C.raw_all_to_all_single(x, group, outs, ins)
+
+    def all_to_all_single_start(self, x, group, output_split_sizes, input_split_sizes) -> CollectiveHandle:
+        """Asynchronous on every c10d backend (gloo runs it on its worker threads): forward and the
+        inverse exchange in backward both overlap with the work done before ``wait()``."""
+        return C.AsyncAllToAll(x, group, output_split_sizes, input_split_sizes)

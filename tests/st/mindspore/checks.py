@@ -188,6 +188,27 @@ def _collective_checks(mesh, results):
         flags = C.raw_all_gather(ms.Tensor(np.array([me == 0]), ms.bool_), group, 0, (1, 1))
         np.testing.assert_array_equal(flags.asnumpy(), [True, False])
     _record(results, "sub_group_and_dtype_paths", named_group_paths)
+    _record(results, "all_to_all_single_uneven", lambda: _a2a_single_check(plat, group, me))
+
+
+def _a2a_single_check(plat, group, me):
+    """Uneven all-to-all (expert parallel, emulated): rank 0 sends 1 row to itself and 2 to rank 1,
+    rank 1 sends 0 rows to rank 0 and 3 to itself; forward and the adjoint vs the exchange by hand."""
+    import mindspore as ms
+    splits = [[1, 2], [0, 3]]
+    xs = [np.arange(6, dtype=np.float32).reshape(3, 2) + 100 * r for r in range(2)]
+    outs = [splits[r][me] for r in range(2)]
+    want = np.concatenate([xs[r][sum(splits[r][:me]):sum(splits[r][:me + 1])] for r in range(2)])
+    x = ms.Tensor(xs[me])
+    _close(plat.all_to_all_single(x, group, outs, splits[me]), want, "all_to_all_single forward")
+    weights = [np.arange(sum(splits[r][j] for r in range(2)) * 2, dtype=np.float32).reshape(-1, 2) + 1 + 10 * j
+               for j in range(2)]
+    grad = ms.grad(lambda a: (plat.all_to_all_single(a, group, outs, splits[me]) * ms.Tensor(weights[me])).sum())(x)
+    # the rows this rank sent to rank j sit in rank j's output after the rows of lower ranks
+    want_grad = np.concatenate([weights[j][sum(splits[r][j] for r in range(me)):][:splits[me][j]] for j in range(2)])
+    _close(grad, want_grad, "all_to_all_single adjoint")
+    handle = plat.all_to_all_single_start(x, group, outs, splits[me])
+    _close(handle.wait(), want, "all_to_all_single_start (synchronous on MindSpore)")
 
 
 def _timed(fn, sync, iters=5):

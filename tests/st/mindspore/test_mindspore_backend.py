@@ -48,7 +48,8 @@ def _pair_names():
     for shape in ((4, 6), (5, 3), (1, 3)):
         labels = ["R", "P(sum)", "S(0)", f"S({len(shape) - 1})", "P(avg)"]
         names += [f"pair {shape} {a}->{b}" for a, b in itertools.product(labels, labels)]
-    return names + ["api", "all_reduce_max_min", "emulated_and_native", "sub_group_and_dtype_paths"]
+    return names + ["api", "all_reduce_max_min", "emulated_and_native", "sub_group_and_dtype_paths",
+                    "all_to_all_single_uneven"]
 
 
 def _op_names():

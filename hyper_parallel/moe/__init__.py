@@ -1,0 +1,57 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Mixture of experts and expert parallelism.
+
+``MoE(MoEConfig(...))`` routes each token to its top-k experts (``TokenChoiceTopKRouter``), runs the
+routed experts as grouped matmuls (``GroupedExperts``) next to optional shared experts, and balances
+the load by an expert bias or an auxiliary loss (``MoEAuxLossAutoScaler``). The token dispatcher is
+its own object holding per-call state in a ``DispatchContext``. ``ExpertParallel()``,
+``ExpertTensorParallel()`` and ``TensorParallel()`` are styles for ``parallelize_module``; EP uses a
+dropless uneven all-to-all. See ``docs/moe.md``.
+
+The configuration, router math, dispatch planning and balancing rules are pure Python
+(``api``, ``routing``, ``planning``, ``balance``); names that need torch load on first use.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from hyper_parallel.moe.api import MoEConfig, check_expert_parallel, expert_fsdp_degree
+
+_T = "hyper_parallel.moe._torch."
+_LAZY = {
+    "MoE": _T + "moe",
+    "MoEAuxLossAutoScaler": _T + "moe",
+    "GroupedExperts": _T + "experts",
+    "FeedForward": _T + "experts",
+    "TokenChoiceTopKRouter": _T + "router",
+    "RouterOutput": _T + "router",
+    "DispatchContext": _T + "dispatcher",
+    "TokenDispatcher": _T + "dispatcher",
+    "LocalTokenDispatcher": _T + "dispatcher",
+    "AllToAllTokenDispatcher": _T + "dispatcher",
+    "AllGatherTokenDispatcher": _T + "dispatcher",
+    "ExpertParallel": _T + "styles",
+    "ExpertTensorParallel": _T + "styles",
+    "TensorParallel": _T + "styles",
+    "init_expert_mesh": _T + "styles",
+    "fully_shard_experts": _T + "styles",
+    "register_moe_load_balancing_hook": _T + "balance",
+    "update_expert_bias": _T + "balance",
+}
+
+__all__ = ["MoEConfig", "check_expert_parallel", "expert_fsdp_degree", *sorted(_LAZY)]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hyper_parallel.moe' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

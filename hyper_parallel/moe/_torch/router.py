@@ -1,0 +1,88 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""``TokenChoiceTopKRouter``: the vectorised form of ``hyper_parallel.moe.routing`` (same semantics,
+tested against it token by token)."""
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+import torch
+from torch import nn
+
+from hyper_parallel.moe.api import SCORE_FUNCS
+from hyper_parallel.moe.routing import ROUTE_NORM_EPS
+
+__all__ = ["TokenChoiceTopKRouter", "RouterOutput"]
+
+
+class RouterOutput(NamedTuple):
+    """What the router hands to the dispatcher and the load-balancing code.
+
+    Attributes:
+        weights: ``[N, k]`` combine weights (float32; from the unbiased scores).
+        experts: ``[N, k]`` selected experts (int64), in descending selection-score order.
+        scores: ``[N, E]`` router scores (float32; softmax or sigmoid), differentiable.
+    """
+
+    weights: torch.Tensor
+    experts: torch.Tensor
+    scores: torch.Tensor
+
+
+class TokenChoiceTopKRouter(nn.Module):
+    """Each token picks its ``top_k`` experts (token choice).
+
+    Submodule ``gate``: ``nn.Linear(dim, num_experts, bias=False)`` (Hugging Face's ``mlp.gate``).
+    ``forward(x, expert_bias=None)`` on ``x: [N, dim]`` returns a :class:`RouterOutput`. The
+    ``expert_bias`` (auxiliary-loss-free balancing) only shifts the selection; the combine weights
+    come from the unbiased scores. Group-limited routing, ``route_norm`` and ``route_scale`` follow
+    ``hyper_parallel.moe.routing``.
+    """
+
+    def __init__(self, dim: int, num_experts: int, top_k: int, score_func: str = "softmax",  # pylint: disable=too-many-arguments
+                 route_norm: bool = False, route_scale: float = 1.0, n_groups: int = 1, topk_groups: int = 1) -> None:
+        super().__init__()
+        if score_func not in SCORE_FUNCS:
+            raise ValueError(f"TokenChoiceTopKRouter(score_func): expected one of {SCORE_FUNCS}, got {score_func!r}")
+        if not 1 <= top_k <= num_experts:
+            raise ValueError(f"TokenChoiceTopKRouter(top_k): expected 1 <= top_k <= num_experts={num_experts}, "
+                             f"got {top_k}")
+        if num_experts % n_groups or not 1 <= topk_groups <= n_groups:
+            raise ValueError(f"TokenChoiceTopKRouter(n_groups={n_groups}, topk_groups={topk_groups}): n_groups must "
+                             f"divide num_experts={num_experts} and 1 <= topk_groups <= n_groups")
+        self.gate = nn.Linear(dim, num_experts, bias=False)
+        self.num_experts = num_experts
+        self.top_k = top_k
+        self.score_func = score_func
+        self.route_norm = route_norm
+        self.route_scale = route_scale
+        self.n_groups = n_groups
+        self.topk_groups = topk_groups
+
+    def reset_parameters(self, std: float = 0.02) -> None:
+        """Normal(0, std) init of the gate."""
+        nn.init.normal_(self.gate.weight, std=std)
+
+    def _group_mask(self, selection: torch.Tensor) -> torch.Tensor:
+        n, e = selection.shape
+        grouped = selection.view(n, self.n_groups, e // self.n_groups)
+        group_score = grouped.topk(min(2, grouped.shape[-1]), dim=-1).values.sum(-1)  # [N, G]
+        keep = group_score.topk(self.topk_groups, dim=-1).indices
+        mask = torch.zeros_like(group_score, dtype=torch.bool).scatter_(1, keep, True)
+        return mask.unsqueeze(-1).expand_as(grouped).reshape(n, e)
+
+    def forward(self, x: torch.Tensor, expert_bias: Optional[torch.Tensor] = None) -> RouterOutput:
+        """Route ``x: [N, dim]``."""
+        logits = self.gate(x).float()
+        scores = torch.softmax(logits, dim=-1) if self.score_func == "softmax" else torch.sigmoid(logits)
+        with torch.no_grad():
+            selection = scores if expert_bias is None else scores + expert_bias.float()
+            if self.n_groups > 1:
+                selection = selection.masked_fill(~self._group_mask(selection), float("-inf"))
+            experts = selection.topk(self.top_k, dim=-1).indices
+        weights = scores.gather(1, experts)
+        if self.route_norm:
+            weights = weights / (weights.sum(dim=-1, keepdim=True) + ROUTE_NORM_EPS)
+        if self.route_scale != 1.0:
+            weights = weights * self.route_scale
+        return RouterOutput(weights, experts, scores)
