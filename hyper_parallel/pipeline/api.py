@@ -103,6 +103,21 @@ class PipelineSchedule:  # pylint: disable=too-many-instance-attributes
                                   rank, overlap_p2p=overlap_p2p,
                                   rendezvous=self._stages[0].platform.name == "mindspore")
 
+    @property
+    def record_timeline(self) -> bool:
+        """When True, ``step()`` records (start, end, step) of every compute step in ``timeline``."""
+        return self._runner.record
+
+    @record_timeline.setter
+    def record_timeline(self, value: bool) -> None:
+        self._runner.record = bool(value)
+
+    @property
+    def timeline(self):
+        """This rank's compute steps of the last ``step()`` as ``(start_s, end_s, MetaStep)`` (perf_counter
+        seconds), when ``record_timeline`` is on."""
+        return list(self._runner.timeline)
+
     # ------------------------------------------------------------------ torch-compatible surface
     def step(self, *args, target=None, losses: Optional[List[Any]] = None, **kwargs) -> Any:
         """Run one step on the whole batch (see the module docstring); returns the merged last-stage output."""

@@ -20,6 +20,7 @@ Loss scaling (the one rule): with ``scale_grads=True`` (default) each microbatch
 """
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -60,6 +61,8 @@ class RankRunner:
         self.overlap_p2p = overlap_p2p and not rendezvous
         self.rendezvous = rendezvous
         self.points = self._comm_points()
+        self.record = False
+        self.timeline: List[Tuple[float, float, MetaStep]] = []
 
     # ------------------------------------------------------------------ plan
     def _comm_points(self) -> Dict[int, List[MetaStep]]:
@@ -81,6 +84,7 @@ class RankRunner:
     def run(self, ctx: StepContext) -> None:
         """Execute the whole list once."""
         posted_recvs: set = set()
+        self.timeline = []
         i = 0
         n = len(self.steps)
         while i < n:
@@ -92,7 +96,12 @@ class RankRunner:
                 continue
             if self.overlap_p2p and a.is_compute:
                 self._prefetch_after(i, ctx, posted_recvs)
-            self._execute(a, ctx)
+            if self.record and a.is_compute:
+                start = time.perf_counter()
+                self._execute(a, ctx)
+                self.timeline.append((start, time.perf_counter(), a))
+            else:
+                self._execute(a, ctx)
             i += 1
         for h in ctx.send_handles:
             h.wait()

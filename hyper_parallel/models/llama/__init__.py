@@ -3,7 +3,7 @@
 """A small Llama-style decoder with HF-compatible parameter names."""
 from hyper_parallel.models.llama.model import LlamaConfig, LlamaForCausalLM, TINY_CONFIGS
 from hyper_parallel.models.llama.parallelize import (llama_cp_plan, llama_moe_tp_plan, llama_tp_plan, parallelize_llama,
-                                                    parallelize_llama_moe)
+                                                    parallelize_llama_moe, pipeline_llama)
 
 __all__ = ["LlamaConfig", "LlamaForCausalLM", "TINY_CONFIGS", "llama_cp_plan", "llama_moe_tp_plan", "llama_tp_plan",
-           "parallelize_llama", "parallelize_llama_moe"]
+           "parallelize_llama", "parallelize_llama_moe", "pipeline_llama"]

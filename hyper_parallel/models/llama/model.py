@@ -175,10 +175,11 @@ class LlamaModel(nn.Module):
         if position_ids is None:
             position_ids = torch.arange(input_ids.shape[1], device=input_ids.device)
         cos, sin = self.rotary(position_ids)
-        h = self.embed_tokens(input_ids)
-        for layer in self.layers:
+        # a pipeline stage (hyper_parallel.pipeline) may lack the embedding / norm and hold some layers only
+        h = self.embed_tokens(input_ids) if self.embed_tokens is not None else input_ids
+        for layer in (self.layers.values() if isinstance(self.layers, nn.ModuleDict) else self.layers):
             h = layer(h, cos, sin)
-        return self.norm(h)
+        return self.norm(h) if self.norm is not None else h
 
 
 class LlamaForCausalLM(nn.Module):
@@ -205,7 +206,8 @@ class LlamaForCausalLM(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, position_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Logits for next-token prediction (``position_ids``: see :meth:`LlamaModel.forward`)."""
-        return self.lm_head(self.model(input_ids, position_ids))
+        h = self.model(input_ids, position_ids)
+        return self.lm_head(h) if self.lm_head is not None else h
 
     @staticmethod
     def loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -3,11 +3,14 @@
 """Parallelisation plans for the Llama model (the model code itself never mentions a mesh)."""
 from __future__ import annotations
 
+from typing import Optional
+
 from hyper_parallel.core.placement import Replicate, Shard
 from hyper_parallel.tp import (ColwiseParallel, PrepareModuleInput, RowwiseParallel, SequenceParallel,
                                parallelize_module)
 
-__all__ = ["llama_tp_plan", "llama_cp_plan", "parallelize_llama", "llama_moe_tp_plan", "parallelize_llama_moe"]
+__all__ = ["llama_tp_plan", "llama_cp_plan", "parallelize_llama", "llama_moe_tp_plan", "parallelize_llama_moe",
+           "pipeline_llama"]
 
 
 def llama_tp_plan(sequence_parallel: bool = True, loss_parallel: bool = False, fused_sp_grad: bool = True) -> dict:
@@ -141,3 +144,31 @@ def parallelize_llama_moe(model, mesh, *, ep: int, loss_parallel: bool = False, 
                     part.set_gradient_scaling_factor(float(tp))  # tp ranks hold slices of one loss
         fully_shard(layer, mesh=dp_mesh)
     return fully_shard(model, mesh=dp_mesh)
+
+
+def pipeline_llama(model, *, schedule: str = "1F1B", n_microbatches: int, pp_group=None,
+                   stages_per_rank: Optional[int] = None, first_stage_less: int = 1, last_stage_less: int = 1,
+                   loss_fn=None, **schedule_kwargs):
+    """Split the Llama into pipeline stages (TorchTitan way: layers per stage, the first and last stage
+    lighter by ``first_stage_less`` / ``last_stage_less`` layers for the embedding and the head), build this
+    rank's ``PipelineStage`` s and the ``schedule``. Returns ``(schedule, stage_modules)``; apply TP/FSDP to
+    the stage modules before calling ``step``. ``loss_fn`` defaults to the model's next-token loss."""
+    import torch.distributed as dist
+    from hyper_parallel.pipeline.api import PipelineStage, get_schedule_class
+    from hyper_parallel.pipeline.schedules import generate_schedule
+    from hyper_parallel.pipeline.split import module_names_per_stage
+    from hyper_parallel.pipeline._torch.split import pipeline_module_split
+    pp = dist.get_world_size(pp_group)
+    rank = dist.get_rank(pp_group)
+    cls = get_schedule_class(schedule)
+    v = stages_per_rank if stages_per_rank is not None else (2 if cls.multi else 1)
+    plan = generate_schedule(cls.schedule_name, pp, n_microbatches, v)
+    names = module_names_per_stage(model.config.num_hidden_layers, plan.num_stages, layer_prefix="model.layers",
+                                   first=("model.embed_tokens",), last=("model.norm", "lm_head"),
+                                   first_stage_less=first_stage_less, last_stage_less=last_stage_less)
+    mine = [s for s in range(plan.num_stages) if plan.stage_to_rank[s] == rank]
+    parts = pipeline_module_split(model, names, mine)
+    stages = [PipelineStage(part, s, plan.num_stages, "cpu", group=pp_group) for part, s in zip(parts, mine)]
+    loss = loss_fn if loss_fn is not None else type(model).loss
+    sched = cls(stages if cls.multi else stages[0], n_microbatches, loss_fn=loss, **schedule_kwargs)
+    return sched, parts

@@ -215,3 +215,34 @@ def test_rank_killed_mid_step_raises_collective_error():
         survivor
     seconds = float(survivor.rsplit("[after ", 1)[1].split(" s]")[0])
     print(f"survivor raised after {seconds} s (collective timeout 3 s)")
+
+
+@multi_rank(world_size=2, timeout=240)
+def test_llama_pipeline_split_matches_one_process():
+    """pipeline_llama (TorchTitan split, first/last stage lighter) with ZBV: 4 stages on 2 ranks."""
+    import copy
+    import torch
+    import torch.distributed as dist
+    from hyper_parallel.models.llama import LlamaConfig, LlamaForCausalLM, pipeline_llama
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(num_hidden_layers=4))
+    ref = copy.deepcopy(model)
+    sched, parts = pipeline_llama(model, schedule="ZBVZeroBubble", n_microbatches=2)
+    names = [sorted(n for n, _ in p.named_parameters()) for p in parts]
+    g = torch.Generator().manual_seed(3)
+    ids, labels = torch.randint(0, 256, (4, 16), generator=g), torch.randint(0, 256, (4, 16), generator=g)
+    losses = []
+    sched.step(ids if rank == 0 else None, target=labels if rank == 0 else None, losses=losses)
+    ref_loss = ref.loss(ref(ids), labels)
+    ref_loss.backward()
+    ref_params = dict(ref.named_parameters())
+    if rank == 0:  # the V placement puts stages 0 and 3 (embedding and head) on rank 0
+        torch.testing.assert_close(sum(losses) / 2, ref_loss.detach(), **TOL)
+        assert "model.embed_tokens.weight" in names[0] and "lm_head.weight" in names[1]
+    for part in parts:
+        for n, p in part.named_parameters():
+            torch.testing.assert_close(p.grad, ref_params[n].grad, **TOL, msg=lambda t, n=n: f"{n}: {t}")
+    every = [None] * 2
+    dist.all_gather_object(every, sorted(n for nm in names for n in nm))
+    assert sorted(every[0] + every[1]) == sorted(ref_params)

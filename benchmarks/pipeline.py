@@ -1,0 +1,193 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Benchmark: hyper-parallel's pipeline runtime vs ``torch.distributed.pipelining`` on 2 gloo ranks.
+
+Side by side in one run, rounds interleaved (ours, torch, ours, torch ...): every schedule both
+libraries ship, on an 8-layer MLP (d=1024) and on the tiny Llama ("small": 4 layers, hidden 256).
+Single-stage schedules put 1 stage on each rank, the interleaved and V schedules 2 (4 stages).
+Prints the median step time of each, the ratio ours/torch (target <= 0.9), and — from our per-step
+timings of the compute steps — each rank's measured idle fraction next to the schedule's value from
+the simulator fed with the measured mean step costs (the closed-form bubble assumes the F/B/W costs
+of the formula; the simulator applies the same schedule to the costs measured here) and next to the
+closed form for GPipe/1F1B ((p-1)/(m+p-1)). The load average is printed with the results.
+
+    python benchmarks/pipeline.py          # self-launches torchrun with 2 ranks
+    BENCH_ROUNDS=5 BENCH_ITERS=3 python benchmarks/pipeline.py
+"""
+from __future__ import annotations
+
+import copy
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _common import ensure_launched, fmt_time, print_table  # noqa: E402  pylint: disable=wrong-import-position
+
+SCHEDULES = ("GPipe", "1F1B", "Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble", "ZBVZeroBubble",
+             "DualPipeV")
+
+
+def _mlp_parts(num_stages: int, d: int = 1024, layers: int = 8):
+    import torch
+    from torch import nn
+    torch.manual_seed(0)
+    per = layers // num_stages
+    return [nn.Sequential(*[m for _ in range(per) for m in (nn.Linear(d, d), nn.Tanh())])
+            for _ in range(num_stages)]
+
+
+def _llama_parts(num_stages: int):
+    import torch
+    from hyper_parallel.models.llama import LlamaForCausalLM, TINY_CONFIGS
+    from hyper_parallel.pipeline.split import module_names_per_stage
+    from hyper_parallel.pipeline._torch.split import pipeline_module_split
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(TINY_CONFIGS["small"])
+    names = module_names_per_stage(model.config.num_hidden_layers, num_stages, layer_prefix="model.layers",
+                                   first=("model.embed_tokens",), last=("model.norm", "lm_head"))
+    return pipeline_module_split(model, names)
+
+
+def _build(lib: str, name: str, parts, mine, m: int, loss_fn):
+    import hyper_parallel.pipeline as hpp
+    import torch.distributed.pipelining as tpp
+    from torch.distributed.pipelining.schedules import get_schedule_class as torch_schedule_class
+    mod = hpp if lib == "ours" else tpp
+    n = len(parts)
+    stages = [mod.PipelineStage(copy.deepcopy(parts[s]), s, n, "cpu") for s in mine]
+    cls = hpp.get_schedule_class(name) if lib == "ours" else torch_schedule_class(name)
+    multi = len(mine) > 1
+    kwargs = {} if lib == "ours" else {"scale_grads": True}
+    return cls(stages if multi else stages[0], m, loss_fn=loss_fn, **kwargs)
+
+
+def _placement(name: str, world: int, m: int):
+    from hyper_parallel.pipeline import generate_schedule
+    from hyper_parallel.pipeline.schedules import SCHEDULES as KINDS
+    v = 2 if KINDS[name].multi else 1
+    return generate_schedule(name, world, m, v)
+
+
+def _workload(model: str, name: str, world: int):
+    import torch
+    if model == "mlp":
+        m, rows = 8, 64
+        plan = _placement(name, world, m)
+        return plan, _mlp_parts(plan.num_stages), torch.randn(rows, 1024), torch.randn(rows, 1024), \
+            torch.nn.functional.mse_loss
+    from hyper_parallel.models.llama import LlamaForCausalLM
+    m, rows = 4, 8
+    plan = _placement(name, world, m)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randint(0, 1024, (rows, 64), generator=g), torch.randint(0, 1024, (rows, 64), generator=g)
+    return plan, _llama_parts(plan.num_stages), x, y, LlamaForCausalLM.loss
+
+
+def _time_interleaved(step, libs, rounds: int, iters: int):
+    import torch
+    import torch.distributed as dist
+    for lib in libs:  # warm-up (shape inference, allocator)
+        for _ in range(2):
+            step(lib)
+    samples = {lib: [] for lib in libs}
+    for _ in range(rounds):
+        for lib in libs:
+            dist.barrier()
+            start = time.perf_counter()
+            for _ in range(iters):
+                step(lib)
+            samples[lib].append((time.perf_counter() - start) / iters)
+    times = {}
+    for lib, vals in samples.items():
+        t = torch.tensor([statistics.median(vals)], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)  # the slowest rank defines the step
+        times[lib] = t.item()
+    return times
+
+
+def _idle(sched, step, plan, world: int):
+    """(measured idle fraction per rank, simulated idle fraction per rank with the measured mean costs)."""
+    import torch
+    import torch.distributed as dist
+    from hyper_parallel.pipeline import simulate_schedule
+    sched.record_timeline = True
+    dist.barrier()
+    step("ours")
+    tl = sched.timeline
+    busy = sum(e - s for s, e, _ in tl)
+    lo = torch.tensor([min(s for s, _, _ in tl)], dtype=torch.float64)
+    hi = torch.tensor([max(e for _, e, _ in tl)], dtype=torch.float64)
+    dist.all_reduce(lo, op=dist.ReduceOp.MIN)
+    dist.all_reduce(hi, op=dist.ReduceOp.MAX)
+    costs = {}
+    for s, e, a in tl:
+        for leaf in a.leaves():
+            costs.setdefault(leaf.type.value, []).append((e - s) / len(a.leaves()))
+    gathered = [None] * world
+    dist.all_gather_object(gathered, (1.0 - busy / (hi.item() - lo.item()), costs))
+    merged = {}
+    for _, c in gathered:
+        for k, v in c.items():
+            merged.setdefault(k, []).extend(v)
+    mean = {k: statistics.mean(v) for k, v in merged.items()}
+    sim_costs = {k: mean[k] for k in ("F", "I", "W") if k in mean}
+    if "B" in mean:
+        sim_costs["B"] = mean["B"]
+        sim_costs.setdefault("I", mean["B"] / 2)
+        sim_costs.setdefault("W", mean["B"] / 2)
+    sim = simulate_schedule(plan, sim_costs)
+    return [g[0] for g in gathered], [sim.idle_fraction(r) for r in range(world)]
+
+
+def _run_case(model: str, name: str, world: int, rank: int, rounds: int, iters: int):
+    plan, parts, x, y, loss_fn = _workload(model, name, world)
+    m = plan.n_microbatches
+    mine = list(plan.stages_of(rank))
+    first, last = 0 in mine, plan.num_stages - 1 in mine
+    scheds = {lib: _build(lib, name, parts, mine, m, loss_fn) for lib in ("ours", "torch")}
+
+    def step(lib):
+        scheds[lib].step(x if first else None, target=y if last else None)
+
+    times = _time_interleaved(step, list(scheds), rounds, iters)
+    measured, simulated = _idle(scheds["ours"], step, plan, world)
+    closed = (world - 1) / (m + world - 1) if name in ("GPipe", "1F1B") else None
+    return times, measured, simulated, closed, m
+
+
+def main() -> None:
+    """Run every (model, schedule) case and print the tables on rank 0."""
+    import torch
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    world, rank = dist.get_world_size(), dist.get_rank()
+    rounds = int(os.environ.get("BENCH_ROUNDS", "5"))
+    iters = int(os.environ.get("BENCH_ITERS", "3"))
+    models = os.environ.get("BENCH_MODELS", "mlp,llama").split(",")
+    only = os.environ.get("BENCH_SCHEDULES")
+    for model in models:
+        rows, idle_rows = [], []
+        for name in (only.split(",") if only else SCHEDULES):
+            times, measured, simulated, closed, m = _run_case(model, name, world, rank, rounds, iters)
+            rows.append((name, m, fmt_time(times["ours"]), fmt_time(times["torch"]),
+                         f"{times['ours'] / times['torch']:.2f}"))
+            for r in range(world):
+                rel = f"{(measured[r] - simulated[r]) / simulated[r] * 100:+.0f}%" if simulated[r] else "-"
+                idle_rows.append((name, r, f"{measured[r]:.3f}", f"{simulated[r]:.3f}",
+                                  "-" if closed is None else f"{closed:.3f}", rel))
+        load = os.getloadavg()
+        print_table(f"{model}: step time, ours vs torch.distributed.pipelining ({world} ranks, load average "
+                    f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f})", rows,
+                    ("schedule", "m", "ours", "torch", "ours/torch"))
+        print_table(f"{model}: idle fraction of the step per rank (ours, from per-step timings)", idle_rows,
+                    ("schedule", "rank", "measured", "simulated (measured costs)", "closed form", "measured vs sim"))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    ensure_launched(2)
+    main()
