@@ -85,6 +85,8 @@ _LAZY = {
     "MoEConfig": "hyper_parallel.moe",
     "ExpertParallel": "hyper_parallel.moe",
     "ExpertTensorParallel": "hyper_parallel.moe",
+    # optimizers (the rest of the optimizer API is in hyper_parallel.optim)
+    "clip_grad_norm_": "hyper_parallel.optim",
 }
 
 __all__ = ["Layout", "Partial", "Placement", "Replicate", "Shard", *sorted(_LAZY)]

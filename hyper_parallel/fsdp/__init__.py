@@ -19,7 +19,7 @@ from hyper_parallel.fsdp.api import CPUOffloadPolicy, FlatLayout, MixedPrecision
 _LAZY = {
     "fully_shard": "hyper_parallel.fsdp._torch.fully_shard",
     "FSDPModule": "hyper_parallel.fsdp._torch.fully_shard",
-    "clip_grad_norm_": "hyper_parallel.fsdp._torch.optim",
+    "clip_grad_norm_": "hyper_parallel.optim._torch.clip",  # the general one (any mix of gradients)
     "get_model_state_dict": "hyper_parallel.fsdp._torch.state_dict",
     "set_model_state_dict": "hyper_parallel.fsdp._torch.state_dict",
     "get_optimizer_state_dict": "hyper_parallel.fsdp._torch.state_dict",

@@ -1,0 +1,102 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""ST (4 gloo ranks): sharded Muon where a 2-D mesh is the point — FSDP x TP, HSDP, experts under
+EP x expert-FSDP — and clip_grad_norm_ over pipeline stages that each hold FSDP and EP gradients.
+Same protocol as ``test_optim.py``: fixed full gradients, bit-identical parameters after 5 steps,
+every rank's counted FLOPs within 10 % of the mean."""
+
+
+from hyper_parallel.testing import multi_rank
+from tests.st.torch.test_optim import (check_work_split, full_grads, hidden_matrices, llama, muon_parity,
+                                       set_grads)
+
+
+@multi_rank(world_size=4, timeout=180)
+def test_muon_fsdp_x_tp_2x2_equals_torch_muon():
+    import hyper_parallel as hp
+    from hyper_parallel.models.llama import parallelize_llama
+    mesh = hp.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    model, ref = llama()
+    parallelize_llama(model, mesh["tp"])
+    for layer in model.model.layers:
+        hp.fully_shard(layer, mesh=mesh["dp"])
+    hp.fully_shard(model, mesh=mesh["dp"])
+    params = hidden_matrices(model)
+    assert {p.placements for p in params.values()} == {(hp.Shard(0), hp.Shard(0)), (hp.Shard(0), hp.Shard(1))}
+    opt = muon_parity(params, hidden_matrices(ref), lr=0.02, weight_decay=0.1)
+    check_work_split(opt, len(params))
+
+
+@multi_rank(world_size=4, timeout=180)
+def test_muon_hsdp_2x2_replicas_share_the_work():
+    import hyper_parallel as hp
+    mesh = hp.init_device_mesh("cpu", (2, 2), mesh_dim_names=("replicate", "shard"))
+    model, ref = llama()
+    for layer in model.model.layers:
+        hp.fully_shard(layer, mesh=mesh)
+    hp.fully_shard(model, mesh=mesh)
+    params = hidden_matrices(model)
+    assert {p.placements for p in params.values()} == {(hp.Replicate(), hp.Shard(0))}
+    opt = muon_parity(params, hidden_matrices(ref), lr=0.01, adjust_lr="original")
+    check_work_split(opt, len(params))
+
+
+@multi_rank(world_size=4, timeout=180)
+def test_muon_experts_ep_x_efsdp_and_dense_fsdp():
+    """Expert weights [8, 16, 12] / [8, 12, 16] on an (ep=2, efsdp=2) mesh: Shard(0) over ep, Shard(1) over
+    efsdp; dense matrices fully sharded over the flat 4-rank mesh."""
+    import torch
+    import hyper_parallel as hp
+    emesh = hp.init_device_mesh("cpu", (2, 2), mesh_dim_names=("ep", "efsdp"))
+    dmesh = hp.init_device_mesh("cpu", (4,), mesh_dim_names=("dp",))
+    g = torch.Generator().manual_seed(8)
+    full = {"experts.w1": torch.randn(8, 16, 12, generator=g), "experts.w2": torch.randn(8, 12, 16, generator=g),
+            "dense.a": torch.randn(24, 16, generator=g), "dense.b": torch.randn(16, 24, generator=g),
+            "dense.c": torch.randn(20, 20, generator=g)}
+    ref = {n: torch.nn.Parameter(t.clone()) for n, t in full.items()}
+    model = {}
+    for n, t in full.items():
+        if n.startswith("experts"):
+            model[n] = torch.nn.Parameter(hp.distribute_tensor(t.clone(), emesh, [hp.Shard(0), hp.Shard(1)]))
+        else:
+            model[n] = torch.nn.Parameter(hp.distribute_tensor(t.clone(), dmesh, [hp.Shard(0)]))
+    opt = muon_parity(model, ref, oracle="ours", lr=0.02, weight_decay=0.1)
+    experts = [u for u in opt.work_plan().units if u.matrices > 1]
+    # each EP rank's 4 experts are split into 2 chunks of 2, orthogonalised inside its efsdp pair
+    assert len(experts) == 8 and all(u.matrices == 2 for u in experts)
+    assert all(u.owner in ((0, 1) if u.region[0][0] < 4 else (2, 3)) for u in experts)
+    check_work_split(opt, 2 * 8 + 3)
+
+
+@multi_rank(world_size=4, timeout=180)
+def test_clip_grad_norm_pipeline_stages_with_fsdp_and_expert_gradients():
+    """(pp=2, dp=2): each stage holds its own layers fully sharded over its dp pair and its own experts on an
+    EP mesh over the same pair; the norm is summed within each stage's meshes, then over the stage group."""
+    import torch
+    from torch import nn
+    import hyper_parallel as hp
+    mesh = hp.init_device_mesh("cpu", (2, 2), mesh_dim_names=("pp", "dp"))
+    emesh = hp.init_device_mesh("cpu", (2, 2), mesh_dim_names=("pp", "ep"))
+    stage = mesh.get_coordinate()[0]
+    shapes = {}
+    for s in range(2):
+        shapes.update({f"s{s}.0.weight": (7, 5), f"s{s}.0.bias": (7,), f"s{s}.1.weight": (3, 7),
+                       f"s{s}.1.bias": (3,), f"s{s}.experts": (4, 3, 5)})
+    torch.manual_seed(stage)
+    part = hp.fully_shard(nn.Sequential(nn.Linear(5, 7), nn.Linear(7, 3)), mesh=mesh["dp"])
+    mine = {f"s{stage}.{n}": p for n, p in part.named_parameters()}
+    mine[f"s{stage}.experts"] = nn.Parameter(hp.distribute_tensor(torch.zeros(4, 3, 5), emesh["ep"], [hp.Shard(0)]))
+    for norm_type in (2.0, float("inf")):
+        grads = full_grads(shapes, 11)
+        set_grads(mine, grads)
+        ref = []
+        for n, g in grads.items():
+            p = nn.Parameter(torch.zeros_like(g))
+            p.grad = g.clone()
+            ref.append((n, p))
+        want = torch.nn.utils.clip_grad_norm_([p for _, p in ref], 0.2, norm_type=norm_type)
+        got = hp.clip_grad_norm_(mine.values(), 0.2, norm_type=norm_type, pp_group=mesh.get_group("pp"))
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+        clipped = dict(ref)
+        for n, p in mine.items():
+            torch.testing.assert_close(p.grad.full_tensor(), clipped[n].grad, rtol=1e-6, atol=1e-7, msg=n)
