@@ -556,4 +556,6 @@ def run_ops_tp_suite():
     _record(results, "tp mlp two SGD steps", lambda: _tp_check(mesh))
     _record(results, "tp layouts and mint.nn.Linear", lambda: _tp_layouts_check(mesh))
     _record(results, "shard_module on nn.Cell", lambda: _shard_module_check(mesh))
+    from tests.st.mindspore.optim_checks import optim_check
+    _record(results, "optim adamw and muon on tp parameters", lambda: optim_check(mesh))
     return {"results": results}

@@ -57,7 +57,8 @@ def _op_names():
     return [f"op {name}" for name, *_ in OPS] + ["op mindspore.mint.add broadcast row",
                                                   "op via namespace and plain fallthrough",
                                                   "tp mlp two SGD steps", "tp layouts and mint.nn.Linear",
-                                                  "shard_module on nn.Cell"]
+                                                  "shard_module on nn.Cell",
+                                                  "optim adamw and muon on tp parameters"]
 
 
 def _assert_check(target, name):

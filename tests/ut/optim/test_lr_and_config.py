@@ -136,3 +136,12 @@ def test_explicit_globs_and_group_overrides():
 def test_bad_assignment_names_the_item(config, match):
     with pytest.raises(ValueError, match=match):
         assign_params(LLAMA, config)
+
+
+def test_importing_the_optim_package_imports_no_framework():
+    import subprocess
+    import sys
+    code = ("import sys, hyper_parallel.optim as o; o.OptimConfig.parse({'name': 'muon'}); "
+            "o.plan_work([o.TensorLayout((4, 4))], [5]); "
+            "bad = [m for m in ('torch', 'mindspore') if m in sys.modules]; assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)
