@@ -44,12 +44,14 @@ def add_reduce_grad(steps: Sequence[Optional[MetaStep]], n_microbatches: int) ->
 
 
 def add_unshard_reshard(steps: Sequence[MetaStep]) -> List[MetaStep]:
-    """``UNSHARD`` before a stage's first compute step and ``RESHARD`` after its last one."""
+    """``UNSHARD`` before a stage's first compute step and ``RESHARD`` after its last one (or after its
+    ``REDUCE_GRAD``, which still reads the gathered parameters' gradients)."""
     first: Dict[int, int] = {}
     last: Dict[int, int] = {}
     for i, a in enumerate(steps):
-        for leaf in (a.leaves() if a.is_compute else ()):
-            first.setdefault(leaf.stage_index, i)
+        for leaf in (a.leaves() if a.is_compute or a.type is T.REDUCE_GRAD else ()):
+            if a.is_compute:
+                first.setdefault(leaf.stage_index, i)
             last[leaf.stage_index] = i
     out: List[MetaStep] = []
     for i, a in enumerate(steps):

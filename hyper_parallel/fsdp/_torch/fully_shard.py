@@ -116,12 +116,13 @@ class FSDPState:  # pylint: disable=too-many-instance-attributes
                 bucket.finish_reduce(work, out, mode, scale)
 
     def final_callback(self) -> None:
-        """End of backward: reduce leftover units, finish all reductions, reshard everything."""
+        """End of backward: reduce leftover units, finish all reductions, reshard everything (units told
+        ``set_is_last_backward(False)`` keep their gradients and unsharded parameters for a later backward)."""
         for unit in reversed(self.post_order):
-            if unit.needs_post_backward:
+            if unit.needs_post_backward and unit.is_last_backward:
                 self.run_post_backward(unit)
         for unit in self.units:
-            if unit.needs_post_backward:
+            if unit.needs_post_backward and unit.is_last_backward:
                 self.run_post_backward(unit)
         pending, self.pending = self.pending, []
         self._finish(pending)
@@ -130,6 +131,8 @@ class FSDPState:  # pylint: disable=too-many-instance-attributes
             unit.in_backward = False
             unit.needs_post_backward = False
             unit._grad_count = 0  # pylint: disable=protected-access
+            if not unit.is_last_backward:
+                continue
             if unit.swapped_in:  # e.g. a checkpointed recomputation that stopped before post-forward
                 unit.swap_out()
             if unit.reshard_after_backward:
@@ -297,6 +300,28 @@ class FSDPModule:
         backward with True reduces the sum (gradient accumulation without communication)."""
         for unit in self._fsdp_units(recurse):
             unit.requires_grad_sync = bool(requires_gradient_sync)
+
+    def set_is_last_backward(self, is_last_backward: bool, *, recurse: bool = True) -> None:
+        """Whether the next backward is the last one of the step (default True). When False, the end of
+        that backward neither reduces nor reshards: gradients stay on the unsharded parameters and the
+        parameters stay gathered for the next backward (pipeline microbatches); a later backward with
+        True, or :meth:`reduce_gradients`, reduces the sum."""
+        for unit in self._fsdp_units(recurse):
+            unit.is_last_backward = bool(is_last_backward)
+
+    def reduce_gradients(self) -> None:
+        """Reduce every gradient accumulated so far now (one reduce-scatter per unit), as the end of a last,
+        synchronised backward would, then reshard as ``set_reshard_after_backward`` says. The pipeline
+        runtime calls it at a stage's REDUCE_GRAD, after the step's last backward of that stage."""
+        state = self._fsdp_state()
+        state.lazy_init()
+        units = self._fsdp_units(True)
+        for unit in units:
+            unit.requires_grad_sync = True
+            unit.is_last_backward = True
+            unit.needs_post_backward = any(i.unsharded is not None and i.unsharded.grad is not None
+                                           for i in unit.infos) or any(b.acc is not None for b in unit.buckets)
+        state.root.final_callback()
 
     def set_reshard_after_backward(self, reshard_after_backward: bool, *, recurse: bool = True) -> None:
         """Whether parameters are freed after their gradients are reduced (default True)."""

@@ -389,6 +389,7 @@ class FSDPUnit:  # pylint: disable=too-many-instance-attributes
         self.state = SHARDED
         self.pf_k = mi.pf_k
         self.requires_grad_sync = True
+        self.is_last_backward = True
         self.reshard_after_backward = True
         self.scale = 1.0
         self.forward_prefetch: Optional[List["FSDPUnit"]] = None

@@ -122,7 +122,7 @@ def _plan(outputs, inputs, params):
     children, parents = _graph(out_nodes)
     in_nodes = [grad_node(x) for x in inputs if x.requires_grad]
     closure = _closure([n for n in in_nodes if n in children], parents)
-    param_nodes = {grad_node(p): p for p in params if p.requires_grad}
+    param_nodes = _param_nodes(children, in_nodes, params)
     memo: Dict = {}
     inner = {}
     for node in closure:
@@ -135,6 +135,15 @@ def _plan(outputs, inputs, params):
         if reach:
             roots[node] = reach
     return inner, roots, param_nodes
+
+
+def _param_nodes(children, in_nodes, params) -> Dict:
+    """AccumulateGrad node -> weight: ``params``, or every leaf the graph reaches besides the inputs (the
+    tensors the forward really used, e.g. FSDP's unsharded parameters)."""
+    if params is not None:
+        return {grad_node(p): p for p in params if p.requires_grad}
+    skip = set(in_nodes)
+    return {n: n.variable for n in children if hasattr(n, "variable") and n not in skip}
 
 
 def _branches(node, children, closure, param_nodes, memo) -> frozenset:
@@ -161,9 +170,12 @@ def _input_pass(outputs, grads, inputs, inner, captured) -> List[Optional[torch.
 
 
 def backward_input(outputs: Sequence[torch.Tensor], grads: Sequence[Optional[torch.Tensor]],
-                   inputs: Sequence[torch.Tensor], params: Sequence[torch.Tensor]
+                   inputs: Sequence[torch.Tensor], params: Optional[Sequence[torch.Tensor]] = None
                    ) -> Tuple[List[Optional[torch.Tensor]], WeightGradPlan]:
-    """Gradients of ``inputs`` (None where not needed) and the plan for ``backward_weight``."""
+    """Gradients of ``inputs`` (None where not needed) and the plan for ``backward_weight``.
+
+    ``params`` (default: every leaf the graph reaches besides ``inputs``, i.e. the tensors the forward
+    really used, such as FSDP's unsharded parameters) are the weights ``backward_weight`` accumulates."""
     inner, roots, param_nodes = _plan(outputs, inputs, params)
     captured: Dict = {}
     input_grads = _input_pass(outputs, grads, inputs, inner, captured)
@@ -200,12 +212,16 @@ def backward_weight(plan: WeightGradPlan) -> None:
 
 
 def backward_full(outputs: Sequence[torch.Tensor], grads: Sequence[Optional[torch.Tensor]],
-                  inputs: Sequence[torch.Tensor], params: Sequence[torch.Tensor]) -> List[Optional[torch.Tensor]]:
-    """Full backward: parameter gradients accumulated into ``.grad``; returns the input gradients."""
-    wanted = [x for x in inputs if x.requires_grad]
-    leaves = wanted + [p for p in params if p.requires_grad]
-    if leaves:
-        torch.autograd.backward(list(outputs), grad_tensors=list(grads), inputs=leaves)
+                  inputs: Sequence[torch.Tensor], params: Optional[Sequence[torch.Tensor]] = None
+                  ) -> List[Optional[torch.Tensor]]:
+    """Full backward: gradients accumulated into every leaf (or only ``inputs`` + ``params`` when given);
+    returns the input gradients (taken off the inputs)."""
+    if params is None:
+        torch.autograd.backward(list(outputs), grad_tensors=list(grads))
+    else:
+        leaves = [x for x in inputs if x.requires_grad] + [p for p in params if p.requires_grad]
+        if leaves:
+            torch.autograd.backward(list(outputs), grad_tensors=list(grads), inputs=leaves)
     out = []
     for x in inputs:
         out.append(x.grad if x.requires_grad else None)

@@ -135,6 +135,7 @@ class PipelineStage(api.PipelineStage):  # pylint: disable=too-many-instance-att
         self._sig = None
         self._agreed = False
         self._local_error = ""
+        self._ties: List[Tuple[Any, List[torch.Tensor]]] = []
 
     # ------------------------------------------------------------------ setup
     def _handshake(self, stage_index, num_stages) -> None:
@@ -277,12 +278,17 @@ class PipelineStage(api.PipelineStage):  # pylint: disable=too-many-instance-att
 
     # ------------------------------------------------------------------ per step
     def begin_step(self, loss_fn) -> None:
-        """Reset per-step state."""
+        """Reset per-step state; an FSDP stage accumulates unreduced gradients until its REDUCE_GRAD."""
         self._loss_fn = loss_fn
         self._outputs.clear()
+        if self.uses_fsdp:
+            self.submod.set_requires_gradient_sync(False)
+            self.submod.set_is_last_backward(False)
+            self.submod.set_reshard_after_backward(False)
 
     def end_step(self) -> None:
-        """Drop what the step no longer needs."""
+        """Sum tied gradients; drop what the step no longer needs."""
+        self._reduce_ties()
         self._cache.clear()
         self._plans.clear()
         self._in_grads.clear()
@@ -292,10 +298,9 @@ class PipelineStage(api.PipelineStage):  # pylint: disable=too-many-instance-att
     def forward_one_chunk(self, mb: int, args, kwargs):
         """Forward of microbatch ``mb``; keeps what backward needs."""
         leaves = self._leaves.pop(mb, [])
-        params = [p for p in self.submod.parameters() if p.requires_grad]
         out = self.submod(*args, **kwargs)
         outs = _flatten(out, f"stage {self.stage_index} forward")
-        self._cache[mb] = [leaves, outs, params, None]
+        self._cache[mb] = [leaves, outs, None, None]  # weights: the leaves the graph reaches (FSDP-safe)
         if self.is_last:
             self._outputs[mb] = out
         return out
@@ -342,13 +347,45 @@ class PipelineStage(api.PipelineStage):  # pylint: disable=too-many-instance-att
         self._cache.pop(mb, None)
 
     def reduce_grad(self) -> None:
-        """End of the stage's backward work in this step (data-parallel hooks run here)."""
+        """End of the stage's backward work in this step: an FSDP stage reduces its gradients now (once);
+        parameters tied with another stage get their gradients summed with it (see ``tie_parameters``)."""
+        if self.uses_fsdp:
+            self.submod.reduce_gradients()
+            self.submod.set_reshard_after_backward(True)
+
+    def tie_parameters(self, params: Sequence[torch.Tensor], group) -> None:
+        """Parameters of this stage that are copies of parameters on other ranks' stages (tied embeddings:
+        the input embedding on the first stage, the output head on the last): at the end of every step their
+        gradients are summed over ``group`` (the ranks holding the copies, each tying the same number of
+        parameters in the same order), so the copies, equal at the start, stay equal. Copies on one rank
+        (the V placement puts the first and last stage on rank 0) should simply share one Parameter."""
+        self._ties.append((group, list(params)))
+
+    def _reduce_ties(self) -> None:
+        for group, params in self._ties:
+            for p in params:
+                grad = p.grad if p.grad is not None else torch.zeros_like(p)
+                total = self.platform.all_reduce(grad.detach(), "sum", group)
+                with torch.no_grad():
+                    if p.grad is None:
+                        p.grad = total
+                    else:
+                        p.grad.copy_(total)
+
+    def _fsdp_modules(self):
+        from hyper_parallel.fsdp._torch.fully_shard import FSDPModule  # pylint: disable=import-outside-toplevel
+        return [m for m in self.submod.modules() if isinstance(m, FSDPModule)]
 
     def unshard(self) -> None:
-        """Gather FSDP parameters (once per step)."""
+        """Gather the stage's FSDP parameters (once per step, before its first compute)."""
+        handles = [m.unshard(async_op=True) for m in self._fsdp_modules()]
+        for h in handles:
+            h.wait()
 
     def reshard(self) -> None:
-        """Free gathered FSDP parameters."""
+        """Free the gathered FSDP parameters (after the stage's last compute of the step)."""
+        for m in self._fsdp_modules():
+            m.reshard()
 
     # ------------------------------------------------------------------ messages
     def send_ops(self, direction: str, mb: int, peer_rank: int) -> List[P2POp]:

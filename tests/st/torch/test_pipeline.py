@@ -246,3 +246,62 @@ def test_llama_pipeline_split_matches_one_process():
     every = [None] * 2
     dist.all_gather_object(every, sorted(n for nm in names for n in nm))
     assert sorted(every[0] + every[1]) == sorted(ref_params)
+
+
+@multi_rank(world_size=2, timeout=240)
+def test_tied_embeddings_across_first_and_last_stage():
+    """Embedding on stage 0, output head = the same weight on stage 1: summed gradients, equal updates."""
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+    import hyper_parallel.pipeline as pp
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    emb = nn.Embedding(16, 8)
+    mid = nn.Linear(8, 8)
+
+    class First(nn.Module):
+        """Embedding + a linear."""
+
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(16, 8)
+            self.lin = nn.Linear(8, 8)
+
+        def forward(self, ids):
+            return torch.tanh(self.lin(self.emb(ids)))
+
+    class Last(nn.Module):
+        """Head tied with the embedding."""
+
+        def __init__(self):
+            super().__init__()
+            self.head = nn.Parameter(torch.empty(16, 8))
+
+        def forward(self, h):
+            return h @ self.head.t()
+
+    first, last = First(), Last()
+    with torch.no_grad():
+        first.emb.weight.copy_(emb.weight)
+        first.lin.load_state_dict(mid.state_dict())
+        last.head.copy_(emb.weight)
+    mod = first if rank == 0 else last
+    stage = pp.PipelineStage(mod, rank, 2, "cpu")
+    stage.tie_parameters([first.emb.weight] if rank == 0 else [last.head], None)
+    loss_fn = lambda logits, y: nn.functional.cross_entropy(logits.reshape(-1, 16), y.reshape(-1))  # noqa: E731
+    sched = pp.Schedule1F1B(stage, 3, loss_fn=loss_fn)
+    opt = torch.optim.SGD(mod.parameters(), lr=0.5)
+    ref_opt = torch.optim.SGD(list(emb.parameters()) + list(mid.parameters()), lr=0.5)
+    for step in range(3):
+        g = torch.Generator().manual_seed(step)
+        ids, y = torch.randint(0, 16, (6, 5), generator=g), torch.randint(0, 16, (6, 5), generator=g)
+        sched.step(ids if rank == 0 else None, target=y if rank else None)
+        ref_loss = loss_fn(torch.tanh(mid(emb(ids))) @ emb.weight.t(), y)
+        ref_loss.backward()
+        tied = first.emb.weight if rank == 0 else last.head
+        torch.testing.assert_close(tied.grad, emb.weight.grad, **TOL)
+        for o in (opt, ref_opt):
+            o.step()
+            o.zero_grad()
+        torch.testing.assert_close(tied, emb.weight, **TOL)
