@@ -20,7 +20,8 @@ from hp_agent.gate_doctor import builds as B  # noqa: E402
 from hp_agent.gate_doctor.backends import LocalBackend, diagnose_report  # noqa: E402
 from hp_agent.gate_doctor.clock import FakeClock  # noqa: E402
 from hp_agent.gate_doctor.machine import Watcher  # noqa: E402
-from hp_agent.gate_doctor.parsers import Finding, parse_log  # noqa: E402
+from hp_agent.findings import Finding  # noqa: E402
+from hp_agent.parsers import parse_log  # noqa: E402
 from hp_agent.gate_doctor.skips import added_skips, split_git_diff  # noqa: E402
 from hp_agent.gate_doctor.state import StateStore, WatchState  # noqa: E402
 from hp_agent.gate_doctor.triage import FORBIDDEN_FIX_RE, fix_list, is_build_input, triage  # noqa: E402
@@ -44,7 +45,7 @@ def test_parsers_cover_every_gate_stage():
     pylint = found["pylint:W0612(unused-variable)"]
     assert (pylint.file, pylint.line, pylint.message) == ("hyper_parallel/core/mesh.py", 12, "Unused variable 'x'")
     lizard = found["lizard:lizard-ccn"]
-    assert (lizard.file, lizard.line) == ("hyper_parallel/core/big.py", 30) and "CCN 22" in lizard.message
+    assert (lizard.file, lizard.line) == ("hyper_parallel/core/big.py", 30) and "22 CCN" in lizard.message
     assert found["codespell:codespell"].message == f"{MISSPELT} ==> receive"
     test = found["pytest:test-failed"]
     assert test.test == "tests/ut/test_mesh.py::test_split[2-4]" and test.line == 88
@@ -86,7 +87,7 @@ def _ctx(tmp_path, changed, master=(), history=()):
 def test_triage_pr_induced_unrelated_sticky_and_master(tmp_path):
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests/test_a.py").write_text("import hyper_parallel.core.mesh\n")
-    test = Finding("pytest", "test-failed", "boom", "tests/test_a.py", 3, "tests/test_a.py::t")
+    test = Finding("tests/test_a.py", 3, "test-failed", "boom", tool="pytest", test="tests/test_a.py::t")
     assert triage([test], _ctx(tmp_path, ["hyper_parallel/core/mesh.py"]))["decision"] == "fix"
     assert triage([test], _ctx(tmp_path, ["docs/x.md"]))["decision"] == "retest"
     sticky = _ctx(tmp_path, ["docs/x.md"], history=[[test.key()], [test.key()]])
@@ -100,9 +101,9 @@ def test_triage_pr_induced_unrelated_sticky_and_master(tmp_path):
 
 
 def test_fix_list_is_ordered_and_never_forbidden(tmp_path):
-    findings = [Finding("pytest", "test-failed", "tolerance exceeded: atol 1e-5", "tests/t.py", 9, "tests/t.py::x"),
-                Finding("pylint", "C0301(line-too-long)", "long", "a.py", 5),
-                Finding("codespell", "codespell", "t" + "eh ==> the", "b.md", 1)]
+    findings = [Finding("tests/t.py", 9, "test-failed", "tolerance exceeded: atol 1e-5", tool="pytest", test="tests/t.py::x"),
+                Finding("a.py", 5, "C0301(line-too-long)", "long", tool="pylint"),
+                Finding("b.md", 1, "codespell", "t" + "eh ==> the", tool="codespell")]
     result = triage(findings, _ctx(tmp_path, ["a.py", "b.md", "tests/t.py"]))
     assert [f["tool"] for f in result["fixes"]] == ["codespell", "pylint", "pytest"]
     assert not any(FORBIDDEN_FIX_RE.search(f["hint"]) for f in result["fixes"])

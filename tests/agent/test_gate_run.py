@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hp_agent.gate.parsers import parse_pylint, pytest_summary
+from hp_agent.parsers import parse_pylint, pytest_summary
 from hp_agent.gate.report import load_report
 from hp_agent.gate.stages import StageConfigError, load_stages
 from hp_agent.license import license_header
@@ -64,7 +64,7 @@ def test_planted_violations_are_found_with_file_and_line(sample, cli):
     assert [(f["file"], f["line"], f["rule"]) for f in spell] == [("hyper_parallel/spell.py", 5, "codespell")]
     assert f"{MISSPELT} ==> receive" in spell[0]["message"]
     ut = stages["ut"]["findings"]
-    assert ut[0]["file"] == "tests/ut/test_sample.py" and "test_bad" in ut[0]["message"]
+    assert ut[0]["file"] == "tests/ut/test_sample.py" and "test_bad" in ut[0]["test"]
     # the console shows each finding and pytest's own summary line
     assert "hyper_parallel/unused.py:4: [W0611(unused-import)]" in proc.stdout
     assert "pytest: 1 failed, 1 passed" in proc.stdout

@@ -15,7 +15,7 @@ from pathlib import Path
 import jinja2
 
 from hp_agent.assets import KINDS, Assets, load_assets
-from hp_agent.checks.findings import Finding
+from hp_agent.findings import Finding
 
 CATALOG_FILE = "AGENTS.md"
 _HEADING = re.compile(r"^##\s+(?P<title>.+?)\s*$")

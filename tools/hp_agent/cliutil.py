@@ -12,7 +12,7 @@ from typing import Any, Callable
 import click
 from rich.console import Console
 
-from hp_agent.checks.findings import Finding
+from hp_agent.findings import Finding
 from hp_agent.repo import NotARepositoryError, repo_root
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3

@@ -9,7 +9,7 @@ from pathlib import Path
 import pathspec
 
 from hp_agent.assets import Asset, load_assets
-from hp_agent.checks.findings import Finding
+from hp_agent.findings import Finding
 
 
 def rule_globs(rule: Asset) -> list[str]:

@@ -19,9 +19,7 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
-from hp_agent.checks.findings import Finding
+from hp_agent.findings import Finding
 
 REGISTRY_DIR = "hyper_parallel/core/ops/yaml"
 RULES_DIR = "hyper_parallel/core/ops/rules"
@@ -76,6 +74,7 @@ def _classes_in(path: Path) -> set[str]:
 
 def _key_lines(text: str) -> dict[str, int]:
     """Line number of each top-level key (from the YAML node tree, so comments don't shift it)."""
+    import yaml  # pylint: disable=import-outside-toplevel  # the hooks import this module before the env exists
     node = yaml.compose(text)
     if not isinstance(node, yaml.MappingNode):
         return {}
@@ -129,6 +128,7 @@ class _Checker:
 
     def check_file(self, path: Path) -> None:
         """Check one registry YAML file: structure, fields, duplicates, module/class resolution."""
+        import yaml  # pylint: disable=import-outside-toplevel  # the hooks import this module before the env
         rel = path.relative_to(self.root).as_posix()
         text = path.read_text(encoding="utf-8")
         try:

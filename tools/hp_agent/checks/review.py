@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hp_agent.checks.commit_msg import check_commit_message
-from hp_agent.checks.findings import Finding
+from hp_agent.findings import Finding
 from hp_agent.checks.op_registry import check_registry, is_registry_path
 from hp_agent.checks.style import style_file
 from hp_agent.rules import rules_for

@@ -11,7 +11,7 @@ import click
 
 from hp_agent.checks.assets import check_all_assets
 from hp_agent.checks.commit_msg import check_commit_message
-from hp_agent.checks.findings import Finding
+from hp_agent.findings import Finding
 from hp_agent.checks.op_registry import check_registry
 from hp_agent.checks.review import review_changes
 from hp_agent.checks.shell_guard import check_shell_command

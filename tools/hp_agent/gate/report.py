@@ -18,7 +18,7 @@ from pathlib import Path
 
 import jinja2
 
-from hp_agent.checks.findings import Finding
+from hp_agent.findings import Finding
 
 STATUSES = ("passed", "failed", "not-run")
 REPORT_DIR = Path(".gate")

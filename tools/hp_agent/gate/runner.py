@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hp_agent.checks.review import changed_files, default_base
-from hp_agent.gate.parsers import PARSERS, pytest_summary
+from hp_agent.parsers import PARSERS, pytest_summary
 from hp_agent.gate.report import GateReport, StageResult, utc_now, write_report
 from hp_agent.gate.stages import Stage
 

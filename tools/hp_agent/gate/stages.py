@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from hp_agent.gate.parsers import PARSERS
+from hp_agent.parsers import PARSERS
 
 STAGES_FILE = "ci/stages.yaml"
 _FIELDS = {"name", "run", "paths", "suffixes", "parser", "ok_codes", "timeout_s"}

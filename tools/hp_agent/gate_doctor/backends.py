@@ -17,7 +17,8 @@ from typing import Callable
 from hp_agent.autogit.codehost import CodeHost
 from hp_agent.gate_doctor import builds as B
 from hp_agent.gate_doctor.jenkins import JenkinsClient
-from hp_agent.gate_doctor.parsers import Finding, parse_log
+from hp_agent.findings import Finding
+from hp_agent.parsers import parse_log
 from hp_agent.gate_doctor.skips import added_skips, split_git_diff
 from hp_agent.gate_doctor.protocol import CMD_CHECK, CMD_RETEST, FAILURE_RESULTS, LABEL_CHECK, LABEL_PIPELINE
 
@@ -254,15 +255,21 @@ def _load(path: Path) -> dict:
 
 def _stage_findings(st: dict) -> list[Finding]:
     """Findings of one failed report stage: its structured findings, then anything new in its log tail."""
-    tool = _tool_of(st.get("name") or "")
-    found = [Finding(tool, f.get("rule") or tool, f.get("message") or "", f.get("file"), f.get("line"),
-                     f.get("test"), st.get("name")) for f in st.get("findings") or []]
+    default_tool = _tool_of(st.get("name") or "")
+    found = [_report_finding(f, default_tool, st.get("name")) for f in st.get("findings") or []]
     known = {(x.file, x.line) for x in found if x.file} | {x.test for x in found if x.test}
     found.extend(p for p in parse_log(st.get("log_tail") or "", st.get("name"))
                  if (p.file, p.line) not in known and p.test not in known)
     if not found:
-        found.append(Finding("stage", "stage-failed", f"stage {st.get('name')} failed", stage=st.get("name")))
+        found.append(Finding(None, None, "stage-failed", f"stage {st.get('name')} failed", tool="stage",
+                             stage=st.get("name")))
     return found
+
+
+def _report_finding(f: dict, default_tool: str, stage: str | None) -> Finding:
+    """A finding of a gate report (JSON) as a :class:`Finding` (older reports lack ``tool``/``test``)."""
+    return Finding(f.get("file"), f.get("line"), f.get("rule") or default_tool, f.get("message") or "",
+                   tool=f.get("tool") or default_tool, test=f.get("test"), stage=stage)
 
 
 def diagnose_report(report: dict, number: int = 1) -> dict:

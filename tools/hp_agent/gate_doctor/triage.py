@@ -15,7 +15,7 @@ import ast
 import re
 from pathlib import Path, PurePosixPath
 
-from hp_agent.gate_doctor.parsers import Finding
+from hp_agent.findings import Finding
 
 BUILD_INPUTS = ("pyproject.toml", "setup.py", "setup.cfg", "Makefile", "requirements", "conftest.py",
                 "ci/", ".ci/", "csrc/", "Jenkinsfile")
