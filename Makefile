@@ -14,7 +14,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[torch,mindspore,dev]"
 	@touch $(STAMP)
 
+## install: the environment (.venv), the git hooks (commit-msg, pre-commit, pre-push; shared by every work tree
+## of the clone) and the hp-agent launcher in ~/.local/bin. Idempotent; foreign git hooks are kept and chained.
 install: $(STAMP)
+	$(VENV)/bin/hp-agent install --launcher --quiet
 
 ## demo: the main job on the embedded default (2 CPU ranks, gloo, no network)
 demo: $(STAMP)

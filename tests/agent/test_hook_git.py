@@ -10,7 +10,7 @@ import git
 import pytest
 
 from hp_agent.checks.commit_msg import load_registry
-from hp_agent.install import install
+from hp_agent.install import find_hp_agent, install
 
 REGISTRY = load_registry()
 
@@ -55,8 +55,9 @@ def test_clean_conventional_commit_passes_and_bad_header_fails(hooked):
 def test_commit_hook_fails_closed_without_hp_agent(hooked, tmp_path):
     hook = Path(hooked.git_dir) / "hooks" / "commit-msg"
     text = hook.read_text()
-    current = text.split('HP_AGENT="', 1)[1].split('"', 1)[0]
-    hook.write_text(text.replace(f'HP_AGENT="{current}"', f'HP_AGENT="{tmp_path}/missing/hp-agent"'))
+    current = find_hp_agent()
+    assert f'"{current}"' in text  # a foreign repository: the installing hp-agent is the fallback
+    hook.write_text(text.replace(f'"{current}"', f'"{tmp_path}/missing/hp-agent"'))
     env_path = "/usr/bin:/bin"  # no hp-agent on PATH
     (Path(hooked.working_tree_dir) / "g.txt").write_text("y\n")
     hooked.git.add("g.txt")

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from hp_agent.checks import style
 from hp_agent.hooks import runner
-from hp_agent.hooks.protocol import normalize
+from hp_agent import assistants
 from hp_agent.license import has_license_header
 
 CLEAN = ('# Copyright 2026 The hyper-parallel Authors. All rights reserved.\n'
@@ -57,7 +58,8 @@ def test_after_write_fixes_and_reports_for_every_assistant(tmp_repo, cli, assist
     target.write_text(DIRTY)
     payload = write_payload(assistant, target, root)
     proc = cli(["hook", "after-write", "--assistant", assistant], cwd=root / "pkg", stdin=json.dumps(payload))
-    assert proc.returncode == 2, proc
+    # Cursor ignores afterFileEdit answers: the findings wait for its stop hook (exit 0); others see exit 2
+    assert proc.returncode == (0 if assistant == "cursor" else 2), proc
     text = target.read_text()
     assert has_license_header(text)
     assert "def show(x: int) -> None:" in text and "   \n" not in text and text.endswith("\n")
@@ -80,7 +82,8 @@ def test_after_write_on_a_clean_file_passes(tmp_repo, cli, assistant):
 
 def test_payload_shape_is_detected_without_assistant_flag(tmp_path):
     for assistant in ASSISTANTS:
-        ev = normalize(shell_payload(assistant, "ls", tmp_path), registered_event="before-shell")
+        payload = shell_payload(assistant, "ls", tmp_path)
+        ev = assistants.detect(payload).normalize(payload, registered_event="before-shell")
         expected = "claude" if assistant == "codex" else assistant  # codex speaks the Claude shape
         assert ev.assistant == expected and ev.event == "before-shell" and ev.command == "ls"
 
@@ -113,8 +116,10 @@ def test_before_shell_allows_ordinary_commands(tmp_repo, cli, assistant):
                     "git push --force-with-lease=feature:abc123 origin feature", "git push origin HEAD"):
         proc = cli(["hook", "before-shell"], cwd=root, stdin=json.dumps(shell_payload(assistant, command, root)))
         assert proc.returncode == 0, (command, proc.stderr)
-        if assistant == "cursor":
-            assert json.loads(proc.stdout)["permission"] == "allow"
+        if assistant == "cursor":  # no decision: Cursor's own approval settings stay in charge
+            assert json.loads(proc.stdout) == {}
+        else:
+            assert "allow" not in proc.stdout
 
 
 def test_other_tools_and_events_pass_through(tmp_repo, cli):
@@ -146,7 +151,7 @@ def test_internal_error_blocks_with_the_cause(tmp_repo, monkeypatch):
     def boom(*_args, **_kwargs):
         raise OSError("disk on fire")
 
-    monkeypatch.setattr(runner, "style_file", boom)
+    monkeypatch.setattr(style, "style_file", boom)
     answer = runner.run_assistant_hook("after-write", json.dumps(write_payload("claude", target, root)))
     assert answer.exit_code == 2 and "disk on fire" in answer.stderr and "fail closed" in answer.stderr
 
@@ -181,24 +186,6 @@ def test_codex_apply_patch_payload_names_the_files(tmp_repo, cli):
     proc = cli(["hook", "after-write", "--assistant", "codex"], cwd=root, stdin=json.dumps(payload))
     assert proc.returncode == 2 and "p.py:1: [missing-docstring]" in proc.stderr
     assert has_license_header((root / "p.py").read_text())
-
-
-def test_agent_hook_wrappers_run_hp_agent_and_fail_closed_without_it(tmp_repo):
-    import shutil
-    import subprocess
-    import sys
-
-    from .conftest import REPO
-    root = Path(tmp_repo.working_tree_dir)
-    shutil.copytree(REPO / ".agent" / "hooks", root / ".agent" / "hooks")
-    payload = json.dumps(shell_payload("claude", "git push -f origin main", root))
-    hook = root / ".agent" / "hooks" / "before-shell"
-    with_agent = subprocess.run([str(hook)], input=payload, capture_output=True, text=True, cwd=root, check=False,
-                                env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(root)})
-    assert with_agent.returncode == 2 and "protected branch 'main'" in with_agent.stderr
-    without = subprocess.run([str(hook)], input=payload, capture_output=True, text=True, cwd=root, check=False,
-                             env={"PATH": "/usr/bin:/bin", "HOME": str(root)})
-    assert without.returncode == 2 and "fail closed" in without.stderr and "not installed" in without.stderr
 
 
 @pytest.mark.parametrize("assistant", ["claude", "copilot"])

@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Entry point of ``hp-agent``.
 
-Every module in ``hp_agent.commands`` that defines ``cli_group`` (a click command or group) is
-added as a subcommand, so new groups never edit this file.
+Every module in ``hp_agent.commands`` that defines ``cli_group`` (a click command or group) is a
+subcommand named after the module (``gate_doctor`` -> ``gate-doctor``), so new groups never edit this
+file. Modules are imported only when their command runs; ``--help`` lists them from their docstrings.
+``hp-agent hook ...`` takes a fast path that imports neither click nor the command modules.
 
 Exit codes (all commands): 0 success, 1 the check or action failed (findings reported),
 2 usage error or refused action (bad input, policy refusal), 3 internal error.
@@ -12,39 +14,102 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 import sys
-
-import click
+from pathlib import Path
 
 from hp_agent import __version__
 from hp_agent import commands as _commands_pkg
 
-
-def _load_groups(root: click.Group) -> None:
-    for info in sorted(pkgutil.iter_modules(_commands_pkg.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{_commands_pkg.__name__}.{info.name}")
-        group = getattr(module, "cli_group", None)
-        if isinstance(group, click.Command):
-            root.add_command(group)
+SETUP_MESSAGE = ("hp-agent: the repository's environment is not set up ({missing} is missing); run `make install` "
+                 "in the repository root (hooks keep working meanwhile: `hp-agent hook ...`)")
+_DOC_RE = re.compile(r'"""(?P<first>[^\n]*)')
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="hp-agent")
-def cli() -> None:
-    """hp-agent: the hyper-parallel agent layer (rules, hooks, sync, checks, gate, dist-op, git, gate-doctor).
-
-    \b
-    Exit codes: 0 ok, 1 findings/failure, 2 usage error or refused, 3 internal error.
-    """
+def command_modules() -> dict[str, str]:
+    """Command name -> module name of every command module (without importing them)."""
+    return {info.name.replace("_", "-"): info.name for info in pkgutil.iter_modules(_commands_pkg.__path__)
+            if not info.name.startswith("_")}
 
 
-_load_groups(cli)
+def short_help(module: str) -> str:
+    """First line of a command module's docstring, without its ``hp-agent x``: prefix (read, not imported)."""
+    path = Path(_commands_pkg.__path__[0]) / f"{module}.py"
+    m = _DOC_RE.search(path.read_text(encoding="utf-8"))
+    text = m["first"].strip().rstrip('"') if m else ""
+    return re.sub(r"^``hp-agent [\w -]+``:\s*", "", text)
+
+
+def _build():
+    import click  # pylint: disable=import-outside-toplevel
+
+    class LazyGroup(click.Group):
+        """A group whose subcommands are imported when used."""
+
+        def list_commands(self, ctx: click.Context) -> list[str]:
+            return sorted(command_modules())
+
+        def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+            module_name = command_modules().get(cmd_name)
+            if module_name is None:
+                return None
+            module = importlib.import_module(f"{_commands_pkg.__name__}.{module_name}")
+            group = getattr(module, "cli_group", None)
+            return group if isinstance(group, click.Command) else None
+
+        def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+            rows = [(name, short_help(module)) for name, module in sorted(command_modules().items())]
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+    @click.version_option(__version__, prog_name="hp-agent")
+    def root() -> None:
+        """hp-agent: the hyper-parallel agent layer (rules, hooks, sync, checks, gate, dist-op, git, gate-doctor).
+
+        \b
+        Exit codes: 0 ok, 1 findings/failure, 2 usage error or refused, 3 internal error.
+        """
+
+    return root
+
+
+_GROUP: list = []
+
+
+def get_cli():
+    """The click group (built on first call)."""
+    if not _GROUP:
+        _GROUP.append(_build())
+    return _GROUP[0]
+
+
+def __getattr__(name: str):
+    if name == "cli":
+        return get_cli()
+    raise AttributeError(name)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args and args[0] == "hook":
+        from hp_agent.hooks.entry import USAGE, run_hook_argv  # pylint: disable=import-outside-toplevel
+        code = run_hook_argv(args[1:])
+        if code is not None:
+            return code
+        try:
+            import click  # noqa: F401  # pylint: disable=import-outside-toplevel,unused-import
+        except ImportError:
+            print(USAGE, file=sys.stderr)
+            return 2
     try:
-        cli.main(args=argv, prog_name="hp-agent", standalone_mode=True)
+        group = get_cli()
+    except ImportError as exc:
+        print(SETUP_MESSAGE.format(missing=exc.name), file=sys.stderr)
+        return 2
+    try:
+        group.main(args=args, prog_name="hp-agent", standalone_mode=True)
     except SystemExit as exc:  # click exits through SystemExit
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     return 0

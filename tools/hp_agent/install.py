@@ -1,14 +1,22 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""``hp-agent install``: git hooks (commit-msg, pre-push, pre-commit) and ``.pre-commit-config.yaml``.
+"""``hp-agent install``: git hooks (commit-msg, pre-push, pre-commit), ``.pre-commit-config.yaml`` and,
+with ``--launcher``, an ``hp-agent`` launcher on the user's PATH (``make install`` does all three).
 
 Idempotent. A foreign hook already in place is never lost: it is moved to ``<hook>.local`` (or, when that
 name is taken by different content, to ``<hook>.backup-<UTC timestamp>``) and our hook chains to
-``<hook>.local`` after its own check passed. The hooks fail closed: without hp-agent they refuse.
+``<hook>.local`` after its own check passed.
+
+The hooks directory is shared by every work tree of a clone (``git worktree``), so a hook resolves
+hp-agent from the work tree git runs it in: ``<top>/.agent/bin/hp-agent`` (which finds that tree's or the
+clone's environment), else ``<top>/.venv/bin/hp-agent``, the clone's ``.venv``, ``hp-agent`` on PATH.
+The hook text is the same for every work tree (installing from another one changes nothing). The hooks
+fail closed: without hp-agent they refuse, naming what to run.
 """
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import shutil
 import stat
 import subprocess
@@ -24,15 +32,33 @@ PRE_COMMIT_CONFIG = ".pre-commit-config.yaml"
 
 _SCRIPT = """#!/bin/sh
 {managed}: {name} (installed by `hp-agent install`; run it again to update).
+# Worktrees share this directory: use the hp-agent of the work tree git runs this hook in.
 # Fail closed: when hp-agent cannot be found the hook refuses instead of letting the action through.
-HP_AGENT="{hp_agent}"
-[ -x "$HP_AGENT" ] || HP_AGENT="$(command -v hp-agent 2>/dev/null)"
-if [ -z "$HP_AGENT" ] || [ ! -x "$HP_AGENT" ]; then
-    echo "hp-agent {name}: hp-agent not found (expected {hp_agent}); run 'make install'. Refusing (fail closed)." >&2
+top="$(git rev-parse --show-toplevel 2>/dev/null)"
+common="$(git rev-parse --path-format=absolute --git-common-dir 2>/dev/null)"
+HP_AGENT=""
+for cand in "$top/.agent/bin/hp-agent" "$top/.venv/bin/hp-agent" "${{common%/.git}}/.venv/bin/hp-agent" \\
+            {fallback}"$(command -v hp-agent 2>/dev/null)"; do
+    if [ -n "$cand" ] && [ -x "$cand" ]; then HP_AGENT="$cand"; break; fi
+done
+if [ -z "$HP_AGENT" ]; then
+    echo "hp-agent {name}: hp-agent not found in $top (.agent/bin, .venv) nor on PATH; run 'make install'." \\
+         "Refusing (fail closed)." >&2
     exit 1
 fi
 LOCAL_HOOK="$(dirname "$0")/{name}.local"
 {body}
+"""
+LAUNCHER_MARK = "# hp-agent launcher"
+_LAUNCHER = """#!/bin/sh
+{mark} (installed by `make install` / `hp-agent install --launcher`; identical for every clone).
+# Runs the hp-agent of the git work tree you are in, through its .agent/bin/hp-agent shim.
+top="$(git rev-parse --show-toplevel 2>/dev/null)"
+if [ -z "$top" ] || [ ! -x "$top/.agent/bin/hp-agent" ]; then
+    echo "hp-agent: not inside a hyper-parallel work tree (no .agent/bin/hp-agent under '${{top:-$PWD}}')" >&2
+    exit 2
+fi
+exec "$top/.agent/bin/hp-agent" "$@"
 """
 _BODY_PLAIN = """"$HP_AGENT" hook {name} "$@" || exit $?
 if [ -x "$LOCAL_HOOK" ]; then
@@ -66,6 +92,9 @@ class InstallResult:
     unchanged: list[str] = field(default_factory=list)
     kept: dict[str, str] = field(default_factory=dict)
     config: str = ""
+    launcher: str = ""
+    launcher_path: str = ""
+    launcher_on_path: bool = False
 
 
 def hooks_dir(root: Path) -> Path:
@@ -76,19 +105,49 @@ def hooks_dir(root: Path) -> Path:
     return path if path.is_absolute() else (root / path).resolve()
 
 
-def find_hp_agent(root: Path) -> str:
-    """The hp-agent executable the hooks should call (the repo venv first, then PATH, then ours)."""
-    for candidate in (root / ".venv" / "bin" / "hp-agent", shutil.which("hp-agent"),
-                      Path(sys.executable).with_name("hp-agent")):
+SHIM = Path(".agent") / "bin" / "hp-agent"
+
+
+def find_hp_agent() -> str | None:
+    """The hp-agent executable running now (next to the interpreter, else on PATH)."""
+    for candidate in (Path(sys.executable).with_name("hp-agent"), shutil.which("hp-agent")):
         if candidate and Path(candidate).is_file():
-            return str(Path(candidate).resolve())
-    raise FileNotFoundError("hp-agent executable not found (run 'make install')")
+            return str(Path(candidate).absolute())
+    return None
 
 
-def hook_script(name: str, hp_agent: str) -> str:
-    """The text of our ``name`` hook calling ``hp_agent``."""
+def hook_script(name: str, fallback: str | None = None) -> str:
+    """The text of our ``name`` hook; ``fallback`` (an absolute hp-agent path) is tried before PATH.
+
+    In a hyper-parallel clone (which has ``.agent/bin/hp-agent``) no fallback is written, so the hook
+    text is the same whichever work tree installs it.
+    """
     body = (_BODY_STDIN if name == "pre-push" else _BODY_PLAIN).format(name=name)
-    return _SCRIPT.format(managed=MANAGED, name=name, hp_agent=hp_agent, body=body)
+    extra = f'"{fallback}" ' if fallback else ""
+    return _SCRIPT.format(managed=MANAGED, name=name, body=body, fallback=extra)
+
+
+def launcher_script() -> str:
+    """The text of the ``hp-agent`` launcher."""
+    return _LAUNCHER.format(mark=LAUNCHER_MARK)
+
+
+def install_launcher(bin_dir: Path) -> str:
+    """Write the launcher to ``bin_dir/hp-agent``: ``written``, ``unchanged`` or ``kept`` (a foreign file there)."""
+    path = Path(bin_dir) / "hp-agent"
+    text = launcher_script()
+    if path.exists() or path.is_symlink():
+        current = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+        if LAUNCHER_MARK not in current:
+            return "kept"
+        if current == text:
+            return "unchanged"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(".hp-agent.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.chmod(0o755)
+    tmp.replace(path)
+    return "written"
 
 
 def _keep_foreign(path: Path, res: InstallResult) -> None:
@@ -102,9 +161,9 @@ def _keep_foreign(path: Path, res: InstallResult) -> None:
     res.kept[str(path)] = str(target)
 
 
-def _install_hook(directory: Path, name: str, hp_agent: str, res: InstallResult) -> None:
+def _install_hook(directory: Path, name: str, res: InstallResult, fallback: str | None) -> None:
     path = directory / name
-    text = hook_script(name, hp_agent)
+    text = hook_script(name, fallback)
     if path.exists():
         current = path.read_text(encoding="utf-8", errors="replace")
         if MANAGED not in current:
@@ -136,14 +195,24 @@ def write_pre_commit_config(root: Path) -> str:
     return "merged" if existed else "written"
 
 
-def install(root: Path, with_config: bool = True) -> InstallResult:
-    """Install the three git hooks (and the pre-commit config) into the repository at ``root``."""
+def default_bin_dir() -> Path:
+    """Where the launcher goes: ``$XDG_BIN_HOME`` or ``~/.local/bin``."""
+    return Path(os.environ.get("XDG_BIN_HOME") or Path.home() / ".local" / "bin")
+
+
+def install(root: Path, with_config: bool = True, launcher_dir: Path | None = None) -> InstallResult:
+    """Install the three git hooks (the pre-commit config, and the launcher into ``launcher_dir``)."""
     directory = hooks_dir(root)
     directory.mkdir(parents=True, exist_ok=True)
-    hp_agent = find_hp_agent(root)
     res = InstallResult(hooks_dir=str(directory))
+    fallback = None if (Path(root) / SHIM).is_file() else find_hp_agent()
     for name in HOOKS:
-        _install_hook(directory, name, hp_agent, res)
+        _install_hook(directory, name, res, fallback)
     if with_config:
         res.config = write_pre_commit_config(root)
+    if launcher_dir is not None:
+        res.launcher = install_launcher(launcher_dir)
+        res.launcher_path = str(Path(launcher_dir) / "hp-agent")
+        on_path = [Path(p).resolve() for p in os.environ.get("PATH", "").split(os.pathsep) if p]
+        res.launcher_on_path = Path(launcher_dir).resolve() in on_path
     return res

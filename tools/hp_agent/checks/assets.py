@@ -9,7 +9,7 @@ import shlex
 from pathlib import Path
 
 from hp_agent.assets import AGENT_DIR, AssetError, Assets, load_assets
-from hp_agent.checks.findings import Finding
+from hp_agent.findings import Finding
 from hp_agent.hooks.protocol import CANONICAL_EVENTS
 from hp_agent.rules import check_rules
 
@@ -76,12 +76,12 @@ def resolve_cli(run: str, allow_group: bool = False) -> str | None:
     """
     import click
 
-    from hp_agent.cli import cli
+    from hp_agent.cli import get_cli
 
     words = shlex.split(run)
     if not words or words[0] != "hp-agent":
         return f"run {run!r} must start with 'hp-agent'"
-    command: click.Command = cli
+    command: click.Command = get_cli()
     path = ["hp-agent"]
     skip_value = False
     for word in words[1:]:
@@ -94,7 +94,7 @@ def resolve_cli(run: str, allow_group: bool = False) -> str | None:
                 return f"'{' '.join(path)}' has no option {word!r}"
             skip_value = takes
         elif isinstance(command, click.Group):
-            sub = command.commands.get(word)
+            sub = command.get_command(click.Context(command), word)
             if sub is None:
                 return f"'{' '.join(path)}' has no subcommand {word!r}"
             command, path = sub, [*path, word]

@@ -2,23 +2,23 @@
 # SPDX-License-Identifier: Apache-2.0
 """Commit message policy: Conventional Commits header and no third-party AI attribution.
 
-The list of known assistants lives in ``data/ai_attribution.yaml`` (data, not code); see that file for the
-matching rules. :func:`check_commit_message` is the single entry point used by the ``commit-msg`` git hook,
+The list of known assistants lives in ``data/ai_attribution.toml`` (data, not code; read with the standard
+library's ``tomllib`` so the check runs without the repository's environment); see that file for the matching
+rules. :func:`check_commit_message` is the single entry point used by the ``commit-msg`` git hook,
 ``hp-agent check commit-msg`` and autogit.
 """
 from __future__ import annotations
 
 import functools
 import re
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import yaml
 
 TYPES = ("feat", "fix", "refactor", "perf", "test", "docs", "chore", "ci", "build", "style", "revert")
 MAX_HEADER = 100
 MAX_BODY_LINE = 100
-REGISTRY_PATH = Path(__file__).with_name("data") / "ai_attribution.yaml"
+REGISTRY_PATH = Path(__file__).with_name("data") / "ai_attribution.toml"
 
 _HEADER_RE = re.compile(r"^(?P<type>[a-z]+)(?:\((?P<scope>[^()\s][^()]*)\))?(?P<bang>!)?: (?P<subject>\S.*)$")
 _TRAILER_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9-]*)\s*:\s*(?P<value>.*)$")
@@ -71,7 +71,7 @@ def _agent_from(name: str, spec: dict) -> _Agent:
 @functools.lru_cache(maxsize=4)
 def load_registry(path: Path = REGISTRY_PATH) -> AttributionRegistry:
     """Load and validate the attribution registry at ``path`` (cached)."""
-    data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     if not isinstance(data, dict) or "agents" not in data:
         raise ValueError(f"{path}: expected a mapping with 'agents'")
     agents = [_agent_from("generic AI attribution", data.get("generic", {}))]
@@ -166,7 +166,7 @@ def check_commit_message(message: str) -> list[str]:
     Rules: a Conventional Commits header ``type(scope)!: subject`` (types feat, fix, refactor, perf, test,
     docs, chore, ci, build, style, revert), at most 100 characters, no trailing period; a blank line between
     header and body; body lines at most 100 characters except trailer lines and lone URLs; and no
-    third-party AI attribution (registry ``data/ai_attribution.yaml``). Human ``Co-authored-by`` is allowed.
+    third-party AI attribution (registry ``data/ai_attribution.toml``). Human ``Co-authored-by`` is allowed.
     """
     lines = clean_message(message)
     if not lines:

@@ -2,137 +2,603 @@
 # SPDX-License-Identifier: Apache-2.0
 """Checks on a shell command an assistant is about to run (the ``before-shell`` hook).
 
-Blocked: bypassing git hooks (``--no-verify``, ``-n`` on commit, ``core.hooksPath`` overrides), a force push
-without a lease (``--force``, ``-f``, ``+refspec``), deleting or force-pushing a protected branch, and
-``git commit -m`` messages that break the commit message policy (checked before the commit runs).
+The command line is parsed as a shell would (:mod:`hp_agent.checks.shparse`): every simple command it
+runs is checked, including those inside ``$(...)``, backticks, subshells, ``bash -c``/``sh -c`` strings,
+``eval`` and wrappers (``env``, ``sudo``, ``nohup``, ``timeout``, ``xargs``, ``command``, ``exec``...).
+
+Blocked:
+
+* bypassing the git hooks: ``--no-verify``, ``commit -n``, ``-c core.hooksPath=...``, ``git config core.hooksPath``;
+* any force push (``--force``, ``-f``, ``+refspec``, ``--force-with-lease``, ``--mirror``) or delete of a
+  protected branch (``main``, ``master``, ``release/*``), and a force push without a lease elsewhere;
+* a commit message that breaks the commit policy: ``-m``/``--message``, ``-F`` files, ``-F -`` fed by a
+  here-document, a here-string or ``echo ... |``, and ``$(cat <<EOF ... EOF)`` are all read; a message
+  only known at run time is left to the ``commit-msg`` git hook, and blocked when that hook is not installed.
+
+Destructive commands (``git reset --hard``, ``git checkout -- <paths>``/``-f``, ``git restore <paths>``,
+``git switch -f``, ``git clean -f``, ``rm -r`` of the repository or its ``.git``) are allowed only when
+they would lose nothing (the files they discard are clean) and after a backup branch of HEAD was written;
+otherwise they need the user's approval (``ask`` where the assistant supports it, a block elsewhere).
+Removing ``.git`` or the whole repository always needs approval.
 """
 from __future__ import annotations
 
-import re
-import shlex
+import dataclasses
+import datetime as _dt
+import os
+import posixpath
+import subprocess
+from pathlib import Path
+from typing import Iterator
 
-from hp_agent.checks.commit_msg import check_commit_message
 from hp_agent.checks.pre_push import is_protected
+from hp_agent.checks.shparse import Command, ShellSyntaxError, Word, parse_commands
 
-_SEPARATORS = {";", "&&", "||", "|", "&", "\n"}
-_DYNAMIC = re.compile(r"\$\(|`|\$\{?[A-Za-z_]")
-
-
-def _segments(command: str) -> list[list[str]]:
-    """Split a shell command line into simple commands (tokens), at ; && || | &."""
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|\n")
-    lexer.whitespace = " \t\r"
-    lexer.whitespace_split = True
-    segments, current = [], []
-    for tok in lexer:
-        if tok in _SEPARATORS or set(tok) <= set(";&|\n"):
-            if current:
-                segments.append(current)
-            current = []
-        else:
-            current.append(tok)
-    if current:
-        segments.append(current)
-    return segments
+MAX_DEPTH = 4
+SHELLS = {"sh", "bash", "zsh", "dash", "ksh", "ash"}
+_SIMPLE_WRAPPERS = {"nohup", "builtin", "time", "nice", "stdbuf", "doas", "sudo", "command", "exec", "timeout",
+                    "xargs", "env"}
+_WRAPPER_ARG_OPTS = {"sudo": {"-u", "-g", "-p", "-C", "-D", "-h", "-U", "-r", "-t", "-T"},
+                     "doas": {"-u", "-C"}, "nice": {"-n"}, "stdbuf": {"-i", "-o", "-e"}, "exec": {"-a"},
+                     "timeout": {"-s", "-k", "--signal", "--kill-after"},
+                     "xargs": {"-I", "-n", "-P", "-d", "-L", "-s", "-E", "-a", "--delimiter", "--max-args",
+                               "--max-procs", "--replace", "--arg-file"},
+                     "env": {"-u", "-C", "--unset", "--chdir", "-S", "--split-string"}}
+_GIT_ARG_OPTS = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--config-env",
+                 "--super-prefix"}
+_COMMIT_ARG_SHORT = set("mFCctSu")
+_COMMIT_ARG_LONG = {"--message", "--file", "--reuse-message", "--reedit-message", "--template", "--fixup",
+                    "--squash", "--author", "--date", "--cleanup", "--trailer", "--pathspec-from-file"}
+_PUSH_ARG_OPTS = {"-o", "--push-option", "--repo", "--receive-pack", "--exec"}
+SETUP_HINT = "run `make install` (sets up .venv and installs the git hooks)"
 
 
-def _git_args(tokens: list[str]) -> list[str] | None:
-    """The arguments after ``git`` (global options skipped), or None when the command is not git."""
-    i = 0
-    while i < len(tokens) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", tokens[i]):
-        i += 1  # VAR=value prefixes
-    if i >= len(tokens) or tokens[i].rsplit("/", 1)[-1] != "git":
-        return None
-    args = tokens[i + 1:]
-    out, j = [], 0
-    while j < len(args):
-        if args[j] in ("-C", "-c", "--git-dir", "--work-tree") and j + 1 < len(args):
-            if args[j] == "-c" and args[j + 1].lower().startswith("core.hookspath"):
-                return ["__hookspath_override__"]
-            j += 2
+@dataclasses.dataclass
+class Verdict:
+    """What to do with a command line: reasons to block, reasons to ask the user, notes (e.g. a backup)."""
+
+    blocks: list[str] = dataclasses.field(default_factory=list)
+    asks: list[str] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def decision(self) -> str:
+        """``block``, ``ask`` or ``allow``."""
+        return "block" if self.blocks else ("ask" if self.asks else "allow")
+
+
+class GitContext:
+    """The few facts about the repository the guard needs, read lazily with git (cached per directory)."""
+
+    def __init__(self, cwd: str | None = None, now: _dt.datetime | None = None) -> None:
+        self.cwd = cwd or os.getcwd()
+        self.now = now
+        self._cache: dict[tuple, object] = {}
+
+    def _git(self, cwd: str, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False,
+                              env=dict(os.environ, LC_ALL="C", GIT_OPTIONAL_LOCKS="0"))
+
+    def resolve(self, cwd: str | None) -> str:
+        """An absolute directory for a command's (possibly relative) working directory."""
+        if cwd is None:
+            return self.cwd
+        return os.path.normpath(cwd if os.path.isabs(cwd) else os.path.join(self.cwd, cwd))
+
+    def _cached(self, key: tuple, *args: str) -> subprocess.CompletedProcess:
+        if key not in self._cache:
+            self._cache[key] = self._git(key[-1], *args)
+        return self._cache[key]  # type: ignore[return-value]
+
+    def toplevel(self, cwd: str) -> str | None:
+        """The work tree root of ``cwd`` (None outside a repository)."""
+        proc = self._cached(("top", cwd), "rev-parse", "--show-toplevel")
+        return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+    def branch(self, cwd: str) -> str | None:
+        """The checked-out branch (None when detached or outside a repository)."""
+        proc = self._cached(("branch", cwd), "symbolic-ref", "--quiet", "--short", "HEAD")
+        return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+    def has_commit_msg_hook(self, cwd: str) -> bool:
+        """True when the repository's ``commit-msg`` hook is installed and executable."""
+        proc = self._cached(("hook", cwd), "rev-parse", "--git-path", "hooks/commit-msg")
+        if proc.returncode != 0:
+            return False
+        path = Path(proc.stdout.strip())
+        path = path if path.is_absolute() else Path(cwd) / path
+        return path.is_file() and os.access(path, os.X_OK)
+
+    def would_lose(self, cwd: str, kind: str) -> list[str]:
+        """Paths whose content ``kind`` (tracked | untracked | ignored) would discard."""
+        args = ["status", "--porcelain=v1", "--untracked-files=all" if kind != "tracked" else "--untracked-files=no"]
+        if kind == "ignored":
+            args.append("--ignored=matching")
+        proc = self._git(cwd, *args)
+        if proc.returncode != 0:
+            return [f"(git status failed: {proc.stderr.strip()})"]
+        lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+        if kind == "untracked":
+            lines = [ln for ln in lines if ln.startswith("??")]
+        elif kind == "ignored":
+            lines = [ln for ln in lines if ln.startswith(("??", "!!"))]
+        return [ln[3:] for ln in lines]
+
+    def backup_head(self, cwd: str) -> str | None:
+        """Write ``backup/<branch>/<UTC timestamp>`` at HEAD; return its name (None without a commit)."""
+        head = self._git(cwd, "rev-parse", "--verify", "--quiet", "HEAD^{commit}").stdout.strip()
+        if not head:
+            return None
+        stamp = (self.now or _dt.datetime.now(_dt.timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+        name = f"backup/{self.branch(cwd) or 'detached'}/{stamp}"
+        suffix = 1
+        while self._git(cwd, "rev-parse", "--verify", "--quiet", f"refs/heads/{name}").returncode == 0:
+            suffix += 1
+            name = f"backup/{self.branch(cwd) or 'detached'}/{stamp}-{suffix}"
+        proc = self._git(cwd, "update-ref", f"refs/heads/{name}", head, "")
+        return name if proc.returncode == 0 else None
+
+
+# -- unwrapping -----------------------------------------------------------------------------------------
+def _skip_options(words: list[Word], start: int, arg_opts: set[str]) -> int:
+    """Index of the first non-option word after ``start`` (options in ``arg_opts`` take a value)."""
+    i = start
+    while i < len(words):
+        value = words[i].value or ""
+        if value == "--":
+            return i + 1
+        if not value.startswith("-") or value == "-":
+            return i
+        i += 2 if value in arg_opts else 1
+    return i
+
+
+def _shell_script(words: list[Word]) -> Word | None:
+    """The command string of ``bash -c STRING`` (any flag cluster holding ``c``), else None."""
+    seen_c = False
+    i = 1
+    while i < len(words):
+        value = words[i].value
+        if value is None:
+            return words[i] if seen_c else None
+        if value.startswith("-") and not value.startswith("--") and len(value) > 1:
+            seen_c = seen_c or "c" in value[1:]
+            i += 2 if value in ("-o", "-O") else 1
             continue
-        if args[j].startswith("-") and not out:
-            j += 1
+        if value.startswith("--"):
+            i += 1
             continue
-        out = args[j:]
-        break
-    return out
-
-
-def _commit_messages(args: list[str]) -> list[str]:
-    messages = []
-    for k, a in enumerate(args):
-        if a in ("-m", "--message") and k + 1 < len(args):
-            messages.append(args[k + 1])
-        elif a.startswith("--message="):
-            messages.append(a.split("=", 1)[1])
-        elif a.startswith("-m") and len(a) > 2 and not a.startswith("--"):
-            messages.append(a[2:])
-    return messages
-
-
-def _skips_hooks(args: list[str]) -> bool:
-    short = [a for a in args[1:] if a.startswith("-") and not a.startswith("--")]
-    return "--no-verify" in args or any(re.fullmatch(r"-[a-zA-Z]*n[a-zA-Z]*", a) for a in short)
-
-
-def _commit_problems(args: list[str]) -> list[str]:
-    problems = []
-    if _skips_hooks(args):
-        problems.append("`git commit --no-verify`/`-n` skips the repository's commit checks; commit without it")
-    messages = _commit_messages(args)
-    # A message built by the shell ($(...), `...`, $VAR: e.g. a heredoc) cannot be known here; the
-    # commit-msg git hook checks it when the commit runs.
-    if messages and not any(_DYNAMIC.search(m) for m in messages):
-        problems.extend(f"commit message: {p}" for p in check_commit_message("\n\n".join(messages)))
-    return problems
-
-
-def _is_forced(args: list[str]) -> bool:
-    return any(a in ("--force", "-f") or re.fullmatch(r"-[a-zA-Z]*f[a-zA-Z]*", a) for a in args)
-
-
-def _refspec_problem(spec: str, deleting: bool, forced: bool) -> str | None:
-    dst = (spec.split(":", 1)[1] if ":" in spec else spec).lstrip("+").removeprefix("refs/heads/")
-    if not is_protected(dst):
-        return None
-    if deleting or spec.startswith(":"):
-        return f"deleting protected branch '{dst}' is not allowed"
-    if spec.startswith("+") or forced:
-        return f"force-pushing protected branch '{dst}' is not allowed; open a PR instead"
+        return words[i] if seen_c else None
     return None
 
 
-def _push_problems(args: list[str]) -> list[str]:
-    problems = []
-    if "--no-verify" in args:
-        problems.append("`git push --no-verify` skips the pre-push policy; push without it")
-    forced = _is_forced(args)
-    refspecs = [a for a in args[1:] if not a.startswith("-")][1:]
-    deleting = "--delete" in args or "-d" in args
-    problems.extend(p for p in (_refspec_problem(s, deleting, forced) for s in refspecs) if p)
-    unleased = not any(a.startswith("--force-with-lease") for a in args)
-    if (forced or any(s.startswith("+") for s in refspecs)) and unleased and not problems:
-        problems.append("force push without a lease can destroy others' work; "
-                        "use `git push --force-with-lease=<branch>:<expected sha>`")
-    return problems
+def _env_chdir(words: list[Word], cwd: str | None) -> str | None:
+    for i, word in enumerate(words[:-1]):
+        if word.value in ("-C", "--chdir") and words[i + 1].value:
+            return posixpath.join(cwd or ".", words[i + 1].value)
+    return cwd
 
 
-def check_shell_command(command: str) -> list[str]:
-    """Return the reasons to block ``command`` (empty: allowed). Unparsable input is blocked."""
-    try:
-        segments = _segments(command)
-    except ValueError as exc:
-        return [f"cannot parse the shell command ({exc}); refusing to guess what it does"]
-    problems = []
-    for tokens in segments:
-        args = _git_args(tokens)
-        if not args:
+def _unwrap_once(cmd: Command) -> tuple[list[Word], str | None] | None:
+    """Strip one wrapper (``env``, ``sudo``, ...) from ``cmd``; None when it is not a wrapper."""
+    name = cmd.name
+    if name not in _SIMPLE_WRAPPERS:
+        return None
+    words = cmd.words
+    if name == "command" and any(w.value in ("-v", "-V") for w in words[1:2]):
+        return [], cmd.cwd  # a lookup, not a run
+    start = _skip_options(words, 1, _WRAPPER_ARG_OPTS.get(name, set()))
+    cwd = _env_chdir(words, cmd.cwd) if name == "env" else cmd.cwd
+    if name == "env":
+        while start < len(words) and words[start].value and "=" in words[start].value \
+                and not words[start].value.startswith("="):
+            start += 1
+    if name == "timeout" and start < len(words):
+        start += 1  # the duration
+    rest = words[start:]
+    if name == "xargs":
+        rest = rest + [Word(None, "<xargs input>")]
+    return rest, cwd
+
+
+def expand(cmd: Command, depth: int = 0) -> Iterator[tuple[Command, int]]:
+    """Yield the commands ``cmd`` really runs: wrappers stripped, ``bash -c``/``eval`` strings parsed."""
+    current = cmd
+    for _ in range(8):
+        unwrapped = _unwrap_once(current)
+        if unwrapped is None:
+            break
+        words, cwd = unwrapped
+        if not words:
+            return
+        current = dataclasses.replace(current, words=words, cwd=cwd)
+    script = None
+    if current.name in SHELLS:
+        script = _shell_script(current.words)
+    elif current.name == "eval":
+        parts = [w.value for w in current.words[1:]]
+        script = Word(None if None in parts else " ".join(p for p in parts if p is not None), "eval")
+    if script is None:
+        yield current, depth
+        return
+    yield from _expand_script(script, current, depth)
+
+
+def _expand_script(script: Word, parent: Command, depth: int) -> Iterator[tuple[Command, int]]:
+    if script.value is None or depth >= MAX_DEPTH:
+        yield dataclasses.replace(parent, words=[Word("__opaque_script__", script.raw)]), depth
+        return
+    for inner in parse_commands(script.value):
+        cwd = inner.cwd if inner.cwd and os.path.isabs(inner.cwd) else (
+            posixpath.join(parent.cwd, inner.cwd) if parent.cwd and inner.cwd else (inner.cwd or parent.cwd))
+        yield from expand(dataclasses.replace(inner, cwd=cwd), depth + 1)
+
+
+# -- git --------------------------------------------------------------------------------------------------
+def git_invocation(cmd: Command) -> tuple[list[Word], str | None, list[str]] | None:
+    """``(subcommand words, cwd, -c settings)`` when ``cmd`` runs git, else None."""
+    if cmd.name != "git":
+        return None
+    words, cwd, configs = cmd.words[1:], cmd.cwd, []
+    i = 0
+    while i < len(words):
+        value = words[i].value or ""
+        if not value.startswith("-"):
+            break
+        key, eq, inline = value.partition("=")
+        arg = inline if eq else (words[i + 1].value if i + 1 < len(words) else "")
+        if key == "-C" and arg:
+            cwd = arg if arg.startswith("/") else posixpath.join(cwd or ".", arg)
+        elif key in ("-c", "--config-env"):
+            configs.append(arg or "")
+        i += (1 if eq or key not in _GIT_ARG_OPTS else 2)
+    return words[i:], cwd, configs
+
+
+def _hooks_path_override(configs: list[str]) -> bool:
+    return any(c.lower().startswith("core.hookspath") for c in configs)
+
+
+def _short_cluster(value: str, arg_letters: set[str]) -> tuple[set[str], str | None, str | None]:
+    """Letters of a short-option cluster, the letter taking a value and its inline value (if any)."""
+    letters: set[str] = set()
+    for k, ch in enumerate(value[1:], start=1):
+        letters.add(ch)
+        if ch in arg_letters:
+            return letters, ch, value[k + 1:] or None
+    return letters, None, None
+
+
+@dataclasses.dataclass
+class _CommitArgs:
+    no_verify: bool = False
+    messages: list[str | None] = dataclasses.field(default_factory=list)
+    files: list[str | None] = dataclasses.field(default_factory=list)
+    reuse: bool = False
+    amend: bool = False
+
+
+def _commit_arg(args: _CommitArgs, opt: str, value: str | None) -> None:
+    if opt in ("m", "--message"):
+        args.messages.append(value)
+    elif opt in ("F", "--file"):
+        args.files.append(value)
+    elif opt in ("C", "c", "--reuse-message", "--reedit-message", "--fixup", "--squash"):
+        args.reuse = True
+
+
+def parse_commit(words: list[Word]) -> _CommitArgs:
+    """The options of ``git commit`` that matter to the guard."""
+    args = _CommitArgs()
+    i = 1
+    while i < len(words):
+        value = words[i].value
+        nxt = words[i + 1].value if i + 1 < len(words) else None
+        i += 1
+        if value is None or not value.startswith("-") or value == "-":
             continue
-        if args[0] == "__hookspath_override__":
-            problems.append("overriding core.hooksPath on the command line bypasses the repository's git hooks")
-        elif args[0] == "commit":
-            problems.extend(_commit_problems(args))
-        elif args[0] == "push":
-            problems.extend(_push_problems(args))
-    return problems
+        if value == "--":
+            break
+        if value.startswith("--"):
+            key, eq, inline = value.partition("=")
+            args.no_verify |= key == "--no-verify"
+            args.amend |= key == "--amend"
+            if key in _COMMIT_ARG_LONG:
+                _commit_arg(args, key, inline if eq else nxt)
+                i += 0 if eq else 1
+            continue
+        letters, opt, inline = _short_cluster(value, _COMMIT_ARG_SHORT)
+        args.no_verify |= "n" in letters
+        if opt:
+            _commit_arg(args, opt, inline if inline is not None else nxt)
+            i += 0 if inline is not None else 1
+    return args
+
+
+class Guard:
+    """Evaluates a command line against the policy (see the module docstring)."""
+
+    def __init__(self, ctx: GitContext, bootstrap: bool = False) -> None:
+        self.ctx = ctx
+        self.bootstrap = bootstrap
+        self.verdict = Verdict()
+
+    def block(self, text: str) -> None:
+        """Add a reason to block (once)."""
+        if text not in self.verdict.blocks:
+            self.verdict.blocks.append(text)
+
+    def check(self, command: str) -> Verdict:
+        """Evaluate ``command``."""
+        try:
+            commands = parse_commands(command)
+        except ShellSyntaxError as exc:
+            self.block(f"cannot parse the shell command ({exc}); refusing to guess what it does")
+            return self.verdict
+        for top in commands:
+            for cmd, _depth in expand(top):
+                self.check_one(cmd)
+        return self.verdict
+
+    def check_one(self, cmd: Command) -> None:
+        """Check one simple command."""
+        if cmd.words and cmd.words[0].value == "__opaque_script__":
+            self.block(f"the script given to a shell ({cmd.words[0].raw[:80]}) is built at run time or nested "
+                       "too deeply; it cannot be checked. Run the commands directly")
+            return
+        if cmd.name == "rm":
+            self.check_rm(cmd)
+            return
+        git = git_invocation(cmd)
+        if git is None:
+            return
+        words, cwd, configs = git
+        if _hooks_path_override(configs):
+            self.block("overriding core.hooksPath on the command line bypasses the repository's git hooks")
+        sub = words[0].value if words else None
+        handler = getattr(self, f"git_{(sub or '').replace('-', '_')}", None)
+        if handler is not None:
+            handler(words, dataclasses.replace(cmd, cwd=cwd))
+
+    # -- commit ----------------------------------------------------------------------------------------
+    def git_commit(self, words: list[Word], cmd: Command) -> None:
+        """Hook bypass and the commit message policy."""
+        args = parse_commit(words)
+        if args.no_verify:
+            self.block("`git commit --no-verify`/`-n` skips the repository's commit checks; commit without it")
+        message, known = self.commit_message(args, cmd)
+        if message is not None:
+            from hp_agent.checks.commit_msg import check_commit_message  # pylint: disable=import-outside-toplevel
+            for problem in check_commit_message(message):
+                self.block(f"commit message: {problem}")
+        elif not known and not args.reuse and not (args.amend and not args.messages and not args.files):
+            self.unknown_message(cmd)
+
+    def commit_message(self, args: _CommitArgs, cmd: Command) -> tuple[str | None, bool]:
+        """The message the commit will get when it is known now, and whether it is known."""
+        parts: list[str] = []
+        for value in args.messages:
+            if value is None:
+                return None, False
+            parts.append(value)
+        for value in args.files:
+            text = self.message_file(value, cmd)
+            if text is None:
+                return None, False
+            parts.append(text)
+        return ("\n\n".join(parts), True) if parts else (None, False)
+
+    def message_file(self, value: str | None, cmd: Command) -> str | None:
+        """Contents of ``-F VALUE``: stdin when ``-``, a readable file, else None (unknown)."""
+        if value is None:
+            return None
+        if value == "-":
+            return cmd.stdin if cmd.stdin_known else None
+        path = Path(self.ctx.resolve(cmd.cwd)) / value
+        try:
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def unknown_message(self, cmd: Command) -> None:
+        """A message only known at run time: fine when the commit-msg hook will check it."""
+        if self.bootstrap or not self.ctx.has_commit_msg_hook(self.ctx.resolve(cmd.cwd)):
+            self.block("the commit message is only known when the command runs and the repository's commit-msg "
+                       f"hook is not installed to check it; {SETUP_HINT}, or pass the message literally with -m")
+
+    # -- push ------------------------------------------------------------------------------------------
+    def git_push(self, words: list[Word], cmd: Command) -> None:
+        """Force pushes, deletes and hook bypasses."""
+        opts, positional = _push_args(words)
+        if "--no-verify" in opts:
+            self.block("`git push --no-verify` skips the pre-push policy; push without it")
+        hard = bool(opts & {"-f", "--force"})
+        lease = any(o.startswith("--force-with-lease") for o in opts)
+        deleting = bool(opts & {"-d", "--delete"})
+        if opts & {"--mirror", "--all"} and (hard or lease or "--mirror" in opts):
+            self.block("forced `git push --all/--mirror` would overwrite protected branches; push one branch")
+            return
+        refspecs = positional[1:] if positional else []
+        targets = self.push_targets(refspecs, cmd)
+        for spec, dst in targets:
+            self.check_push_target(spec, dst, hard or (spec or "").startswith("+"), lease, deleting)
+
+    def push_targets(self, refspecs: list[str | None], cmd: Command) -> list[tuple[str | None, str | None]]:
+        """``(refspec, destination branch)`` pairs; no refspec means the current branch."""
+        if not refspecs:
+            return [(None, self.ctx.branch(self.ctx.resolve(cmd.cwd)))]
+        out = []
+        for spec in refspecs:
+            if spec is None:
+                out.append((None, None))
+                continue
+            dst = (spec.split(":", 1)[1] if ":" in spec else spec).lstrip("+").removeprefix("refs/heads/")
+            if dst == "HEAD":
+                dst = self.ctx.branch(self.ctx.resolve(cmd.cwd))
+            out.append((spec, dst))
+        return out
+
+    def check_push_target(self, spec: str | None, dst: str | None, hard: bool, lease: bool,
+                          deleting: bool) -> None:
+        """The policy for one destination branch."""
+        forced = hard or lease
+        if dst is None:
+            if forced or deleting:
+                self.block("cannot tell which branch this forced push or delete targets (a variable or a detached "
+                           "HEAD); name the branch literally")
+            return
+        if is_protected(dst):
+            if deleting or (spec or "").startswith(":"):
+                self.block(f"deleting protected branch '{dst}' is not allowed")
+            elif forced:
+                kind = "with a lease " if lease and not hard else ""
+                self.block(f"force-pushing protected branch '{dst}' {kind}is not allowed; open a PR instead")
+            return
+        if hard and not lease:
+            self.block("force push without a lease can destroy others' work; "
+                       "use `git push --force-with-lease=<branch>:<expected sha>`")
+
+    # -- config ----------------------------------------------------------------------------------------
+    def git_config(self, words: list[Word], cmd: Command) -> None:
+        """Setting core.hooksPath switches the repository's hooks off."""
+        del cmd
+        values = [w.value or "" for w in words[1:]]
+        if "--unset" in values or "--unset-all" in values or "--get" in values:
+            return
+        plain = [v for v in values if not v.startswith("-")]
+        if len(plain) >= 2 and plain[0].lower() == "core.hookspath":
+            self.block("setting core.hooksPath switches off the repository's git hooks")
+
+    # -- destructive -----------------------------------------------------------------------------------
+    def git_reset(self, words: list[Word], cmd: Command) -> None:
+        """``git reset --hard`` discards tracked changes and moves HEAD."""
+        if any(w.value == "--hard" for w in words[1:]):
+            self.destructive(cmd, "`git reset --hard`", "tracked")
+
+    def git_checkout(self, words: list[Word], cmd: Command) -> None:
+        """``git checkout -- <paths>``, ``git checkout <tree> <paths>``, ``git checkout -f``."""
+        values = [w.value for w in words[1:]]
+        what = _checkout_discards(values, Path(self.ctx.resolve(cmd.cwd)))
+        if what:
+            self.destructive(cmd, what, "tracked")
+
+    def git_restore(self, words: list[Word], cmd: Command) -> None:
+        """``git restore <paths>`` discards worktree changes unless only ``--staged`` is given."""
+        values = [w.value or "" for w in words[1:]]
+        staged = any(v in ("--staged", "-S") for v in values)
+        worktree = any(v in ("--worktree", "-W") for v in values)
+        if worktree or not staged:
+            self.destructive(cmd, "`git restore`", "tracked")
+
+    def git_switch(self, words: list[Word], cmd: Command) -> None:
+        """``git switch -f``/``--discard-changes``."""
+        if any(w.value in ("-f", "--force", "--discard-changes") for w in words[1:]):
+            self.destructive(cmd, "`git switch --discard-changes`", "tracked")
+
+    def git_clean(self, words: list[Word], cmd: Command) -> None:
+        """``git clean -f`` deletes untracked files (``-x``/``-X``: ignored ones too, e.g. .venv)."""
+        letters: set[str] = set()
+        for w in words[1:]:
+            v = w.value or ""
+            if v.startswith("--"):
+                letters |= {"f"} if v == "--force" else ({"n"} if v == "--dry-run" else set())
+            elif v.startswith("-"):
+                letters |= set(v[1:])
+        if "f" not in letters or "n" in letters:
+            return
+        kind = "ignored" if letters & {"x", "X"} else "untracked"
+        self.destructive(cmd, "`git clean -f" + ("x`" if kind == "ignored" else "`"), kind)
+
+    def check_rm(self, cmd: Command) -> None:
+        """``rm -r`` of ``.git``, of the repository (or a parent of it), or of everything in it."""
+        values = [w.value for w in cmd.words[1:]]
+        if not _rm_recursive(values):
+            return
+        base = self.ctx.resolve(cmd.cwd)
+        top = self.ctx.toplevel(base) if os.path.isdir(base) else None
+        for value in (v for v in values if v and not v.startswith("-")):
+            target = os.path.normpath(os.path.join(base, os.path.expanduser(value)))
+            if _deletes_repo(value, target, top):
+                self.ask(f"`rm -r {value}` deletes the repository's history (.git); it cannot be undone")
+            elif top and value in ("*", "./*") and base == top:
+                self.destructive(cmd, f"`rm -r {value}`", "untracked")
+
+    def ask(self, text: str) -> None:
+        """A reason the user must approve."""
+        if text not in self.verdict.asks:
+            self.verdict.asks.append(text)
+
+    def destructive(self, cmd: Command, what: str, kind: str) -> None:
+        """Allow ``what`` only when it loses nothing, after a backup branch of HEAD; else ask."""
+        cwd = self.ctx.resolve(cmd.cwd)
+        if not os.path.isdir(cwd) or self.ctx.toplevel(cwd) is None:
+            return  # not in a git work tree: nothing of ours to protect
+        lost = self.ctx.would_lose(cwd, kind)
+        if lost:
+            shown = ", ".join(lost[:8]) + (f" and {len(lost) - 8} more" if len(lost) > 8 else "")
+            self.ask(f"{what} would discard uncommitted work ({shown}); commit it or run "
+                     "`git stash push --include-untracked` first, or let the user approve")
+            return
+        backup = self.ctx.backup_head(cwd)
+        self.verdict.notes.append(f"{what}: the working tree has nothing to lose"
+                                  + (f"; HEAD backed up as branch {backup}" if backup else ""))
+
+
+def _checkout_discards(values: list[str | None], base: Path) -> str | None:
+    """How a ``git checkout`` discards work (None when it only switches or creates a branch)."""
+    if any(v in ("-f", "--force") for v in values):
+        return "`git checkout --force`"
+    if "--" in values and values.index("--") < len(values) - 1:
+        return "`git checkout -- <paths>`"
+    if any(v in ("-b", "-B", "--orphan") for v in values):
+        return None
+    plain = [v for v in values if v is None or not v.startswith("-")]
+    if len(plain) >= 2 or any(v == "." or (v and (base / v).exists()) for v in plain):
+        return "`git checkout <paths>`"
+    return None
+
+
+def _deletes_repo(value: str, target: str, top: str | None) -> bool:
+    """True when ``rm -r value`` removes a ``.git`` directory or a directory holding the repository."""
+    if posixpath.basename(value.rstrip("/")) == ".git" or os.path.exists(os.path.join(target, ".git")):
+        return True
+    return bool(top) and (top == target or top.startswith(target + "/"))
+
+
+def _rm_recursive(values: list[str | None]) -> bool:
+    return any(v == "--recursive" or (v.startswith("-") and not v.startswith("--") and set(v[1:]) & {"r", "R"})
+               for v in values if v)
+
+
+def _push_args(words: list[Word]) -> tuple[set[str], list[str | None]]:
+    """Options (long ones without their ``=value``, short clusters split) and positional words of a push."""
+    opts: set[str] = set()
+    positional: list[str | None] = []
+    i = 1
+    while i < len(words):
+        value = words[i].value
+        i += 1
+        if value is None:
+            positional.append(None)
+        elif value.startswith("--"):
+            key = value.split("=", 1)[0]
+            opts.add(key if not key.startswith("--force-with-lease") else value)
+            i += 1 if key in _PUSH_ARG_OPTS and "=" not in value else 0
+        elif value.startswith("-") and len(value) > 1:
+            opts.update(f"-{ch}" for ch in value[1:])
+            i += 1 if value in _PUSH_ARG_OPTS else 0
+        else:
+            positional.append(value)
+    return opts, positional
+
+
+def evaluate(command: str, cwd: str | None = None, ctx: GitContext | None = None,
+             bootstrap: bool = False) -> Verdict:
+    """Evaluate ``command`` as run from ``cwd`` (see the module docstring)."""
+    return Guard(ctx or GitContext(cwd), bootstrap=bootstrap).check(command)
+
+
+def check_shell_command(command: str, cwd: str | None = None) -> list[str]:
+    """The reasons not to run ``command`` right away (blocks, then what needs the user's approval)."""
+    verdict = evaluate(command, cwd)
+    return verdict.blocks + verdict.asks

@@ -9,6 +9,10 @@ must parse to the same AST apart from the added annotations).
 
 Reports (not fixable mechanically): missing parameter/return annotations and missing docstrings on public
 modules, classes and functions, as ``path:line`` findings. Test files are exempt from the report.
+
+Diff-aware: given the set of lines a change touched (:func:`hp_agent.checks.difflines.changed_lines`), only
+those lines are fixed and reported (the license header only on a new file), so an edit is judged by what it
+introduced, not by problems the file already had. A syntax error is always reported.
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hp_agent.checks.findings import Finding
+from hp_agent.findings import Finding
 from hp_agent.license import has_license_header, license_header
 
 TEXT_SUFFIXES = {".py", ".pyi", ".yaml", ".yml", ".toml", ".cfg", ".ini", ".txt", ".sh", ".json", ".cpp", ".cc",
@@ -124,20 +128,22 @@ def _colon_offsets(source: str, funcs: list[ast.AST]) -> dict[int, tuple[int, in
     return result
 
 
-def add_none_returns(source: str) -> tuple[str, list[int]]:
-    """Add ``-> None`` to public functions that provably return nothing; return (new source, def lines)."""
+def add_none_returns(source: str, lines: set[int] | None = None) -> tuple[str, list[int]]:
+    """Add ``-> None`` to public functions that provably return nothing (whose ``def`` line is in ``lines``,
+    when given); return (new source, def lines)."""
     tree = ast.parse(source)
     targets = [n for n, _ in _public_defs(tree)
-               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and returns_nothing(n)]
+               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and returns_nothing(n)
+               and (lines is None or n.lineno in lines)]
     if not targets:
         return source, []
     colons = _colon_offsets(source, targets)
-    lines = source.splitlines(keepends=True)
+    src_lines = source.splitlines(keepends=True)
     for lineno in sorted(colons, reverse=True):
         row, col = colons[lineno]
-        line = lines[row - 1]
-        lines[row - 1] = line[:col].rstrip() + " -> None" + line[col:]
-    new_source = "".join(lines)
+        line = src_lines[row - 1]
+        src_lines[row - 1] = line[:col].rstrip() + " -> None" + line[col:]
+    new_source = "".join(src_lines)
     new_tree = ast.parse(new_source)
     for node in ast.walk(new_tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno in colons:
@@ -185,33 +191,41 @@ def _report(tree: ast.Module, rel: str) -> list[Finding]:
     return findings
 
 
-def _whitespace_fixes(text: str, suffix: str, res: StyleResult) -> str:
+def _touches_end(text: str, lines: set[int] | None) -> bool:
+    if lines is None:
+        return True
+    count = len(text.split("\n"))
+    return bool(lines & {count - 1, count, count + 1})
+
+
+def _whitespace_fixes(text: str, suffix: str, res: StyleResult, lines: set[int] | None) -> str:
     new = text
     if suffix in TEXT_SUFFIXES:
-        stripped = "\n".join(line.rstrip() for line in new.split("\n"))
+        stripped = "\n".join(line.rstrip() if lines is None or number in lines else line
+                             for number, line in enumerate(new.split("\n"), start=1))
         if stripped != new:
             res.fixed.append("trailing whitespace")
             new = stripped
-    if (new and not new.endswith("\n")) or new.endswith("\n\n"):
+    if ((new and not new.endswith("\n")) or new.endswith("\n\n")) and _touches_end(new, lines):
         res.fixed.append("final newline")
         new = new.rstrip("\n") + "\n"
     return new
 
 
-def _python_fixes(text: str, rel: str, res: StyleResult) -> str:
+def _python_fixes(text: str, rel: str, res: StyleResult, lines: set[int] | None) -> str:
     try:
         ast.parse(text)
     except SyntaxError as exc:
         res.findings.append(Finding(rel, exc.lineno, "syntax-error", str(exc.msg)))
         return text
     new = text
-    if new.strip() and not has_license_header(new):
+    if new.strip() and not has_license_header(new) and lines is None:
         res.fixed.append("license header")
         new = _with_header(new)
     if not _is_test_file(rel):
-        new, lines = add_none_returns(new)
-        res.fixed.extend(f"added '-> None' at line {n}" for n in lines)
-        res.findings.extend(_report(ast.parse(new), rel))
+        new, fixed_lines = add_none_returns(new, lines)
+        res.fixed.extend(f"added '-> None' at line {n}" for n in fixed_lines)
+        res.findings.extend(f for f in _report(ast.parse(new), rel) if lines is None or f.line in lines)
     return new
 
 
@@ -222,25 +236,28 @@ def _fixable(rel: str, what: str) -> Finding:
     return Finding(rel, None, "style-fixable", f"needs fix: {what}")
 
 
-def style_text(text: str, rel: str, fix: bool = True) -> StyleResult:
-    """Run the style check on ``text`` (the content of ``rel``) and return fixes made or needed, and findings."""
+def style_text(text: str, rel: str, fix: bool = True, lines: set[int] | None = None) -> StyleResult:
+    """Run the style check on ``text`` (the content of ``rel``) and return fixes made or needed, and findings.
+
+    ``lines``: only these (1-based) lines are fixed and reported; None checks the whole file.
+    """
     res = StyleResult(path=rel)
     suffix = Path(rel).suffix
     if suffix not in TEXT_SUFFIXES | MARKDOWN_SUFFIXES:
         return res
-    new = _whitespace_fixes(text, suffix, res)
+    new = _whitespace_fixes(text, suffix, res, lines)
     if suffix in (".py", ".pyi"):
-        new = _python_fixes(new, rel, res)
+        new = _python_fixes(new, rel, res, lines)
     if not fix:
         res.findings[:0] = [_fixable(rel, what) for what in res.fixed]
     res.new_text = new if new != text else None
     return res
 
 
-def style_file(path: Path, rel: str, fix: bool = True) -> StyleResult:
-    """Run :func:`style_text` on a file; with ``fix`` the fixes are written back."""
+def style_file(path: Path, rel: str, fix: bool = True, lines: set[int] | None = None) -> StyleResult:
+    """Run :func:`style_text` on a file (only ``lines``, when given); with ``fix`` the fixes are written back."""
     text = path.read_text(encoding="utf-8")
-    res = style_text(text, rel, fix=fix)
+    res = style_text(text, rel, fix=fix, lines=lines)
     if fix and res.new_text is not None:
         path.write_text(res.new_text, encoding="utf-8")
     return res

@@ -1,6 +1,6 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""``hp-agent hook``: the hook runner for assistants and git."""
+"""``hp-agent hook``: the hook runner for assistants and git hooks (fast path in hp_agent.hooks.entry)."""
 from __future__ import annotations
 
 import sys
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from hp_agent.hooks.protocol import ASSISTANTS, HookAnswer
+from hp_agent import assistants
+from hp_agent.hooks.protocol import HookAnswer
 from hp_agent.hooks.runner import (run_assistant_hook, run_commit_msg_hook, run_pre_commit_hook,
                                    run_pre_push_hook)
 
@@ -26,15 +27,17 @@ def cli_group() -> None:
     """Run a hook. Assistant hooks read the hook JSON on stdin and block with exit 2 + stderr.
 
     \b
-    after-write   style fixes/report and op-registry pairing for the written file(s)
-    before-shell  blocks hook bypasses, unleased force pushes, protected-branch deletes, bad -m messages
+    after-write   style fixes and findings on the changed lines, op-registry pairing, for the written file(s)
+    before-shell  blocks hook bypasses, force pushes to protected branches, unleased force pushes, bad
+                  commit messages; destructive commands only when nothing is lost (else the user decides)
+    after-turn    hands over findings the assistant could not receive during the turn (Cursor)
     commit-msg    git hook: Conventional Commits + no AI attribution (exit 1 rejects)
     pre-push      git hook: no non-fast-forward/delete on main, master, release/* (exit 2 refuses)
-    pre-commit    git hook: license header, whitespace, final newline, registry pairing on staged files
+    pre-commit    git hook: license header, whitespace, final newline, registry pairing on staged changes
     """
 
 
-_assistant = click.option("--assistant", type=click.Choice(ASSISTANTS),
+_assistant = click.option("--assistant", type=click.Choice(assistants.names()),
                           help="Payload dialect (default: detected from the payload's shape).")
 
 
@@ -50,6 +53,13 @@ def after_write(assistant: str | None) -> None:
 def before_shell(assistant: str | None) -> None:
     """Before a shell command: block what would bypass or break the repository's git policy."""
     _answer(run_assistant_hook("before-shell", sys.stdin.read(), assistant))
+
+
+@cli_group.command("after-turn")
+@_assistant
+def after_turn(assistant: str | None) -> None:
+    """At the end of an agent turn: hand back findings kept during the turn."""
+    _answer(run_assistant_hook("after-turn", sys.stdin.read(), assistant))
 
 
 @cli_group.command("commit-msg")

@@ -1,9 +1,12 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""The hook runner: ``hp-agent hook <event>`` for assistants (after-write, before-shell) and git hooks.
+"""The hook runner: ``hp-agent hook <event>`` for assistants (after-write, before-shell, after-turn) and git.
 
 Guard hooks fail closed: a payload we cannot read or an internal error blocks with a message that names
-the problem, rather than letting the action through unchecked.
+the problem, rather than letting the action through unchecked. The assistant hooks import only the
+standard library (and what they check lazily), so they answer fast and work in a clone whose
+environment is not set up yet (``HP_AGENT_BOOTSTRAP=1``, set by ``.agent/bin/hp-agent``): then only
+what they guard is refused, with the one command that sets the environment up.
 """
 from __future__ import annotations
 
@@ -13,20 +16,29 @@ import subprocess
 import traceback
 from pathlib import Path
 
-from hp_agent.checks.commit_msg import check_commit_message
-from hp_agent.checks.op_registry import check_registry, is_registry_path
-from hp_agent.checks.pre_push import check_push, parse_updates, updates_from_pre_commit_env
-from hp_agent.checks.shell_guard import check_shell_command
-from hp_agent.checks.style import style_file, style_text
-from hp_agent.hooks.protocol import (CANONICAL_EVENTS, HookAnswer, HookEvent, PayloadError, is_shell_tool,
-                                     is_write_tool, normalize, render_block, render_ok)
-from hp_agent.repo import NotARepositoryError, relative_to_repo, repo_root
+from hp_agent.hooks.protocol import CANONICAL_EVENTS, HookAnswer, HookEvent, PayloadError
+
+BOOTSTRAP_ENV = "HP_AGENT_BOOTSTRAP"
+SETUP = "`make install`"
 
 
-def _after_write(ev: HookEvent) -> HookAnswer:
+def bootstrapping() -> bool:
+    """True when the shim runs us without the repository's environment (system python, stdlib only)."""
+    return os.environ.get(BOOTSTRAP_ENV) == "1"
+
+
+def _setup_note() -> str:
+    return (f"\n(the repository's environment is not set up yet: run {SETUP} once; until then hp-agent checks "
+            "only what it can with the standard library)") if bootstrapping() else ""
+
+
+def _after_write(ev: HookEvent, assistant) -> HookAnswer:
+    from hp_agent.checks.difflines import changed_lines  # pylint: disable=import-outside-toplevel
+    from hp_agent.checks.style import style_file  # pylint: disable=import-outside-toplevel
+    from hp_agent.repo import NotARepositoryError, relative_to_repo, repo_root  # pylint: disable=import-outside-toplevel
+
     base = Path(ev.cwd) if ev.cwd else Path.cwd()
-    problems, fixed = [], []
-    registry_roots = set()
+    problems, fixed, registry_roots = [], [], set()
     for name in ev.files:
         path = Path(name) if Path(name).is_absolute() else base / name
         if not path.is_file():
@@ -36,62 +48,101 @@ def _after_write(ev: HookEvent) -> HookAnswer:
         except NotARepositoryError:
             continue  # outside any repository: not ours to police
         rel = relative_to_repo(path, root)
-        res = style_file(path, rel, fix=True)
+        res = style_file(path, rel, fix=True, lines=changed_lines(root, rel))
         if res.fixed:
             fixed.append(f"{rel}: fixed {', '.join(res.fixed)}")
         problems.extend(str(f) for f in res.findings)
-        if is_registry_path(rel):
+        if _is_registry_path(rel):
             registry_roots.add(root)
-    for root in sorted(registry_roots):
-        findings, _summary = check_registry(root)
-        problems.extend(str(f) for f in findings)
+    problems.extend(_registry_problems(registry_roots))
     note = "hp-agent style: " + "; ".join(fixed) + " (re-read the file before editing it again)" if fixed else ""
     if problems:
-        text = "hp-agent after-write found problems; fix them:\n" + "\n".join(f"  {p}" for p in problems)
-        return render_block(ev, text + (f"\n{note}" if note else ""))
-    return render_ok(ev, note)
+        text = ("hp-agent after-write found problems on the lines you changed; fix them:\n"
+                + "\n".join(f"  {p}" for p in problems))
+        return assistant.findings(ev, text + (f"\n{note}" if note else ""))
+    return assistant.allow(ev, note)
 
 
-def _before_shell(ev: HookEvent) -> HookAnswer:
+def _is_registry_path(rel: str) -> bool:
+    from hp_agent.checks.op_registry import is_registry_path  # pylint: disable=import-outside-toplevel
+    return is_registry_path(rel)
+
+
+def _registry_problems(roots: set) -> list[str]:
+    import importlib.util  # pylint: disable=import-outside-toplevel
+    from hp_agent.checks.op_registry import check_registry  # pylint: disable=import-outside-toplevel
+
+    if not roots:
+        return []
+    if importlib.util.find_spec("yaml") is None:  # bootstrap: no PyYAML yet
+        return [f"op-registry pairing not checked (PyYAML is missing): run {SETUP}, then "
+                "`hp-agent check op-registry`"]
+    return [str(f) for root in sorted(roots) for f in check_registry(root)[0]]
+
+
+def _before_shell(ev: HookEvent, assistant) -> HookAnswer:
+    from hp_agent.checks.shell_guard import evaluate  # pylint: disable=import-outside-toplevel
+
     if ev.command is None:
-        return render_block(ev, "hp-agent before-shell: the payload has no command; blocking (fail closed)")
-    problems = check_shell_command(ev.command)
-    if problems:
-        return render_block(ev, "hp-agent blocked this command:\n" + "\n".join(f"  - {p}" for p in problems))
-    return render_ok(ev)
+        return assistant.block(ev, "hp-agent before-shell: the payload has no command; blocking (fail closed)")
+    verdict = evaluate(ev.command, ev.cwd, bootstrap=bootstrapping())
+    if verdict.blocks:
+        return assistant.block(ev, "hp-agent blocked this command:\n" + "\n".join(f"  - {p}" for p in verdict.blocks)
+                               + _setup_note())
+    if verdict.asks:
+        return assistant.ask(ev, "hp-agent: this command needs the user's approval:\n"
+                             + "\n".join(f"  - {p}" for p in verdict.asks))
+    return assistant.allow(ev, "; ".join(verdict.notes))
+
+
+def _dispatch(event: str, ev: HookEvent, assistant) -> HookAnswer:
+    if ev.event is None:
+        return assistant.allow(ev)  # an event this hook does not handle
+    if ev.event != event:
+        return assistant.block(ev, f"hp-agent hook {event} received a {ev.raw_event} payload from {ev.assistant}: "
+                                   "the hook is registered for the wrong event (run `hp-agent sync`)")
+    if not assistant.handles_tool(ev):
+        return assistant.allow(ev)
+    if event == "after-write":
+        return _after_write(ev, assistant)
+    if event == "before-shell":
+        return _before_shell(ev, assistant)
+    return assistant.turn_end(ev)
 
 
 def run_assistant_hook(event: str, stdin_text: str, assistant: str | None = None) -> HookAnswer:
-    """Run the ``event`` hook (after-write | before-shell) on an assistant payload; never raises."""
-    ev = None
+    """Run the ``event`` hook (after-write | before-shell | after-turn) on an assistant payload; never raises."""
+    from hp_agent import assistants  # pylint: disable=import-outside-toplevel
+
+    who, ev = None, None
     try:
+        who = assistants.get(assistant) if assistant else None
+        fallback = who or assistants.get("claude")
         if event not in CANONICAL_EVENTS:
-            return render_block(None, f"hp-agent hook: unknown event {event!r}; expected {CANONICAL_EVENTS}")
+            return fallback.block(None, f"hp-agent hook: unknown event {event!r}; expected {CANONICAL_EVENTS}")
         try:
             payload = json.loads(stdin_text) if stdin_text.strip() else None
         except json.JSONDecodeError as exc:
-            return render_block(None, f"hp-agent hook {event}: stdin is not JSON ({exc}); blocking (fail closed)")
+            return fallback.block(None, f"hp-agent hook {event}: stdin is not JSON ({exc}); blocking (fail closed)")
         if payload is None:
-            return render_block(None, f"hp-agent hook {event}: no hook payload on stdin; blocking (fail closed)")
-        ev = normalize(payload, assistant=assistant, registered_event=event)
-        if ev.event is None:
-            return render_ok(ev)  # an event this hook does not handle
-        if ev.event != event:
-            return render_block(ev, f"hp-agent hook {event} received a {ev.raw_event} payload from {ev.assistant}: "
-                                    "the hook is registered for the wrong event (run `hp-agent sync`)")
-        if event == "after-write":
-            return _after_write(ev) if is_write_tool(ev.tool) or not ev.tool else render_ok(ev)
-        return _before_shell(ev) if is_shell_tool(ev.tool) or not ev.tool else render_ok(ev)
-    except PayloadError as exc:
-        return render_block(ev, f"hp-agent hook {event}: {exc}; blocking (fail closed)")
+            return fallback.block(None, f"hp-agent hook {event}: no hook payload on stdin; blocking (fail closed)")
+        if not isinstance(payload, dict):
+            raise PayloadError(f"hook input must be a JSON object, got {type(payload).__name__}")
+        who = who or assistants.detect(payload)
+        ev = who.normalize(payload, registered_event=event)
+        return _dispatch(event, ev, who)
+    except (PayloadError, ValueError) as exc:
+        return (who or assistants.get("claude")).block(ev, f"hp-agent hook {event}: {exc}; blocking (fail closed)")
     except Exception as exc:  # pylint: disable=broad-except  # fail closed: any crash blocks, with the cause
         tb = traceback.format_exc(limit=3)
-        return render_block(ev, f"hp-agent hook {event}: internal error {type(exc).__name__}: {exc}; "
-                                f"blocking (fail closed)\n{tb}")
+        return (who or assistants.get("claude")).block(ev, f"hp-agent hook {event}: internal error "
+                                                           f"{type(exc).__name__}: {exc}; blocking (fail closed)\n{tb}")
 
 
 def run_commit_msg_hook(message_file: Path) -> HookAnswer:
     """The git ``commit-msg`` hook: exit 1 with the problems when the message breaks the policy."""
+    from hp_agent.checks.commit_msg import check_commit_message  # pylint: disable=import-outside-toplevel
+
     try:
         text = Path(message_file).read_text(encoding="utf-8")
     except OSError as exc:
@@ -105,6 +156,10 @@ def run_commit_msg_hook(message_file: Path) -> HookAnswer:
 
 def run_pre_push_hook(stdin_text: str, cwd: Path | None = None, env: dict | None = None) -> HookAnswer:
     """The git ``pre-push`` hook: refuse (exit 2) non-fast-forward pushes and deletes of protected branches."""
+    from hp_agent.checks.pre_push import (check_push, parse_updates,  # pylint: disable=import-outside-toplevel
+                                          updates_from_pre_commit_env)
+    from hp_agent.repo import NotARepositoryError, repo_root  # pylint: disable=import-outside-toplevel
+
     env = dict(os.environ) if env is None else env
     try:
         updates = parse_updates(stdin_text) or updates_from_pre_commit_env(env)
@@ -126,8 +181,13 @@ def staged_files(root: Path) -> list[str]:
 
 
 def run_pre_commit_hook(cwd: Path | None = None, files: list[str] | None = None) -> HookAnswer:
-    """The git ``pre-commit`` hook: staged files need the license header, no trailing whitespace, a final
-    newline, valid Python; a staged registry/rule file runs the op-registry pairing check. Check-only."""
+    """The git ``pre-commit`` hook on the staged version of each file, judged on the lines the commit changes
+    (a new file: all of it): license header, no trailing whitespace, final newline, valid Python; a staged
+    registry/rule file runs the op-registry pairing check. Check-only."""
+    from hp_agent.checks.difflines import changed_lines  # pylint: disable=import-outside-toplevel
+    from hp_agent.checks.style import style_text  # pylint: disable=import-outside-toplevel
+    from hp_agent.repo import repo_root  # pylint: disable=import-outside-toplevel
+
     root = repo_root(cwd)
     paths = files if files else staged_files(root)
     problems = []
@@ -139,10 +199,10 @@ def run_pre_commit_hook(cwd: Path | None = None, files: list[str] | None = None)
             text = blob.stdout.decode("utf-8")
         except UnicodeDecodeError:
             continue  # binary file
-        res = style_text(text, rel, fix=False)
+        res = style_text(text, rel, fix=False, lines=changed_lines(root, rel, staged=True))
         problems.extend(str(f) for f in res.findings if f.rule in ("style-fixable", "syntax-error"))
-    if any(is_registry_path(p) for p in paths):
-        problems.extend(str(f) for f in check_registry(root)[0])
+    if any(_is_registry_path(p) for p in paths):
+        problems.extend(_registry_problems({root}))
     if problems:
         return HookAnswer(1, stderr="hp-agent pre-commit: fix these first (`hp-agent check style --fix PATH` "
                                     "fixes the fixable ones):\n" + "\n".join(f"  {p}" for p in problems) + "\n")
