@@ -56,7 +56,7 @@ def test_cursor_rules_are_mdc(synced):
     assert "globs: hyper_parallel/core/**,hyper_parallel/platform/**\n" in head
     assert "alwaysApply: false" in head and head.startswith("description: DTensor")
     always = (synced / ".cursor/rules/project-overview.mdc").read_text()
-    assert "alwaysApply: true" in always and "globs: \n" in always
+    assert "alwaysApply: true" in always and "globs:\n" in always
     hooks = json.loads((synced / ".cursor/hooks.json").read_text())
     assert hooks["version"] == 1 and "--assistant cursor" in hooks["hooks"]["beforeShellExecution"][0]["command"]
 

@@ -32,13 +32,14 @@ PRE_COMMIT_CONFIG = ".pre-commit-config.yaml"
 
 _SCRIPT = """#!/bin/sh
 {managed}: {name} (installed by `hp-agent install`; run it again to update).
-# Worktrees share this directory: use the hp-agent of the work tree git runs this hook in.
+# Worktrees share this directory: use the hp-agent of the work tree git runs this hook in (a work tree
+# without the shim yet runs the main work tree's, so every work tree gets the same, current checks).
 # Fail closed: when hp-agent cannot be found the hook refuses instead of letting the action through.
 top="$(git rev-parse --show-toplevel 2>/dev/null)"
 common="$(git rev-parse --path-format=absolute --git-common-dir 2>/dev/null)"
 HP_AGENT=""
-for cand in "$top/.agent/bin/hp-agent" "$top/.venv/bin/hp-agent" "${{common%/.git}}/.venv/bin/hp-agent" \\
-            {fallback}"$(command -v hp-agent 2>/dev/null)"; do
+for cand in "$top/.agent/bin/hp-agent" "${{common%/.git}}/.agent/bin/hp-agent" "$top/.venv/bin/hp-agent" \\
+            "${{common%/.git}}/.venv/bin/hp-agent" {fallback}"$(command -v hp-agent 2>/dev/null)"; do
     if [ -n "$cand" ] && [ -x "$cand" ]; then HP_AGENT="$cand"; break; fi
 done
 if [ -z "$HP_AGENT" ]; then

@@ -81,7 +81,7 @@ class Cursor(Assistant):
 
         for r in assets.rules:
             globs = T.rule_globs(r)
-            head = ["---", f"description: {r.description}", f"globs: {','.join(globs)}",
+            head = ["---", f"description: {r.description}", f"globs: {','.join(globs)}".rstrip(),
                     f"alwaysApply: {'true' if not globs else 'false'}", "---"]
             out[f".cursor/rules/{r.name}.mdc"] = T.Generated("\n".join(head) + "\n" + T.marker(r.path) + "\n"
                                                              + r.body.lstrip(), r.path)

@@ -206,7 +206,8 @@ def _whitespace_fixes(text: str, suffix: str, res: StyleResult, lines: set[int] 
         if stripped != new:
             res.fixed.append("trailing whitespace")
             new = stripped
-    if ((new and not new.endswith("\n")) or new.endswith("\n\n")) and _touches_end(new, lines):
+    extra_blank = new.endswith("\n\n") and suffix not in MARKDOWN_SUFFIXES  # a blank last line is harmless in Markdown
+    if ((new and not new.endswith("\n")) or extra_blank) and _touches_end(new, lines):
         res.fixed.append("final newline")
         new = new.rstrip("\n") + "\n"
     return new
