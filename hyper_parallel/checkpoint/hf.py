@@ -120,9 +120,7 @@ def natural_key(key: str) -> Tuple:
 
 
 def hf_file_name(index: int, count: int) -> str:
-    """``model-00001-of-00003.safetensors`` (1-based ``index``); ``model.safetensors`` when ``count == 1``."""
-    if count == 1:
-        return SINGLE_FILE
+    """``model-00001-of-00003.safetensors`` (1-based ``index``; torch's DCP names files the same way)."""
     return f"model-{index:05d}-of-{count:05d}.safetensors"
 
 

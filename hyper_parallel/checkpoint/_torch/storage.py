@@ -33,9 +33,10 @@ from torch.distributed.checkpoint.planner import (LoadItemType, LoadPlan, LoadPl
 from torch.distributed.checkpoint.storage import StorageReader, StorageWriter, WriteResult
 
 from hyper_parallel.checkpoint import objects as _objects
-from hyper_parallel.checkpoint.format import (DTYPES, METADATA_FILE, CheckpointCorruptError, CheckpointError,
+from hyper_parallel.checkpoint.format import (DTYPES, METADATA_FILE, CheckpointError,
                                               CheckpointMetadata, ChunkEntry, ObjectEntry, TensorEntry,
                                               data_file_name, objects_file_name)
+from hyper_parallel.checkpoint.manifest import read_metadata
 from hyper_parallel.checkpoint.publish import new_save_id, publish_dir, staging_path
 from hyper_parallel.checkpoint.safetensors_io import read_range, write_safetensors
 
@@ -263,29 +264,6 @@ def build_metadata(metadata: Metadata, results: List[List[WriteResult]], folder:
     return md
 
 
-def read_checkpoint_metadata(folder: str, check_files: bool = True) -> CheckpointMetadata:
-    """Parse ``<folder>/metadata.json``; with ``check_files`` every file of the manifest must exist with its
-    recorded size (a missing or truncated file raises ``CheckpointCorruptError`` naming it)."""
-    path = os.path.join(folder, METADATA_FILE)
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise CheckpointError(f"{folder} is not a hyper-parallel checkpoint (no {METADATA_FILE})") from None
-    md = CheckpointMetadata.loads(text, path)
-    if check_files:
-        for name, size in md.files.items():
-            fpath = os.path.join(folder, name)
-            try:
-                actual = os.path.getsize(fpath)
-            except FileNotFoundError:
-                raise CheckpointCorruptError(fpath, "file is missing") from None
-            if actual != size:
-                raise CheckpointCorruptError(fpath, f"size {actual} bytes, the manifest records {size} (truncated "
-                                                    "or overwritten)")
-    return md
-
-
 def to_torch_metadata(md: CheckpointMetadata) -> Metadata:
     """DCP ``Metadata`` (with our storage locations) for a parsed ``metadata.json``."""
     sd_md: Dict[str, Any] = {}
@@ -350,7 +328,7 @@ class FileSystemReader(StorageReader):
         """Parse ``metadata.json`` and check the manifest (file sizes) now, raising
         ``CheckpointCorruptError`` naming a damaged file (``load`` calls it before DCP does)."""
         if self._metadata is None:
-            self._metadata = to_torch_metadata(read_checkpoint_metadata(self.path))
+            self._metadata = to_torch_metadata(read_metadata(self.path))
         return self._metadata
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:

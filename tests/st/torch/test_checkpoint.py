@@ -118,7 +118,7 @@ def full_params(model):
     """``{name: full tensor}`` of a model whose parameters may be DTensors."""
     out = {}
     for name, p in model.named_parameters():
-        out[name] = p.full_tensor() if hasattr(p, "full_tensor") else p.detach().clone()
+        out[name] = (p.full_tensor() if hasattr(p, "full_tensor") else p).detach().clone()
     return out
 
 
@@ -448,3 +448,66 @@ def test_torch_interop_both_ways(tmp_path):
     got = ours_sd(False)
     ckpt.load(got, checkpoint_id=tmp_path / "t2")
     check(got)
+
+
+@multi_rank(world_size=2, timeout=180)
+def test_hf_export_read_by_safetensors_and_import_into_tp(tmp_path):
+    import json
+    import torch
+    import torch.distributed as dist
+    from safetensors.torch import load_file
+    import hyper_parallel as hp
+    from hyper_parallel import checkpoint as ckpt
+    from hyper_parallel.models.llama import LlamaStateDictAdapter, TINY_CONFIGS, parallelize_llama
+    from hyper_parallel.models.llama.state_dict_adapter import LLAMA_RULES
+    world = dist.get_world_size()
+    mesh = hp.init_device_mesh("cpu", (world,))
+    model = fsdp_llama(0, mesh)
+    want = full_params(model)
+    adapter = LlamaStateDictAdapter(TINY_CONFIGS["debug"], dtype="bfloat16")
+    weight_map = ckpt.save_hf(model, tmp_path / "hf", adapter, dtype=torch.bfloat16, max_file_bytes=60_000)
+    files = sorted(set(weight_map.values()))
+    assert len(files) > 2 and files[0] == f"model-00001-of-{len(files):05d}.safetensors"
+    index = json.loads((tmp_path / "hf" / "model.safetensors.index.json").read_text())
+    assert index["weight_map"] == weight_map
+    expected_names = {ours for ours, _ in LLAMA_RULES if "{}" not in ours}
+    expected_names |= {ours.format(i) for ours, _ in LLAMA_RULES if "{}" in ours for i in range(2)}
+    assert set(weight_map) == expected_names == set(want)
+    read = {}
+    for f in files:
+        read.update(load_file(str(tmp_path / "hf" / f)))
+    assert sum(v.numel() * v.element_size() for v in read.values()) == index["metadata"]["total_size"]
+    for name, value in want.items():
+        assert read[name].dtype == torch.bfloat16 and torch.equal(read[name], value.bfloat16()), name
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert config["architectures"] == ["LlamaForCausalLM"] and config["num_hidden_layers"] == 2
+    assert LlamaStateDictAdapter.config_from_hf(config) == TINY_CONFIGS["debug"]
+
+    # import into a tensor-parallel model in fp32: each rank reads its slices, bf16 -> fp32
+    tp_mesh = hp.init_device_mesh("cpu", (world,), mesh_dim_names=("tp",))
+    tp = parallelize_llama(tiny_llama(1), tp_mesh)
+    ckpt.load_hf(tp, tmp_path / "hf", adapter)
+    got = full_params(tp)
+    for name, value in want.items():
+        assert got[name].dtype == torch.float32 and torch.equal(got[name], value.bfloat16().float()), name
+
+    # full precision round trip into a plain model; tied embeddings have no lm_head.weight in the export
+    ckpt.save_hf(model, tmp_path / "hf32", adapter)
+    plain = tiny_llama(2)
+    ckpt.load_hf(plain, tmp_path / "hf32", adapter)
+    for name, value in want.items():
+        assert torch.equal(plain.state_dict()[name], value), name
+    tied_cfg = TINY_CONFIGS["debug"].__class__(tie_word_embeddings=True)
+    tied = LlamaStateDictAdapter(tied_cfg)
+    from hyper_parallel.models.llama import LlamaForCausalLM
+    torch.manual_seed(3)
+    tmodel = LlamaForCausalLM(tied_cfg)
+    wm = ckpt.save_hf(tmodel, tmp_path / "tied", tied)
+    assert "lm_head.weight" not in wm
+    torch.manual_seed(4)
+    tmodel2 = LlamaForCausalLM(tied_cfg)
+    ckpt.load_hf(tmodel2, tmp_path / "tied", tied)
+    assert torch.equal(tmodel2.lm_head.weight, tmodel.model.embed_tokens.weight)
+    assert tmodel2.lm_head.weight is tmodel2.model.embed_tokens.weight
+    with pytest.raises(ckpt.CheckpointError, match="missing keys \\['lm_head.weight'\\]"):
+        ckpt.load_hf(tiny_llama(5), tmp_path / "tied", LlamaStateDictAdapter(TINY_CONFIGS["debug"]))
