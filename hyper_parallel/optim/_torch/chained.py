@@ -5,7 +5,7 @@
 It is a ``torch.optim.Optimizer`` so torch's LR schedulers accept it; its ``param_groups`` is a view
 (the children's group dicts, in order), so a scheduler or a manual ``group["lr"] = ...`` on the
 chain changes the children. ``step`` steps every child in order, ``zero_grad`` clears all of them,
-and ``state_dict`` / ``load_state_dict`` carry one torch state dict per child.
+and ``state_dict`` / ``load_state_dict`` use torch's format with one index space over the chain.
 """
 from __future__ import annotations
 
@@ -119,19 +119,37 @@ class ChainedOptimizer(Optimizer):
 
     # ------------------------------------------------------------------ state dicts
     def state_dict(self) -> Dict[str, Any]:
-        """``{"optimizers": [child.state_dict(), ...]}``."""
-        return {"optimizers": [opt.state_dict() for opt in self.optimizers]}
+        """torch's optimizer state-dict format over the chain: parameter indices run through the children's
+        param groups in order (exactly what one optimizer holding the chain's ``param_groups`` would number),
+        so tools written for one torch optimizer (``hyper_parallel.fsdp`` / ``checkpoint`` state dicts) accept it."""
+        state: Dict[int, Any] = {}
+        groups: List[Dict[str, Any]] = []
+        offset = 0
+        for opt in self.optimizers:
+            sd = opt.state_dict()
+            state.update({offset + i: st for i, st in sd["state"].items()})
+            groups.extend({**g, "params": [offset + i for i in g["params"]]} for g in sd["param_groups"])
+            offset += sum(len(g["params"]) for g in opt.param_groups)
+        return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
-        """Load a :meth:`state_dict` of a chain with the same number and kinds of children."""
-        if not isinstance(state_dict, dict) or not isinstance(state_dict.get("optimizers"), list):
-            raise ValueError("ChainedOptimizer.load_state_dict: expected {'optimizers': [state dict per child]}")
-        children = state_dict["optimizers"]
-        if len(children) != len(self.optimizers):
-            raise ValueError(f"ChainedOptimizer.load_state_dict: the state dict holds {len(children)} optimizers, "
-                             f"this chain has {len(self.optimizers)}")
-        for opt, sd in zip(self.optimizers, children):
-            opt.load_state_dict(sd)
+        """Load a :meth:`state_dict` of a chain whose children have the same param groups."""
+        if not isinstance(state_dict, dict) or "state" not in state_dict or "param_groups" not in state_dict:
+            raise ValueError("ChainedOptimizer.load_state_dict: expected {'state': ..., 'param_groups': [...]}")
+        groups = list(state_dict["param_groups"])
+        counts = [len(opt.param_groups) for opt in self.optimizers]
+        if len(groups) != sum(counts):
+            raise ValueError(f"ChainedOptimizer.load_state_dict: the state dict holds {len(groups)} param groups, "
+                             f"this chain has {sum(counts)} ({counts} per optimizer)")
+        offset, start = 0, 0
+        for opt, count in zip(self.optimizers, counts):
+            mine = groups[start:start + count]
+            n = sum(len(g["params"]) for g in opt.param_groups)
+            sub_groups = [{**g, "params": [i - offset for i in g["params"]]} for g in mine]
+            sub_state = {i - offset: st for i, st in state_dict["state"].items() if offset <= i < offset + n}
+            opt.load_state_dict({"state": sub_state, "param_groups": sub_groups})
+            offset += n
+            start += count
 
     def __getstate__(self) -> Dict[str, Any]:
         return {"optimizers": self.optimizers}

@@ -4,8 +4,9 @@
 
 A step (per parameter, on local shards): ``B = lerp(B, g, 1 - mu)``; ``U = lerp(g, B, mu)`` (Nesterov)
 or ``B``; ``O = NS(U)`` (Newton–Schulz in bf16 on the *whole* matrix); ``W *= 1 - lr * wd``;
-``W -= adjust(lr, shape) * O``. The momentum buffer ``B`` is a plain tensor shaped like the local
-shard (sharded like the parameter).
+``W -= adjust(lr, shape) * O``. The momentum buffer ``B`` is sharded like the parameter: created as
+torch's optimizers create their states (``zeros_like(grad)``), it is a ``DTensor`` with the
+parameter's spec for a TP parameter and a plain local-shard tensor under ``fully_shard``'s step hook.
 
 ``NS`` needs whole matrices. The work plan (``hyper_parallel.optim.planner``) picks, for every
 matrix (or chunk of experts), one owner rank; per mesh group one ``all_to_all`` sends the bf16
@@ -205,10 +206,11 @@ class Muon(Optimizer):
                     raise RuntimeError(f"Muon: parameter {pi} of param group {gi} has a sparse or complex gradient")
                 local = _local(p)
                 state = self.state[p]
-                buf = state.get("momentum_buffer")
-                if buf is None:
-                    buf = torch.zeros_like(grad, memory_format=torch.preserve_format)
-                    state["momentum_buffer"] = buf
+                if "momentum_buffer" not in state:
+                    # like torch's optimizers: a DTensor for a DTensor parameter (TP), a plain local tensor
+                    # for one FSDP's step hook shows as its local shard
+                    state["momentum_buffer"] = torch.zeros_like(p.grad, memory_format=torch.preserve_format)
+                buf = _local(state["momentum_buffer"])
                 buf.lerp_(grad, 1 - momentum)
                 update = grad.lerp(buf, momentum) if group["nesterov"] else buf
                 layout, region, pg = _layout(p, rank)

@@ -3,17 +3,18 @@
 """Sharded and full optimizer state dicts for any optimizer, ``Muon`` and ``ChainedOptimizer`` included.
 
 Format (the same as ``hyper_parallel.fsdp.get_optimizer_state_dict``, extended to chains and to
-parameters of any layout)::
+parameters of any layout; ``hyper_parallel.checkpoint`` accepts a ``ChainedOptimizer`` directly too)::
 
     {"state": {param_name: {"momentum_buffer" | "exp_avg" | ...: tensor, "step": ...}},
      "param_groups": [{..settings.., "params": [param_name, ...]}, ...]}   # the chain's groups, in order
 
-Per-parameter tensor states of a ``DTensor`` parameter (plain local tensors shaped like its local
-shard, which is how ``Muon`` and torch's optimizers keep them) come out as ``DTensor`` s with the
-parameter's spec (sharded) or gathered whole tensors (``full_state_dict``; with ``cpu_offload`` only
-rank 0 keeps them, on the CPU). Loading takes either form for every entry: a ``DTensor`` with the
-parameter's spec is copied locally, any other ``DTensor`` is gathered first, and a whole tensor is
-sliced to this rank's shard — so a full state dict loads into any other parallel layout.
+Per-parameter tensor states of a ``DTensor`` parameter (``DTensor`` s, or plain local tensors shaped
+like its local shard under ``fully_shard``'s step hook — how ``Muon`` and torch's optimizers keep them)
+come out as ``DTensor`` s with the parameter's spec (sharded) or gathered whole tensors
+(``full_state_dict``; with ``cpu_offload`` only rank 0 keeps them, on the CPU). Loading takes either
+form for every entry: a ``DTensor`` with the parameter's spec is copied locally, any other ``DTensor``
+is gathered first, and a whole tensor is sliced to this rank's shard — so a full state dict loads
+into any other parallel layout.
 """
 from __future__ import annotations
 
@@ -75,8 +76,8 @@ def _state_out(st: Dict[str, Any], p: torch.Tensor, full: bool, cpu: bool) -> Di
     for k, v in st.items():
         if spec is not None and _is_param_state(v, p):
             v = DTensor.from_local(v, spec.mesh, spec.placements, shape=spec.shape)
-            if full:
-                v = v.full_tensor()
+        if full and isinstance(v, DTensor):
+            v = v.full_tensor()
         if isinstance(v, torch.Tensor) and full and cpu:
             v = v.cpu()
         out[k] = v

@@ -361,3 +361,44 @@ def test_fsdp_training_with_factories_and_state_dict_round_trip_mid_training():
         assert all(torch.equal(a, b) for a, b in zip(other_losses, uninterrupted))
         for (n, p), q in zip(model.named_parameters(), other.parameters()):
             torch.testing.assert_close(q.to_local(), p.to_local(), **EXACT, msg=n)
+
+
+@multi_rank(world_size=2, timeout=180)
+def test_chain_checkpoint_saved_under_fsdp_loads_into_tensor_parallel(tmp_path):
+    """hyper_parallel.checkpoint with the chain (Muon + AdamW) as the optimizer: saved from fully_shard,
+    loaded into a TP layout with fresh weights and a fresh chain; every state equals the saved one bit for bit."""
+    import torch
+    import torch.distributed as dist
+    import hyper_parallel as hp
+    from hyper_parallel import checkpoint as ckpt
+    from hyper_parallel.models.llama import parallelize_llama
+    from hyper_parallel.optim import get_hyper_lr_scheduler, get_hyper_optimizer
+
+    def full_states(model, opt):
+        osd = ckpt.get_optimizer_state_dict(model, opt, options=ckpt.StateDictOptions(full_state_dict=True))
+        return {(n, k): v for n, st in osd["state"].items() for k, v in st.items()}
+
+    rank = dist.get_rank()
+    mesh = hp.init_device_mesh("cpu", (2,))
+    model, _ = llama()
+    fsdp_llama(model, mesh)
+    opt = get_hyper_optimizer(model, CFG)
+    _train(model, opt, get_hyper_lr_scheduler(opt, CFG), 2, 0, rank, 2)
+    want = full_states(model, opt)
+    assert ("model.layers.1.mlp.down_proj.weight", "momentum_buffer") in want and len(want) > 20
+    msd, osd = ckpt.get_state_dict(model, opt)
+    ckpt.save({"model": msd, "optim": osd}, checkpoint_id=tmp_path / "fsdp")
+    tp_mesh = hp.init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
+    tp, _ = llama(seed=3)
+    parallelize_llama(tp, tp_mesh)
+    tp_opt = get_hyper_optimizer(tp, CFG)
+    msd, osd = ckpt.get_state_dict(tp, tp_opt)
+    ckpt.load({"model": msd, "optim": osd}, checkpoint_id=tmp_path / "fsdp")
+    ckpt.set_state_dict(tp, tp_opt, model_state_dict=msd, optim_state_dict=osd)
+    got = full_states(tp, tp_opt)
+    assert sorted(got) == sorted(want)
+    for key, value in want.items():
+        assert torch.equal(got[key], value), key
+    # the TP chain keeps DTensor momentum buffers for its DTensor parameters (as torch's AdamW does)
+    q = tp.model.layers[0].self_attn.q_proj.weight
+    assert isinstance(tp_opt.state[q]["momentum_buffer"], hp.DTensor)

@@ -100,3 +100,27 @@ def test_clip_grad_norm_pipeline_stages_with_fsdp_and_expert_gradients():
         clipped = dict(ref)
         for n, p in mine.items():
             torch.testing.assert_close(p.grad.full_tensor(), clipped[n].grad, rtol=1e-6, atol=1e-7, msg=n)
+
+
+@multi_rank(world_size=4, timeout=180)
+def test_muon_on_the_moe_llama_with_ep_x_efsdp():
+    """The tiny MoE Llama under parallelize_llama_moe (ep=2, efsdp=2; dense layers FSDP over 4 ranks):
+    the factory's Muon takes the 3-D experts, routers and dense matrices; experts stay where they live
+    (whole experts per rank after EP x efsdp), the rest is spread; 5 steps equal one process."""
+    import hyper_parallel as hp
+    from hyper_parallel.models.llama import parallelize_llama_moe
+    from hyper_parallel.optim import get_hyper_optimizer
+    mesh = hp.init_device_mesh("cpu", (4,))
+    model, ref = llama("debug_moe")
+    parallelize_llama_moe(model, mesh, ep=2)
+    cfg = {"name": "muon", "lr": 0.02}
+    ids = {id(p): n for n, p in ref.named_parameters()}
+    names = [ids[id(p)] for g in get_hyper_optimizer(ref, cfg).optimizers[0].param_groups for p in g["params"]]
+    experts = [n for n in names if ".experts." in n]
+    assert len(experts) == 6 and all(dict(ref.named_parameters())[n].dim() == 3 for n in experts)
+    params = {n: p for n, p in model.named_parameters() if n in names}
+    opt = muon_parity(params, {n: p for n, p in ref.named_parameters() if n in names}, oracle="ours",
+                      lr=0.02, weight_decay=0.1)
+    assert all(u.is_local for u in opt.work_plan().units if u.matrices > 1)
+    total = sum(u.matrices for u in opt.work_plan().units)
+    check_work_split(opt, total)
