@@ -92,3 +92,60 @@ def test_llama_debug_moe_ep4_fsdp_tp_matches_one_process():
     model = llama_moe_parity(mesh, ep=4)
     assert model.model.layers[1].mlp.experts.num_local_experts == 1
     assert model.model.layers[0].self_attn.q_proj.weight.placements == (hp.Shard(0), hp.Shard(0))
+
+
+@multi_rank(world_size=4, timeout=300)
+def test_pp2_1f1b_with_ep2_in_every_stage_matches_one_process():
+    """Mesh (pp, ep) = (2, 2): two pipelines (each a data-parallel replica) of 2 stages, each stage a
+    Linear + MoE whose experts are expert-parallel over the stage's ep pair. 1F1B with 4 microbatches
+    keeps two forwards in flight before their backwards on stage 0; 2 SGD steps against the whole
+    model on the whole batch: loss, every gradient and every parameter equal."""
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+    import hyper_parallel as hp
+    import hyper_parallel.pipeline as pp
+    from hyper_parallel.moe import ExpertParallel
+    mesh = hp.init_device_mesh("cpu", (2, 2), mesh_dim_names=("pp", "ep"))
+    stage, ep_rank = mesh.get_coordinate()
+    blocks = []
+    for s in range(2):
+        torch.manual_seed(30 + s)
+        blocks.append(nn.Sequential(nn.Linear(8, 8), nn.Tanh(), make_moe(seed=40 + s, top_k=2, num_shared_experts=1)))
+    ref = copy.deepcopy(blocks)
+    block = blocks[stage]
+    hp.parallelize_module(block, mesh["ep"], {"2.experts": ExpertParallel()})
+    sched = pp.Schedule1F1B(pp.PipelineStage(block, stage, 2, "cpu", group=mesh.get_group("pp")), 4,
+                            loss_fn=torch.nn.functional.mse_loss)
+    order = [str(a) for a in sched.pipeline_order[0]]
+    assert order.index("0F1") < order.index("0B0")  # two microbatches in flight on stage 0
+    opt = torch.optim.SGD(block.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD([p for b in ref for p in b.parameters()], lr=0.1)
+    ep_group = mesh.get_group("ep")
+    for step in range(2):
+        x, y = global_batch((16, 8), seed=50 + step)
+        losses = []
+        sched.step(x.chunk(2)[ep_rank] if stage == 0 else None, target=y.chunk(2)[ep_rank] if stage == 1 else None,
+                   losses=losses)
+        ref_loss = torch.nn.functional.mse_loss(ref[1](ref[0](x)), y)
+        ref_loss.backward()
+        if stage == 1:
+            mean = (sum(losses) / 4).detach().clone()
+            dist.all_reduce(mean, group=ep_group)
+            torch.testing.assert_close(mean / 2, ref_loss.detach(), **TOL)
+        for p in block.parameters():  # data parallel over ep: average; experts already sum both ranks' tokens
+            local = p.grad.to_local() if isinstance(p.grad, hp.DTensor) else p.grad
+            if not is_sharded(p):
+                dist.all_reduce(local, group=ep_group)
+            local.div_(2)
+        ref_params = dict(ref[stage].named_parameters())
+        for name, p in block.named_parameters():
+            g = p.grad.to_local() if isinstance(p.grad, hp.DTensor) else p.grad
+            full = hp.DTensor.from_local(g, p.device_mesh, p.placements).full_tensor() if is_sharded(p) else g
+            torch.testing.assert_close(full, ref_params[name].grad, **TOL, msg=lambda m, n=name: f"grad {n}: {m}")
+        for o in (opt, ref_opt):
+            o.step()
+            o.zero_grad()
+    for name, p in block.named_parameters():
+        full = p.full_tensor() if isinstance(p, hp.DTensor) else p.detach()
+        torch.testing.assert_close(full, dict(ref[stage].named_parameters())[name].detach(), **TOL)
