@@ -15,9 +15,19 @@ The configuration, router math, dispatch planning and balancing rules are pure P
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hyper_parallel.moe.api import MoEConfig, check_expert_parallel, expert_fsdp_degree
+
+if TYPE_CHECKING:  # static analysers see the lazy names; nothing is imported at run time
+    from hyper_parallel.moe._torch.balance import register_moe_load_balancing_hook, update_expert_bias
+    from hyper_parallel.moe._torch.dispatcher import (AllGatherTokenDispatcher, AllToAllTokenDispatcher,
+                                                      DispatchContext, LocalTokenDispatcher, TokenDispatcher)
+    from hyper_parallel.moe._torch.experts import FeedForward, GroupedExperts
+    from hyper_parallel.moe._torch.moe import MoE, MoEAuxLossAutoScaler
+    from hyper_parallel.moe._torch.router import RouterOutput, TokenChoiceTopKRouter
+    from hyper_parallel.moe._torch.styles import (ExpertParallel, ExpertTensorParallel, TensorParallel,
+                                                  fully_shard_experts, init_expert_mesh)
 
 _T = "hyper_parallel.moe._torch."
 _LAZY = {

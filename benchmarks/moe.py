@@ -1,0 +1,203 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Benchmark: a MoE layer (8 experts, top-2, d=512, 4k tokens) with expert parallelism on 2 ranks.
+
+One run, candidates interleaved round by round (forward + backward of ``sum(out * W)`` each):
+
+1. step time: EP with the dropless all-to-all dispatcher (ours) vs the all-gather EP baseline
+   (gather every token, run the local experts, reduce-scatter) vs the same layer on one process
+   (the whole global batch on rank 0). Target: EP <= 0.7x the all-gather baseline.
+2. bytes: what the platform's ``all_to_all_single`` actually handed to other ranks in one EP step
+   (forward and backward), averaged over the ranks, vs the formula ``4 T k h b (ep - 1) / ep``
+   (uniform routing; T tokens per rank). Target: within 5 %. (One rank alone deviates with the
+   router's imbalance: with ep = 2 what one rank sends less the other sends more.)
+3. ``GroupedExperts``: one ``torch._grouped_mm`` per projection vs the per-expert loop, forward +
+   backward on the rows the router sent to the 8 experts. Target: grouped >= 2x faster.
+4. overlap: EP with shared experts, token all-to-all asynchronous (shared experts computed while it
+   is in flight) vs synchronous.
+
+    python benchmarks/moe.py [--tokens 4096] [--dim 512] [--hidden 512]   # self-launches 2 ranks
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _common import ensure_launched, fmt_time, print_table, time_interleaved  # noqa: E402  pylint: disable=wrong-import-position
+
+
+def _layer(args, **kw):
+    import torch
+    from hyper_parallel.moe import MoE, MoEConfig
+    torch.manual_seed(0)
+    base = dict(num_experts=8, top_k=2, dim=args.dim, hidden_dim=args.hidden, load_balance=None)
+    base.update(kw)
+    return MoE(MoEConfig(**base))
+
+
+def _ep(model, mesh, **style):
+    import hyper_parallel as hp
+    from hyper_parallel.moe import ExpertParallel
+    return hp.parallelize_module(copy.deepcopy(model), mesh, {"experts": ExpertParallel(**style)})
+
+
+def _step(model, x, w):
+    """Forward + backward of sum(out * W) (input gradient included); returns a callable for the timer."""
+    def run():
+        model.zero_grad(set_to_none=True)
+        x.grad = None
+        (model(x) * w).sum().backward()
+    return run
+
+
+def _idle():
+    return None
+
+
+def step_times(args, mesh, rank, world):
+    """Section 1: EP (all-to-all) vs the all-gather baseline vs one process."""
+    import torch
+    ref = _layer(args)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(args.tokens, args.dim, generator=g, requires_grad=True)  # inside a model: dx is needed
+    w = torch.randn(args.tokens, args.dim, generator=g)
+    xs, ws = x.detach().chunk(world)[rank].requires_grad_(True), w.chunk(world)[rank]
+    ep_a2a, ep_ag = _ep(ref, mesh), _ep(ref, mesh, dispatcher="all_gather")
+    with torch.no_grad():  # the three agree before timing
+        full = ref(x).chunk(world)[rank]
+        for name, m in (("all-to-all", ep_a2a), ("all-gather", ep_ag)):
+            err = (m(xs) - full).abs().max().item()
+            if err > 1e-4:
+                raise SystemExit(f"EP {name} disagrees with one process: max |diff| {err:.2e}")
+    cands = {"EP all-to-all (ours)": _step(ep_a2a, xs, ws), "EP all-gather baseline": _step(ep_ag, xs, ws),
+             "1 process (whole batch)": _step(ref, x, w) if rank == 0 else _idle}
+    times = time_interleaved(cands, iters=args.iters, warmup=1, rounds=args.rounds)
+    base = times["EP all-gather baseline"]
+    rows = [(k, fmt_time(v), f"{v / base:.2f}x") for k, v in times.items()]
+    print_table(f"1. MoE layer step (fwd+bwd), E=8 top-2 d={args.dim} h={args.hidden}, {args.tokens} tokens, "
+                f"EP={world} (median of {args.rounds} interleaved rounds)", rows,
+                ("candidate", "time", "vs all-gather"))
+    return times, ep_a2a, xs, ws
+
+
+def bytes_check(args, model, xs, ws, world):
+    """Section 2: bytes the platform sent in one EP step (mean over the ranks) vs the formula."""
+    import torch
+    import torch.distributed as dist
+    from hyper_parallel.platform.torch.collectives import sent_bytes
+    sent_bytes(reset=True)
+    _step(model, xs, ws)()
+    mine = sent_bytes(reset=True)
+    per_rank = torch.tensor([mine], dtype=torch.int64)
+    every = [torch.zeros_like(per_rank) for _ in range(world)]
+    dist.all_gather(every, per_rank)
+    every = [int(t) for t in every]
+    local = model.experts.num_local_experts
+    counts = local * (world - 1) * 8  # the count exchange: L int64 counts to every other rank, forward only
+    t, k, h, b = xs.shape[0], 2, args.dim, xs.element_size()
+    formula = 4 * t * k * h * b * (world - 1) / world
+    measured = sum(every) / world - counts
+    dev = measured / formula - 1
+    rows = [("token all-to-all, mean over ranks", f"{measured:,.0f} B", f"{formula:,.0f} B", f"{dev * 100:+.2f} %")]
+    rows += [(f"  rank {r}", f"{v - counts:,} B", "", f"{((v - counts) / formula - 1) * 100:+.2f} %")
+             for r, v in enumerate(every)]
+    rows.append(("count exchange (per rank)", f"{counts} B", f"E/ep*(ep-1)*8 = {counts} B", ""))
+    print_table(f"2. bytes sent per step (fwd dispatch+combine, bwd both), T={t} tokens/rank k={k} h={h} b={b} "
+                f"ep={world}; formula 4*T*k*h*b*(ep-1)/ep", rows, ("what", "measured", "formula", "deviation"))
+    return dev
+
+
+def grouped_vs_loop(args, rank):
+    """Section 3: GroupedExperts grouped matmul vs the per-expert loop (rank 0 computes, rank 1 idles)."""
+    import torch
+    from hyper_parallel.moe import GroupedExperts
+    rows, ratios = [], {}
+    for label, e, dim, hidden, n_rows in ((f"E=8 d={args.dim} h={args.hidden}", 8, args.dim, args.hidden,
+                                           2 * args.tokens),
+                                          ("E=8 d=64 h=128", 8, 64, 128, 512),
+                                          ("E=64 d=64 h=128", 64, 64, 128, 2048)):
+        torch.manual_seed(0)
+        grouped = GroupedExperts(e, dim, hidden, use_grouped_mm=True)
+        loop = copy.deepcopy(grouped)
+        loop.use_grouped_mm = False
+        g = torch.Generator().manual_seed(2)
+        counts = torch.bincount(torch.randint(0, e, (n_rows,), generator=g), minlength=e)
+        x = torch.randn(n_rows, dim, generator=g, requires_grad=True)
+        w = torch.randn(n_rows, dim, generator=g)
+
+        def run(m, x=x, w=w, counts=counts):
+            def one():
+                m.zero_grad(set_to_none=True)
+                (m(x, counts) * w).sum().backward()
+            return one
+
+        cands = {"grouped": run(grouped) if rank == 0 else _idle, "loop": run(loop) if rank == 0 else _idle}
+        times = time_interleaved(cands, iters=args.iters, warmup=1, rounds=args.rounds)
+        ratios[label] = times["loop"] / times["grouped"]
+        rows.append((label, n_rows, fmt_time(times["grouped"]), fmt_time(times["loop"]), f"{ratios[label]:.2f}x"))
+    print_table("3. GroupedExperts fwd+bwd: torch._grouped_mm vs per-expert loop (CPU, 1 thread)", rows,
+                ("experts", "rows", "grouped", "loop", "loop/grouped"))
+    return ratios
+
+
+def overlap(args, mesh, rank, world):
+    """Section 4: shared experts computed while the token all-to-all is in flight, vs synchronous."""
+    import torch
+    ref = _layer(args, num_shared_experts=2)
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(args.tokens, args.dim, generator=g).chunk(world)[rank].requires_grad_(True)
+    w = torch.randn(args.tokens, args.dim, generator=g).chunk(world)[rank]
+    cands = {"async all-to-all": _step(_ep(ref, mesh), x, w),
+             "sync all-to-all": _step(_ep(ref, mesh, async_dispatch=False), x, w)}
+    times = time_interleaved(cands, iters=args.iters, warmup=1, rounds=args.rounds)
+    ratio = times["async all-to-all"] / times["sync all-to-all"]
+    print_table("4. overlap: EP step with 2 shared experts, token all-to-all async vs sync",
+                [(k, fmt_time(v)) for k, v in times.items()] + [("async / sync", f"{ratio:.3f}x")], ("variant", "time"))
+    return ratio
+
+
+def main() -> None:
+    """Run the four sections and print the targets."""
+    import torch
+    import torch.distributed as dist
+    import hyper_parallel as hp
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tokens", type=int, default=4096, help="global tokens (split over the ranks)")
+    parser.add_argument("--dim", type=int, default=512)
+    parser.add_argument("--hidden", type=int, default=512)
+    parser.add_argument("--iters", type=int, default=int(os.environ.get("BENCH_ITERS", "2")))
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    hp.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    mesh = hp.init_device_mesh("cpu", (world,))
+    load0 = os.getloadavg()
+    times, ep_model, xs, ws = step_times(args, mesh, rank, world)
+    dev = bytes_check(args, ep_model, xs, ws, world)
+    ratios = grouped_vs_loop(args, rank)
+    ov = overlap(args, mesh, rank, world)
+    load1 = os.getloadavg()
+    if rank == 0:
+        ep_ratio = times["EP all-to-all (ours)"] / times["EP all-gather baseline"]
+        big = next(iter(ratios.values()))
+        print("== targets ==")
+        print(f"EP step / all-gather baseline: {ep_ratio:.2f}x (target <= 0.7x) "
+              f"{'MET' if ep_ratio <= 0.7 else 'MISSED'}")
+        print(f"all-to-all bytes vs formula: {dev * 100:+.2f} % (target within 5 %) "
+              f"{'MET' if abs(dev) <= 0.05 else 'MISSED'}")
+        print(f"grouped vs loop at 8 experts: {big:.2f}x faster (target >= 2x) {'MET' if big >= 2 else 'MISSED'}")
+        print(f"async/sync with shared experts: {ov:.3f}x")
+        print(f"load average (1/5/15 min) before {load0[0]:.1f}/{load0[1]:.1f}/{load0[2]:.1f}, "
+              f"after {load1[0]:.1f}/{load1[1]:.1f}/{load1[2]:.1f} on {os.cpu_count()} cores")
+    dist.barrier()
+    hp.destroy_process_group()
+
+
+if __name__ == "__main__":
+    ensure_launched(2)
+    main()
