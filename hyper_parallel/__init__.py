@@ -74,6 +74,7 @@ _LAZY = {
     "ScheduleZBVZeroBubble": "hyper_parallel.pipeline",
     "ScheduleDualPipeV": "hyper_parallel.pipeline",
     "get_schedule_class": "hyper_parallel.pipeline",
+    "redistribute_across_meshes": "hyper_parallel.platform.torch.cross_mesh",
     # context parallel
     "context_parallel": "hyper_parallel.cp",
     "context_parallel_shard": "hyper_parallel.cp",

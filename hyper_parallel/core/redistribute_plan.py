@@ -17,8 +17,8 @@ legal orders the planner picks the one that moves the fewest bytes (Dijkstra ove
     all_to_all      (n - 1) / n * B_in      all_reduce      2 (n - 1) / n * B_in
 
 where ``B_in`` is the byte size of the (largest, i.e. padded) local shard before the step.
-Plans are cached by (source spec, target placements, item size). Cross-mesh moves are not
-planned here, but a step names its mesh, so a later cross-mesh step fits the same data model.
+Plans are cached by (source spec, target placements, item size). Moves to a mesh with another rank
+set are planned by ``core/cross_mesh.py`` (``explain_redistribute(..., device_mesh=other)``).
 """
 from __future__ import annotations
 
@@ -179,12 +179,16 @@ def plan_redistribute(src: DTensorSpec, dst_placements: Sequence[Placement], ite
 
 
 def explain_redistribute(src: DTensorSpec, dst_placements: Sequence[Placement],
-                         itemsize: int = 4) -> RedistPlan:
+                         itemsize: int = 4, *, device_mesh=None):
     """Return the plan (steps with their collectives and byte counts) without running it.
 
     ``print(explain_redistribute(spec, [Replicate()]))`` shows a one-line summary; ``.steps``
-    holds the individual ``RedistStep`` objects.
+    holds the individual ``RedistStep`` objects. With ``device_mesh`` (a mesh with another rank set)
+    it returns the cross-mesh plan (``hyper_parallel.core.cross_mesh.CrossMeshPlan``).
     """
+    if device_mesh is not None and device_mesh != src.mesh:
+        from hyper_parallel.core.cross_mesh import plan_cross_mesh  # pylint: disable=import-outside-toplevel,cyclic-import
+        return plan_cross_mesh(src, device_mesh, dst_placements, itemsize)
     return plan_redistribute(src, dst_placements, itemsize)
 
 

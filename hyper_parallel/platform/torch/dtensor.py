@@ -176,9 +176,9 @@ class DTensor(torch.Tensor):
         ``async_op`` is accepted for API parity; CPU collectives here complete before returning.
         """
         spec = self._spec
-        if device_mesh is not None and device_mesh != spec.mesh:
-            raise ValueError(f"redistribute(device_mesh): cross-mesh moves are not supported ({spec.mesh} -> "
-                             f"{device_mesh})")
+        if device_mesh is not None and device_mesh != spec.mesh:  # another rank set: planned by core.cross_mesh
+            from hyper_parallel.platform.torch.cross_mesh import redistribute_across_meshes  # pylint: disable=C0415,R0401
+            return redistribute_across_meshes(self, device_mesh, placements)
         if placements is None:
             raise ValueError("redistribute(placements): target placements are required")
         placements = normalize_placements(placements, spec.mesh.ndim, spec.ndim, "redistribute placements")
