@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence, Tuple
 
-__all__ = ["merge_partials", "merge_all", "empty_partial"]
+__all__ = ["merge_partials", "merge_into", "merge_all", "empty_partial"]
 
 
 def merge_partials(out_a: Any, lse_a: Any, out_b: Any, lse_b: Any, xp: Any) -> Tuple[Any, Any]:
@@ -35,6 +35,16 @@ def merge_partials(out_a: Any, lse_a: Any, out_b: Any, lse_b: Any, xp: Any) -> T
     w_a = xp.exp(lse_a - safe)
     w_b = xp.exp(lse_b - safe)
     return out_a * w_a[..., None] + out_b * w_b[..., None], lse
+
+
+def merge_into(acc_out: Any, acc_lse: Any, out_b: Any, lse_b: Any, xp: Any) -> None:
+    """:func:`merge_partials` in place: fold ``(out_b, lse_b)`` into the accumulators ``acc_out``/``acc_lse``
+    (which may be views of larger buffers); allocates no full-size output."""
+    lse = xp.logaddexp(acc_lse, lse_b)
+    safe = xp.where(xp.isneginf(lse), xp.zeros_like(lse), lse)
+    acc_out *= xp.exp(acc_lse - safe)[..., None]
+    acc_out += out_b * xp.exp(lse_b - safe)[..., None]
+    acc_lse[...] = lse
 
 
 def empty_partial(out_like: Any, lse_like: Any, xp: Any) -> Tuple[Any, Any]:

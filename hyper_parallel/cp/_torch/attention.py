@@ -35,7 +35,7 @@ import torch.distributed as dist
 from hyper_parallel.cp.blocks import Task, plan_block
 from hyper_parallel.cp.cost import ulysses_kv_repeat
 from hyper_parallel.cp.load_balance import SeqLayout
-from hyper_parallel.cp.merge import merge_partials
+from hyper_parallel.cp.merge import merge_into
 from hyper_parallel.cp._torch import comm
 from hyper_parallel.cp._torch.kernel import acc_dtype, attention_backward, attention_forward
 
@@ -122,10 +122,8 @@ def _block_forward(cfg: AttnConfig, q, kb, vb, src: int, acc_out: torch.Tensor, 
         m = None if mask is None else mask.narrow(-2, t.q_off, t.q_len)
         o, l = attention_forward(qs, _keys(kb, t.k_segs), _keys(vb, t.k_segs), causal=t.causal, scale=cfg.scale,
                                  mask=m, impl=cfg.impl)
-        ao, al = acc_out.narrow(-2, t.q_off, t.q_len), acc_lse.narrow(-1, t.q_off, t.q_len)
-        no, nl = merge_partials(ao, al, o.to(ao.dtype), l.to(al.dtype), torch)
-        ao.copy_(no)
-        al.copy_(nl)
+        merge_into(acc_out.narrow(-2, t.q_off, t.q_len), acc_lse.narrow(-1, t.q_off, t.q_len), o.to(acc_out.dtype),
+                   l.to(acc_lse.dtype), torch)
 
 
 def _add_segments(acc: torch.Tensor, grad: torch.Tensor, segs) -> None:
@@ -208,29 +206,28 @@ class RingAttention(torch.autograd.Function):
         dt = acc_dtype(q.dtype)
         dq = torch.zeros(q.shape, dtype=dt, device=q.device)
         kv, src, incoming = _pack(k, v), cfg.rank, None
-        dkv = None
         for step in range(cfg.size):
             last = step == cfg.size - 1
-            kv_next = ex.start(kv, "bwd", _TAG_KV, overlapped=cfg.async_) if not last else None
-            if kv_next is not None and not cfg.async_:
-                kv_next = _Done(kv_next.wait())
+            kv_next = ex.start(kv, "bwd", _TAG_KV, overlapped=True) if cfg.async_ and not last else None
             kb, vb = _unpack(kv, k.shape)
-            dk = torch.zeros(k.shape, dtype=dt, device=k.device)
-            dv = torch.zeros(v.shape, dtype=dt, device=v.device)
-            _block_backward(cfg, saved, kb, vb, src, dq, dk, dv)
-            _trace("bwd", step, src, dq, dk, dv)
-            dkv = _pack(dk, dv)
-            if incoming is not None:
+            if incoming is not None and not cfg.async_:
+                dkv, incoming = incoming.wait(), None  # sync: this block's accumulator is here, add into it
+            else:
+                dkv = torch.zeros(2 * k.numel(), dtype=dt, device=k.device)
+            before = dkv.clone() if _TRACES else None
+            _block_backward(cfg, saved, kb, vb, src, dq, *_unpack(dkv, k.shape))
+            if before is not None:
+                _trace("bwd", step, src, dq, *_unpack(dkv - before, k.shape))
+            if incoming is not None:  # async: it arrived while the block was computed
                 dkv.add_(incoming.wait())
             if ex is not None:
                 incoming = ex.start(dkv, "bwd", _TAG_DKV, overlapped=cfg.async_)
                 if not cfg.async_:
-                    incoming = _Done(incoming.wait())
+                    incoming, dkv = _Done(incoming.wait()), None  # the sent accumulator is not needed any more
             if not last:
-                kv = kv_next.wait()
+                kv = kv_next.wait() if kv_next is not None else ex.exchange(kv, "bwd", _TAG_KV)
             src = (src - 1) % cfg.size
-        if incoming is not None:
-            dkv = incoming.wait()
+        dkv = incoming.wait() if incoming is not None else dkv
         dk, dv = _unpack(dkv, k.shape)
         return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None
 
@@ -256,6 +253,24 @@ def _src_order(cfg: AttnConfig) -> List[int]:
     return [(cfg.rank - i) % cfg.size for i in range(cfg.size)]
 
 
+def _each_block(cfg: AttnConfig, k, v, pending):
+    """``(step, src, k block, v block)``, own block first; the gathered buffer is awaited only when needed."""
+    blocks = None
+    for step, src in enumerate(_src_order(cfg)):
+        if src == cfg.rank:
+            yield step, src, k, v
+            continue
+        if blocks is None:
+            blocks = _gather_blocks(pending.wait(), cfg.size, k.shape)
+        yield (step, src) + blocks[src]
+
+
+def _all_blocks_backward(cfg: AttnConfig, saved, k, v, pending, dq, dkv_all) -> None:
+    for step, src, kb, vb in _each_block(cfg, k, v, pending):
+        _block_backward(cfg, saved, kb, vb, src, dq, dkv_all[src, 0], dkv_all[src, 1])
+        _trace("bwd", step, src, dq, dkv_all[src, 0], dkv_all[src, 1])
+
+
 class AllGatherAttention(torch.autograd.Function):
     """All-gather-KV attention (see the module docstring)."""
 
@@ -268,14 +283,7 @@ class AllGatherAttention(torch.autograd.Function):
         pending = comm.all_gather_flat(kv, cfg.group, cfg.method, "fwd", async_op=True) if cfg.size > 1 else None
         if not cfg.async_ and pending is not None:
             pending = _Done(pending.wait())
-        blocks = None
-        for step, src in enumerate(_src_order(cfg)):
-            if src == cfg.rank:
-                kb, vb = k, v
-            else:
-                if blocks is None:
-                    blocks = _gather_blocks(pending.wait(), cfg.size, k.shape)
-                kb, vb = blocks[src]
+        for step, src, kb, vb in _each_block(cfg, k, v, pending):
             _block_forward(cfg, q, kb, vb, src, acc_out, acc_lse)
             _trace("fwd", step, src, acc_out, acc_lse)
         out = acc_out.to(q.dtype)
@@ -297,16 +305,8 @@ class AllGatherAttention(torch.autograd.Function):
         dt = acc_dtype(q.dtype)
         dq = torch.zeros(q.shape, dtype=dt, device=q.device)
         dkv_all = torch.zeros((cfg.size, 2) + tuple(k.shape), dtype=dt, device=k.device)
-        blocks = None
-        for step, src in enumerate(_src_order(cfg)):
-            if src == cfg.rank:
-                kb, vb = k, v
-            else:
-                if blocks is None:
-                    blocks = _gather_blocks(pending.wait(), cfg.size, k.shape)
-                kb, vb = blocks[src]
-            _block_backward(cfg, saved, kb, vb, src, dq, dkv_all[src, 0], dkv_all[src, 1])
-            _trace("bwd", step, src, dq, dkv_all[src, 0], dkv_all[src, 1])
+        _all_blocks_backward(cfg, saved, k, v, pending, dq, dkv_all)
+        del pending  # release the gathered K+V before the reduce-scatter
         if cfg.size > 1:
             mine = comm.reduce_scatter_flat(dkv_all.reshape(-1), cfg.group, cfg.method, "bwd").view((2,) + k.shape)
         else:

@@ -15,7 +15,7 @@ from hyper_parallel.cp.cost import (allgather_bytes, alltoall_bytes, attention_w
                                     ring_overlap_min_chunk, ulysses_kv_repeat)
 from hyper_parallel.cp.load_balance import (Contiguous, HeadTail, PerDocumentHeadTail, SeqLayout, SequenceLengthError,
                                             make_load_balancer)
-from hyper_parallel.cp.merge import empty_partial, merge_all, merge_partials
+from hyper_parallel.cp.merge import empty_partial, merge_all, merge_into, merge_partials
 from hyper_parallel.cp.select import select_method
 
 
@@ -102,6 +102,12 @@ def test_merge_equals_attention_over_the_union(seed, split, masked):
     m_out, m_lse = merge_partials(a[0], a[1], b[0], b[1], np)
     np.testing.assert_allclose(m_lse, lse, rtol=1e-12)
     np.testing.assert_allclose(m_out, out, rtol=1e-12, atol=1e-12)
+    acc_out, acc_lse = np.zeros((3, 10)), np.full(3, -np.inf)  # in place, into views of a larger buffer
+    for part in (a, b):
+        merge_into(acc_out[:, 2:7], acc_lse, part[0], part[1], np)
+    np.testing.assert_allclose(acc_out[:, 2:7], out, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(acc_lse, lse, rtol=1e-12)
+    assert np.all(acc_out[:, :2] == 0) and np.all(acc_out[:, 7:] == 0)
 
 
 def test_merge_keeps_empty_rows_empty_and_merge_all_folds():
