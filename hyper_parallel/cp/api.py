@@ -33,7 +33,7 @@ def _torch_only(mesh: Any, what: str) -> None:
 
 def context_parallel(mesh, buffers: Optional[Sequence[Any]] = None, buffer_seq_dims: Optional[Sequence[int]] = None,
                      no_restore_buffers: Optional[Sequence[Any]] = None, method: str = "ring",
-                     load_balance: LoadBalance = "headtail"):
+                     load_balance: LoadBalance = "headtail", *, async_op: bool = False):
     """Context manager: CP attention over the 1-D ``mesh`` inside the block.
 
     Args:
@@ -45,6 +45,8 @@ def context_parallel(mesh, buffers: Optional[Sequence[Any]] = None, buffer_seq_d
             sequence <-> heads) or ``"auto"`` (:func:`hyper_parallel.cp.select.select_method`).
         load_balance: ``"headtail"`` (default, zig-zag), ``None``/``"none"`` (contiguous) or a
             :class:`~hyper_parallel.cp.load_balance.LoadBalancer` such as ``PerDocumentHeadTail(doc_lengths)``.
+        async_op: post each block's exchange before computing the previous one (ring, allgather), as
+            :class:`~hyper_parallel.cp.style.AsyncContextParallel`.
 
     Inside the block q, k, v given to SDPA must be this rank's shards ``[B, H, S/c, E]`` in the
     same layout as the buffers (e.g. computed from the sharded input ids); position ids for RoPE
@@ -53,7 +55,7 @@ def context_parallel(mesh, buffers: Optional[Sequence[Any]] = None, buffer_seq_d
     """
     _torch_only(mesh, "context_parallel")
     from hyper_parallel.cp._torch.context import context_parallel as impl
-    return impl(mesh, buffers, buffer_seq_dims, no_restore_buffers, method, load_balance)
+    return impl(mesh, buffers, buffer_seq_dims, no_restore_buffers, method, load_balance, async_op=async_op)
 
 
 def context_parallel_shard(mesh, buffers: Sequence[Any], seq_dims: Sequence[int],

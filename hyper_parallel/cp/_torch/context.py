@@ -202,12 +202,12 @@ def _check_in_place(buffers, no_restore_buffers) -> set:
 def context_parallel(mesh, buffers: Optional[Sequence[torch.Tensor]] = None,
                      buffer_seq_dims: Optional[Sequence[int]] = None,
                      no_restore_buffers: Optional[Sequence[torch.Tensor]] = None, method: str = "ring",
-                     load_balance: Union[None, str, LoadBalancer] = "headtail", *, async_: bool = False,
+                     load_balance: Union[None, str, LoadBalancer] = "headtail", *, async_op: bool = False,
                      impl: Optional[str] = None) -> Iterator[None]:
     """Shard ``buffers`` in place along ``buffer_seq_dims`` and run ``F.scaled_dot_product_attention``
     (and the DSA ops) as CP attention inside the block; restore the buffers on exit (except those in
     ``no_restore_buffers``). See ``hyper_parallel.cp.context_parallel`` for the full contract."""
-    state = CPState(mesh, method, make_load_balancer(load_balance), async_, frozenset(), impl)
+    state = CPState(mesh, method, make_load_balancer(load_balance), async_op, frozenset(), impl)
     buffers, dims = _check_buffers(buffers, buffer_seq_dims, "context_parallel")
     keep = _check_in_place(buffers, no_restore_buffers)
     shards = context_parallel_shard(mesh, buffers, dims, state.balancer)

@@ -38,7 +38,7 @@ def cp_attention_vs_one_process(mesh, method, async_, causal, kv_heads, mask_kin
     import torch
     import torch.nn.functional as F
     from hyper_parallel.cp import context_parallel_shard, context_parallel_unshard
-    from hyper_parallel.cp._torch.context import context_parallel
+    from hyper_parallel.cp import context_parallel
     g = torch.Generator().manual_seed(seq + kv_heads)
     q = torch.randn(2, 4, seq, 8, generator=g, dtype=dtype)
     k, v = (torch.randn(2, kv_heads, seq, 8, generator=g, dtype=dtype) for _ in range(2))
@@ -54,7 +54,7 @@ def cp_attention_vs_one_process(mesh, method, async_, causal, kv_heads, mask_kin
     want = [ref.detach(), *torch.autograd.grad(ref, leaf, grad_out)]
     shards = context_parallel_shard(mesh, [q, k, v, grad_out], [2, 2, 2, 2], balancer(lb))
     local = [t.requires_grad_(True) for t in shards[:3]]
-    with context_parallel(mesh, method=method, load_balance=balancer(lb), async_=async_):
+    with context_parallel(mesh, method=method, load_balance=balancer(lb), async_op=async_):
         out = F.scaled_dot_product_attention(*local, attn_mask=mask, is_causal=causal, enable_gqa=kv_heads != 4)
     grads = torch.autograd.grad(out, local, shards[3])
     got = context_parallel_unshard(mesh, [out.detach(), *grads], [2, 2, 2, 2], balancer(lb))
@@ -113,8 +113,8 @@ def check_steps(mesh, method, lb, causal, seq=16):
     """Every forward and backward step of ``method`` on this rank against the reference partial sums."""
     import torch
     import torch.nn.functional as F
-    from hyper_parallel.cp import context_parallel_shard, record_steps
-    from hyper_parallel.cp._torch.context import CPState, context_parallel
+    from hyper_parallel.cp import context_parallel, context_parallel_shard, record_steps
+    from hyper_parallel.cp._torch.context import CPState
     from hyper_parallel.cp.load_balance import make_load_balancer
     rank, size = mesh.get_local_rank(0), mesh.size()
     g = torch.Generator().manual_seed(7)
@@ -290,7 +290,7 @@ def test_bytes_sent_equal_the_formulas():
     import torch.nn.functional as F
     import hyper_parallel as hp
     from hyper_parallel.cp import comm_stats, context_parallel_shard
-    from hyper_parallel.cp._torch.context import context_parallel
+    from hyper_parallel.cp import context_parallel
     from hyper_parallel.cp.cost import method_bytes
     mesh = hp.init_device_mesh("cpu", (2,))
     seq, heads, kv_heads, dim = 32, 4, 2, 8
@@ -298,7 +298,7 @@ def test_bytes_sent_equal_the_formulas():
         q = torch.randn(2, heads, seq, dim)
         k, v = torch.randn(2, kv_heads, seq, dim), torch.randn(2, kv_heads, seq, dim)
         local = [t.requires_grad_(True) for t in context_parallel_shard(mesh, [q, k, v], [2, 2, 2])]
-        with comm_stats() as stats, context_parallel(mesh, method=method, async_=async_):
+        with comm_stats() as stats, context_parallel(mesh, method=method, async_op=async_):
             F.scaled_dot_product_attention(*local, is_causal=True, enable_gqa=True).sum().backward()
         want = method_bytes(method, seq, 2, heads, kv_heads, dim, 4, batch=2)
         assert {ph: stats.total_bytes(phase=ph) for ph in ("fwd", "bwd")} == want, (method, async_)
