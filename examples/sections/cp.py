@@ -74,7 +74,7 @@ def cp_section(mesh) -> bool:
             o.zero_grad()
     drift = max((p - q).abs().max().item() for p, q in zip(ours.parameters(), ref.parameters()))
     if rank == 0:
-        print(f"\n== 4. context parallel: tiny Llama, sequence 64 split head-tail over {world} ranks ==")
+        print(f"\n== context parallel: tiny Llama, sequence 64 split head-tail over {world} ranks ==")
         print("one step, max |grad diff| vs 1 process: " + ", ".join(f"{name} {err:.1e}" for name, err in checks))
         print("ring attention, 5 AdamW steps:")
         print("step  CP loss     1-process loss  bytes sent/rank")
