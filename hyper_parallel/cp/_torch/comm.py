@@ -31,7 +31,9 @@ __all__ = ["CommRecord", "CommStats", "comm_stats", "RingExchange", "Pending", "
 @dataclass
 class CommRecord:
     """One transfer: what, how many bytes this rank sent, seconds from start to completion as seen by
-    this rank (``span_s``) and seconds it blocked waiting (``exposed_s``)."""
+    this rank (``span_s``) and seconds it blocked waiting (``exposed_s``); ``posted``, ``wait_start``
+    and ``wait_end`` are ``time.perf_counter()`` stamps (a system-wide monotonic clock on Linux, so
+    stamps of ranks on one host compare: a wait that began before the peer posted is load skew)."""
 
     method: str
     phase: str
@@ -40,6 +42,9 @@ class CommRecord:
     span_s: float
     exposed_s: float
     overlapped: bool
+    posted: float = 0.0
+    wait_start: float = 0.0
+    wait_end: float = 0.0
 
 
 @dataclass
@@ -118,6 +123,7 @@ class Pending:
         end = time.perf_counter()
         self._rec.exposed_s = end - t0
         self._rec.span_s = end - self._start
+        self._rec.posted, self._rec.wait_start, self._rec.wait_end = self._start, t0, end
         self._rec.overlapped = self._overlapped
         _record(self._rec)
         return self._result
