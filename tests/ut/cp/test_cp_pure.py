@@ -25,6 +25,19 @@ def test_import_pulls_no_framework():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_mindspore_meshes_are_refused_clearly():
+    from hyper_parallel.cp import ContextParallel, context_parallel, context_parallel_shard
+
+    class MindSporeMesh:  # what the styles and context managers look at: the mesh's backend
+        platform = "mindspore"
+        ndim = 1
+
+    for call in (lambda: context_parallel(MindSporeMesh()), lambda: context_parallel_shard(MindSporeMesh(), [], []),
+                 lambda: ContextParallel().apply(None, MindSporeMesh())):
+        with pytest.raises(RuntimeError, match="implemented for the torch backend only"):
+            call()
+
+
 # ------------------------------------------------------------------------------------------ index maps
 def test_headtail_layout_by_hand():
     lay = HeadTail().layout(16, 2)
