@@ -49,12 +49,16 @@ class StateDictOptions:
         cpu_offload: with ``full_state_dict``, keep the result on rank 0 only, on the CPU.
         strict: loading raises on missing or unexpected keys.
         ignore_frozen_params: leave out parameters with ``requires_grad=False``.
+        flatten_optimizer_state_dict: optimizer state dicts keyed ``state.<fqn>.<name>`` and
+            ``param_groups.<fqn>.<setting>`` (one key per parameter: pipeline stages merge, group order
+            does not matter); loading accepts both forms.
     """
 
     full_state_dict: bool = False
     cpu_offload: bool = False
     strict: bool = True
     ignore_frozen_params: bool = False
+    flatten_optimizer_state_dict: bool = False
 
 
 def _leaves(obj: Any) -> Iterable[Any]:
@@ -184,13 +188,14 @@ class ModelState:
 
 
 class OptimizerState:
-    """One or more optimizers of ``model`` as a :class:`Stateful` (states keyed by parameter FQN;
-    created first if the optimizers never stepped, so a checkpoint loads into a fresh optimizer)."""
+    """One or more optimizers of ``model`` as a :class:`Stateful` (states keyed by parameter FQN, in the
+    flattened form by default so that pipeline stages merge; created first if the optimizers never
+    stepped, so a checkpoint loads into a fresh optimizer)."""
 
     def __init__(self, model: Any, optimizers: Any, options: Optional[StateDictOptions] = None) -> None:
         self.model = model
         self.optimizers = optimizers
-        self.options = options
+        self.options = options or StateDictOptions(flatten_optimizer_state_dict=True)
 
     def state_dict(self) -> Dict[str, Any]:
         """The merged optimizer state dict."""

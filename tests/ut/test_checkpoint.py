@@ -284,3 +284,24 @@ def test_backend_is_chosen_by_the_values():
     assert backend_of({"data": Loader(), "step": 3}) == "torch"  # the default
     from hyper_parallel.checkpoint import Stateful
     assert isinstance(Loader(), Stateful)
+
+
+def test_flattened_optimizer_state_merges_stages_and_regroups():
+    full = {"state": {"a": {"exp_avg": 1, "step": 2}, "b": {"exp_avg": 3, "step": 2}, "c": {"m": 5}},
+            "param_groups": [{"lr": 0.1, "betas": (0.9, 0.95), "params": ["a", "b"]}, {"lr": 0.5, "params": ["c"]}]}
+    flat = fqn.flatten_optimizer_state(full)
+    assert flat["state.a.exp_avg"] == 1 and flat["param_groups.b.betas"] == (0.9, 0.95) and flat["param_groups.c.lr"] == 0.5
+    # two pipeline stages' dicts merge without collisions, and each stage regroups its own parameters
+    stage0 = fqn.flatten_optimizer_state({"state": {"a": full["state"]["a"]},
+                                          "param_groups": [{"lr": 0.1, "betas": (0.9, 0.95), "params": ["a"]}]})
+    stage1 = fqn.flatten_optimizer_state({"state": {"b": full["state"]["b"], "c": full["state"]["c"]},
+                                          "param_groups": [{"lr": 0.1, "betas": (0.9, 0.95), "params": ["b"]},
+                                                           {"lr": 0.5, "params": ["c"]}]})
+    assert not set(stage0) & set(stage1) and {**stage0, **stage1} == flat
+    assert fqn.unflatten_optimizer_state(flat, [["a", "b"], ["c"]]) == full
+    assert fqn.unflatten_optimizer_state(flat, [["c"]]) == {"state": {"c": {"m": 5}},
+                                                            "param_groups": [{"lr": 0.5, "params": ["c"]}]}
+    with pytest.raises(KeyError, match="no param-group settings stored for parameter 'z'"):
+        fqn.unflatten_optimizer_state(flat, [["z"]])
+    with pytest.raises(KeyError, match="unexpected key 'other.x'"):
+        fqn.unflatten_optimizer_state({"other.x": 1}, [["a"]])

@@ -3,8 +3,9 @@
 """Model and optimizer state dicts for checkpoints (torch), keyed by stable FQNs in every layout.
 
 Follows ``torch.distributed.checkpoint.state_dict`` (``get_state_dict``, ``set_state_dict``,
-``get_model_state_dict`` ...), built on ``hyper_parallel.fsdp``'s state-dict functions (which also
-serve models that are not fully sharded) and adding: several optimizers merged into one dict, wrapper
+``get_model_state_dict`` ...), built on ``hyper_parallel.fsdp``'s model state dict and
+``hyper_parallel.optim``'s optimizer state dict (any optimizer, ``Muon`` and ``ChainedOptimizer``
+included, parameters of any layout) and adding: several optimizers merged into one dict, wrapper
 segments dropped from keys (:mod:`hyper_parallel.checkpoint.fqn`), optimizer states created before a
 first step so that a checkpoint can be loaded into a fresh optimizer, full (gathered) optimizer states
 of tensor-parallel parameters, and loading of any value kind (same-spec DTensor, other DTensor, full
@@ -19,8 +20,10 @@ import torch
 from torch import nn
 from torch._C import DisableTorchFunctionSubclass
 
-from hyper_parallel.checkpoint.fqn import canonical_fqn, canonical_map
+from hyper_parallel.checkpoint.fqn import (canonical_fqn, canonical_map, flatten_optimizer_state,
+                                           unflatten_optimizer_state)
 from hyper_parallel.fsdp._torch import state_dict as _fsdp_sd
+from hyper_parallel.optim._torch import state_dict as _optim_sd
 from hyper_parallel.platform.torch.dtensor import DTensor, _alias  # pylint: disable=protected-access
 
 __all__ = ["get_model_state_dict", "set_model_state_dict", "get_optimizer_state_dict", "set_optimizer_state_dict",
@@ -46,15 +49,31 @@ def _optimizers(optimizers) -> List[torch.optim.Optimizer]:
     return opts
 
 
-def get_model_state_dict(model: nn.Module, *, options=None) -> Dict[str, Any]:
-    """The model's state dict with canonical keys: DTensor shards as they are (sharded) or gathered full
-    tensors (``full_state_dict``; with ``cpu_offload`` on rank 0 only, others get ``{}``)."""
+def _parts(model) -> List[nn.Module]:
+    """A model or a list of model parts (the pipeline stages this rank holds)."""
+    parts = list(model) if isinstance(model, (list, tuple)) else [model]
+    for part in parts:
+        if not isinstance(part, nn.Module):
+            raise TypeError(f"model: expected an nn.Module or a list of them, got {type(part).__name__}")
+    return parts
+
+
+def get_model_state_dict(model, *, options=None) -> Dict[str, Any]:
+    """The state dict of a model (or of a list of model parts) with canonical keys: DTensor shards as they
+    are (sharded) or gathered full tensors (``full_state_dict``; with ``cpu_offload`` on rank 0 only)."""
     o = _opts(options)
-    sd = _fsdp_sd.get_model_state_dict(model, full_state_dict=o.full_state_dict, cpu_offload=o.cpu_offload)
-    if o.ignore_frozen_params:
-        frozen = {canonical_fqn(n) for n, p in model.named_parameters() if not p.requires_grad}
-        sd = {k: v for k, v in sd.items() if canonical_fqn(k) not in frozen}
-    return {canonical_fqn(k): v for k, v in sd.items()}
+    out: Dict[str, Any] = {}
+    for part in _parts(model):
+        sd = _fsdp_sd.get_model_state_dict(part, full_state_dict=o.full_state_dict, cpu_offload=o.cpu_offload)
+        frozen = {n for n, p in part.named_parameters() if not p.requires_grad} if o.ignore_frozen_params else set()
+        for k, v in sd.items():
+            if k in frozen:
+                continue
+            key = canonical_fqn(k)
+            if key in out:
+                raise ValueError(f"get_model_state_dict: two model parts both hold {key!r}")
+            out[key] = v
+    return out
 
 
 def _local_of(value: Any, target: torch.Tensor, key: str) -> torch.Tensor:
@@ -70,46 +89,49 @@ def _local_of(value: Any, target: torch.Tensor, key: str) -> torch.Tensor:
     return value
 
 
-def set_model_state_dict(model: nn.Module, model_state_dict: Dict[str, Any], *, options=None) -> Tuple[List[str],
-                                                                                                   List[str]]:
-    """Load a sharded or full model state dict (canonical or actual keys) into ``model`` in any layout.
+def _copy_into(target: torch.Tensor, value: Any, key: str) -> None:
+    local = _local_of(value, target, key)
+    with torch.no_grad(), DisableTorchFunctionSubclass():
+        dst = _alias(target) if type(target) is DTensor else target  # pylint: disable=unidiomatic-typecheck
+        if type(local) is DTensor:  # pylint: disable=unidiomatic-typecheck
+            local = _alias(local)
+        if dst.data_ptr() != local.data_ptr() or dst.shape != local.shape:
+            dst.copy_(local)
 
-    Returns ``(missing_keys, unexpected_keys)``; with ``strict`` (default) either being non-empty raises.
-    """
-    o = _opts(options)
-    actual = dict(model.state_dict(keep_vars=True))
+
+def _load_part(part: nn.Module, model_state_dict: Dict[str, Any], used: set, ignore_frozen: bool) -> List[str]:
+    """Load the entries of ``model_state_dict`` that ``part`` holds; returns its missing keys."""
+    actual = dict(part.state_dict(keep_vars=True))
     by_canon = canonical_map(actual)
-    fsdp_part, missing_seen = {}, set()
-    unexpected = []
+    frozen = {n for n, p in part.named_parameters() if not p.requires_grad} if ignore_frozen else set()
+    fsdp_part, seen = {}, set()
     for key, value in model_state_dict.items():
         name = key if key in actual else by_canon.get(canonical_fqn(key))
         if name is None:
-            unexpected.append(key)
             continue
-        missing_seen.add(name)
-        target = actual[name]
-        if target.__dict__.get("_hp_fsdp_info") is not None:
+        used.add(key)
+        seen.add(name)
+        if actual[name].__dict__.get("_hp_fsdp_info") is not None:
             fsdp_part[name] = value
-            continue
-        local = _local_of(value, target, key)
-        with torch.no_grad(), DisableTorchFunctionSubclass():
-            dst = _alias(target) if type(target) is DTensor else target  # pylint: disable=unidiomatic-typecheck
-            if type(local) is DTensor:  # pylint: disable=unidiomatic-typecheck
-                local = _alias(local)
-            if dst.data_ptr() != local.data_ptr() or dst.shape != local.shape:
-                dst.copy_(local)
-    missing = sorted(canonical_fqn(n) for n in actual if n not in missing_seen
-                     and not (o.ignore_frozen_params and _frozen(model, n)))
-    if o.strict and (missing or unexpected):
-        raise RuntimeError(f"set_model_state_dict: missing keys {missing}, unexpected keys {sorted(unexpected)}")
+        else:
+            _copy_into(actual[name], value, key)
     if fsdp_part:
-        _fsdp_sd.set_model_state_dict(model, fsdp_part, strict=False)
-    return missing, sorted(unexpected)
+        _fsdp_sd.set_model_state_dict(part, fsdp_part, strict=False)
+    return [canonical_fqn(n) for n in actual if n not in seen and n not in frozen]
 
 
-def _frozen(model: nn.Module, name: str) -> bool:
-    params = dict(model.named_parameters())
-    return name in params and not params[name].requires_grad
+def set_model_state_dict(model, model_state_dict: Dict[str, Any], *, options=None) -> Tuple[List[str], List[str]]:
+    """Load a sharded or full state dict (canonical or actual keys, from any layout) into a model or a list
+    of model parts. Returns ``(missing_keys, unexpected_keys)``; with ``strict`` (default) either raises."""
+    o = _opts(options)
+    used: set = set()
+    missing: List[str] = []
+    for part in _parts(model):
+        missing += _load_part(part, model_state_dict, used, o.ignore_frozen_params)
+    unexpected = sorted(set(model_state_dict) - used)
+    if o.strict and (missing or unexpected):
+        raise RuntimeError(f"set_model_state_dict: missing keys {sorted(missing)}, unexpected keys {unexpected}")
+    return sorted(missing), unexpected
 
 
 def init_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
@@ -147,14 +169,16 @@ def _full_states(osd: Dict[str, Any], cpu: bool) -> Dict[str, Any]:
 def get_optimizer_state_dict(model: nn.Module, optimizers, *, options=None) -> Dict[str, Any]:
     """``{"state": {fqn: {name: value}}, "param_groups": [{..., "params": [fqn, ...]}]}`` over all
     ``optimizers`` (one or a list); states are DTensor shards (or full tensors with ``full_state_dict``).
-    States are created first if the optimizers have not stepped yet (so a checkpoint can be loaded)."""
+    With ``flatten_optimizer_state_dict``: ``{"state.<fqn>.<name>": value, "param_groups.<fqn>.<setting>":
+    value}`` (what checkpoints should hold: it merges across pipeline stages). States are created first if
+    the optimizers have not stepped yet (so a checkpoint can be loaded into them)."""
     o = _opts(options)
     state: Dict[str, Any] = {}
     groups: List[Dict[str, Any]] = []
     for opt in _optimizers(optimizers):
         init_optimizer_state(opt)
-        osd = _fsdp_sd.get_optimizer_state_dict(model, opt, full_state_dict=o.full_state_dict,
-                                                cpu_offload=o.cpu_offload)
+        osd = _optim_sd.get_optimizer_state_dict(model, opt, full_state_dict=o.full_state_dict,
+                                                 cpu_offload=o.cpu_offload)
         if not osd:  # full + cpu_offload on a rank other than 0
             continue
         if o.full_state_dict:
@@ -168,11 +192,12 @@ def get_optimizer_state_dict(model: nn.Module, optimizers, *, options=None) -> D
             groups.append({**g, "params": [canonical_fqn(n) for n in g["params"]]})
     if not state and not groups:
         return {}
-    return {"state": state, "param_groups": groups}
+    osd = {"state": state, "param_groups": groups}
+    return flatten_optimizer_state(osd) if o.flatten_optimizer_state_dict else osd
 
 
-def _names_of(model: nn.Module, opt) -> Dict[int, str]:
-    names = {id(p): n for n, p in model.named_parameters()}
+def _names_of(model, opt) -> Dict[int, str]:
+    names = {id(p): n for part in _parts(model) for n, p in part.named_parameters()}
     return {id(p): names[id(p)] for g in opt.param_groups for p in g["params"] if id(p) in names}
 
 
@@ -181,17 +206,28 @@ def set_optimizer_state_dict(model: nn.Module, optimizers, optim_state_dict: Dic
     _opts(options)
     if not optim_state_dict:
         raise ValueError("set_optimizer_state_dict: empty optimizer state dict")
-    state, groups = optim_state_dict["state"], list(optim_state_dict["param_groups"])
+    flat = not isinstance(optim_state_dict.get("state"), dict)
     for opt in _optimizers(optimizers):
         names = _names_of(model, opt)
         canon = {canonical_fqn(n): n for n in names.values()}
-        mine = [g for g in groups if g["params"] and canonical_fqn(g["params"][0]) in canon]
-        if len(mine) != len(opt.param_groups):
+        if flat:
+            nested = unflatten_optimizer_state(optim_state_dict, [[canonical_fqn(names[id(p)]) for p in g["params"]]
+                                                                  for g in opt.param_groups])
+        else:
+            nested = optim_state_dict
+        state, groups = nested["state"], list(nested["param_groups"])
+        # groups restricted to this optimizer's parameters: a pipeline stage (or one of several optimizers)
+        # loads the part of a checkpoint saved by the whole model
+        sub_groups = []
+        for g in groups:
+            kept = [_actual(canon, n) for n in g["params"] if canonical_fqn(n) in canon]
+            if kept:
+                sub_groups.append({**g, "params": kept})
+        if len(sub_groups) != len(opt.param_groups):
             raise ValueError(f"set_optimizer_state_dict: the optimizer has {len(opt.param_groups)} param groups, the "
-                             f"state dict has {len(mine)} for its parameters")
-        sub_groups = [{**g, "params": [_actual(canon, n) for n in g["params"]]} for g in mine]
+                             f"state dict has {len(sub_groups)} holding its parameters")
         sub_state = {_actual(canon, k): v for k, v in state.items() if canonical_fqn(k) in canon}
-        _fsdp_sd.set_optimizer_state_dict(model, opt, {"state": sub_state, "param_groups": sub_groups})
+        _optim_sd.set_optimizer_state_dict(model, opt, {"state": sub_state, "param_groups": sub_groups})
 
 
 def _actual(canon: Dict[str, str], name: str) -> str:

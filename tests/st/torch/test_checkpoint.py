@@ -145,14 +145,17 @@ def test_fsdp_checkpoint_loads_into_tp_plain_and_pp_layouts(tmp_path):
     for step in range(2):
         llama_step(model, opt, llama_batch(step, rank, world))
     want_params, want_states = full_params(model), full_optim_states(model, opt)
-    msd, osd = ckpt.get_state_dict(model, opt)
-    ckpt.save({"model": msd, "optim": osd}, checkpoint_id=tmp_path / "fsdp")
+    ckpt.save({"model": ckpt.ModelState(model), "optim": ckpt.OptimizerState(model, opt)},
+              checkpoint_id=tmp_path / "fsdp")
 
-    # TP layout, fresh weights and a fresh optimizer
+    # TP layout, fresh weights and a fresh optimizer, through the functional API (flattened optimizer keys,
+    # as OptimizerState saves them)
     tp_mesh = hp.init_device_mesh("cpu", (world,), mesh_dim_names=("tp",))
     tp = parallelize_llama(tiny_llama(1), tp_mesh)
     tp_opt = torch.optim.AdamW(tp.parameters(), lr=1e-2)
-    msd, osd = ckpt.get_state_dict(tp, tp_opt)
+    flat = ckpt.StateDictOptions(flatten_optimizer_state_dict=True)
+    msd, osd = ckpt.get_state_dict(tp, tp_opt, options=flat)
+    assert "state.lm_head.weight.exp_avg" in osd and osd["param_groups.lm_head.weight.lr"] == 1e-2
     ckpt.load({"model": msd, "optim": osd}, checkpoint_id=tmp_path / "fsdp")
     ckpt.set_state_dict(tp, tp_opt, model_state_dict=msd, optim_state_dict=osd)
     got = full_params(tp)
@@ -171,17 +174,67 @@ def test_fsdp_checkpoint_loads_into_tp_plain_and_pp_layouts(tmp_path):
     for name, value in want_params.items():
         assert torch.equal(sd[name], value), name
 
-    # pipeline stages: each rank saves only its own parameters (plain tensors), an FSDP model loads them
-    names = sorted(want_params)
-    stage = {n: want_params[n].clone() for i, n in enumerate(names) if i * world // len(names) == rank}
-    ckpt.save({"model": stage}, checkpoint_id=tmp_path / "pp")
+    # pipeline stages (this rank's model parts hold a subset of the FQNs): load the FSDP checkpoint into
+    # them, model and optimizer, then save from them and load that into a fresh FSDP model
+    from hyper_parallel.models.llama import pipeline_llama
+    _, parts = pipeline_llama(tiny_llama(3), n_microbatches=2)
+    pp_opt = torch.optim.AdamW([p for part in parts for p in part.parameters()], lr=1e-2)
+    pp_states = {"model": ckpt.ModelState(parts), "optim": ckpt.OptimizerState(parts, pp_opt)}
+    ckpt.load(pp_states, checkpoint_id=tmp_path / "fsdp")
+    mine = {n: p for part in parts for n, p in part.named_parameters()}
+    assert 0 < len(mine) < len(want_params)
+    pp_osd = ckpt.get_optimizer_state_dict(parts, pp_opt)
+    for name, p in mine.items():
+        assert torch.equal(p.detach(), want_params[name]), name
+        for k in ("exp_avg", "exp_avg_sq", "step"):
+            assert torch.equal(pp_osd["state"][name][k], want_states[(name, k)]), (name, k)
+    ckpt.save(pp_states, checkpoint_id=tmp_path / "pp")
     fsdp2 = fsdp_llama(3, mesh)
-    msd = ckpt.get_model_state_dict(fsdp2)
-    ckpt.load({"model": msd}, checkpoint_id=tmp_path / "pp")
-    ckpt.set_model_state_dict(fsdp2, msd)
-    got = full_params(fsdp2)
+    opt2 = torch.optim.AdamW(fsdp2.parameters(), lr=1e-2)
+    ckpt.load({"model": ckpt.ModelState(fsdp2), "optim": ckpt.OptimizerState(fsdp2, opt2)},
+              checkpoint_id=tmp_path / "pp")
+    got, got_states = full_params(fsdp2), full_optim_states(fsdp2, opt2)
     for name, value in want_params.items():
         assert torch.equal(got[name], value), name
+    for key, value in want_states.items():
+        assert torch.equal(got_states[key], value), key
+
+
+@multi_rank(world_size=2, timeout=180)
+def test_muon_chained_optimizer_state_across_layouts(tmp_path):
+    """ChainedOptimizer(Muon for matrices, AdamW for the rest) on FSDP, saved and loaded into TP."""
+    import torch
+    import torch.distributed as dist
+    import hyper_parallel as hp
+    from hyper_parallel import checkpoint as ckpt
+    from hyper_parallel.models.llama import parallelize_llama
+    from hyper_parallel.optim import ChainedOptimizer, Muon
+    rank, world = dist.get_rank(), dist.get_world_size()
+
+    def chain(model):
+        mats = [p for n, p in model.named_parameters() if p.dim() == 2 and "embed" not in n and "lm_head" not in n]
+        rest = [p for n, p in model.named_parameters() if not (p.dim() == 2 and "embed" not in n
+                                                               and "lm_head" not in n)]
+        return ChainedOptimizer([Muon(mats, lr=0.02), torch.optim.AdamW(rest, lr=1e-2)])
+
+    mesh = hp.init_device_mesh("cpu", (world,))
+    model = fsdp_llama(0, mesh)
+    opt = chain(model)
+    for step in range(2):
+        llama_step(model, opt, llama_batch(step, rank, world))
+    want_p, want_s = full_params(model), full_optim_states(model, opt)
+    assert any(k == "momentum_buffer" for _, k in want_s) and any(k == "exp_avg" for _, k in want_s)
+    ckpt.save({"model": ckpt.ModelState(model), "optim": ckpt.OptimizerState(model, opt)},
+              checkpoint_id=tmp_path / "c")
+    tp = parallelize_llama(tiny_llama(1), hp.init_device_mesh("cpu", (world,), mesh_dim_names=("tp",)))
+    tp_opt = chain(tp)
+    ckpt.load({"model": ckpt.ModelState(tp), "optim": ckpt.OptimizerState(tp, tp_opt)}, checkpoint_id=tmp_path / "c")
+    got_p, got_s = full_params(tp), full_optim_states(tp, tp_opt)
+    assert sorted(got_s) == sorted(want_s)
+    for k, v in want_p.items():
+        assert torch.equal(got_p[k], v), k
+    for k, v in want_s.items():
+        assert torch.equal(got_s[k], v), k
 
 
 class Batches:
