@@ -31,6 +31,7 @@ from hyper_parallel.core.placement import Replicate, Shard
 from hyper_parallel.core.spec import DTensorSpec
 from hyper_parallel.fsdp.api import MixedPrecisionPolicy, OffloadPolicy, CPUOffloadPolicy, post_forward_group_size
 from hyper_parallel.fsdp._torch.unit import UNSHARDED, FSDPUnit, MeshInfo, ParamInfo
+from hyper_parallel.platform.torch.recompute import parameter_communication
 from hyper_parallel.platform.torch.dtensor import DTensor, _wrap  # pylint: disable=protected-access
 
 __all__ = ["fully_shard", "FSDPModule", "UnshardHandle"]
@@ -168,12 +169,16 @@ def _pre_forward(module: nn.Module, args, kwargs):
         root.root_pre_forward()
     unit = state.unit
     if unit is not None:
-        if root.deferred is not None and root.deferred is not unit:
-            root.defer_reshard(None)
-        unit.unshard(async_op=True)
-        for target in _forward_targets(root, unit):
-            target.unshard(async_op=True)
-        unit.wait_unshard()
+        # during backward this forward is a recomputation (activation checkpointing): units resharded
+        # now could be ones backward is using, and the forward order's prefetch does not apply
+        recompute = root.in_backward
+        with parameter_communication():  # not an activation: never cached by selective checkpointing
+            if root.deferred is not None and root.deferred is not unit and not recompute:
+                root.defer_reshard(None)
+            unit.unshard(async_op=True)
+            for target in () if recompute else _forward_targets(root, unit):
+                target.unshard(async_op=True)
+            unit.wait_unshard()
         unit.swap_in()
         if torch.is_grad_enabled() and unit._expected:  # pylint: disable=protected-access
             unit.needs_post_backward = True
@@ -213,7 +218,11 @@ def _post_forward(module: nn.Module, _args, output):
         root = state.root
         if unit not in root.post_order:
             root.post_order.append(unit)
-        if hooked and not state.is_root:
+        if root.in_backward:
+            # a recomputation during backward (activation checkpointing of an enclosing module): the
+            # recomputed graph reads these parameters until this unit's own backward reshards them
+            pass
+        elif hooked and not state.is_root:
             root.defer_reshard(unit)
         elif not hooked and not unit.needs_post_backward:
             unit.post_forward_reshard(state.is_root)
@@ -230,6 +239,9 @@ def _pre_backward(state: FSDPState, _grad) -> None:
     if unit is None:
         return
     unit.unshard()
+    # like FSDP2: register the unsharded parameters, so that a recomputation in backward (activation
+    # checkpointing of the module's forward) reads them; post_backward registers the shards again
+    unit.swap_in()
     targets = unit.backward_prefetch
     if targets is None:  # backward runs in reverse post-forward order
         order = root.post_order
