@@ -88,6 +88,13 @@ _LAZY = {
     "ExpertTensorParallel": "hyper_parallel.moe",
     # optimizers (the rest of the optimizer API is in hyper_parallel.optim)
     "clip_grad_norm_": "hyper_parallel.optim",
+    # activation checkpointing and swap (``checkpoint``/``swap`` stay in hyper_parallel.activation)
+    "checkpoint_wrapper": "hyper_parallel.activation",
+    "swap_wrapper": "hyper_parallel.activation",
+    "swap_tensor_wrapper": "hyper_parallel.activation",
+    "CheckpointPolicy": "hyper_parallel.activation",
+    "SwapManager": "hyper_parallel.activation",
+    "apply_activation_policy": "hyper_parallel.activation",
 }
 
 __all__ = ["Layout", "Partial", "Placement", "Replicate", "Shard", *sorted(_LAZY)]
