@@ -318,6 +318,7 @@ class CheckpointManager:
         else:
             _impl(self.backend, "save")(states, checkpoint_id=path)
             self._published(step)
+            _impl(self.backend, "barrier")()  # on every rank, save returns with latest already moved
         return True
 
     def _published(self, step: int) -> None:

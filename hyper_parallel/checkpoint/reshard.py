@@ -13,7 +13,7 @@ from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 from hyper_parallel.checkpoint.format import ChunkEntry, CheckpointError, TensorEntry, numel
 
-__all__ = ["Region", "ReadPiece", "intersect", "plan_region_reads"]
+__all__ = ["Region", "ReadPiece", "intersect", "plan_region_reads", "writer_rank"]
 
 Region = Tuple[Tuple[int, int], ...]  # per dim: (start, length)
 
@@ -69,3 +69,13 @@ def plan_region_reads(name: str, entry: TensorEntry, offsets: Sequence[int], siz
 def _uncovered(name: str, want: int, got: int) -> None:
     raise CheckpointError(f"tensor {name!r}: the checkpoint's chunks cover {got} of the {want} wanted elements "
                           "(a rank's data is missing from metadata.json)")
+
+
+def writer_rank(spec, rank: int) -> int:
+    """The lowest global rank holding the same box of ``spec`` as ``rank`` (replicas write a box once)."""
+    topo = getattr(spec.mesh, "topology", spec.mesh)
+    mine = spec.local_shape_and_offset(topo.coordinate_of(rank))
+    for r in sorted(topo.ranks):
+        if spec.local_shape_and_offset(topo.coordinate_of(r)) == mine:
+            return r
+    return rank
