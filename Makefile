@@ -18,6 +18,7 @@ $(STAMP): pyproject.toml
 ## of the clone) and the hp-agent launcher in ~/.local/bin. Idempotent; foreign git hooks are kept and chained.
 install: $(STAMP)
 	$(VENV)/bin/hp-agent install --launcher --quiet
+	@$(PY) -m compileall -q tools/hp_agent  # fresh bytecode for the hooks even under PYTHONDONTWRITEBYTECODE
 
 ## demo: the main job on the embedded default (2 CPU ranks, gloo, no network)
 demo: $(STAMP)

@@ -12,35 +12,38 @@ Exit codes (all commands): 0 success, 1 the check or action failed (findings rep
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
-import re
 import sys
-from pathlib import Path
 
 from hp_agent import __version__
-from hp_agent import commands as _commands_pkg
+
+_COMMANDS_PKG = "hp_agent.commands"
 
 SETUP_MESSAGE = ("hp-agent: the repository's environment is not set up ({missing} is missing); run `make install` "
                  "in the repository root (hooks keep working meanwhile: `hp-agent hook ...`)")
-_DOC_RE = re.compile(r'"""(?P<first>[^\n]*)')
-
-
 def command_modules() -> dict[str, str]:
     """Command name -> module name of every command module (without importing them)."""
-    return {info.name.replace("_", "-"): info.name for info in pkgutil.iter_modules(_commands_pkg.__path__)
+    import pkgutil  # pylint: disable=import-outside-toplevel
+    from hp_agent import commands  # pylint: disable=import-outside-toplevel
+
+    return {info.name.replace("_", "-"): info.name for info in pkgutil.iter_modules(commands.__path__)
             if not info.name.startswith("_")}
 
 
 def short_help(module: str) -> str:
     """First line of a command module's docstring, without its ``hp-agent x``: prefix (read, not imported)."""
-    path = Path(_commands_pkg.__path__[0]) / f"{module}.py"
-    m = _DOC_RE.search(path.read_text(encoding="utf-8"))
-    text = m["first"].strip().rstrip('"') if m else ""
-    return re.sub(r"^``hp-agent [\w -]+``:\s*", "", text)
+    import re  # pylint: disable=import-outside-toplevel
+    from pathlib import Path  # pylint: disable=import-outside-toplevel
+    from hp_agent import commands  # pylint: disable=import-outside-toplevel
+
+    text = (Path(commands.__path__[0]) / f"{module}.py").read_text(encoding="utf-8")
+    m = re.search(r'"""(?P<first>[^\n]*)', text)
+    first = m["first"].strip().rstrip('"') if m else ""
+    return re.sub(r"^``hp-agent [\w -]+``:\s*", "", first)
 
 
 def _build():
+    import importlib  # pylint: disable=import-outside-toplevel
+
     import click  # pylint: disable=import-outside-toplevel
 
     class LazyGroup(click.Group):
@@ -53,7 +56,7 @@ def _build():
             module_name = command_modules().get(cmd_name)
             if module_name is None:
                 return None
-            module = importlib.import_module(f"{_commands_pkg.__name__}.{module_name}")
+            module = importlib.import_module(f"{_COMMANDS_PKG}.{module_name}")
             group = getattr(module, "cli_group", None)
             return group if isinstance(group, click.Command) else None
 

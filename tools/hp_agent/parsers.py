@@ -8,7 +8,6 @@ gate-doctor reads whole Jenkins logs with :func:`parse_log`, which tries every p
 """
 from __future__ import annotations
 
-import dataclasses
 import re
 from typing import Callable
 
@@ -93,7 +92,7 @@ def _with_locations(findings: list[Finding], text: str) -> list[Finding]:
         loc = PYTEST_LOC_RE.match(clean_line(raw))
         if loc:
             locations.setdefault(loc["file"], int(loc["line"]))
-    return [dataclasses.replace(f, line=locations[f.file]) if f.tool == "pytest" and f.line is None
+    return [f._replace(line=locations[f.file]) if f.tool == "pytest" and f.line is None
             and f.file in locations else f for f in findings]
 
 
@@ -115,7 +114,7 @@ def _parse(text: str, parsers: tuple[LineParser, ...], stage: str | None = None)
         for parser in parsers:
             found = parser(line)
             if found:
-                findings.append(dataclasses.replace(found, stage=found.stage or stage) if stage else found)
+                findings.append(found._replace(stage=found.stage or stage) if stage else found)
                 break
     return _dedupe(_with_locations(findings, text))
 

@@ -10,7 +10,7 @@ lists them. Only the module asked for is imported (the hook path stays fast).
 from __future__ import annotations
 
 import importlib
-import pkgutil
+import re
 
 from hp_agent.assistants.base import Assistant
 
@@ -19,14 +19,22 @@ _SKIP = {"base"}
 
 def names() -> list[str]:
     """Names of every assistant module, sorted."""
+    import pkgutil  # pylint: disable=import-outside-toplevel
+
     return sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name not in _SKIP and not m.name.startswith("_"))
 
 
 def get(name: str) -> Assistant:
     """The assistant called ``name``; ValueError naming the known ones otherwise."""
-    if name not in names():
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name or "") or name in _SKIP:
         raise ValueError(f"unknown assistant {name!r}; expected one of {', '.join(names())}")
-    assistant = importlib.import_module(f"{__name__}.{name}").ASSISTANT
+    try:
+        module = importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__name__}.{name}":
+            raise
+        raise ValueError(f"unknown assistant {name!r}; expected one of {', '.join(names())}") from None
+    assistant = module.ASSISTANT
     if assistant.name != name:
         raise ValueError(f"hp_agent.assistants.{name} defines an assistant called {assistant.name!r}")
     return assistant

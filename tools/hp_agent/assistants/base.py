@@ -17,12 +17,14 @@ The hook half imports only the standard library; the sync half imports its helpe
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from hp_agent.hooks.protocol import HookAnswer, HookEvent, as_dict, command_text, first, payload_files
 
+TYPE_CHECKING = False  # no `typing`/`pathlib` import on the hook path
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from pathlib import Path
+    from typing import Any
+
     from hp_agent.assets import Assets
     from hp_agent.sync.targets import Output
 
@@ -147,7 +149,7 @@ class Assistant:
         return []
 
 
-def _commands(groups: Any) -> list[str]:
+def _commands(groups: "Any") -> list[str]:
     """Every ``command`` string in a hook registration list (nested ``hooks`` lists included)."""
     out: list[str] = []
     for group in groups if isinstance(groups, list) else []:

@@ -12,9 +12,6 @@ that explanation.
 """
 from __future__ import annotations
 
-import tomllib
-from pathlib import Path
-
 from hp_agent.assistants.base import Assistant, owned_hook_item
 from hp_agent.assistants.claude import Claude
 from hp_agent.hooks.protocol import HookAnswer, HookEvent
@@ -60,7 +57,7 @@ class Codex(Claude):
         out[".codex/hooks.json"] = T.Generated({"hooks": hooks}, ".agent/settings.json", owns=owned_hook_item,
                                                owned_keys="hook entries running `.agent/hooks/`")
 
-    def probe_payload(self, event: str, root: Path, subject: str) -> dict:
+    def probe_payload(self, event: str, root, subject: str) -> dict:
         """Codex's payload: Claude's keys plus ``turn_id``/``model``; edits come as an apply_patch."""
         payload = super().probe_payload(event, root, subject)
         payload.update(turn_id="hp-agent-doctor", model="doctor")
@@ -69,8 +66,10 @@ class Codex(Claude):
                            tool_input={"command": f"*** Begin Patch\n*** Update File: {subject}\n*** End Patch\n"})
         return payload
 
-    def setup_problems(self, root: Path, home: Path) -> list[str]:
+    def setup_problems(self, root, home) -> list[str]:
         """Project trust and the hooks feature flag in ``~/.codex/config.toml``."""
+        import tomllib  # pylint: disable=import-outside-toplevel  # doctor only, not the hook path
+
         config = home / ".codex" / "config.toml"
         try:
             data = tomllib.loads(config.read_text(encoding="utf-8")) if config.is_file() else {}

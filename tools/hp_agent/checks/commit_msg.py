@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import re
 import tomllib
-from dataclasses import dataclass, field
 from pathlib import Path
 
 TYPES = ("feat", "fix", "refactor", "perf", "test", "docs", "chore", "ci", "build", "style", "revert")
@@ -29,23 +28,24 @@ _GIT_GENERATED = re.compile(r"^(Merge (branch|remote-tracking branch|pull reques
                             r"|Revert \")")
 
 
-@dataclass
-class _Agent:
-    name: str
-    names: list[re.Pattern] = field(default_factory=list)
-    emails: list[re.Pattern] = field(default_factory=list)
-    markers: list[re.Pattern] = field(default_factory=list)
-    trailers: set[str] = field(default_factory=set)
-    examples: list[str] = field(default_factory=list)
+class _Agent:  # pylint: disable=too-few-public-methods
+    """One registry entry (plain class: the before-shell hook loads this, ``dataclasses`` is slow to import)."""
+
+    __slots__ = ("name", "names", "emails", "markers", "trailers", "examples")
+
+    def __init__(self, name: str, names: list[re.Pattern], emails: list[re.Pattern],  # pylint: disable=too-many-arguments
+                 markers: list[re.Pattern], trailers: set[str], examples: list[str]) -> None:
+        self.name, self.names, self.emails, self.markers = name, names, emails, markers
+        self.trailers, self.examples = trailers, examples
 
 
-@dataclass
 class AttributionRegistry:
     """The parsed registry: attribution trailer keys, agents (the generic entry first), human examples."""
 
-    attribution_trailers: set[str]
-    agents: list[_Agent]
-    human_examples: list[str]
+    __slots__ = ("attribution_trailers", "agents", "human_examples")
+
+    def __init__(self, attribution_trailers: set[str], agents: list[_Agent], human_examples: list[str]) -> None:
+        self.attribution_trailers, self.agents, self.human_examples = attribution_trailers, agents, human_examples
 
     def examples(self) -> list[tuple[str, str]]:
         """Return ``(agent name, message line)`` for every example that must be rejected."""

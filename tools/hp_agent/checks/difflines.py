@@ -28,19 +28,18 @@ def hunk_lines(diff: str) -> set[int]:
 
 
 def changed_lines(root: Path, rel: str, staged: bool = False) -> set[int] | None:
-    """Lines of ``rel`` changed against HEAD (the working tree, or the index with ``staged``)."""
-    status = _git(root, "status", "--porcelain=v1", "--untracked-files=all", "--", rel)
-    code = status.stdout[:2]
-    if status.returncode != 0 or code == "??" or "A" in code:
-        return None
-    if not status.stdout.strip():
-        return set()
-    if _git(root, "rev-parse", "--verify", "--quiet", "HEAD^{commit}").returncode != 0:
-        return None
+    """Lines of ``rel`` changed against HEAD (the working tree, or the index with ``staged``).
+
+    One ``git diff`` for the usual case (an edit of a tracked file); ``git ls-files`` only when the diff is
+    empty, to tell an unchanged file from an untracked one.
+    """
     args = ["diff", "--no-color", "--no-ext-diff", "-U0"] + (["--cached"] if staged else ["HEAD"]) + ["--", rel]
     proc = _git(root, *args)
     if proc.returncode != 0:
-        return None
+        return None  # no commit yet: everything is new
     if re.search(r"^new file mode", proc.stdout, re.MULTILINE):
         return None
-    return hunk_lines(proc.stdout)
+    if proc.stdout.strip():
+        return hunk_lines(proc.stdout)
+    tracked = _git(root, "ls-files", "--", rel)
+    return set() if tracked.returncode == 0 and tracked.stdout.strip() else None

@@ -8,12 +8,13 @@ Input is what git gives the ``pre-push`` hook on stdin, one line per ref:
 """
 from __future__ import annotations
 
-import fnmatch
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-PROTECTED = ("main", "master", "release/*")
+from hp_agent.checks.protected import PROTECTED, is_protected
+
+__all__ = ["PROTECTED", "RefUpdate", "check_push", "is_protected", "parse_updates", "updates_from_pre_commit_env"]
 
 
 @dataclass(frozen=True)
@@ -52,11 +53,6 @@ def updates_from_pre_commit_env(env: dict) -> list[RefUpdate]:
     remote_branch = env.get("PRE_COMMIT_REMOTE_BRANCH", "")
     return [RefUpdate(env.get("PRE_COMMIT_LOCAL_BRANCH", "HEAD"), to_ref, remote_branch,
                       env.get("PRE_COMMIT_FROM_REF") or "0" * 40)]
-
-
-def is_protected(branch: str, protected: tuple[str, ...] = PROTECTED) -> bool:
-    """True when ``branch`` (short name) matches a protected pattern."""
-    return any(fnmatch.fnmatchcase(branch, pat) for pat in protected)
 
 
 def _git_ok(repo: Path, *args: str) -> bool:

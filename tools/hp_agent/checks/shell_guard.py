@@ -23,16 +23,15 @@ Removing ``.git`` or the whole repository always needs approval.
 """
 from __future__ import annotations
 
-import dataclasses
-import datetime as _dt
 import os
 import posixpath
-import subprocess
-from pathlib import Path
-from typing import Iterator
 
-from hp_agent.checks.pre_push import is_protected
+from hp_agent.checks.protected import is_protected
 from hp_agent.checks.shparse import Command, ShellSyntaxError, Word, parse_commands
+
+TYPE_CHECKING = False  # no `typing` import on the hook path (~4 ms)
+if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Iterator
 
 MAX_DEPTH = 4
 SHELLS = {"sh", "bash", "zsh", "dash", "ksh", "ash"}
@@ -53,13 +52,15 @@ _PUSH_ARG_OPTS = {"-o", "--push-option", "--repo", "--receive-pack", "--exec"}
 SETUP_HINT = "run `make install` (sets up .venv and installs the git hooks)"
 
 
-@dataclasses.dataclass
 class Verdict:
     """What to do with a command line: reasons to block, reasons to ask the user, notes (e.g. a backup)."""
 
-    blocks: list[str] = dataclasses.field(default_factory=list)
-    asks: list[str] = dataclasses.field(default_factory=list)
-    notes: list[str] = dataclasses.field(default_factory=list)
+    __slots__ = ("blocks", "asks", "notes")
+
+    def __init__(self) -> None:
+        self.blocks: list[str] = []
+        self.asks: list[str] = []
+        self.notes: list[str] = []
 
     @property
     def decision(self) -> str:
@@ -70,12 +71,13 @@ class Verdict:
 class GitContext:
     """The few facts about the repository the guard needs, read lazily with git (cached per directory)."""
 
-    def __init__(self, cwd: str | None = None, now: _dt.datetime | None = None) -> None:
+    def __init__(self, cwd: str | None = None, now: object = None) -> None:
         self.cwd = cwd or os.getcwd()
         self.now = now
         self._cache: dict[tuple, object] = {}
 
-    def _git(self, cwd: str, *args: str) -> subprocess.CompletedProcess:
+    def _git(self, cwd: str, *args: str):
+        import subprocess  # pylint: disable=import-outside-toplevel  # most commands need no git call
         return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False,
                               env=dict(os.environ, LC_ALL="C", GIT_OPTIONAL_LOCKS="0"))
 
@@ -85,7 +87,7 @@ class GitContext:
             return self.cwd
         return os.path.normpath(cwd if os.path.isabs(cwd) else os.path.join(self.cwd, cwd))
 
-    def _cached(self, key: tuple, *args: str) -> subprocess.CompletedProcess:
+    def _cached(self, key: tuple, *args: str):
         if key not in self._cache:
             self._cache[key] = self._git(key[-1], *args)
         return self._cache[key]  # type: ignore[return-value]
@@ -105,9 +107,9 @@ class GitContext:
         proc = self._cached(("hook", cwd), "rev-parse", "--git-path", "hooks/commit-msg")
         if proc.returncode != 0:
             return False
-        path = Path(proc.stdout.strip())
-        path = path if path.is_absolute() else Path(cwd) / path
-        return path.is_file() and os.access(path, os.X_OK)
+        path = proc.stdout.strip()
+        path = path if os.path.isabs(path) else os.path.join(cwd, path)
+        return os.path.isfile(path) and os.access(path, os.X_OK)
 
     def would_lose(self, cwd: str, kind: str) -> list[str]:
         """Paths whose content ``kind`` (tracked | untracked | ignored) would discard."""
@@ -129,6 +131,7 @@ class GitContext:
         head = self._git(cwd, "rev-parse", "--verify", "--quiet", "HEAD^{commit}").stdout.strip()
         if not head:
             return None
+        import datetime as _dt  # pylint: disable=import-outside-toplevel
         stamp = (self.now or _dt.datetime.now(_dt.timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
         name = f"backup/{self.branch(cwd) or 'detached'}/{stamp}"
         suffix = 1
@@ -211,7 +214,7 @@ def expand(cmd: Command, depth: int = 0) -> Iterator[tuple[Command, int]]:
         words, cwd = unwrapped
         if not words:
             return
-        current = dataclasses.replace(current, words=words, cwd=cwd)
+        current = current.copy(words=words, cwd=cwd)
     script = None
     if current.name in SHELLS:
         script = _shell_script(current.words)
@@ -226,12 +229,12 @@ def expand(cmd: Command, depth: int = 0) -> Iterator[tuple[Command, int]]:
 
 def _expand_script(script: Word, parent: Command, depth: int) -> Iterator[tuple[Command, int]]:
     if script.value is None or depth >= MAX_DEPTH:
-        yield dataclasses.replace(parent, words=[Word("__opaque_script__", script.raw)]), depth
+        yield parent.copy(words=[Word("__opaque_script__", script.raw)]), depth
         return
     for inner in parse_commands(script.value):
         cwd = inner.cwd if inner.cwd and os.path.isabs(inner.cwd) else (
             posixpath.join(parent.cwd, inner.cwd) if parent.cwd and inner.cwd else (inner.cwd or parent.cwd))
-        yield from expand(dataclasses.replace(inner, cwd=cwd), depth + 1)
+        yield from expand(inner.copy(cwd=cwd), depth + 1)
 
 
 # -- git --------------------------------------------------------------------------------------------------
@@ -269,13 +272,13 @@ def _short_cluster(value: str, arg_letters: set[str]) -> tuple[set[str], str | N
     return letters, None, None
 
 
-@dataclasses.dataclass
-class _CommitArgs:
-    no_verify: bool = False
-    messages: list[str | None] = dataclasses.field(default_factory=list)
-    files: list[str | None] = dataclasses.field(default_factory=list)
-    reuse: bool = False
-    amend: bool = False
+class _CommitArgs:  # pylint: disable=too-few-public-methods
+    __slots__ = ("no_verify", "messages", "files", "reuse", "amend")
+
+    def __init__(self) -> None:
+        self.no_verify = self.reuse = self.amend = False
+        self.messages: list[str | None] = []
+        self.files: list[str | None] = []
 
 
 def _commit_arg(args: _CommitArgs, opt: str, value: str | None) -> None:
@@ -358,7 +361,7 @@ class Guard:
         sub = words[0].value if words else None
         handler = getattr(self, f"git_{(sub or '').replace('-', '_')}", None)
         if handler is not None:
-            handler(words, dataclasses.replace(cmd, cwd=cwd))
+            handler(words, cmd.copy(cwd=cwd))
 
     # -- commit ----------------------------------------------------------------------------------------
     def git_commit(self, words: list[Word], cmd: Command) -> None:
@@ -394,9 +397,9 @@ class Guard:
             return None
         if value == "-":
             return cmd.stdin if cmd.stdin_known else None
-        path = Path(self.ctx.resolve(cmd.cwd)) / value
         try:
-            return path.read_text(encoding="utf-8")
+            with open(os.path.join(self.ctx.resolve(cmd.cwd), value), encoding="utf-8") as fh:
+                return fh.read()
         except (OSError, UnicodeDecodeError):
             return None
 
@@ -478,7 +481,7 @@ class Guard:
     def git_checkout(self, words: list[Word], cmd: Command) -> None:
         """``git checkout -- <paths>``, ``git checkout <tree> <paths>``, ``git checkout -f``."""
         values = [w.value for w in words[1:]]
-        what = _checkout_discards(values, Path(self.ctx.resolve(cmd.cwd)))
+        what = _checkout_discards(values, self.ctx.resolve(cmd.cwd))
         if what:
             self.destructive(cmd, what, "tracked")
 
@@ -544,7 +547,7 @@ class Guard:
                                   + (f"; HEAD backed up as branch {backup}" if backup else ""))
 
 
-def _checkout_discards(values: list[str | None], base: Path) -> str | None:
+def _checkout_discards(values: list[str | None], base: str) -> str | None:
     """How a ``git checkout`` discards work (None when it only switches or creates a branch)."""
     if any(v in ("-f", "--force") for v in values):
         return "`git checkout --force`"
@@ -553,7 +556,7 @@ def _checkout_discards(values: list[str | None], base: Path) -> str | None:
     if any(v in ("-b", "-B", "--orphan") for v in values):
         return None
     plain = [v for v in values if v is None or not v.startswith("-")]
-    if len(plain) >= 2 or any(v == "." or (v and (base / v).exists()) for v in plain):
+    if len(plain) >= 2 or any(v == "." or (v and os.path.exists(os.path.join(base, v))) for v in plain):
         return "`git checkout <paths>`"
     return None
 

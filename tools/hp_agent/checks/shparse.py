@@ -15,7 +15,6 @@ Nothing is executed. Input that bash would reject (an unterminated quote, a miss
 """
 from __future__ import annotations
 
-import dataclasses
 import posixpath
 
 _OPERATOR_CHARS = set(";&|<>()\n")
@@ -30,12 +29,16 @@ class ShellSyntaxError(ValueError):
     """The command line is not valid shell syntax (the message says where)."""
 
 
-@dataclasses.dataclass
 class Word:
     """One shell word: its static value (None when it depends on run-time expansion) and its source text."""
 
-    value: str | None
-    raw: str
+    __slots__ = ("value", "raw")
+
+    def __init__(self, value: str | None, raw: str) -> None:
+        self.value, self.raw = value, raw
+
+    def __repr__(self) -> str:
+        return f"Word({self.value!r}, {self.raw!r})"
 
     @property
     def dynamic(self) -> bool:
@@ -43,16 +46,28 @@ class Word:
         return self.value is None
 
 
-@dataclasses.dataclass
 class Command:
     """A simple command: assignments, argv words, stdin text when static, cwd when changed by ``cd``."""
 
-    words: list[Word]
-    assignments: list[Word] = dataclasses.field(default_factory=list)
-    stdin: str | None = None
-    stdin_known: bool = False
-    cwd: str | None = None
-    piped_from: "Command | None" = dataclasses.field(default=None, repr=False)
+    __slots__ = ("words", "assignments", "stdin", "stdin_known", "cwd", "piped_from")
+
+    def __init__(self, words: list[Word], cwd: str | None = None) -> None:
+        self.words = words
+        self.assignments: list[Word] = []
+        self.stdin: str | None = None
+        self.stdin_known = False
+        self.cwd = cwd
+        self.piped_from: Command | None = None
+
+    def copy(self, **changes: object) -> "Command":
+        """A copy with some attributes changed (``words``, ``cwd``...)."""
+        new = Command(self.words, self.cwd)
+        for name in self.__slots__:
+            setattr(new, name, changes.get(name, getattr(self, name)))
+        return new
+
+    def __repr__(self) -> str:
+        return f"Command({self.argv()!r}, cwd={self.cwd!r}, stdin={self.stdin!r})"
 
     def argv(self) -> list[str | None]:
         """The words' values (None for dynamic ones)."""
@@ -66,11 +81,11 @@ class Command:
         return posixpath.basename(self.words[0].value)
 
 
-@dataclasses.dataclass
-class _Heredoc:
-    delimiter: str
-    strip_tabs: bool
-    target: Command
+class _Heredoc:  # pylint: disable=too-few-public-methods
+    __slots__ = ("delimiter", "strip_tabs", "target")
+
+    def __init__(self, delimiter: str, strip_tabs: bool, target: Command) -> None:
+        self.delimiter, self.strip_tabs, self.target = delimiter, strip_tabs, target
 
 
 class _Parser:  # pylint: disable=too-few-public-methods

@@ -17,10 +17,7 @@ introduced, not by problems the file already had. A syntax error is always repor
 from __future__ import annotations
 
 import ast
-import io
 import re
-import tokenize
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from hp_agent.findings import Finding
@@ -32,14 +29,16 @@ MARKDOWN_SUFFIXES = {".md"}  # only the final newline: two trailing spaces are a
 _NO_VALUE_DECORATORS = {"overload", "abstractmethod", "abstractproperty", "property", "cached_property"}
 
 
-@dataclass
-class StyleResult:
-    """What the style check did to (or found in) one file."""
+class StyleResult:  # pylint: disable=too-few-public-methods
+    """What the style check did to (or found in) one file: fixes made or needed, findings, the new text."""
 
-    path: str
-    fixed: list[str] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
-    new_text: str | None = None
+    __slots__ = ("path", "fixed", "findings", "new_text")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fixed: list[str] = []
+        self.findings: list[Finding] = []
+        self.new_text: str | None = None
 
 
 def _is_test_file(rel: str) -> bool:
@@ -110,6 +109,9 @@ def _public_defs(tree: ast.Module):
 
 def _colon_offsets(source: str, funcs: list[ast.AST]) -> dict[int, tuple[int, int]]:
     """Map each function's def line to the (row, col) of the ':' that ends its header."""
+    import io  # pylint: disable=import-outside-toplevel  # only when there is something to annotate
+    import tokenize  # pylint: disable=import-outside-toplevel
+
     wanted = {f.lineno for f in funcs}
     result: dict[int, tuple[int, int]] = {}
     current, depth = None, 0
@@ -128,10 +130,11 @@ def _colon_offsets(source: str, funcs: list[ast.AST]) -> dict[int, tuple[int, in
     return result
 
 
-def add_none_returns(source: str, lines: set[int] | None = None) -> tuple[str, list[int]]:
+def add_none_returns(source: str, lines: set[int] | None = None,
+                     tree: ast.Module | None = None) -> tuple[str, list[int]]:
     """Add ``-> None`` to public functions that provably return nothing (whose ``def`` line is in ``lines``,
-    when given); return (new source, def lines)."""
-    tree = ast.parse(source)
+    when given); return (new source, def lines). ``tree``: ``source`` already parsed (not modified)."""
+    tree = tree if tree is not None else ast.parse(source)
     targets = [n for n, _ in _public_defs(tree)
                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and returns_nothing(n)
                and (lines is None or n.lineno in lines)]
@@ -215,7 +218,7 @@ def _whitespace_fixes(text: str, suffix: str, res: StyleResult, lines: set[int] 
 
 def _python_fixes(text: str, rel: str, res: StyleResult, lines: set[int] | None) -> str:
     try:
-        ast.parse(text)
+        tree = ast.parse(text)
     except SyntaxError as exc:
         res.findings.append(Finding(rel, exc.lineno, "syntax-error", str(exc.msg)))
         return text
@@ -223,10 +226,12 @@ def _python_fixes(text: str, rel: str, res: StyleResult, lines: set[int] | None)
     if new.strip() and not has_license_header(new) and lines is None:
         res.fixed.append("license header")
         new = _with_header(new)
+        tree = ast.parse(new)
     if not _is_test_file(rel):
-        new, fixed_lines = add_none_returns(new, lines)
+        new, fixed_lines = add_none_returns(new, lines, tree)
         res.fixed.extend(f"added '-> None' at line {n}" for n in fixed_lines)
-        res.findings.extend(f for f in _report(ast.parse(new), rel) if lines is None or f.line in lines)
+        tree = ast.parse(new) if fixed_lines else tree  # reparse only when annotations were added
+        res.findings.extend(f for f in _report(tree, rel) if lines is None or f.line in lines)
     return new
 
 

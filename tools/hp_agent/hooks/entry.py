@@ -31,7 +31,13 @@ def _assistant_arg(args: list[str]) -> tuple[bool, str | None]:
 
 def _known_assistant(name: str | None) -> bool:
     from hp_agent import assistants  # pylint: disable=import-outside-toplevel
-    return name is None or name in assistants.names()
+    if name is None:
+        return True
+    try:
+        assistants.get(name)
+    except ValueError:
+        return False
+    return True
 
 
 def _emit(answer) -> int:

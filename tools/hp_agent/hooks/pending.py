@@ -11,17 +11,30 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 from pathlib import Path
 
 
+def git_dir(start: str | None) -> Path | None:
+    """The git directory of the work tree holding ``start`` (a linked work tree's ``.git`` file is followed)."""
+    here = Path(start or ".").resolve()
+    for folder in (here, *here.parents):
+        dot = folder / ".git"
+        if dot.is_dir():
+            return dot
+        if dot.is_file():
+            text = dot.read_text(encoding="utf-8", errors="replace").strip()
+            if text.startswith("gitdir:"):
+                target = Path(text.split(":", 1)[1].strip())
+                return target if target.is_absolute() else (folder / target).resolve()
+    return None
+
+
 def _store(start: str | None, assistant: str, conversation: str) -> Path | None:
-    proc = subprocess.run(["git", "rev-parse", "--absolute-git-dir"], cwd=start or None, capture_output=True,
-                          text=True, check=False)
-    if proc.returncode != 0:
+    base = git_dir(start)
+    if base is None:
         return None
     safe = re.sub(r"[^\w.-]", "_", conversation or "default")[:120]
-    return Path(proc.stdout.strip()) / "hp-agent" / "pending" / f"{assistant}-{safe}.json"
+    return base / "hp-agent" / "pending" / f"{assistant}-{safe}.json"
 
 
 def add(start: str | None, assistant: str, conversation: str, text: str) -> bool:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
-from dataclasses import dataclass, field
 
 CANONICAL_EVENTS = ("after-write", "before-shell", "after-turn")
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update) File: (.+)$", re.MULTILINE)
@@ -21,27 +19,37 @@ class PayloadError(ValueError):
     """The hook input is not a payload we understand."""
 
 
-@dataclass
-class HookEvent:  # pylint: disable=too-many-instance-attributes
-    """A payload normalised: assistant, canonical event, tool, touched files, shell command, cwd, raw payload."""
+class HookEvent:  # pylint: disable=too-many-instance-attributes,too-few-public-methods
+    """A payload normalised: assistant, canonical event, tool, touched files, shell command, cwd, raw payload.
 
-    assistant: str
-    event: str | None
-    raw_event: str
-    tool: str
-    files: list[str] = field(default_factory=list)
-    command: str | None = None
-    cwd: str | None = None
-    payload: dict = field(default_factory=dict, repr=False)
+    (Plain classes here and in the guard: ``dataclasses`` costs ~20 ms per hook call.)
+    """
+
+    __slots__ = ("assistant", "event", "raw_event", "tool", "files", "command", "cwd", "payload")
+
+    def __init__(self, assistant: str, event: str | None, raw_event: str, tool: str,  # pylint: disable=too-many-arguments
+                 files: list[str] | None = None, command: str | None = None, cwd: str | None = None,
+                 payload: dict | None = None) -> None:
+        self.assistant, self.event, self.raw_event, self.tool = assistant, event, raw_event, tool
+        self.files = list(files or [])
+        self.command, self.cwd = command, cwd
+        self.payload = payload or {}
+
+    def __repr__(self) -> str:
+        return (f"HookEvent({self.assistant!r}, {self.event!r}, raw={self.raw_event!r}, tool={self.tool!r}, "
+                f"files={self.files!r}, command={self.command!r}, cwd={self.cwd!r})")
 
 
-@dataclass
-class HookAnswer:
+class HookAnswer:  # pylint: disable=too-few-public-methods
     """What the runner tells the assistant: exit status, stdout, stderr."""
 
-    exit_code: int
-    stdout: str = ""
-    stderr: str = ""
+    __slots__ = ("exit_code", "stdout", "stderr")
+
+    def __init__(self, exit_code: int, stdout: str = "", stderr: str = "") -> None:
+        self.exit_code, self.stdout, self.stderr = exit_code, stdout, stderr
+
+    def __repr__(self) -> str:
+        return f"HookAnswer(exit_code={self.exit_code!r}, stdout={self.stdout!r}, stderr={self.stderr!r})"
 
 
 def as_dict(value: object) -> dict:
@@ -57,6 +65,7 @@ def as_dict(value: object) -> dict:
 def command_text(value: object) -> str | None:
     """A shell command given as a string or as an argv list (``["bash", "-lc", "..."]`` → the script)."""
     if isinstance(value, list):
+        import shlex  # pylint: disable=import-outside-toplevel  # rare (argv-style payloads)
         parts = [str(v) for v in value]
         if len(parts) >= 3 and parts[-2] in ("-c", "-lc"):
             return parts[-1]

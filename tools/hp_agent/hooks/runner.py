@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import traceback
-from pathlib import Path
+
 
 from hp_agent.hooks.protocol import CANONICAL_EVENTS, HookAnswer, HookEvent, PayloadError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from pathlib import Path
 
 BOOTSTRAP_ENV = "HP_AGENT_BOOTSTRAP"
 SETUP = "`make install`"
@@ -33,9 +35,11 @@ def _setup_note() -> str:
 
 
 def _after_write(ev: HookEvent, assistant) -> HookAnswer:
+    from pathlib import Path  # pylint: disable=import-outside-toplevel
+
     from hp_agent.checks.difflines import changed_lines  # pylint: disable=import-outside-toplevel
     from hp_agent.checks.style import style_file  # pylint: disable=import-outside-toplevel
-    from hp_agent.repo import NotARepositoryError, relative_to_repo, repo_root  # pylint: disable=import-outside-toplevel
+    from hp_agent.repo import relative_to_repo  # pylint: disable=import-outside-toplevel
 
     base = Path(ev.cwd) if ev.cwd else Path.cwd()
     problems, fixed, registry_roots = [], [], set()
@@ -43,9 +47,8 @@ def _after_write(ev: HookEvent, assistant) -> HookAnswer:
         path = Path(name) if Path(name).is_absolute() else base / name
         if not path.is_file():
             continue  # deleted or moved by the tool; nothing to check
-        try:
-            root = repo_root(path.parent)
-        except NotARepositoryError:
+        root = _work_tree_of(path)
+        if root is None:
             continue  # outside any repository: not ours to police
         rel = relative_to_repo(path, root)
         res = style_file(path, rel, fix=True, lines=changed_lines(root, rel))
@@ -63,6 +66,14 @@ def _after_write(ev: HookEvent, assistant) -> HookAnswer:
     return assistant.allow(ev, note)
 
 
+def _work_tree_of(path: "Path") -> "Path | None":
+    """The work tree holding ``path``: the nearest parent with a ``.git`` entry (no git call on the hook path)."""
+    for parent in path.resolve().parents:
+        if (parent / ".git").exists():
+            return parent
+    return None
+
+
 def _is_registry_path(rel: str) -> bool:
     from hp_agent.checks.op_registry import is_registry_path  # pylint: disable=import-outside-toplevel
     return is_registry_path(rel)
@@ -74,10 +85,21 @@ def _registry_problems(roots: set) -> list[str]:
 
     if not roots:
         return []
+    _with_site_packages()
     if importlib.util.find_spec("yaml") is None:  # bootstrap: no PyYAML yet
         return [f"op-registry pairing not checked (PyYAML is missing): run {SETUP}, then "
                 "`hp-agent check op-registry`"]
     return [str(f) for root in sorted(roots) for f in check_registry(root)[0]]
+
+
+def _with_site_packages() -> None:
+    """The shim runs hooks with ``python -S`` (no site-packages: ~25 ms less per call); the rare check that
+    needs a third-party package (PyYAML for the op registry) adds the environment's site-packages first."""
+    import sys  # pylint: disable=import-outside-toplevel
+
+    if sys.flags.no_site and not bootstrapping():
+        import site  # pylint: disable=import-outside-toplevel
+        site.main()
 
 
 def _before_shell(ev: HookEvent, assistant) -> HookAnswer:
@@ -134,6 +156,7 @@ def run_assistant_hook(event: str, stdin_text: str, assistant: str | None = None
     except (PayloadError, ValueError) as exc:
         return (who or assistants.get("claude")).block(ev, f"hp-agent hook {event}: {exc}; blocking (fail closed)")
     except Exception as exc:  # pylint: disable=broad-except  # fail closed: any crash blocks, with the cause
+        import traceback  # pylint: disable=import-outside-toplevel
         tb = traceback.format_exc(limit=3)
         return (who or assistants.get("claude")).block(ev, f"hp-agent hook {event}: internal error "
                                                            f"{type(exc).__name__}: {exc}; blocking (fail closed)\n{tb}")
@@ -144,7 +167,8 @@ def run_commit_msg_hook(message_file: Path) -> HookAnswer:
     from hp_agent.checks.commit_msg import check_commit_message  # pylint: disable=import-outside-toplevel
 
     try:
-        text = Path(message_file).read_text(encoding="utf-8")
+        with open(message_file, encoding="utf-8") as fh:
+            text = fh.read()
     except OSError as exc:
         return HookAnswer(1, stderr=f"hp-agent commit-msg: cannot read {message_file}: {exc}\n")
     problems = check_commit_message(text)
@@ -175,6 +199,7 @@ def run_pre_push_hook(stdin_text: str, cwd: Path | None = None, env: dict | None
 
 def staged_files(root: Path) -> list[str]:
     """Files added, copied, modified or renamed in the index."""
+    import subprocess  # pylint: disable=import-outside-toplevel
     out = subprocess.run(["git", "diff", "--cached", "--name-only", "--diff-filter=ACMR", "-z"], cwd=root,
                          check=True, capture_output=True, text=True).stdout
     return [p for p in out.split("\0") if p]
@@ -187,6 +212,8 @@ def run_pre_commit_hook(cwd: Path | None = None, files: list[str] | None = None)
     from hp_agent.checks.difflines import changed_lines  # pylint: disable=import-outside-toplevel
     from hp_agent.checks.style import style_text  # pylint: disable=import-outside-toplevel
     from hp_agent.repo import repo_root  # pylint: disable=import-outside-toplevel
+
+    import subprocess  # pylint: disable=import-outside-toplevel
 
     root = repo_root(cwd)
     paths = files if files else staged_files(root)
