@@ -173,24 +173,111 @@ def test_squash_push_uses_force_with_lease_to_fork(repos):
     assert repos.remote_sha(repos.upstream, "topic") is None
 
 
-def test_squash_push_with_stale_lease_rolls_back(repos, tmp_path):
+def _coworker_pushes(r, tmp_path, name: str = "coworker") -> str:
+    """A co-worker clones the fork, commits a file on ``topic`` and pushes it; returns the commit's sha."""
+    other = tmp_path / name
+    if not other.exists():
+        git(tmp_path, "clone", "-q", "-b", "topic", str(r.fork), str(other))
+    else:
+        git(other, "pull", "-q", "--rebase", "origin", "topic")
+    (other / f"{name}.txt").write_text("their work\n")
+    git(other, "add", f"{name}.txt")
+    git(other, "-c", "user.name=Co Worker", "-c", "user.email=co@example.org", "commit", "-q", "-m",
+        f"docs(notes): {name} adds notes")
+    git(other, "push", "-q", "origin", "topic")
+    return git(other, "rev-parse", "HEAD")
+
+
+def _remote_backups(r) -> list[str]:
+    return git(r.work, "for-each-ref", "--format=%(refname:short)", "refs/heads/backup/origin/topic").split()
+
+
+@pytest.mark.parametrize("command", [("git", "squash", "--push"), ("git", "rebase", "--push")])
+def test_coworker_commit_on_the_fork_is_never_overwritten(repos, tmp_path, command):
+    _two_commits(repos)
+    git(repos.work, "push", "-q", "origin", "HEAD:refs/heads/topic")  # origin/topic = our tip
+    theirs = _coworker_pushes(repos, tmp_path)  # we never fetch it
+    tip = repos.sha()
+    res = run(*command)
+    assert res.exit_code == 2, res.output
+    assert "commits you have not seen" in res.stderr and "coworker adds notes" in res.stderr
+    assert repos.remote_sha(repos.fork, "topic") == theirs  # their commit is still on the fork
+    assert repos.sha() == tip and not git(repos.work, "branch", "--list", "backup/topic/*")  # nothing rewritten
+    backups = _remote_backups(repos)
+    assert len(backups) == 1 and repos.sha(backups[0]) == theirs
+
+
+def test_pr_squash_and_update_force_refuse_too(repos, forge, tmp_path):
     _two_commits(repos)
     git(repos.work, "push", "-q", "origin", "HEAD:refs/heads/topic")
-    other = tmp_path / "other"
-    git(tmp_path, "clone", "-q", "-b", "topic", str(repos.fork), str(other))
-    git(other, "-c", "user.name=o", "-c", "user.email=o@x", "commit", "-q", "--allow-empty", "-m", "chore: x")
-    git(other, "push", "-q", "origin", "topic")
+    theirs = _coworker_pushes(repos, tmp_path)
+    forge.add_pr(9, theirs, head_ref="topic")
+    for command in (("git", "pr", "--squash"), ("git", "update", "9", "--force")):
+        res = run(*command)
+        assert res.exit_code == 2 and "coworker adds notes" in res.stderr, (command, res.output)
+        assert repos.remote_sha(repos.fork, "topic") == theirs
+    assert not forge.prs[9]["title"].startswith("feat(core)") and len(forge.prs) == 1
+
+
+def test_fetched_but_not_integrated_is_refused_then_integrated_goes_through(repos, tmp_path):
+    _two_commits(repos)
+    git(repos.work, "push", "-q", "origin", "HEAD:refs/heads/topic")
+    theirs = _coworker_pushes(repos, tmp_path)
+    git(repos.work, "fetch", "-q", "origin")  # the lease would now match: the tip is still not ours
+    res = run("git", "squash", "--push")
+    assert res.exit_code == 2 and "holds commits your branch never contained" in res.stderr
+    assert repos.remote_sha(repos.fork, "topic") == theirs
+    git(repos.work, "rebase", "-q", "origin/topic")  # integrate their commit
+    res = run("git", "squash", "--push", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert repos.remote_sha(repos.fork, "topic") == repos.sha()
+    assert git(repos.work, "show", "HEAD:coworker.txt") == "their work"  # their work is in the squash
+    assert repos.sha(out["remote_backup"]) == theirs and out["remote_backup"].startswith("backup/origin/topic/")
+    assert f"--force-with-lease=refs/heads/topic:{theirs}" in out["push"]
+
+
+def test_a_push_racing_the_rewrite_is_refused_by_the_lease_and_rolled_back(repos, tmp_path, monkeypatch):
+    _two_commits(repos)
+    git(repos.work, "push", "-q", "origin", "HEAD:refs/heads/topic")
     tip = repos.sha()
-    flows_cfg = load_config(repos.work)
-    g = Git(repos.work)
-    # the lease is taken before the rewrite; simulate a racing push between lease and push
-    real = g.remote_branch_sha
-    g.remote_branch_sha = lambda remote, branch: real(remote, branch) if remote != "origin" else tip
-    with pytest.raises(Exception) as info:
-        flows.squash(g, flows_cfg, None, push_after=True)
-    assert "stale info" in str(info.value) or "rejected" in str(info.value)
-    assert repos.sha() == tip
-    assert git(repos.work, "branch", "--list", "backup/topic/*")
+    real = flows.prepare_rewrite_push
+
+    def prepare_then_race(*args, **kwargs):
+        plan = real(*args, **kwargs)
+        _coworker_pushes(repos, tmp_path, "racer")  # lands between the check and our push
+        return plan
+    monkeypatch.setattr(flows, "prepare_rewrite_push", prepare_then_race)
+    res = run("git", "squash", "--push")
+    assert res.exit_code == 1 and ("stale info" in res.stderr or "rejected" in res.stderr), res.output
+    assert repos.sha() == tip  # rolled back
+    assert git(repos.fork, "log", "-1", "--format=%s", "topic") == "docs(notes): racer adds notes"
+
+
+def test_rewrites_refuse_to_push_to_the_upstream_repository(repos):
+    _two_commits(repos)
+    git(repos.work, "remote", "set-url", "origin", str(repos.upstream))  # "origin" is upstream's URL
+    tip = repos.sha()
+    for command in (("git", "squash", "--push"), ("git", "rebase", "--push")):
+        res = run(*command)
+        assert res.exit_code == 2 and "points at the upstream repository" in res.stderr, res.output
+        assert repos.sha() == tip and repos.remote_sha(repos.upstream, "topic") is None
+    with pytest.raises(AutogitRefused, match="upstream repository"):
+        push(Git(repos.work), load_config(repos.work), "topic")
+
+
+def test_squash_with_a_message_keeps_the_branch_trailers(repos):
+    repos.write("hyper_parallel/core/a.py", "A = 1\n")
+    repos.commit("feat(core): add a\n\nCo-authored-by: Jane Doe <jane@example.org>", "hyper_parallel/core/a.py")
+    repos.write("hyper_parallel/core/b.py", "B = 1\n")
+    repos.commit("fix(core): add b\n\nFixes #12\nReviewed-by: Li Wei <li@example.org>", "hyper_parallel/core/b.py")
+    res = run("git", "squash", "-m", "feat(core): a and b\n\nBoth helpers.", "--json")
+    assert res.exit_code == 0, res.output
+    message = git(repos.work, "log", "-1", "--format=%B")
+    assert message.startswith("feat(core): a and b\n\nBoth helpers.\n\n")
+    for trailer in ("Fixes #12", "Co-authored-by: Jane Doe <jane@example.org>", "Reviewed-by: Li Wei <li@example.org>"):
+        assert trailer in message
+    assert message.split("\n\n")[-1].splitlines()[0] == "Fixes #12"  # one trailer block at the end
 
 
 def test_force_push_to_protected_branch_refused(repos):
@@ -370,7 +457,7 @@ def test_update_force_after_rewrite_uses_backup_and_lease(repos, forge):
     res = run("git", "update", "8", "--force", "--json")
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
-    assert out["backup"].startswith("backup/topic/") and repos.sha(out["backup"]) == remote_before
+    assert out["backup"].startswith("backup/origin/topic/") and repos.sha(out["backup"]) == remote_before
     assert f"--force-with-lease=refs/heads/topic:{remote_before}" in out["push"]
     assert repos.remote_sha(repos.fork, "topic") == repos.sha()
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 from hp_agent.autogit import copyright as copyright_years
@@ -12,8 +13,8 @@ from hp_agent.autogit.gitcmd import AutogitRefused, Git
 from hp_agent.autogit.message import draft_message, infer_type
 from hp_agent.autogit.policy import check_message
 from hp_agent.autogit.prbody import PrFacts, fill_template, fixes_trailers, load_gate_report, read_template
-from hp_agent.autogit.safety import (Stash, UtcNow, backup_branch, push, refuse_protected, repo_slug,
-                                     rollback_on_error, utc_now)
+from hp_agent.autogit.safety import (Stash, UtcNow, backup_branch, prepare_rewrite_push, push, refuse_protected,
+                                     refuse_upstream, repo_slug, rollback_on_error, utc_now)
 from hp_agent.autogit.staging import Change, collect_changes, stage
 from hp_agent.config import Config
 from hp_agent.repo import NotARepositoryError, repo_root
@@ -128,9 +129,11 @@ def open_pr(git: Git, cfg: Config, host: CodeHost, options: dict) -> dict:
     check_fork_owner(host, slug)
     base = base_ref(git, cfg)
     result: dict = {"branch": branch, "fork": slug}
+    lease = None
     if options.get("squash"):
+        lease = prepare_rewrite_push(git, cfg, branch)
+        result["remote_backup"] = lease.backup
         result["squash"] = squash(git, cfg, options.get("squash_message"), push_after=False)
-    lease = git.remote_branch_sha(cfg.fork_remote, branch)
     messages = branch_messages(git, base)
     facts = pr_facts(git, base, options.get("body"))
     title = options.get("title") or messages[-1].splitlines()[0]
@@ -166,12 +169,10 @@ def update_pr(git: Git, cfg: Config, host: CodeHost, number: int, options: dict)
         raise AutogitRefused(f"PR #{number} head branch is {pr['head_ref']!r} but {branch!r} is checked out")
     check_fork_owner(host, slug)
     result = {"pr": number, "branch": branch}
-    lease = git.remote_branch_sha(cfg.fork_remote, branch)
     force = bool(options.get("force"))
-    if force and lease is not None:
-        # keep what the force push replaces: the fork's current tip, fetched so the backup can point at it
-        git.run("fetch", "--quiet", cfg.fork_remote, f"refs/heads/{branch}")
-        result["backup"] = backup_branch(git, branch, target=lease)
+    lease = prepare_rewrite_push(git, cfg, branch) if force else None
+    if lease is not None and lease.backup:
+        result["backup"] = lease.backup  # the fork's tip that the force push replaces
     result["push"] = push(git, cfg, branch, lease, rewrite=force)
     body = options.get("body")
     if options.get("refresh_body"):
@@ -183,18 +184,27 @@ def update_pr(git: Git, cfg: Config, host: CodeHost, number: int, options: dict)
 
 
 def squash(git: Git, cfg: Config, message: str | None, push_after: bool = False, now: UtcNow = utc_now) -> dict:
-    """Squash ``base..HEAD`` into one commit after creating a backup branch; optionally leased push."""
+    """Squash ``base..HEAD`` into one commit after creating a backup branch; optionally leased push.
+
+    A message given with ``-m`` keeps the branch's trailers (``Fixes #N``, human ``Co-authored-by``...).
+    """
     branch = git.current_branch()
     refuse_protected(cfg, branch, "rewrite the history of")
+    if push_after:
+        refuse_upstream(git, cfg)
     base = base_ref(git, cfg)
     messages = branch_messages(git, base)
     if len(messages) < 2:
         raise AutogitRefused(f"nothing to squash: {len(messages)} commit(s) ahead of {base}")
-    message = message or squash_message(messages)
+    if message:
+        fixes = [f"Fixes #{n}" for n in fixes_trailers(messages)]
+        message = with_trailers(message, [*fixes, *branch_trailers(messages)])
+    else:
+        message = squash_message(messages)
     problems, policy = check_message(message)
     if problems:
         raise PolicyRejected(problems, policy)
-    lease = git.remote_branch_sha(cfg.fork_remote, branch) if push_after else None
+    lease = prepare_rewrite_push(git, cfg, branch, now) if push_after else None
     backup = backup_branch(git, branch, now)
     merge_base = git.out("merge-base", base, "HEAD")
     with Stash(git, f"hp-agent autogit squash {backup}") as stash:
@@ -205,7 +215,37 @@ def squash(git: Git, cfg: Config, message: str | None, push_after: bool = False,
                 raise AutogitRefused("squash produced a different tree; rolled back")
             pushed = push(git, cfg, branch, lease, rewrite=True) if push_after else None
     return {"branch": branch, "backup": backup, "squashed": len(messages), "commit": git.head_sha(),
-            "message": message, "push": pushed, "stash_note": stash.note}
+            "message": message, "push": pushed, "remote_backup": lease.backup if lease else None,
+            "stash_note": stash.note}
+
+
+_TRAILER_LINE = re.compile(r"^[A-Za-z][A-Za-z0-9-]*(?:: \S| #\d)")
+
+
+def branch_trailers(messages: list[str]) -> list[str]:
+    """The trailer lines (``Key: value``, ``Fixes #N``) of each message's last paragraph, in order, unique.
+
+    A last paragraph counts as trailers when every line of it is one (the header alone never does).
+    """
+    out: list[str] = []
+    for message in messages:
+        paragraphs = message.strip().split("\n\n")
+        lines = paragraphs[-1].splitlines() if len(paragraphs) > 1 else []
+        if lines and all(_TRAILER_LINE.match(line) for line in lines):
+            out.extend(line for line in lines if line not in out)
+    return out
+
+
+def with_trailers(message: str, trailers: list[str]) -> str:
+    """``message`` with the ``trailers`` it does not carry yet appended as its trailer block."""
+    text = message.rstrip("\n")
+    missing = list(dict.fromkeys(t for t in trailers if t.lower() not in text.lower()))
+    if not missing:
+        return text
+    paragraphs = text.split("\n\n")
+    last = paragraphs[-1].splitlines()
+    is_block = len(paragraphs) > 1 and all(_TRAILER_LINE.match(line) for line in last)
+    return text + ("\n" if is_block else "\n\n") + "\n".join(missing)
 
 
 def squash_message(messages: list[str]) -> str:
@@ -224,7 +264,7 @@ def rebase(git: Git, cfg: Config, push_after: bool = False, now: UtcNow = utc_no
     branch = git.current_branch()
     refuse_protected(cfg, branch, "rewrite the history of")
     base = base_ref(git, cfg)
-    lease = git.remote_branch_sha(cfg.fork_remote, branch) if push_after else None
+    lease = prepare_rewrite_push(git, cfg, branch, now) if push_after else None
     backup = backup_branch(git, branch, now)
     with Stash(git, f"hp-agent autogit rebase {backup}") as stash:
         with rollback_on_error(git, branch) as original:
@@ -235,7 +275,7 @@ def rebase(git: Git, cfg: Config, push_after: bool = False, now: UtcNow = utc_no
                                      f"`git rebase {base}`")
             pushed = push(git, cfg, branch, lease, rewrite=True) if push_after else None
     return {"branch": branch, "backup": backup, "onto": base, "before": original, "commit": git.head_sha(),
-            "push": pushed, "stash_note": stash.note}
+            "push": pushed, "remote_backup": lease.backup if lease else None, "stash_note": stash.note}
 
 
 def repo_git(path: Path | None = None) -> Git:

@@ -75,11 +75,10 @@ class Git:
             raise AutogitRefused(f"git remote {remote!r} does not exist; add it with `git remote add {remote} URL`")
         return proc.stdout.strip()
 
-    def remote_branch_sha(self, remote: str, branch: str) -> str | None:
-        """Sha of ``refs/heads/<branch>`` on ``remote`` as the server reports it now (None if absent)."""
-        out = self.out("ls-remote", remote, f"refs/heads/{branch}")
-        for line in out.splitlines():
-            sha, _, ref = line.partition("\t")
-            if ref == f"refs/heads/{branch}":
-                return sha
-        return None
+    def tracking_sha(self, remote: str, branch: str) -> str | None:
+        """Sha of the remote-tracking ref ``refs/remotes/<remote>/<branch>`` as last fetched (None if absent).
+
+        The lease of every rewrite push: what *you* last saw of the remote, never what it holds now.
+        """
+        proc = self.run("rev-parse", "--verify", "--quiet", f"refs/remotes/{remote}/{branch}^{{commit}}", check=False)
+        return proc.stdout.strip() or None if proc.returncode == 0 else None
