@@ -9,6 +9,7 @@ Both backends expose the same small interface, so one state machine drives both:
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -94,6 +95,10 @@ class RemoteBackend:
             sources.append("consoleText")
         return findings, ", ".join(sources)
 
+    def count_posts(self, body: str) -> int:
+        """How many PR comments have exactly ``body`` (whoever wrote them)."""
+        return sum(1 for c in self.host.list_comments(self.pr) if (c.get("body") or "").strip() == body.strip())
+
     def changed_files(self) -> list[str]:
         """Paths changed by the PR according to the code host."""
         return self.host.list_files(self.pr)
@@ -146,6 +151,7 @@ class LocalBackend:
         self.fixed_report = Path(report) if report else None
         self.reports_dir = self.root / ".gate" / "reports"
         self._ledger = self.root / ".gate" / "doctor" / "local-runs.json"
+        self._comments = self.root / ".gate" / "doctor" / "local-comments.json"
 
     def _git(self, *args: str) -> str:
         return subprocess.run(["git", *args], cwd=self.root, capture_output=True, text=True, check=True).stdout.strip()
@@ -156,8 +162,7 @@ class LocalBackend:
         return json.loads(self._ledger.read_text(encoding="utf-8"))
 
     def _save_runs(self, runs: list[dict]) -> None:
-        self._ledger.parent.mkdir(parents=True, exist_ok=True)
-        self._ledger.write_text(json.dumps(runs, indent=2), encoding="utf-8")
+        self._write_json(self._ledger, runs)
 
     def snapshot(self) -> dict:
         """HEAD sha and the labels the local protocol grants."""
@@ -172,13 +177,33 @@ class LocalBackend:
         return {"head_sha": head, "labels": labels, "comments": [], "author": None, "title": None}
 
     def post(self, command: str) -> None:
-        """``/retest`` runs the gate (or takes the given report); other commands are recorded only."""
+        """``/retest`` runs the gate (or takes the given report); other comments are recorded in a log."""
         if command.strip() != CMD_RETEST:
+            posted = self._posted()
+            posted.append(command)
+            self._write_json(self._comments, posted)
             return
         report = self.fixed_report or self.runner()
         runs = self._runs()
         runs.append({"number": len(runs) + 1, "report": str(report), "head_sha": self._git("rev-parse", "HEAD")})
         self._save_runs(runs)
+
+    def count_posts(self, body: str) -> int:
+        """``/retest``: the local gate runs recorded; other bodies: the local comment log."""
+        if body.strip() == CMD_RETEST:
+            return len(self._runs())
+        return sum(1 for c in self._posted() if c.strip() == body.strip())
+
+    def _posted(self) -> list[str]:
+        if not self._comments.is_file():
+            return []
+        return json.loads(self._comments.read_text(encoding="utf-8"))
+
+    def _write_json(self, path: Path, data: object) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
+        os.replace(tmp, path)
 
     def find_build(self, since_s: float | None, exclude: set[int]) -> dict | None:
         """The newest recorded run not in ``exclude`` (runs are synchronous, so ``since_s`` is not needed)."""

@@ -4,11 +4,22 @@
 
 Every transition is saved before the next one starts, so a restarted watcher resumes in the same phase
 with the same back-off attempt, builds seen and counters.  Waiting phases poll with the back-off of
-:mod:`hp_agent.gate_doctor.backoff`; the attempt counter resets when a new phase starts.
+:mod:`hp_agent.gate_doctor.backoff`; the attempt counter resets when a new phase starts. Timeline entries
+are written before the state is saved (a kill during a wait keeps the ``wait`` entry).
+
+Comments are posted exactly once whatever the watcher is killed by: before posting, an idempotency key,
+the body, how many such comments the PR already has and the transition that follows are saved
+(``pending_post``); after posting, the transition is made and saved. A watcher that finds a pending post
+on start asks the backend whether the comment exists (more comments with that body than before) and
+either completes the transition or forgets the post - it never posts twice. Ctrl-C and SIGTERM end in
+``interrupted`` (resumable).
 """
 from __future__ import annotations
 
 import random
+import signal
+import threading
+import uuid
 from typing import Any, Protocol
 
 from hp_agent.gate_doctor import backoff
@@ -45,9 +56,17 @@ class Backend(Protocol):
     def added_skips(self) -> list[dict]:
         """Skip/xfail markers the PR adds."""
 
+    def count_posts(self, body: str) -> int:
+        """How many comments with exactly ``body`` the PR has (the idempotency check of a post)."""
+
 
 MAX_POLLS = {"wait-check": 6, "wait-build": 12, "wait-labels": 6}
 MAX_BYPASS = 3
+KEY_MARK = "<!-- gate-doctor:{key} -->"
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived: handled like Ctrl-C (state saved as ``interrupted``)."""
 
 
 class Watcher:
@@ -82,11 +101,44 @@ class Watcher:
         self.state.note = note
         self.event("terminal", state=terminal, note=note)
 
-    def post(self, text: str) -> None:
-        """Post a comment through the backend and count it."""
-        self.backend.post(text)
+    def post(self, text: str, then: dict) -> None:
+        """Post ``text`` exactly once, then make the transition ``then`` (``goto``/``why``, ``finish``,
+        ``retest_at``); see the module docstring for the kill-safe protocol."""
+        key = uuid.uuid4().hex[:12]
+        body = text if text.startswith("/") else f"{text}\n\n{KEY_MARK.format(key=key)}"
+        self.state.pending_post = {"key": key, "body": body, "before": self.backend.count_posts(body), "then": then}
+        self.event("posting", key=key, body=text.splitlines()[0])
+        self.store.save(self.state)
+        self.backend.post(body)
+        self._complete_post()
+
+    def _complete_post(self) -> None:
+        pending = self.state.pending_post or {}
+        self.state.pending_post = None
+        self.state.posted_keys.append(pending["key"])
         self.state.comments_posted += 1
-        self.event("posted", body=text.splitlines()[0])
+        self.event("posted", key=pending["key"], body=pending["body"].splitlines()[0])
+        then = pending.get("then") or {}
+        if "retest_at" in then:
+            self.state.retest_at = then["retest_at"]
+        if "goto" in then:
+            self.goto(then["goto"], then.get("why"))
+        if "finish" in then:
+            self.finish(*then["finish"])
+        self.store.save(self.state)
+
+    def settle_pending_post(self) -> None:
+        """After a restart: a post saved as pending either happened (complete it) or did not (forget it)."""
+        pending = self.state.pending_post
+        if not pending:
+            return
+        if self.backend.count_posts(pending["body"]) > pending["before"]:
+            self.event("post-confirmed", key=pending["key"])
+            self._complete_post()
+            return
+        self.event("post-not-made", key=pending["key"])
+        self.state.pending_post = None
+        self.store.save(self.state)
 
     def snap(self) -> dict:
         """A fresh PR snapshot; a changed head sha sends the machine back to check-pr."""
@@ -118,23 +170,32 @@ class Watcher:
 
     # -- the loop -----------------------------------------------------------------------------------
     def run(self, max_steps: int | None = None) -> WatchState:
-        """Step until terminal, ``await-fix`` or ``max_steps``; Ctrl-C ends in ``interrupted`` (resumable)."""
+        """Step until terminal, ``await-fix`` or ``max_steps``; Ctrl-C or SIGTERM ends in ``interrupted``."""
+        previous = _on_sigterm()
+        try:
+            self._run(max_steps)
+        except KeyboardInterrupt as exc:
+            how = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C"
+            self.finish("interrupted", f"interrupted ({how}) in phase {self.state.phase}; run watch again to resume")
+            self.store.save(self.state)
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+        return self.state
+
+    def _run(self, max_steps: int | None) -> None:
         if self.state.terminal == "interrupted":
             self.state.terminal = None
             self.event("resumed")
+        self.settle_pending_post()
         steps = 0
-        try:
-            while self.state.terminal is None and (max_steps is None or steps < max_steps):
-                phase_before = self.state.phase
-                self.step()
-                self.store.save(self.state)
-                steps += 1
-                if self.state.phase == "await-fix" and phase_before == "await-fix":
-                    break
-        except KeyboardInterrupt:
-            self.finish("interrupted", f"interrupted in phase {self.state.phase}; run watch again to resume")
+        while self.state.terminal is None and (max_steps is None or steps < max_steps):
+            phase_before = self.state.phase
+            self.step()
             self.store.save(self.state)
-        return self.state
+            steps += 1
+            if self.state.phase == "await-fix" and phase_before == "await-fix":
+                break
 
     def step(self) -> None:
         """Run the handler of the current phase once."""
@@ -150,8 +211,8 @@ class Watcher:
         delay = backoff.delay(self.state.attempt, self.rng)
         self.state.attempt += 1
         self.state.next_wake = self.clock.now() + delay
+        self.event("wait", seconds=round(delay, 1), why=why)  # in the timeline before the state is saved
         self.store.save(self.state)
-        self.event("wait", seconds=round(delay, 1), why=why)
         self.clock.sleep(delay)
 
     # -- phases -------------------------------------------------------------------------------------
@@ -169,8 +230,7 @@ class Watcher:
         if P.LABEL_CHECK in snap["labels"]:
             self.goto("retest", f"{P.LABEL_CHECK} present")
             return
-        self.post(P.CMD_CHECK)
-        self.goto("wait-check", f"posted {P.CMD_CHECK}")
+        self.post(P.CMD_CHECK, {"goto": "wait-check", "why": f"posted {P.CMD_CHECK}"})
 
     def phase_wait_check(self) -> None:
         """Wait for ``pr-check-pass``; a bot rejection of the description ends in needs-human."""
@@ -196,9 +256,7 @@ class Watcher:
         if P.LABEL_CHECK not in snap["labels"]:
             self.goto("check-pr", f"{P.LABEL_CHECK} missing; a /retest now would only start a bypass build")
             return
-        self.post(P.CMD_RETEST)
-        self.state.retest_at = self.clock.now()
-        self.goto("wait-build", f"posted {P.CMD_RETEST}")
+        self.post(P.CMD_RETEST, {"goto": "wait-build", "why": f"posted {P.CMD_RETEST}", "retest_at": self.clock.now()})
 
     def phase_wait_build(self) -> None:
         """Wait for the PR's next build to finish."""
@@ -263,8 +321,8 @@ class Watcher:
         lines = [f"- `{i['key']}` failed in {i['failed_builds']} builds: {i['finding']['message'][:200]}"
                  for i in sticky]
         self.post("gate-doctor: failures unrelated to this PR keep recurring (sticky flake); a maintainer "
-                  "please take a look:\n" + "\n".join(lines))
-        self.finish("sticky-flake", f"{len(sticky)} sticky unrelated failure(s) reported to maintainers")
+                  "please take a look:\n" + "\n".join(lines),
+                  {"finish": ["sticky-flake", f"{len(sticky)} sticky unrelated failure(s) reported to maintainers"]})
 
     def _decide_needs_human(self, result: dict) -> None:
         self.finish("needs-human", f"build #{self.state.current_build} failed without a parseable cause "
@@ -287,6 +345,18 @@ class Watcher:
     def phase_await_fix(self) -> None:
         """The assistant must push a fix; a new head sha moves on (counted as a fix commit)."""
         self.snap()
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    del signum, frame
+    raise Terminated()
+
+
+def _on_sigterm() -> Any:
+    """Make SIGTERM raise :class:`Terminated` (main thread only); return the previous handler (None: unchanged)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _raise_terminated)
 
 
 def _build_wait_reason(build: dict | None) -> str:

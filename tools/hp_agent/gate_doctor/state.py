@@ -41,6 +41,8 @@ class WatchState:
     last_triage: dict | None = None
     timeline: list[dict] = dataclasses.field(default_factory=list)
     note: str | None = None
+    pending_post: dict | None = None
+    posted_keys: list[str] = dataclasses.field(default_factory=list)
 
     def counters(self) -> dict:
         """The bounded counters and their ceilings."""
