@@ -1,6 +1,6 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""``hp-agent check``: the real checkers (assets, style, op registry, commit message, shell, changes)."""
+"""``hp-agent check``: the real checkers (assets, style, op registry, commit messages, shell, changes)."""
 from __future__ import annotations
 
 import json
@@ -11,6 +11,7 @@ import click
 
 from hp_agent.checks.assets import check_all_assets
 from hp_agent.checks.commit_msg import check_commit_message
+from hp_agent.checks.commits import RangeError, check_commits
 from hp_agent.findings import Finding
 from hp_agent.checks.op_registry import check_registry
 from hp_agent.checks.review import review_changes
@@ -82,12 +83,27 @@ def commit_msg(message_file: Path | None, message: str | None, as_json: bool) ->
     sys.exit(1 if problems else 0)
 
 
+@cli_group.command("commits")
+@click.option("--base", default=None, help="Base branch ref (default: origin/main, main, origin/master, master).")
+@click.option("--floor", default=None, help="Never check this commit or its ancestors (where the stage began).")
+@json_option
+@internal_errors
+def commits(base: str | None, floor: str | None, as_json: bool) -> None:
+    """Check every commit between the merge base (or the floor, on the base branch) and HEAD."""
+    try:
+        findings, summary = check_commits(root_or_exit(), base, floor)
+    except RangeError as exc:
+        click.echo(f"hp-agent check commits: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    sys.exit(emit_findings(findings, as_json, summary=summary))
+
+
 @cli_group.command("shell")
 @click.argument("command")
 @json_option
 @internal_errors
 def shell(command: str, as_json: bool) -> None:
-    """Would the before-shell hook block COMMAND? (exit 2 and the reasons when it would)."""
+    """Would the before-shell hook block COMMAND or ask the user first? (exit 2 and the reasons when so)."""
     problems = check_shell_command(command)
     if as_json:
         click.echo(json.dumps({"blocked": bool(problems), "reasons": problems}, indent=2))
