@@ -8,7 +8,10 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # static analysers (pylint E0611) see the lazy names; nothing is imported at run time
+    from hyper_parallel.kernels._torch.rotary import apply_rotary_emb, rotate_half
 
 _LAZY = {
     "apply_rotary_emb": "hyper_parallel.kernels._torch.rotary",
