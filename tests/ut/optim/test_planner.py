@@ -21,8 +21,17 @@ def test_ns_flops_formula():
     assert ns_flops(7, 7, 2) == 2 * 6 * 7 ** 3
 
 
-def _cells_of(region):
-    return list(itertools.product(*(range(s, s + n) for s, n in region)))
+def _numel(region):
+    return math.prod(n for _, n in region)
+
+
+def _tile(pieces, whole, what):
+    """``pieces`` are pairwise disjoint regions inside ``whole`` that cover it (checked by volume)."""
+    for i, a in enumerate(pieces):
+        assert intersect(a, whole) == a, (what, a, whole)
+        for b in pieces[i + 1:]:
+            assert intersect(a, b) is None, (what, a, b)
+    assert sum(_numel(r) for r in pieces) == _numel(whole), (what, pieces, whole)
 
 
 def _local_regions(layout):
@@ -38,18 +47,19 @@ def _check_plan(layouts, plan):
     exactly once; sources tile the unit; the owner is a holder; loads add up."""
     for i, layout in enumerate(layouts):
         units = [u for u in plan.units if u.item == i]
-        covered = [e for u in units for e in _cells_of(u.region)]
-        assert len(covered) == len(set(covered))
-        full = (layout.shape[-2] * layout.shape[-1]) * math.prod(layout.shape[:-2])
-        assert len(covered) == full
+        full = tuple((0, s) for s in layout.shape)
+        if _numel(full):
+            _tile([u.region for u in units], full, f"units of {i}")
         for u in units:
-            src = [e for _, reg in u.sources for e in _cells_of(reg)]
-            assert sorted(src) == sorted(_cells_of(u.region))
+            _tile([reg for _, reg in u.sources], u.region, f"sources of {u}")
             assert u.owner in {r for r, _ in u.targets}
         for rank, regions in _local_regions(layout).items():
             for region in regions:
-                got = [e for u in units for r, reg in u.targets if r == rank for e in _cells_of(reg)]
-                assert sorted(got) == sorted(_cells_of(region))
+                got = [reg for u in units for r, reg in u.targets if r == rank]
+                if _numel(region):
+                    _tile(got, region, f"targets of rank {rank}")
+                else:
+                    assert not got
     total = sum(u.flops for u in plan.units)
     assert sum(plan.loads.values()) == total
 
