@@ -29,6 +29,7 @@ __all__ = ["CPState", "CPMode", "context_parallel", "context_parallel_shard", "c
 _HANDLERS: Dict[Callable, Any] = {}
 CP_OPS: List[str] = []
 _ACTIVE: List["CPState"] = []
+_ORIGINAL_SDPA = F.scaled_dot_product_attention
 
 
 def register_cp_op(func: Callable, name: str) -> Callable[[Callable], Callable]:
@@ -99,6 +100,21 @@ class CPState:
 def current_state() -> Optional[CPState]:
     """The innermost active CP state (None outside CP)."""
     return _ACTIVE[-1] if _ACTIVE else None
+
+
+def route(func: Callable) -> Optional[Callable]:
+    """The CP version of ``func`` bound to the active state, or None. For calls that the function mode
+    cannot see: torch pops every function mode while a function it routed runs (``loss.backward()``
+    included), so ops recomputed by activation checkpointing inside a backward come here."""
+    state = current_state()
+    entry = _HANDLERS.get(func)
+    if state is None or entry is None or not state.handles(entry[0]):
+        return None
+
+    def run(*args, **kwargs):
+        with torch._C.DisableTorchFunction():
+            return entry[1](state, *args, **kwargs)
+    return run
 
 
 class CPMode(TorchFunctionMode):
@@ -198,6 +214,14 @@ def _check_in_place(buffers, no_restore_buffers) -> set:
     return {id(b) for b in (no_restore_buffers or [])}
 
 
+def _sdpa_in_block(*args, **kwargs):
+    """``F.scaled_dot_product_attention`` while a ``context_parallel`` block is open. The function mode
+    catches SDPA under any name in forward; attention recomputed inside ``loss.backward()`` (activation
+    checkpointing), where torch has popped the mode, reaches this module attribute (see :func:`route`)."""
+    routed = route(_ORIGINAL_SDPA)
+    return routed(*args, **kwargs) if routed is not None else _ORIGINAL_SDPA(*args, **kwargs)
+
+
 @contextlib.contextmanager
 def context_parallel(mesh, buffers: Optional[Sequence[torch.Tensor]] = None,
                      buffer_seq_dims: Optional[Sequence[int]] = None,
@@ -216,10 +240,13 @@ def context_parallel(mesh, buffers: Optional[Sequence[torch.Tensor]] = None,
         shard = shard.clone()
         buf.resize_(shard.shape)
         buf.copy_(shard)
+    previous = F.scaled_dot_product_attention
+    F.scaled_dot_product_attention = _sdpa_in_block
     try:
         with CPMode(state):
             yield
     finally:
+        F.scaled_dot_product_attention = previous
         for buf, orig in zip(buffers, originals):
             if orig is not None:
                 buf.resize_(orig.shape)
@@ -333,7 +360,7 @@ def cp_sdpa(state: CPState, query, key, value, attn_mask=None, dropout_p=0.0, is
     mask = _prepare_mask(attn_mask, q, seq_len, layout, state.rank, method)
     if method == "alltoall":
         out = ulysses_attention(q, k, v, group=state.group, layout=layout, causal=is_causal, scale=scale, mask=mask,
-                                sdpa=F.scaled_dot_product_attention)
+                                sdpa=_ORIGINAL_SDPA)
     else:
         cfg = AttnConfig(state.group, state.rank, state.size, layout, bool(is_causal), scale, mask, state.async_,
                          state.impl, method if not state.async_ else f"{method}_async")

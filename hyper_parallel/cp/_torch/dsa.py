@@ -31,7 +31,7 @@ from torch import nn
 from torch.overrides import handle_torch_function, has_torch_function
 
 from hyper_parallel.cp._torch import comm
-from hyper_parallel.cp._torch.context import CPState, register_cp_op
+from hyper_parallel.cp._torch.context import CPState, register_cp_op, route
 
 __all__ = ["dsa_index_scores", "dsa_topk", "dsa_sparse_attention", "dsa_indexer_loss", "DSAIndexer",
            "DSASparseAttention", "DSAIndexerLoss", "DSAAttention"]
@@ -54,6 +54,9 @@ def dsa_index_scores(q_idx: torch.Tensor, k_idx: torch.Tensor, weights: torch.Te
     (``-inf`` for keys after the query when ``causal``)."""
     if has_torch_function((q_idx, k_idx, weights)):
         return handle_torch_function(dsa_index_scores, (q_idx, k_idx, weights), q_idx, k_idx, weights, causal)
+    routed = route(dsa_index_scores)  # under CP but outside the function mode (recomputation in backward)
+    if routed is not None:
+        return routed(q_idx, k_idx, weights, causal)
     if q_idx.dim() != 4 or k_idx.dim() != 3 or weights.dim() != 3:
         raise ValueError(f"dsa_index_scores: expected q_idx [B, S, Hi, Di], k_idx [B, Sk, Di], weights [B, S, Hi], got "
                          f"{tuple(q_idx.shape)}, {tuple(k_idx.shape)}, {tuple(weights.shape)}")
@@ -106,6 +109,9 @@ def dsa_sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, indi
     ``k``/``v [B, Hk, Sk, D]`` (grouped-query heads allowed); returns ``[B, H, S, D]``."""
     if has_torch_function((q, k, v)):
         return handle_torch_function(dsa_sparse_attention, (q, k, v), q, k, v, indices, valid, scale)
+    routed = route(dsa_sparse_attention)
+    if routed is not None:
+        return routed(q, k, v, indices, valid, scale)
     _check_sparse(q, k, v, indices, valid)
     sc = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
     return _attend(_logits(q, _select(k, indices), valid, sc), _select(v, indices), q.shape)
@@ -128,6 +134,9 @@ def dsa_indexer_loss(q: torch.Tensor, k: torch.Tensor, scores: torch.Tensor, ind
     distribution of ``q`` over the selected keys of ``k`` (heads summed, renormalised; no gradient)."""
     if has_torch_function((q, k, scores)):
         return handle_torch_function(dsa_indexer_loss, (q, k, scores), q, k, scores, indices, valid, scale)
+    routed = route(dsa_indexer_loss)
+    if routed is not None:
+        return routed(q, k, scores, indices, valid, scale)
     sc = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
     return _loss(q, _select(k, indices), scores, indices, valid, sc)
 

@@ -367,3 +367,35 @@ def test_bad_input_gives_clear_errors():
             F.scaled_dot_product_attention(q[:, :, :3], q[:, :, :3], q[:, :, :3])
         with pytest.raises(ValueError, match="attn_mask has 8 key columns"):
             F.scaled_dot_product_attention(q, q, q, attn_mask=torch.ones(8, 8, dtype=torch.bool))
+
+
+@multi_rank(world_size=2, timeout=120)
+def test_activation_checkpoint_recomputes_cp_attention():
+    import copy
+    import torch
+    import torch.distributed as dist
+    from torch.utils.checkpoint import checkpoint
+    import hyper_parallel as hp
+    from hyper_parallel.cp import context_parallel, context_parallel_shard
+    from hyper_parallel.models.llama import LlamaForCausalLM, TINY_CONFIGS, parallelize_llama
+    mesh = hp.init_device_mesh("cpu", (2,))
+    torch.manual_seed(0)
+    ref = LlamaForCausalLM(TINY_CONFIGS["debug"])
+    ids, labels, pos = llama_batch(0)
+    LlamaForCausalLM.loss(ref(ids), labels).backward()
+    for how in ("style", "context"):
+        ours = copy.deepcopy(ref)
+        ours.zero_grad()
+        for layer in ours.model.layers:  # recompute every decoder layer in backward
+            layer.forward = (lambda f: lambda *a: checkpoint(f, *a, use_reentrant=False))(layer.forward)
+        if how == "style":
+            parallelize_llama(ours, cp_mesh=mesh)
+            i, l, p = context_parallel_shard(mesh, [ids, labels, pos], [1, 1, 0])
+            LlamaForCausalLM.loss(ours(i, position_ids=p), l).backward()
+        else:
+            i, l, p = ids.clone(), labels.clone(), pos.clone()
+            with context_parallel(mesh, buffers=[i, l, p], buffer_seq_dims=[1, 1, 0]):
+                LlamaForCausalLM.loss(ours(i, position_ids=p), l).backward()
+        for (name, a), b in zip(ours.named_parameters(), ref.parameters()):
+            dist.all_reduce(a.grad)
+            torch.testing.assert_close(a.grad / 2, b.grad, rtol=1e-5, atol=1e-6, msg=lambda m, n=name: f"{how} {n}: {m}")
