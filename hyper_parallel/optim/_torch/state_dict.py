@@ -139,10 +139,16 @@ def _local_value(value: Any, p: torch.Tensor, key: str) -> torch.Tensor:
 
 
 def _state_in(st: Dict[str, Any], p: torch.Tensor, fqn: str) -> Dict[str, Any]:
+    spec = _spec(p)
+    # torch's optimizers keep DTensor states for a DTensor parameter (TP), plain local shards for one that
+    # fully_shard's step hook shows as its local shard: loaded states follow the same convention
+    as_dtensor = spec is not None and p.__dict__.get("_hp_fsdp_info") is None
     out = {}
     for k, v in st.items():
         if isinstance(v, torch.Tensor) and v.dim() > 0:
             v = _local_value(v, p, f"{fqn}.{k}").clone()
+            if as_dtensor:
+                v = DTensor.from_local(v, spec.mesh, spec.placements, shape=spec.shape)
         elif isinstance(v, torch.Tensor):
             v = v.clone()  # e.g. AdamW's ``step``: never share a live counter with the source
         out[k] = v
