@@ -3,17 +3,16 @@
 """Backend-choosing front doors of ``hyper_parallel.optim``.
 
 * ``get_hyper_optimizer(model, config)`` / ``get_hyper_lr_scheduler(optimizer, config)`` pick the
-  backend from the model (a ``torch.nn.Module`` or a ``mindspore.nn.Cell``, or a list of them) and
-  from the optimizer.
-* ``Muon``, ``AdamW`` and ``ChainedOptimizer`` are the classes of the backend named by
-  ``$HYPER_PARALLEL_BACKEND`` (default ``torch``), like ``hyper_parallel.DTensor``.
+  backend of the model (a ``torch.nn.Module`` or a ``mindspore.nn.Cell``, or a list of them) or of
+  the optimizer with ``hyper_parallel.platform.platform_of``.
+* ``Muon``, ``AdamW`` and ``ChainedOptimizer`` are the classes of the default platform
+  (``$HYPER_PARALLEL_BACKEND``, default ``torch``), like ``hyper_parallel.DTensor``.
 
 Nothing here imports a framework until it is used.
 """
 from __future__ import annotations
 
 import importlib
-import os
 from typing import Any
 
 __all__ = ["get_hyper_optimizer", "get_hyper_lr_scheduler"]
@@ -30,16 +29,16 @@ _CLASSES = {
 
 
 def _backend_of(obj: Any, what: str) -> str:
+    """The backend of a model / optimizer (or of the first of a list), chosen by the platform layer."""
+    from hyper_parallel.platform import platform_of
     first = obj[0] if isinstance(obj, (list, tuple)) and obj else obj
-    for cls in type(first).__mro__:
-        module = cls.__module__
-        if module.startswith("hyper_parallel.optim._mindspore"):
-            return "mindspore"
-        if module.startswith("torch"):
-            return "torch"
-        if module.startswith("mindspore"):
-            return "mindspore"
-    raise TypeError(f"{what}: expected a torch or mindspore model/optimizer, got {type(first).__name__}")
+    plat = platform_of(first)
+    groups = getattr(first, "param_groups", None)
+    if plat is None and groups and groups[0].get("params"):
+        plat = platform_of(groups[0]["params"][0])  # our MindSpore optimizers are plain Python classes
+    if plat is None:
+        raise TypeError(f"{what}: expected a torch or mindspore model/optimizer, got {type(first).__name__}")
+    return plat.name
 
 
 def get_hyper_optimizer(model: Any, config: Any = None) -> Any:
@@ -56,10 +55,8 @@ def get_hyper_lr_scheduler(optimizer: Any, config: Any = None) -> Any:
 
 
 def __getattr__(name: str) -> Any:
-    backend = os.environ.get("HYPER_PARALLEL_BACKEND", "torch").strip().lower() or "torch"
-    target = _CLASSES.get((backend, name))
-    if target is None:
-        if any(n == name for _, n in _CLASSES):
-            raise ValueError(f"$HYPER_PARALLEL_BACKEND: expected 'torch' or 'mindspore', got {backend!r}")
+    if not any(n == name for _, n in _CLASSES):
         raise AttributeError(f"module 'hyper_parallel.optim.api' has no attribute {name!r}")
-    return getattr(importlib.import_module(target[0]), target[1])
+    from hyper_parallel.platform import get_platform
+    module, attr = _CLASSES[(get_platform().name, name)]
+    return getattr(importlib.import_module(module), attr)

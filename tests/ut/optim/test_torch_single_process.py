@@ -260,3 +260,12 @@ def test_clip_grad_norm_plain_tensors_equals_torch_and_checks_inputs():
         clip_grad_norm_([p], 1.0, norm_type=0)
     with pytest.raises(ValueError, match="max_norm"):
         clip_grad_norm_([p], -1.0)
+
+
+def test_front_doors_pick_the_backend_and_name_bad_inputs():
+    from hyper_parallel import optim
+    assert optim.AdamW is torch.optim.AdamW and optim.Muon is Muon and optim.ChainedOptimizer is ChainedOptimizer
+    with pytest.raises(TypeError, match=r"get_hyper_optimizer\(model\): expected a torch or mindspore"):
+        get_hyper_optimizer(object(), {"name": "adamw"})
+    with pytest.raises(ValueError, match=r"optimizer config 'name'"):
+        get_hyper_optimizer(torch.nn.Linear(2, 2), {"name": "lion"})
