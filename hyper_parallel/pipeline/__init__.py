@@ -18,6 +18,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from hyper_parallel.pipeline.api import (PipelineSchedule, PipelineStage, Schedule1F1B, ScheduleDualPipeV,
+                                         ScheduleGPipe, ScheduleInterleaved1F1B, ScheduleInterleavedZeroBubble,
+                                         ScheduleLoopedBFS, ScheduleZBVZeroBubble, get_schedule_class)
 from hyper_parallel.pipeline.csv_io import schedule_from_csv, schedule_to_csv
 from hyper_parallel.pipeline.explain import bubble_formula, explain_schedule
 from hyper_parallel.pipeline.microbatch import BatchDimSpec, TensorChunkSpec
@@ -27,20 +30,13 @@ from hyper_parallel.pipeline.simulate import SimulationResult, simulate_schedule
 from hyper_parallel.pipeline.steps import MetaStep, MetaStepType
 from hyper_parallel.pipeline.validate import ScheduleValidationError, ValidationReport, validate_schedule
 
-_LAZY = {
-    "PipelineStage": "hyper_parallel.pipeline.api",
-    "PipelineSchedule": "hyper_parallel.pipeline.api",
-    "ScheduleGPipe": "hyper_parallel.pipeline.api",
-    "Schedule1F1B": "hyper_parallel.pipeline.api",
-    "ScheduleInterleaved1F1B": "hyper_parallel.pipeline.api",
-    "ScheduleLoopedBFS": "hyper_parallel.pipeline.api",
-    "ScheduleInterleavedZeroBubble": "hyper_parallel.pipeline.api",
-    "ScheduleZBVZeroBubble": "hyper_parallel.pipeline.api",
-    "ScheduleDualPipeV": "hyper_parallel.pipeline.api",
-    "get_schedule_class": "hyper_parallel.pipeline.api",
-}
+#: pipeline names that need a framework load it inside the stage classes (``api.py`` is backend-free)
+_LAZY: dict = {}
 
-__all__ = ["BatchDimSpec", "TensorChunkSpec", "MetaStep", "MetaStepType", "Schedule", "ScheduleConstraintError",
+__all__ = ["PipelineSchedule", "PipelineStage", "Schedule1F1B", "ScheduleDualPipeV", "ScheduleGPipe",
+           "ScheduleInterleaved1F1B", "ScheduleInterleavedZeroBubble", "ScheduleLoopedBFS", "ScheduleZBVZeroBubble",
+           "get_schedule_class",
+           "BatchDimSpec", "TensorChunkSpec", "MetaStep", "MetaStepType", "Schedule", "ScheduleConstraintError",
            "ScheduleValidationError", "SimulationResult", "ValidationReport", "bubble_formula", "custom_schedule",
            "explain_schedule", "generate_schedule", "schedule_from_csv", "schedule_to_csv", "simulate_schedule",
            "validate_schedule", *sorted(_LAZY)]

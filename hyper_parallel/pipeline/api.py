@@ -61,7 +61,14 @@ class PipelineSchedule:  # pylint: disable=too-many-instance-attributes
 
     def __init__(self, stages, n_microbatches: int, loss_fn=None, args_chunk_spec=None, kwargs_chunk_spec=None,
                  output_merge_spec=None, scale_grads: bool = True, *, overlap_p2p: bool = False,
-                 stages_per_rank: Optional[int] = None) -> None:
+                 stages_per_rank: Optional[int] = None, backward_requires_autograd: bool = True,
+                 defer_pp_recv: bool = False) -> None:
+        # torch's knobs: receives are already posted at their comm point (what defer_pp_recv asks for);
+        # backward always runs through autograd here, so a custom non-autograd backward is refused
+        del defer_pp_recv
+        if not backward_requires_autograd:
+            raise ValueError(f"{type(self).__name__}(backward_requires_autograd=False): custom backward functions "
+                             "are not supported; the runtime differentiates the stage modules with autograd")
         stage_list = list(stages) if isinstance(stages, (list, tuple)) else [stages]
         if not stage_list:
             raise ValueError(f"{type(self).__name__}(stages): expected at least one PipelineStage")
@@ -119,14 +126,22 @@ class PipelineSchedule:  # pylint: disable=too-many-instance-attributes
         return list(self._runner.timeline)
 
     # ------------------------------------------------------------------ torch-compatible surface
-    def step(self, *args, target=None, losses: Optional[List[Any]] = None, **kwargs) -> Any:
-        """Run one step on the whole batch (see the module docstring); returns the merged last-stage output."""
+    def step(self, *args, target=None, losses: Optional[List[Any]] = None, return_outputs: bool = True,
+             loss_kwargs: Optional[Dict[str, Any]] = None, **kwargs) -> Any:
+        """Run one step on the whole batch (see the module docstring); returns the merged last-stage output
+        (``None`` with ``return_outputs=False``). ``loss_kwargs`` go to every ``loss_fn`` call unchanged."""
         stage0 = self._stages[0]
         arg_mbs, kwarg_mbs, target_mbs = stage0.prepare_step(self, args, kwargs, target, losses)
         scale = 1.0 / self._n_microbatches if self.scale_grads else 1.0
         ctx = StepContext(arg_mbs, kwarg_mbs, target_mbs, losses, scale)
+        loss_fn = self._loss_fn
+        if loss_kwargs and loss_fn is not None:
+            base = loss_fn
+
+            def loss_fn(out, tgt):  # pylint: disable=function-redefined
+                return base(out, tgt, **loss_kwargs)
         for s in self._stages:
-            s.begin_step(self._loss_fn)
+            s.begin_step(loss_fn)
         self._runner.run(ctx)
         out = None
         for s in self._stages:
@@ -134,7 +149,7 @@ class PipelineSchedule:  # pylint: disable=too-many-instance-attributes
             if s.is_last:
                 if losses is not None:
                     losses.extend(ctx.mb_losses[k] for k in range(self._n_microbatches))
-                out = s.merge_outputs(self._output_merge_spec)
+                out = s.merge_outputs(self._output_merge_spec) if return_outputs else None
         return out
 
     def _load_csv(self, path: str, format: str = "compute_only") -> None:  # pylint: disable=redefined-builtin

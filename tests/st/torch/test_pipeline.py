@@ -307,3 +307,36 @@ def test_tied_embeddings_across_first_and_last_stage():
             o.step()
             o.zero_grad()
         torch.testing.assert_close(tied, emb.weight, **TOL)
+
+
+@multi_rank(world_size=2, timeout=240)
+def test_torch_step_keywords_return_outputs_and_loss_kwargs():
+    """step(return_outputs=False, loss_kwargs=...) as in torch 2.13; torch's schedule knobs accepted."""
+    import copy
+    import torch
+    import torch.distributed as dist
+    import hyper_parallel.pipeline as pp
+    rank = dist.get_rank()
+    blocks = make_blocks(2)
+    ref = copy.deepcopy(blocks)
+    stage = pp.PipelineStage(blocks[rank], rank, 2, "cpu")
+    sched = pp.ScheduleInterleaved1F1B([stage], 2, loss_fn=lambda o, t, w=1.0: w * torch.nn.functional.mse_loss(o, t),
+                                       defer_pp_recv=True)
+    x, y = batch(0, 4)
+    losses = []
+    out = sched.step(x if rank == 0 else None, target=y if rank else None, losses=losses, return_outputs=False,
+                     loss_kwargs={"w": 3.0})
+    ref_loss = 3.0 * torch.nn.functional.mse_loss(reference_forward(ref, x), y)
+    ref_loss.backward()
+    assert out is None
+    if rank == 1:
+        torch.testing.assert_close(sum(losses) / 2, ref_loss.detach(), **TOL)
+    for p, q in zip(blocks[rank].parameters(), ref[rank].parameters()):
+        if q.grad is not None:
+            torch.testing.assert_close(p.grad, q.grad, **TOL)
+    try:
+        pp.ScheduleGPipe(stage, 2, backward_requires_autograd=False)
+    except ValueError as exc:
+        assert "custom backward functions are not supported" in str(exc)
+    else:
+        raise AssertionError("backward_requires_autograd=False was accepted")
