@@ -139,6 +139,7 @@ def main() -> int:
     ok = __import__("sections.pipeline", fromlist=["x"]).pipeline_section() and ok
     ok = __import__("sections.moe", fromlist=["x"]).moe_section() and ok
     ok = __import__("sections.cp", fromlist=["x"]).cp_section(mesh) and ok
+    ok = __import__("sections.checkpoint", fromlist=["x"]).checkpoint_section(mesh) and ok
     dist.barrier()
     hp.destroy_process_group()
     return 0 if ok else 1

@@ -95,6 +95,8 @@ _LAZY = {
     "CheckpointPolicy": "hyper_parallel.activation",
     "SwapManager": "hyper_parallel.activation",
     "apply_activation_policy": "hyper_parallel.activation",
+    # distributed checkpoint (save/load/... stay in hyper_parallel.checkpoint)
+    "CheckpointManager": "hyper_parallel.checkpoint",
 }
 
 __all__ = ["Layout", "Partial", "Placement", "Replicate", "Shard", *sorted(_LAZY)]

@@ -103,7 +103,7 @@ def _progress(console: Console) -> Progress:
 
 
 def verify(path: str, console: Console) -> List[str]:
-    """CRC-check every chunk and object of a hyper-parallel checkpoint; returns the problems found."""
+    """Verify the checksum of every chunk and object of a hyper-parallel checkpoint; returns the problems found."""
     md = _read_ours(path)
     problems = [str(p) for p in manifest_problems(path, md)]
     total = sum(c.nbytes for t in md.tensors.values() for c in t.chunks)
@@ -112,14 +112,16 @@ def verify(path: str, console: Console) -> List[str]:
         for name, t in md.tensors.items():
             for c in t.chunks:
                 try:
-                    read_range(os.path.join(path, c.file), c.data_offset, c.nbytes, c.crc32, f"tensor {name!r}")
+                    read_range(os.path.join(path, c.file), c.data_offset, c.nbytes, c.checksum, f"tensor {name!r}",
+                               md.checksum_algorithm)
                 except CheckpointError as exc:
                     problems.append(str(exc))
                 prog.advance(task, c.nbytes)
         for name, o in md.objects.items():
             if o.file is not None:
                 try:
-                    read_range(os.path.join(path, o.file), o.offset, o.length, o.crc32, f"object {name!r}")
+                    read_range(os.path.join(path, o.file), o.offset, o.length, o.checksum, f"object {name!r}",
+                               md.checksum_algorithm)
                 except CheckpointError as exc:
                     problems.append(str(exc))
     try:
@@ -157,7 +159,7 @@ def cli() -> None:
 
 @cli.command()
 @click.argument("path", type=click.Path(exists=True, file_okay=False))
-@click.option("--verify", "do_verify", is_flag=True, help="read every chunk and check its CRC-32")
+@click.option("--verify", "do_verify", is_flag=True, help="read every chunk and verify its checksum")
 @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
 def inspect(path: str, do_verify: bool, as_json: bool) -> None:
     """List tensors (dtype, shape, shards, bytes), objects and the total size of a checkpoint."""
@@ -172,14 +174,14 @@ def inspect(path: str, do_verify: bool, as_json: bool) -> None:
         _print_summary(s, console)
     if do_verify:
         if s["format"] != "hyper-parallel":
-            raise click.UsageError(f"--verify checks hyper-parallel checkpoints (CRC-32 per chunk); {path} is "
+            raise click.UsageError(f"--verify checks hyper-parallel checkpoints (a checksum per chunk); {path} is "
                                    f"{s['format']}")
         problems = verify(path, console)
         for p in problems:
             console.print(f"[red]{p}[/red]", soft_wrap=True)
         if problems:
             sys.exit(1)
-        console.print("[green]every chunk and object matches its CRC-32[/green]")
+        console.print("[green]every chunk and object matches its checksum[/green]")
 
 
 def _load_adapter(spec: Optional[str]) -> Any:

@@ -9,7 +9,8 @@ A checkpoint is a folder::
     __<rank>_0.objects         the non-tensor objects this rank wrote that are too big to inline
 
 ``metadata.json`` describes every tensor by its *global* shape and dtype and lists its chunks (offsets,
-sizes, the file and byte range holding them, a CRC-32 of their bytes); objects are either inlined
+sizes, the file and byte range holding them, a checksum of their bytes: CRC-32C, see ``checksum.py``);
+objects are either inlined
 (small JSON values such as a step counter) or stored by byte range in an objects file; ``files`` is the
 manifest (name -> size). A CRC-32 of the document itself guards against silent edits and truncation.
 Nothing in it depends on a framework: the torch path (on torch's DCP engine) and the MindSpore path read
@@ -98,19 +99,20 @@ class ChunkEntry:
     key: str
     data_offset: int
     nbytes: int
-    crc32: int
+    checksum: int
 
     def to_json(self) -> Dict[str, Any]:
         """Plain-dict form."""
         return {"offsets": list(self.offsets), "sizes": list(self.sizes), "file": self.file, "key": self.key,
-                "data_offset": self.data_offset, "nbytes": self.nbytes, "crc32": self.crc32}
+                "data_offset": self.data_offset, "nbytes": self.nbytes, "checksum": self.checksum}
 
     @staticmethod
     def from_json(d: Dict[str, Any], what: str) -> "ChunkEntry":
         """Parse (validating types)."""
         try:
             return ChunkEntry(_ints(d["offsets"], f"{what}.offsets"), _ints(d["sizes"], f"{what}.sizes"),
-                              str(d["file"]), str(d["key"]), int(d["data_offset"]), int(d["nbytes"]), int(d["crc32"]))
+                              str(d["file"]), str(d["key"]), int(d["data_offset"]), int(d["nbytes"]),
+                              int(d["checksum"]))
         except (KeyError, TypeError) as exc:
             raise ValueError(f"{what}: malformed chunk entry {d!r} ({exc})") from None
 
@@ -151,14 +153,14 @@ class ObjectEntry:
     file: Optional[str] = None
     offset: int = 0
     length: int = 0
-    crc32: int = 0
+    checksum: int = 0
 
     def to_json(self) -> Dict[str, Any]:
         """Plain-dict form."""
         if self.file is None:
             return {"encoding": self.encoding, "value": self.value}
         return {"encoding": self.encoding, "file": self.file, "offset": self.offset, "length": self.length,
-                "crc32": self.crc32}
+                "checksum": self.checksum}
 
     @staticmethod
     def from_json(d: Dict[str, Any], what: str) -> "ObjectEntry":
@@ -167,7 +169,7 @@ class ObjectEntry:
             raise ValueError(f"{what}: malformed object entry {d!r}")
         if "file" in d:
             return ObjectEntry(str(d["encoding"]), None, str(d["file"]), int(d["offset"]), int(d["length"]),
-                               int(d["crc32"]))
+                               int(d["checksum"]))
         return ObjectEntry(str(d["encoding"]), d.get("value"))
 
 
@@ -185,6 +187,7 @@ class CheckpointMetadata:
     paths: Dict[str, List[Any]] = field(default_factory=dict)
     world_size: int = 1
     created_by: str = ""
+    checksum_algorithm: str = "crc32c"
     extra: Dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -195,7 +198,7 @@ class CheckpointMetadata:
     def to_json(self) -> Dict[str, Any]:
         """The document, with its self-checksum."""
         body = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "created_by": self.created_by,
-                "world_size": self.world_size,
+                "world_size": self.world_size, "checksum_algorithm": self.checksum_algorithm,
                 "tensors": {k: self.tensors[k].to_json() for k in sorted(self.tensors)},
                 "objects": {k: self.objects[k].to_json() for k in sorted(self.objects)},
                 "files": {k: self.files[k] for k in sorted(self.files)},
@@ -230,6 +233,7 @@ class CheckpointMetadata:
                 files={str(k): int(v) for k, v in doc["files"].items()},
                 paths={str(k): list(v) for k, v in doc.get("paths", {}).items()},
                 world_size=int(doc.get("world_size", 1)), created_by=str(doc.get("created_by", "")),
+                checksum_algorithm=str(doc.get("checksum_algorithm", "crc32c")),
                 extra=dict(doc.get("extra", {})))
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointCorruptError(path, f"malformed metadata: {exc}") from None

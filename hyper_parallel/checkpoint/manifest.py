@@ -4,7 +4,7 @@
 
 The manifest (``files`` in ``metadata.json``) records every data and objects file with its size; a
 missing or truncated file is found before any tensor is read, with an error that names it. Chunk
-contents are checked by their CRC-32 when read (``safetensors_io.read_range``).
+contents are verified by their checksums when read (``safetensors_io.read_range``).
 """
 from __future__ import annotations
 

@@ -1,15 +1,17 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""Streaming safetensors files from raw buffers, with CRC-32 and fsync (pure Python, no framework).
+"""Streaming safetensors files from raw buffers, with checksums and fsync (pure Python, no framework).
 
 The `safetensors format <https://github.com/huggingface/safetensors>`_ is an 8-byte little-endian header
 length, a JSON header (``{key: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}}``,
 padded with spaces to a multiple of 8) and the tensors' bytes back to back. The ``safetensors`` library
 serialises a whole dict into one in-memory ``bytes`` first; this writer streams each buffer straight
-from the tensor's memory to the file instead (no extra copy of the payload), computes the CRC-32 of
-every buffer while the kernel flushes the file, and fsyncs it. Files are readable by ``safetensors``.
+from the tensor's memory to the file instead (no extra copy of the payload), computes the checksum of
+every buffer (:mod:`.checksum`) while the kernel flushes the file, and fsyncs it. Files are readable by
+``safetensors``.
 
-Readers here read one chunk's byte range and check its length and CRC-32, raising
+Readers here read one chunk's byte range (into a new buffer, or into the caller's) and check its length
+and checksum, raising
 :class:`~hyper_parallel.checkpoint.format.CheckpointCorruptError` that names the file.
 """
 from __future__ import annotations
@@ -19,15 +21,14 @@ import json
 import os
 import struct
 import threading
-import zlib
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from hyper_parallel.checkpoint.checksum import DEFAULT_ALGORITHM, checksum_function
 from hyper_parallel.checkpoint.format import DTYPES, CheckpointCorruptError
 
-__all__ = ["write_safetensors", "read_header", "read_range", "fsync_dir", "HEADER_LEN_BYTES"]
+__all__ = ["write_safetensors", "read_header", "read_range", "read_range_into", "fsync_dir", "HEADER_LEN_BYTES"]
 
 HEADER_LEN_BYTES = 8
-_CRC_BLOCK = 64 << 20  # CRC in 64 MiB slices (zlib releases the GIL on large buffers)
 _MAX_HEADER = 100 << 20
 
 
@@ -55,12 +56,10 @@ def _header(entries: Sequence[Tuple[str, str, Sequence[int], int]], metadata: Op
     return text, offsets
 
 
-def _crc_all(buffers: Sequence[memoryview], out: List[int]) -> None:
+def _checksum_all(buffers: Sequence[memoryview], out: List[int], algorithm: str) -> None:
+    fn = checksum_function(algorithm)
     for buf in buffers:
-        crc = 0
-        for start in range(0, buf.nbytes, _CRC_BLOCK):
-            crc = zlib.crc32(buf[start:start + _CRC_BLOCK], crc)
-        out.append(crc)
+        out.append(fn(buf))
 
 
 def _byte_view(buf: Any) -> memoryview:
@@ -73,12 +72,13 @@ def _byte_view(buf: Any) -> memoryview:
 
 
 def write_safetensors(path: str, entries: Sequence[Tuple[str, str, Sequence[int], Any]],
-                      metadata: Optional[Dict[str, str]] = None, fsync: bool = True) -> List[Tuple[int, int, int]]:
+                      metadata: Optional[Dict[str, str]] = None, fsync: bool = True,
+                      algorithm: str = DEFAULT_ALGORITHM) -> List[Tuple[int, int, int]]:
     """Write ``entries`` = ``[(key, dtype name, shape, buffer)]`` (``buffer``: any C-contiguous object with
     the buffer protocol holding the tensor's bytes) as one safetensors file.
 
-    Returns ``[(absolute byte offset of the data, nbytes, crc32)]`` per entry. With ``fsync`` the file is
-    flushed to stable storage before returning; the CRCs are computed while the flush runs.
+    Returns ``[(absolute byte offset of the data, nbytes, checksum)]`` per entry. With ``fsync`` the file
+    is flushed to stable storage before returning; the checksums are computed while the flush runs.
     """
     views = [_byte_view(buf) for _, _, _, buf in entries]
     head, offsets = _header([(k, d, s, v.nbytes) for (k, d, s, _), v in zip(entries, views)], metadata)
@@ -89,15 +89,17 @@ def write_safetensors(path: str, entries: Sequence[Tuple[str, str, Sequence[int]
         for v in views:
             f.write(v)
         f.flush()
-        crcs: List[int] = []
+        sums: List[int] = []
         if fsync:
-            worker = threading.Thread(target=_crc_all, args=(views, crcs), name="hp-ckpt-crc")
+            worker = threading.Thread(target=_checksum_all, args=(views, sums, algorithm), name="hp-ckpt-checksum")
             worker.start()
             os.fsync(f.fileno())
             worker.join()
         else:
-            _crc_all(views, crcs)
-    return [(base + off, v.nbytes, crc) for off, v, crc in zip(offsets, views, crcs)]
+            _checksum_all(views, sums, algorithm)
+    if len(sums) != len(views):
+        raise RuntimeError(f"write_safetensors({path}): computing the {algorithm} checksums failed")
+    return [(base + off, v.nbytes, c) for off, v, c in zip(offsets, views, sums)]
 
 
 def read_header(path: str) -> Tuple[Dict[str, Any], int]:
@@ -121,18 +123,20 @@ def read_header(path: str) -> Tuple[Dict[str, Any], int]:
         raise CheckpointCorruptError(path, f"safetensors header is not valid JSON: {exc}") from None
 
 
-def read_range(path: str, offset: int, nbytes: int, crc32: Optional[int] = None, what: str = "") -> bytearray:
-    """Read ``nbytes`` at ``offset`` of ``path`` and verify their CRC-32 (when given).
+def read_range_into(path: str, offset: int, out: Any, checksum: Optional[int] = None, what: str = "",
+                    algorithm: str = DEFAULT_ALGORITHM) -> None:
+    """Read ``len(out)`` bytes at ``offset`` of ``path`` into the writable buffer ``out`` (e.g. a tensor's own
+    memory) and verify their checksum when given.
 
-    A missing file, a short read (truncated file) or a CRC mismatch raises ``CheckpointCorruptError``
+    A missing file, a short read (truncated file) or a checksum mismatch raises ``CheckpointCorruptError``
     naming the file (and ``what``, e.g. the tensor and chunk).
     """
-    buf = bytearray(nbytes)
+    view = memoryview(out).cast("B") if memoryview(out).nbytes else memoryview(bytearray())
+    nbytes = view.nbytes
+    got = 0
     try:
         with open(path, "rb", buffering=0) as f:
             f.seek(offset)
-            view = memoryview(buf)
-            got = 0
             while got < nbytes:
                 n = f.readinto(view[got:])
                 if not n:
@@ -143,13 +147,18 @@ def read_range(path: str, offset: int, nbytes: int, crc32: Optional[int] = None,
     if got != nbytes:
         raise CheckpointCorruptError(path, f"truncated: expected {nbytes} bytes at offset {offset}{_for(what)}, "
                                            f"found {got}")
-    if crc32 is not None:
-        crc = 0
-        for start in range(0, nbytes, _CRC_BLOCK):
-            crc = zlib.crc32(view[start:start + _CRC_BLOCK], crc)
-        if crc != crc32:
-            raise CheckpointCorruptError(path, f"CRC-32 mismatch{_for(what)} (stored {crc32:#010x}, "
-                                               f"read {crc:#010x})")
+    if checksum is not None:
+        found = checksum_function(algorithm)(view)
+        if found != checksum:
+            raise CheckpointCorruptError(path, f"checksum mismatch{_for(what)} ({algorithm}: stored {checksum:#010x}, "
+                                               f"read {found:#010x})")
+
+
+def read_range(path: str, offset: int, nbytes: int, checksum: Optional[int] = None, what: str = "",
+               algorithm: str = DEFAULT_ALGORITHM) -> bytearray:
+    """``nbytes`` at ``offset`` of ``path`` in a new buffer, checksum verified (see :func:`read_range_into`)."""
+    buf = bytearray(nbytes)
+    read_range_into(path, offset, buf, checksum, what, algorithm)
     return buf
 
 

@@ -11,14 +11,13 @@ torch writer. Replicated DTensor boxes are written once (by the lowest rank hold
 are written by every rank that holds them and de-duplicated at the merge.
 
 Reading is per rank and needs no collective: each rank reads the chunks overlapping its boxes
-(:func:`hyper_parallel.checkpoint.reshard.plan_region_reads`), CRC-checked.
+(:func:`hyper_parallel.checkpoint.reshard.plan_region_reads`), checksum verified.
 """
 from __future__ import annotations
 
 import json
 import os
 import time
-import zlib
 from typing import Any, Dict, List, Optional, Tuple
 
 import mindspore as ms
@@ -30,6 +29,7 @@ from hyper_parallel.checkpoint.format import (CheckpointError, CheckpointMetadat
 from hyper_parallel.checkpoint.manifest import read_metadata
 from hyper_parallel.checkpoint.publish import publish_dir, write_file_atomic
 from hyper_parallel.checkpoint.reshard import plan_region_reads, writer_rank
+from hyper_parallel.checkpoint.checksum import DEFAULT_ALGORITHM, checksum_function
 from hyper_parallel.checkpoint.safetensors_io import read_range, write_safetensors
 from hyper_parallel.platform.mindspore.dtensor import DTensor
 
@@ -129,10 +129,10 @@ def write_rank(staging: str, rank: int, staged: Dict[str, Any], paths: Dict[str,
         placed = write_safetensors(os.path.join(staging, fname),
                                    [(k, tensors[k][2], tensors[k][3].shape, tensors[k][3]) for k in keys],
                                    metadata={"format": "np", "hyper_parallel": "1"})
-        for k, (off, nbytes, crc) in zip(keys, placed):
+        for k, (off, nbytes, value) in zip(keys, placed):
             shape, offsets, dtype, arr = tensors[k]
             frag["tensors"][k] = {"dtype": dtype, "shape": list(shape), "chunks": [ChunkEntry(
-                offsets, tuple(arr.shape), fname, k, off, nbytes, crc).to_json()]}
+                offsets, tuple(arr.shape), fname, k, off, nbytes, value).to_json()]}
     blobs, pos = [], 0
     for k, v in staged.items():
         if k in tensors:
@@ -142,7 +142,7 @@ def write_rank(staging: str, rank: int, staged: Dict[str, Any], paths: Dict[str,
             frag["objects"][k] = ObjectEntry(encoding, v).to_json()
         else:
             frag["objects"][k] = ObjectEntry(encoding, None, objects_file_name(rank), pos, len(payload),
-                                             zlib.crc32(payload)).to_json()
+                                             checksum_function(DEFAULT_ALGORITHM)(payload)).to_json()
             blobs.append(payload)
             pos += len(payload)
     if blobs:
@@ -165,7 +165,7 @@ def _wait_fragments(staging: str, world: int) -> List[str]:
 
 def merge_fragments(staging: str, final: str, world: int, created_by: str) -> CheckpointMetadata:
     """Coordinator: wait for every rank's fragment, merge, validate, write ``metadata.json``, publish."""
-    md = CheckpointMetadata(world_size=world, created_by=created_by)
+    md = CheckpointMetadata(world_size=world, created_by=created_by, checksum_algorithm=DEFAULT_ALGORITHM)
     for name in _wait_fragments(staging, world):
         with open(os.path.join(staging, name), encoding="utf-8") as f:
             frag = json.load(f)
@@ -191,18 +191,19 @@ def merge_fragments(staging: str, final: str, world: int, created_by: str) -> Ch
 
 
 class _ChunkCache:
-    """Chunks read during one load (each read once, CRC-checked)."""
+    """Chunks read during one load (each read once, checksum verified)."""
 
-    def __init__(self, folder: str) -> None:
+    def __init__(self, folder: str, algorithm: str) -> None:
         self.folder = folder
+        self.algorithm = algorithm
         self.cache: Dict[Tuple[str, str], np.ndarray] = {}
 
     def get(self, name: str, entry: TensorEntry, chunk: ChunkEntry) -> np.ndarray:
         """The chunk as an array of its stored dtype and sizes."""
         key = (chunk.file, chunk.key)
         if key not in self.cache:
-            raw = read_range(os.path.join(self.folder, chunk.file), chunk.data_offset, chunk.nbytes, chunk.crc32,
-                             f"tensor {name!r} chunk {chunk.key!r}")
+            raw = read_range(os.path.join(self.folder, chunk.file), chunk.data_offset, chunk.nbytes, chunk.checksum,
+                             f"tensor {name!r} chunk {chunk.key!r}", self.algorithm)
             self.cache[key] = np.frombuffer(raw, dtype=_np_dtype(entry.dtype)).reshape(chunk.sizes)
         return self.cache[key]
 
@@ -235,7 +236,7 @@ def read_into(folder: str, state_dict: Dict[str, Any], md: Optional[CheckpointMe
     are filled, objects replaced. A key missing from the checkpoint is an error naming it."""
     md = md or read_metadata(folder)
     flat, paths = flatten(state_dict)
-    cache = _ChunkCache(folder)
+    cache = _ChunkCache(folder, md.checksum_algorithm)
     for key, value in flat.items():
         if _is_tensor(value):
             if key not in md.tensors:
@@ -248,13 +249,14 @@ def read_into(folder: str, state_dict: Dict[str, Any], md: Optional[CheckpointMe
         else:
             if key not in md.objects:
                 raise CheckpointError(f"load: {key!r} is not an object of the checkpoint {folder}")
-            _set_path(state_dict, paths[key], _read_object(folder, key, md.objects[key]))
+            _set_path(state_dict, paths[key], _read_object(folder, key, md.objects[key], md.checksum_algorithm))
 
 
-def _read_object(folder: str, key: str, entry: ObjectEntry) -> Any:
+def _read_object(folder: str, key: str, entry: ObjectEntry, algorithm: str) -> Any:
     if entry.file is None:
         return entry.value
-    raw = read_range(os.path.join(folder, entry.file), entry.offset, entry.length, entry.crc32, f"object {key!r}")
+    raw = read_range(os.path.join(folder, entry.file), entry.offset, entry.length, entry.checksum, f"object {key!r}",
+                     algorithm)
     return _objects.decode_object(entry.encoding, bytes(raw), f"object {key!r}")
 
 

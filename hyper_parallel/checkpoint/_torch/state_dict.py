@@ -24,7 +24,7 @@ from hyper_parallel.checkpoint.fqn import (canonical_fqn, canonical_map, flatten
                                            unflatten_optimizer_state)
 from hyper_parallel.fsdp._torch import state_dict as _fsdp_sd
 from hyper_parallel.optim._torch import state_dict as _optim_sd
-from hyper_parallel.platform.torch.dtensor import DTensor, _alias  # pylint: disable=protected-access
+from hyper_parallel.platform.torch.dtensor import DTensor, _alias, _wrap  # pylint: disable=protected-access
 
 __all__ = ["get_model_state_dict", "set_model_state_dict", "get_optimizer_state_dict", "set_optimizer_state_dict",
            "get_state_dict", "set_state_dict", "init_optimizer_state"]
@@ -227,7 +227,24 @@ def set_optimizer_state_dict(model: nn.Module, optimizers, optim_state_dict: Dic
             raise ValueError(f"set_optimizer_state_dict: the optimizer has {len(opt.param_groups)} param groups, the "
                              f"state dict has {len(sub_groups)} holding its parameters")
         sub_state = {_actual(canon, k): v for k, v in state.items() if canonical_fqn(k) in canon}
+        init_optimizer_state(opt)
+        dtensor_states = _dtensor_state_keys(opt)
         _optim_sd.set_optimizer_state_dict(model, opt, {"state": sub_state, "param_groups": sub_groups})
+        _restore_dtensor_states(opt, dtensor_states)
+
+
+def _dtensor_state_keys(opt) -> set:
+    """(param id, key) of the states the optimizer keeps as DTensors (torch optimizers stepping DTensor
+    parameters directly, e.g. TP); FSDP and Muon keep plain local tensors."""
+    return {(id(p), k) for p, st in opt.state.items() for k, v in st.items() if isinstance(v, DTensor)}
+
+
+def _restore_dtensor_states(opt, keys: set) -> None:
+    """Loading hands back plain local shards; re-wrap those the optimizer keeps as DTensors."""
+    for p, st in opt.state.items():
+        for k, v in list(st.items()):
+            if (id(p), k) in keys and not isinstance(v, DTensor) and isinstance(v, torch.Tensor):
+                st[k] = _wrap(v, p._spec)  # pylint: disable=protected-access
 
 
 def _actual(canon: Dict[str, str], name: str) -> str:

@@ -11,16 +11,16 @@ own ``FileSystemWriter``:
   ``hp-ckpt`` need no torch;
 * crash safety: every rank writes into one hidden staging folder chosen by the coordinator, fsyncs its
   files, and the coordinator publishes the folder with an atomic rename after ``metadata.json`` (with
-  the file manifest and per-chunk CRC-32s) is durable;
+  the file manifest and per-chunk checksums) is durable;
 * integrity on load: sizes of all files are checked against the manifest before any read, every chunk
-  read is CRC-checked, and any mismatch names the file.
+  read is checksum-verified (CRC-32C), and any mismatch names the file; a chunk that fills one target
+  whole is read straight into the target's memory.
 """
 from __future__ import annotations
 
 import dataclasses
 import io
 import os
-import zlib
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
@@ -38,7 +38,8 @@ from hyper_parallel.checkpoint.format import (DTYPES, METADATA_FILE, CheckpointE
                                               data_file_name, objects_file_name)
 from hyper_parallel.checkpoint.manifest import read_metadata
 from hyper_parallel.checkpoint.publish import new_save_id, publish_dir, staging_path
-from hyper_parallel.checkpoint.safetensors_io import read_range, write_safetensors
+from hyper_parallel.checkpoint.checksum import DEFAULT_ALGORITHM, checksum_function
+from hyper_parallel.checkpoint.safetensors_io import read_range, read_range_into, write_safetensors
 
 __all__ = ["FileSystemWriter", "FileSystemReader", "dtype_name", "torch_dtype", "tensor_buffer"]
 
@@ -83,9 +84,10 @@ class _ChunkLoc:
     key: str
     data_offset: int
     nbytes: int
-    crc32: int
+    checksum: int
     dtype: str = ""
     sizes: Tuple[int, ...] = ()
+    algorithm: str = DEFAULT_ALGORITHM
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +99,8 @@ class _ObjLoc:
     file: Optional[str] = None
     offset: int = 0
     length: int = 0
-    crc32: int = 0
+    checksum: int = 0
+    algorithm: str = DEFAULT_ALGORITHM
 
 
 class FileSystemWriter(StorageWriter):
@@ -176,8 +179,8 @@ class FileSystemWriter(StorageWriter):
         placed = write_safetensors(os.path.join(st.staging, fname), entries,
                                    metadata={"format": "pt", "hyper_parallel": "1"}, fsync=self.sync_files)
         return [WriteResult(index=item.index, size_in_bytes=nbytes,
-                            storage_data=_ChunkLoc(fname, key, off, nbytes, crc))
-                for item, key, (off, nbytes, crc) in zip(items, keys, placed)]
+                            storage_data=_ChunkLoc(fname, key, off, nbytes, value))
+                for item, key, (off, nbytes, value) in zip(items, keys, placed)]
 
     def _write_objects(self, st: _RankStorage, items, planner: SavePlanner) -> List[WriteResult]:
         results, blobs, pos = [], [], 0
@@ -190,7 +193,7 @@ class FileSystemWriter(StorageWriter):
             if encoding == _objects.JSON and len(payload) <= _objects.INLINE_LIMIT:
                 loc = _ObjLoc(encoding, value)
             else:
-                loc = _ObjLoc(encoding, None, fname, pos, len(payload), zlib.crc32(payload))
+                loc = _ObjLoc(encoding, None, fname, pos, len(payload), checksum_function(DEFAULT_ALGORITHM)(payload))
                 blobs.append(payload)
                 pos += len(payload)
             results.append(WriteResult(index=item.index, size_in_bytes=len(payload), storage_data=loc))
@@ -240,7 +243,7 @@ def build_metadata(metadata: Metadata, results: List[List[WriteResult]], folder:
         for wr in per_rank:
             off = tuple(wr.index.offset) if wr.index.offset is not None else None
             where[(wr.index.fqn, off)] = wr.storage_data
-    md = CheckpointMetadata(world_size=len(results), created_by=_created_by())
+    md = CheckpointMetadata(world_size=len(results), created_by=_created_by(), checksum_algorithm=DEFAULT_ALGORITHM)
     for fqn, smd in metadata.state_dict_metadata.items():
         if isinstance(smd, TensorStorageMetadata):
             entry = TensorEntry(dtype_name(smd.properties.dtype), tuple(smd.size))
@@ -249,13 +252,13 @@ def build_metadata(metadata: Metadata, results: List[List[WriteResult]], folder:
                 if loc is None:
                     raise CheckpointError(f"save: no rank wrote the chunk of {fqn!r} at {list(chunk.offsets)}")
                 entry.chunks.append(ChunkEntry(tuple(chunk.offsets), tuple(chunk.sizes), loc.file, loc.key,
-                                               loc.data_offset, loc.nbytes, loc.crc32))
+                                               loc.data_offset, loc.nbytes, loc.checksum))
             md.tensors[fqn] = entry
         else:
             loc = where.get((fqn, None))
             if loc is None:
                 raise CheckpointError(f"save: no rank wrote the object {fqn!r}")
-            md.objects[fqn] = ObjectEntry(loc.encoding, loc.value, loc.file, loc.offset, loc.length, loc.crc32)
+            md.objects[fqn] = ObjectEntry(loc.encoding, loc.value, loc.file, loc.offset, loc.length, loc.checksum)
     for name in sorted(os.listdir(folder)):
         if name != METADATA_FILE:
             md.files[name] = os.path.getsize(os.path.join(folder, name))
@@ -274,11 +277,13 @@ def to_torch_metadata(md: CheckpointMetadata) -> Metadata:
         for c in t.chunks:
             chunks.append(ChunkStorageMetadata(torch.Size(c.offsets), torch.Size(c.sizes)))
             storage[MetadataIndex(fqn, torch.Size(c.offsets))] = _ChunkLoc(c.file, c.key, c.data_offset, c.nbytes,
-                                                                           c.crc32, t.dtype, tuple(c.sizes))
+                                                                           c.checksum, t.dtype, tuple(c.sizes),
+                                                                           md.checksum_algorithm)
         sd_md[fqn] = TensorStorageMetadata(TensorProperties(dtype=dt), torch.Size(t.shape), chunks)
     for fqn, o in md.objects.items():
         sd_md[fqn] = BytesStorageMetadata()
-        storage[MetadataIndex(fqn)] = _ObjLoc(o.encoding, o.value, o.file, o.offset, o.length, o.crc32)
+        storage[MetadataIndex(fqn)] = _ObjLoc(o.encoding, o.value, o.file, o.offset, o.length, o.checksum,
+                                              md.checksum_algorithm)
     planner_data = {k: tuple(v) for k, v in md.paths.items()} or None
     return Metadata(state_dict_metadata=sd_md, planner_data=planner_data, storage_data=storage)
 
@@ -287,18 +292,32 @@ def read_object(folder: str, fqn: str, loc: Any) -> Any:
     """Decode one stored object (inline or from its objects file, CRC-checked)."""
     if loc.file is None:
         return loc.value
-    raw = read_range(os.path.join(folder, loc.file), loc.offset, loc.length, loc.crc32, f"object {fqn!r}")
+    raw = read_range(os.path.join(folder, loc.file), loc.offset, loc.length, loc.checksum, f"object {fqn!r}",
+                     loc.algorithm)
     return _objects.decode_object(loc.encoding, bytes(raw), f"object {fqn!r}")
 
 
-def chunk_tensor(folder: str, fqn: str, loc: _ChunkLoc) -> torch.Tensor:
-    """One stored chunk as a CPU tensor (CRC-checked)."""
+def chunk_tensor(folder: str, fqn: str, loc: _ChunkLoc, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """One stored chunk as a CPU tensor, checksum verified; read straight into ``out`` when given (a
+    contiguous CPU tensor of the chunk's dtype and sizes, e.g. the loading target itself)."""
     dt = torch_dtype(loc.dtype)
-    if loc.nbytes == 0:
-        return torch.empty(loc.sizes, dtype=dt)
-    raw = read_range(os.path.join(folder, loc.file), loc.data_offset, loc.nbytes, loc.crc32,
-                     f"tensor {fqn!r} chunk {loc.key!r}")
-    return torch.frombuffer(raw, dtype=dt).view(loc.sizes)
+    if out is None:
+        out = torch.empty(loc.sizes, dtype=dt)
+    if loc.nbytes:
+        read_range_into(os.path.join(folder, loc.file), loc.data_offset, tensor_buffer(out), loc.checksum,
+                        f"tensor {fqn!r} chunk {loc.key!r}", loc.algorithm)
+    return out
+
+
+def _direct_target(reqs, loc: _ChunkLoc, planner) -> Optional[torch.Tensor]:
+    """The target itself when one request covers the whole chunk and the target can take its bytes."""
+    if len(reqs) != 1 or list(reqs[0].lengths) != list(loc.sizes) or any(reqs[0].storage_offsets):
+        return None
+    target = planner.resolve_tensor(reqs[0]).detach()
+    if (target.device.type != "cpu" or not target.is_contiguous() or target.dtype != torch_dtype(loc.dtype)
+            or list(target.shape) != list(loc.sizes)):
+        return None
+    return target
 
 
 class FileSystemReader(StorageReader):
@@ -350,7 +369,7 @@ class FileSystemReader(StorageReader):
         return plans
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> "Future[None]":
-        """Read every stored chunk this rank needs once (CRC-checked) and copy the overlaps into place."""
+        """Read every stored chunk this rank needs once (checksum verified) and copy the overlaps into place."""
         by_chunk: Dict[MetadataIndex, List[Any]] = {}
         for req in plan.items:
             if req.type == LoadItemType.BYTE_IO:
@@ -363,7 +382,13 @@ class FileSystemReader(StorageReader):
             else:
                 by_chunk.setdefault(req.storage_index, []).append(req)
         for index, reqs in by_chunk.items():
-            src = chunk_tensor(self.path, index.fqn, self.storage_data[index])
+            loc = self.storage_data[index]
+            direct = _direct_target(reqs, loc, planner)
+            if direct is not None:  # no intermediate buffer: the bytes land in the target
+                chunk_tensor(self.path, index.fqn, loc, direct)
+                planner.commit_tensor(reqs[0], direct)
+                continue
+            src = chunk_tensor(self.path, index.fqn, loc)
             for req in reqs:
                 piece = src
                 for d, (o, n) in enumerate(zip(req.storage_offsets, req.lengths)):

@@ -132,7 +132,7 @@ def _async_and_manager(mesh, root, cell):
     try:
         ckpt.load({"model": ckpt.ModelState(_tp(mesh))}, checkpoint_id=bad)
     except CheckpointCorruptError as exc:
-        assert exc.path.endswith("__0_0.safetensors") and "CRC-32 mismatch" in str(exc), str(exc)
+        assert exc.path.endswith("__0_0.safetensors") and "checksum mismatch" in str(exc), str(exc)
     else:
         raise AssertionError("a flipped byte was not detected")
     del ms

@@ -53,7 +53,7 @@ def test_hp_ckpt_inspect_verify_convert(tmp_path):
     assert s["tensors"]["optim.state.lm_head.weight.exp_avg"]["shards"] == 2
     assert s["total_bytes"] == sum(t["bytes"] for t in s["tensors"].values())
     code, text = _cli("inspect", src, "--verify")
-    assert code == 0 and "every chunk and object matches its CRC-32" in text and "model.model.norm.weight" in text
+    assert code == 0 and "every chunk and object matches its checksum" in text and "model.model.norm.weight" in text
 
     # Hugging Face in bf16 with the Llama adapter
     adapter = "hyper_parallel.models.llama.state_dict_adapter:debug_adapter"
@@ -96,7 +96,7 @@ def test_hp_ckpt_inspect_verify_convert(tmp_path):
     raw[-100] ^= 0xFF
     victim.write_bytes(bytes(raw))
     code, text = _cli("inspect", src, "--verify")
-    assert code == 1 and "__0_0.safetensors" in text and "CRC-32 mismatch" in text
+    assert code == 1 and "__0_0.safetensors" in text and "checksum mismatch" in text
     code, text = _cli("convert", src, tmp_path / "x", "--to", "torch", "--dtype", "bfloat16")
     assert code == 2 and "--dtype applies to --to hf" in text
     assert not os.path.exists(tmp_path / "x")
