@@ -2,6 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """``dist-op analyze -> confirm -> dev`` end to end in a small fixture repository.
 
+Every call is a command line the dist-op skills document (:func:`tests.agent.skill_lines.documented`), so this
+test is also where those lines are run as written (tests/agent/test_skill_commands.py counts on it).
+
 The fixture points the registry at its own YAML (``HYPER_PARALLEL_OP_YAML`` through ``[dist_op]``) and
 its own rules package, so the generated rule, UT and ST run without touching this repository.
 """
@@ -11,6 +14,7 @@ import sys
 from pathlib import Path
 
 from tests.agent.conftest import REPO
+from tests.agent.skill_lines import documented
 
 OP = "Tensor.diff"
 PLAN = "plans/Tensor.diff.md"
@@ -40,19 +44,22 @@ def test_analyze_confirm_dev_in_fixture_repo(tmp_repo, cli):
     root = Path(tmp_repo.working_tree_dir)
     _fixture(root)
 
-    out = cli(["dist-op", "analyze", OP, "--json"], cwd=root)
+    out = cli(documented("hp-agent dist-op analyze OP [OP...]", "dist-op", "analyze", OP, "--json"), cwd=root)
     assert out.returncode == 0, out.stderr
     written = json.loads(out.stdout)["plans"][0]
     assert written["plan"] == PLAN and any("in_scope" in t for t in written["tbd"])
     text = (root / PLAN).read_text(encoding="utf-8")
     assert "path: C" in text and "status: draft" in text and "cache_values: [dim]" in text
 
-    refused = cli(["dist-op", "dev", PLAN], cwd=root)
+    status = cli(documented("hp-agent dist-op status", "dist-op", "status"), cwd=root)
+    assert status.returncode == 0 and "Tensor.diff" in status.stdout and "draft" in status.stdout
+    refused = cli(documented("hp-agent dist-op dev plans/<op>.md", "dist-op", "dev", PLAN), cwd=root)
     assert refused.returncode == 2 and "plan is draft" in refused.stderr
-    refused = cli(["dist-op", "confirm", PLAN], cwd=root)
+    refused = cli(documented("hp-agent dist-op confirm plans/<op>.md", "dist-op", "confirm", PLAN), cwd=root)
     assert refused.returncode == 2 and "[TBD]" in refused.stderr
 
-    assert cli(["dist-op", "set", PLAN, "frontends.mindspore.in_scope=false"], cwd=root).returncode == 0
+    assert cli(documented("hp-agent dist-op set plans/<op>.md KEY=VALUE", "dist-op", "set", PLAN,
+                          "frontends.mindspore.in_scope=false"), cwd=root).returncode == 0
     confirmed = cli(["dist-op", "confirm", PLAN, "--json"], cwd=root)
     assert confirmed.returncode == 0, confirmed.stderr
     assert json.loads(confirmed.stdout)["by"] == "Test Person <person@example.org>"
@@ -66,11 +73,15 @@ def test_analyze_confirm_dev_in_fixture_repo(tmp_repo, cli):
     assert "Tensor.diff:\n  rule: DiffRule" in (root / "ops/generated.yaml").read_text(encoding="utf-8")
     report = (root / "plans/Tensor.diff.report.md").read_text(encoding="utf-8")
     assert "result **GREEN**" in report and "fixture_tests/st/test_tensor_diff.py" in report
+    # verify reads the library's registry (where a merged op lives): torch.diff is registered there
+    verified = cli(documented("hp-agent dist-op verify OP", "dist-op", "verify", "torch.diff"), cwd=root)
+    assert verified.returncode == 0 and "0 false positive(s)" in verified.stdout, verified.stdout + verified.stderr
 
     # a bug in the rule (keep the shard of the coupled dim): --continue keeps the file, the UT catch it
     rule = root / RULE
     rule.write_text(rule.read_text(encoding="utf-8").replace("p.dim != dim", "p.dim >= 0"), encoding="utf-8")
-    failed = cli(["dist-op", "dev", PLAN, "--continue", "--json"], cwd=root)
+    failed = cli(documented("hp-agent dist-op dev plans/<op>.md --continue", "dist-op", "dev", PLAN, "--continue",
+                            "--json"), cwd=root)
     assert failed.returncode == 1
     runs = {r["name"]: r for r in json.loads(failed.stdout)["runs"]}
     assert not runs["UT"]["ok"] and "input ['S(" in runs["UT"]["placements"]
