@@ -15,6 +15,7 @@ One block (a dict, e.g. a TOML table) chooses what happens to the activations of
     [activation.swap]
     target = "auto"                # auto (pinned host memory on accelerators, disk on CPU) | host | disk
     dir = "/tmp"                   # disk: directory of the swap files (default: the system temp dir)
+    io = "pread"                   # disk: pread (pwrite/preadv) | mmap (memory-mapped copies)
     min_bytes = 65536              # smaller saved tensors stay where they are
     fusion_bytes = 1048576         # saved tensors below this size are fused into one transfer per layer
     prefetch = 1                   # layers brought back ahead of their backward
@@ -43,7 +44,7 @@ LAYER_MODES = ("none", "full", "selective-op", "swap")
 SWAP_TARGETS = ("auto", "host", "disk")
 _TOP_KEYS = ("mode", "layers", "every_k", "every_k_policy", "save_ops", "swap_ops", "recompute_collectives", "swap",
              "auto", "overrides")
-_SWAP_KEYS = ("target", "dir", "min_bytes", "fusion_bytes", "prefetch")
+_SWAP_KEYS = ("target", "dir", "io", "min_bytes", "fusion_bytes", "prefetch")
 _AUTO_KEYS = ("budget_mib", "budget_bytes", "modes")
 
 
@@ -60,6 +61,7 @@ class SwapConfig:
     min_bytes: int = 64 * 1024
     fusion_bytes: int = 1024 * 1024
     prefetch: int = 1
+    io: str = "pread"
 
 
 @dataclass(frozen=True)
@@ -134,7 +136,8 @@ def _parse_swap(block: Any, where: str) -> SwapConfig:
                       directory=directory,
                       min_bytes=_int(block.get("min_bytes", SwapConfig.min_bytes), f"{where}.min_bytes", 0),
                       fusion_bytes=_int(block.get("fusion_bytes", SwapConfig.fusion_bytes), f"{where}.fusion_bytes", 0),
-                      prefetch=_int(block.get("prefetch", SwapConfig.prefetch), f"{where}.prefetch", 0))
+                      prefetch=_int(block.get("prefetch", SwapConfig.prefetch), f"{where}.prefetch", 0),
+                      io=_choice(block.get("io", "pread"), ("pread", "mmap"), f"{where}.io"))
 
 
 def _parse_auto(block: Any, where: str, required: bool) -> AutoConfig:

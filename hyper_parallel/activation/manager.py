@@ -22,17 +22,19 @@ from hyper_parallel.activation.config import SwapConfig, _parse_swap
 from hyper_parallel.activation.disk import DiskStore
 from hyper_parallel.activation.swap_plan import SwapSchedule, SwapStats
 
-__all__ = ["SwapManager", "SwapError"]
+__all__ = ["SwapManager", "SwapError", "default_manager"]
+
+_DEFAULT: List["SwapManager"] = []
 
 
 class SwapError(RuntimeError):
     """Swapped activations are unavailable (already consumed, discarded, or a transfer failed)."""
 
 
-def _config(target, directory, min_bytes, fusion_bytes, prefetch) -> SwapConfig:
+def _config(target, directory, min_bytes, fusion_bytes, prefetch, io) -> SwapConfig:
     """The same checks and messages as the config block (``SwapManager.min_bytes: expected ...``)."""
     block: Dict[str, Any] = {"target": target, "min_bytes": min_bytes, "fusion_bytes": fusion_bytes,
-                             "prefetch": prefetch}
+                             "prefetch": prefetch, "io": io}
     if directory is not None:
         block["dir"] = directory
     return _parse_swap(block, "SwapManager")
@@ -50,11 +52,12 @@ class SwapManager:
         fusion_bytes: saved tensors smaller than this are packed with the group's other small ones
             into one transfer when the group's forward ends (swap fusion).
         prefetch: how many groups ahead of backward are brought back (0: on demand only).
+        io: disk I/O path, ``"pread"`` (``pwrite``/``preadv``) or ``"mmap"`` (memory-mapped copies).
     """
 
     def __init__(self, target: str = "auto", directory: Optional[str] = None, *, min_bytes: int = 64 * 1024,
-                 fusion_bytes: int = 1024 * 1024, prefetch: int = 1) -> None:
-        cfg = _config(target, directory, min_bytes, fusion_bytes, prefetch)
+                 fusion_bytes: int = 1024 * 1024, prefetch: int = 1, io: str = "pread") -> None:
+        cfg = _config(target, directory, min_bytes, fusion_bytes, prefetch, io)
         self.config = cfg
         self.schedule = SwapSchedule(cfg.prefetch)
         self.stats = SwapStats()
@@ -69,7 +72,7 @@ class SwapManager:
     def from_config(cls, cfg: SwapConfig) -> "SwapManager":
         """A manager for a parsed ``activation.swap`` block."""
         return cls(cfg.target, cfg.directory, min_bytes=cfg.min_bytes, fusion_bytes=cfg.fusion_bytes,
-                   prefetch=cfg.prefetch)
+                   prefetch=cfg.prefetch, io=cfg.io)
 
     # ------------------------------------------------------------------ user API
     def set_forward_prefetch_layer(self, layer: str, prefetch_layer: str) -> None:
@@ -181,7 +184,7 @@ class SwapManager:
     def disk(self) -> DiskStore:
         """The disk store (created on first use)."""
         if self._store is None:
-            self._store = DiskStore(self.config.directory)
+            self._store = DiskStore(self.config.directory, io=self.config.io)
         return self._store
 
     def open_record(self, group: str) -> int:
@@ -235,3 +238,10 @@ class SwapManager:
         data = self._data.pop(rid, None)
         if data is not None:
             self._engine.release(data)
+
+
+def default_manager() -> SwapManager:
+    """The process-wide :class:`SwapManager` used when none is given (created on first use)."""
+    if not _DEFAULT:
+        _DEFAULT.append(SwapManager())
+    return _DEFAULT[0]

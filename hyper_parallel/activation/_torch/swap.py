@@ -32,7 +32,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 from torch._C import DisableTorchFunctionSubclass
 
-from hyper_parallel.activation.manager import SwapError, SwapManager
+from hyper_parallel.activation.manager import SwapError, SwapManager, default_manager
 from hyper_parallel.activation.swap_plan import is_swappable_size
 from hyper_parallel.platform.torch.dtensor import DTensor, _wrap
 
@@ -41,15 +41,7 @@ __all__ = ["TorchSwapEngine", "swap", "swap_wrapper", "swap_tensor_wrapper", "Sw
 
 _ALIGN = 64
 _TB = torch._C.TensorBase
-_DEFAULT: List[SwapManager] = []
 _GROUP_IDS = itertools.count()
-
-
-def default_manager() -> SwapManager:
-    """The process-wide :class:`SwapManager` used when none is given (created on first use)."""
-    if not _DEFAULT:
-        _DEFAULT.append(SwapManager())
-    return _DEFAULT[0]
 
 
 def module_storages(module: torch.nn.Module) -> frozenset:

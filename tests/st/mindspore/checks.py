@@ -558,4 +558,6 @@ def run_ops_tp_suite():
     _record(results, "shard_module on nn.Cell", lambda: _shard_module_check(mesh))
     from tests.st.mindspore.optim_checks import optim_check
     _record(results, "optim adamw and muon on tp parameters", lambda: optim_check(mesh))
+    from tests.st.mindspore.activation_checks import activation_check
+    _record(results, "activation recompute and disk swap on nn.Cell", lambda: activation_check(mesh))
     return {"results": results}

@@ -182,6 +182,21 @@ def test_dispatch_counter_proves_the_op_policy_recompute_set():
     assert full_counts["aten.mm.default"] > none["aten.mm.default"]  # full recompute runs the matmuls again
 
 
+def test_layer_saved_bytes_match_the_formula():
+    """The bytes autograd saves in one layer (distinct storages, counted by saved_tensors_hooks) equal
+    llama_layer_saved_bytes, for two shapes of the tiny Llama."""
+    from hyper_parallel.activation._torch.apply import _saved_bytes, find_layers
+    from hyper_parallel.activation.memory import llama_layer_saved_bytes
+    for config, b, s in (("debug", 2, 16), ("small", 3, 40)):
+        model = llama(config, layers=2)
+        cfg = model.config
+        ids, labels = tokens(cfg.vocab_size, 0, b=b, s=s)
+        own = _saved_bytes(model, find_layers(model, None), (ids,), None)
+        want = llama_layer_saved_bytes(b, s, cfg.hidden_size, cfg.num_key_value_heads * cfg.head_dim,
+                                       cfg.intermediate_size, cfg.num_attention_heads, cfg.head_dim)
+        assert set(own.values()) == {want}, (config, own, want)
+
+
 def forward_loss(model, ids, labels):
     return loss_of(model, ids, labels)
 
@@ -221,7 +236,7 @@ def test_swap_files_removed_after_an_exception(tmp_path):
     import torch
     import hyper_parallel.activation as act
     model = llama()
-    manager = act.SwapManager("disk", str(tmp_path), min_bytes=1024)
+    manager = act.SwapManager("disk", str(tmp_path), min_bytes=1024, io="mmap")  # the memory-mapped I/O path
     act.apply_activation_policy(model, {"mode": "swap", "swap": {"dir": str(tmp_path)}}, manager=manager)
     ids, labels = tokens(model.config.vocab_size, 0)
     with pytest.raises(RuntimeError, match="loss exploded"):

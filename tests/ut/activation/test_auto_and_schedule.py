@@ -147,8 +147,9 @@ def test_swap_manager_validates_like_the_config():
 
 
 # ---------------------------------------------------------------------- disk store
-def test_disk_store_roundtrip_and_removal(tmp_path):
-    store = DiskStore(str(tmp_path / "swap"))
+@pytest.mark.parametrize("io", ["pread", "mmap"])
+def test_disk_store_roundtrip_and_removal(tmp_path, io):
+    store = DiskStore(str(tmp_path / "swap"), io=io)
     path = store.new_file("layer/0")
     payloads = [bytes(range(256)) * 40, b"x" * 7, bytes(70000)]
     offsets = [store.reserve(path, len(p)) for p in payloads]
@@ -180,8 +181,9 @@ def test_disk_store_owns_and_removes_its_temp_dir():
     assert not os.path.exists(d)
 
 
-def test_disk_write_error_is_raised_with_the_path(tmp_path):
-    store = DiskStore(str(tmp_path))
+@pytest.mark.parametrize("io", ["pread", "mmap"])
+def test_disk_write_error_is_raised_with_the_path(tmp_path, io):
+    store = DiskStore(str(tmp_path), io=io)
     path = store.new_file()
     os.close(store._files[path].fd)  # the descriptor dies under the writer: a real OSError on the thread
     store._files[path].fd = os.open(os.devnull, os.O_RDONLY)
@@ -199,3 +201,5 @@ def test_disk_store_rejects_an_unwritable_dir(tmp_path):
     target.write_text("x")
     with pytest.raises(SwapIOError, match="cannot create the swap directory"):
         DiskStore(str(target / "sub"))
+    with pytest.raises(ValueError, match="swap io"):
+        DiskStore(str(tmp_path), io="aio")

@@ -131,6 +131,7 @@ def test_parse_full_block():
     ({"mode": "full", "swap": {"target": "ssd"}}, "activation.swap.target"),
     ({"mode": "full", "swap": {"min_bytes": -1}}, "activation.swap.min_bytes"),
     ({"mode": "full", "swap": {"dir": 3}}, "activation.swap.dir"),
+    ({"mode": "full", "swap": {"io": "aio"}}, "activation.swap.io"),
     ({"mode": "full", "swap": {"prefetch_depth": 1}}, "activation.swap.prefetch_depth: unknown key"),
     ({"mode": "full", "swap": "disk"}, "activation.swap: expected a table"),
     ({"mode": "auto"}, "activation.auto.budget_mib: mode = 'auto' needs a memory budget"),
