@@ -267,7 +267,7 @@ class CheckpointManager:
         self.keep_latest_k = keep_latest_k
         self.async_mode = async_mode
         self.states = states
-        self.backend = backend or (backend_of(states) if states is not None else "torch")
+        self.backend = backend or backend_of(states)
         self._pending = None
         self.is_coordinator = bool(_impl(self.backend, "coordinator")())
         if self.is_coordinator:
