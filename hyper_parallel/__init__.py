@@ -6,9 +6,7 @@
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from hyper_parallel._lazy import lazy_exports
 from hyper_parallel.core.layout import Layout
 from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
 
@@ -101,15 +99,4 @@ _LAZY = {
 
 __all__ = ["Layout", "Partial", "Placement", "Replicate", "Shard", *sorted(_LAZY)]
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hyper_parallel' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

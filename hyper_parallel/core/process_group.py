@@ -10,11 +10,11 @@ that timeout.
 """
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from hyper_parallel.platform import get_platform
+from hyper_parallel.platform.base import collective_timeout_seconds as _timeout_of
 
 __all__ = ["init_process_group", "destroy_process_group", "get_process_group_ranks", "get_backend",
            "split_group", "get_group_local_rank", "get_or_create_group", "collective_timeout_seconds",
@@ -23,14 +23,11 @@ __all__ = ["init_process_group", "destroy_process_group", "get_process_group_ran
 _GROUPS: Dict[Tuple[str, Tuple[int, ...]], Any] = {}
 #: callables run when every group is destroyed (DeviceMesh registers its cache reset here)
 ON_DESTROY: List[Any] = []
-_TIMEOUT_S: Optional[float] = None
 
 
-def collective_timeout_seconds() -> float:
-    """The collective timeout in force (seconds)."""
-    if _TIMEOUT_S is not None:
-        return _TIMEOUT_S
-    return float(os.environ.get("HYPER_PARALLEL_COLLECTIVE_TIMEOUT", "600"))
+def collective_timeout_seconds(platform: Optional[str] = None) -> float:
+    """The collective timeout in force (seconds) on ``platform`` (default: the active backend)."""
+    return _timeout_of(get_platform(platform).name)
 
 
 def init_process_group(backend: Optional[str] = None, *, rank: Optional[int] = None,
@@ -44,18 +41,17 @@ def init_process_group(backend: Optional[str] = None, *, rank: Optional[int] = N
             ``$HYPER_PARALLEL_COLLECTIVE_TIMEOUT`` or 600 s).
         platform: ``torch`` or ``mindspore`` (default ``$HYPER_PARALLEL_BACKEND`` or ``torch``).
     """
-    global _TIMEOUT_S  # pylint: disable=global-statement
+    plat = get_platform(platform)
     if isinstance(timeout, timedelta):
         seconds = timeout.total_seconds()
     elif timeout is None:
-        seconds = collective_timeout_seconds()
+        seconds = _timeout_of(plat.name)
     else:
         seconds = float(timeout)
     if seconds <= 0:
         raise ValueError(f"init_process_group(timeout): expected a positive number of seconds, got {timeout!r}")
-    _TIMEOUT_S = seconds
-    get_platform(platform).init_process_group(backend, rank=rank, world_size=world_size, init_method=init_method,
-                                              timeout=timedelta(seconds=seconds))
+    plat.init_process_group(backend, rank=rank, world_size=world_size, init_method=init_method,
+                            timeout=timedelta(seconds=seconds))
 
 
 def is_initialized(platform: Optional[str] = None) -> bool:

@@ -11,9 +11,7 @@ The policies and the layout math are pure Python; everything that needs torch lo
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from hyper_parallel._lazy import lazy_exports
 from hyper_parallel.fsdp.api import CPUOffloadPolicy, FlatLayout, MixedPrecisionPolicy, OffloadPolicy
 
 _LAZY = {
@@ -28,15 +26,4 @@ _LAZY = {
 
 __all__ = ["CPUOffloadPolicy", "FlatLayout", "MixedPrecisionPolicy", "OffloadPolicy", *sorted(_LAZY)]
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hyper_parallel.fsdp' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -7,11 +7,7 @@
 """
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # static analysers (pylint E0611) see the lazy names; nothing is imported at run time
-    from hyper_parallel.kernels._torch.rotary import apply_rotary_emb, rotate_half
+from hyper_parallel._lazy import lazy_exports
 
 _LAZY = {
     "apply_rotary_emb": "hyper_parallel.kernels._torch.rotary",
@@ -20,15 +16,4 @@ _LAZY = {
 
 __all__ = sorted(_LAZY)
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hyper_parallel.kernels' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -13,7 +13,8 @@ from typing import Any, Dict, Optional
 
 from hyper_parallel.platform.base import CollectiveError, Platform
 
-__all__ = ["get_platform", "platform_for", "platform_of", "Platform", "CollectiveError", "BACKENDS"]
+__all__ = ["get_platform", "platform_for", "platform_of", "platform_for_module", "Platform", "CollectiveError",
+           "BACKENDS"]
 
 BACKENDS = ("torch", "mindspore")
 _INSTANCES: Dict[str, Platform] = {}
@@ -33,11 +34,9 @@ def get_platform(name: Optional[str] = None) -> Platform:
     inst = _INSTANCES.get(name)
     if inst is None:
         if name == "torch":
-            from hyper_parallel.platform.torch.platform import TorchPlatform
-            inst = TorchPlatform()
+            from hyper_parallel.platform.torch.platform import PLATFORM as inst
         else:
-            from hyper_parallel.platform.mindspore.platform import MindSporePlatform  # pylint: disable=import-error,no-name-in-module
-            inst = MindSporePlatform()
+            from hyper_parallel.platform.mindspore.platform import PLATFORM as inst  # pylint: disable=import-error,no-name-in-module
         _INSTANCES[name] = inst
     return inst
 
@@ -65,3 +64,12 @@ def platform_of(obj: Any) -> Optional[Platform]:
         if name is not None:
             return get_platform(name)
     return None
+
+
+def platform_for_module(module: Any) -> Platform:
+    """The backend whose module class ``module`` is (``torch.nn.Module`` or ``mindspore.nn.Cell``)."""
+    plat = platform_of(module)
+    if plat is None or not plat.is_module(module):
+        raise TypeError(f"expected a torch.nn.Module or a mindspore.nn.Cell, got {type(module).__module__}."
+                        f"{type(module).__name__}")
+    return plat

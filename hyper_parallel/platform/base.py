@@ -15,11 +15,13 @@ Each primitive names its adjoint.
 """
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from datetime import timedelta
-from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-__all__ = ["Platform", "CollectiveError", "P2POp", "CollectiveHandle", "CompletedHandle"]
+__all__ = ["Platform", "CollectiveError", "P2POp", "CollectiveHandle", "CompletedHandle", "collective_timeout_seconds",
+           "record_collective_timeout", "TIMEOUT_ENV_VAR"]
 
 
 class P2POp(NamedTuple):
@@ -33,6 +35,24 @@ class P2POp(NamedTuple):
     peer: int
     group: Any = None
     tag: int = 0
+
+
+TIMEOUT_ENV_VAR = "HYPER_PARALLEL_COLLECTIVE_TIMEOUT"
+_TIMEOUTS: Dict[str, float] = {}
+
+
+def record_collective_timeout(backend: str, timeout: Union[None, float, timedelta]) -> None:
+    """Remember the collective timeout ``backend``'s ``init_process_group`` received (for error messages)."""
+    if timeout is not None:
+        _TIMEOUTS[backend] = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+
+
+def collective_timeout_seconds(backend: str) -> float:
+    """The collective timeout in force on ``backend``: what its ``init_process_group`` received, else
+    ``$HYPER_PARALLEL_COLLECTIVE_TIMEOUT`` or 600 s."""
+    if backend in _TIMEOUTS:
+        return _TIMEOUTS[backend]
+    return float(os.environ.get(TIMEOUT_ENV_VAR, "600"))
 
 
 class CollectiveError(RuntimeError):
@@ -116,6 +136,15 @@ class Platform(ABC):
     @abstractmethod
     def zeros_like(self, x: Any) -> Any:
         """A zero tensor like ``x``."""
+
+    # ------------------------------------------------------------------ modules
+    @abstractmethod
+    def is_module(self, obj: Any) -> bool:
+        """True for this framework's modules (``torch.nn.Module``, ``mindspore.nn.Cell``)."""
+
+    @abstractmethod
+    def named_modules(self, module: Any) -> Sequence[Tuple[str, Any]]:
+        """``(dotted name, sub-module)`` for ``module`` and every sub-module (the root's name is ``""``)."""
 
     # ------------------------------------------------------------------ differentiable collectives
     @abstractmethod

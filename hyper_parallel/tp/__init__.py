@@ -1,11 +1,21 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""Tensor parallelism: styles, ``parallelize_module`` and loss parallel."""
+"""Tensor parallelism: styles and ``parallelize_module`` (torch modules and MindSpore cells), loss parallel
+(torch). ``import hyper_parallel.tp`` imports no framework; loss parallel loads torch on first use."""
+from __future__ import annotations
+
+from hyper_parallel._lazy import lazy_exports
 from hyper_parallel.tp.api import parallelize_module
-from hyper_parallel.tp.loss import loss_parallel, vocab_parallel_cross_entropy
 from hyper_parallel.tp.style import (ColwiseParallel, ParallelStyle, PrepareModuleInput, PrepareModuleInputOutput,
                                      PrepareModuleOutput, RowwiseParallel, SequenceParallel)
 
-__all__ = ["parallelize_module", "loss_parallel", "vocab_parallel_cross_entropy", "ColwiseParallel",
-           "ParallelStyle", "PrepareModuleInput", "PrepareModuleInputOutput", "PrepareModuleOutput",
-           "RowwiseParallel", "SequenceParallel"]
+_LAZY = {
+    "loss_parallel": "hyper_parallel.tp._torch.loss",
+    "vocab_parallel_cross_entropy": "hyper_parallel.tp._torch.loss",
+    "param_dtensor": "hyper_parallel.tp._mindspore.styles",
+}
+
+__all__ = ["parallelize_module", "ColwiseParallel", "ParallelStyle", "PrepareModuleInput", "PrepareModuleInputOutput",
+           "PrepareModuleOutput", "RowwiseParallel", "SequenceParallel", *sorted(_LAZY)]
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

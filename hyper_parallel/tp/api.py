@@ -1,21 +1,27 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""``parallelize_module``: apply TP styles to submodules chosen by fnmatch globs."""
+"""``parallelize_module``: apply TP styles to sub-modules chosen by fnmatch globs (torch modules and
+MindSpore cells alike)."""
 from __future__ import annotations
 
-from fnmatch import fnmatchcase
 from typing import Dict, Union
 
+from hyper_parallel.core.patterns import select
+from hyper_parallel.platform import platform_for_module
 from hyper_parallel.tp.style import ParallelStyle
 
 __all__ = ["parallelize_module"]
 
+#: what a sub-module is called on each backend (error messages)
+_SUB = {"torch": "submodule", "mindspore": "sub-cell"}
+
 
 def parallelize_module(module, device_mesh, parallelize_plan: Union[ParallelStyle, Dict[str, ParallelStyle]]):
-    """Apply ``parallelize_plan`` to ``module`` in place and return it.
+    """Apply ``parallelize_plan`` to ``module`` (a ``torch.nn.Module`` or a ``mindspore.nn.Cell``) in place
+    and return it.
 
     ``parallelize_plan`` is a style (applied to ``module`` itself) or a dict whose keys are fnmatch
-    globs over submodule names (``"layers.*.attention.wq"``). A key that matches no submodule is an
+    globs over sub-module names (``"layers.*.attention.wq"``). A key that matches no sub-module is an
     error naming the key, so a typo never silently leaves a layer unsharded.
     """
     if isinstance(parallelize_plan, ParallelStyle):
@@ -23,15 +29,15 @@ def parallelize_module(module, device_mesh, parallelize_plan: Union[ParallelStyl
     if not isinstance(parallelize_plan, dict):
         raise TypeError(f"parallelize_module(parallelize_plan): expected a ParallelStyle or a dict of "
                         f"glob -> ParallelStyle, got {type(parallelize_plan).__name__}")
-    names = [name for name, _ in module.named_modules() if name]
+    plat = platform_for_module(module)
+    subs = {name: sub for name, sub in plat.named_modules(module) if name}
+    names = list(subs)
     for pattern, style in parallelize_plan.items():
         if not isinstance(style, ParallelStyle):
             raise TypeError(f"parallelize_module: plan[{pattern!r}] must be a ParallelStyle, got "
                             f"{type(style).__name__}")
-        hits = [n for n in names if fnmatchcase(n, pattern)]
-        if not hits:
-            raise ValueError(f"parallelize_module: plan key {pattern!r} matches no submodule of "
-                             f"{type(module).__name__} (first names: {names[:8]})")
+        hits = select(names, pattern, f"parallelize_module: plan key {pattern!r} matches no {_SUB[plat.name]} of "
+                                      f"{type(module).__name__} (first names: {names[:8]})")
         for name in hits:
-            style.apply(module.get_submodule(name), device_mesh)
+            style.apply(subs[name], device_mesh)
     return module

@@ -1,11 +1,12 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""Tensor-parallel styles with PyTorch-compatible names and semantics.
+"""Tensor-parallel styles with PyTorch-compatible names and semantics — one set for both backends.
 
-A style shards a module's parameters (as ``nn.Parameter(DTensor)``) and installs forward hooks that
-lay out its inputs (plain tensors are wrapped with ``DTensor.from_local`` using ``input_layouts``,
-then redistributed to the layout the module wants) and its outputs (redistributed to
-``output_layouts``; converted back to local tensors when ``use_local_output``).
+A style is a configuration (plain Python). ``style.apply(module, device_mesh)`` runs the implementation
+of the module's backend (``tp/_torch/styles.py`` for a ``torch.nn.Module``, ``tp/_mindspore/styles.py``
+for a ``mindspore.nn.Cell``): it shards the module's parameters and lays out its inputs (plain tensors
+are wrapped with ``input_layouts``, then redistributed to the layout the module computes on) and its
+outputs (redistributed to ``output_layouts``; local tensors again when ``use_local_output``).
 
 * ``ColwiseParallel``   Linear weight ``Shard(0)`` (+ bias ``Shard(0)``), Embedding weight ``Shard(1)``;
                         input ``Replicate`` by default, output ``Shard(-1)``.
@@ -14,136 +15,76 @@ then redistributed to the layout the module wants) and its outputs (redistribute
                         ``Replicate`` (set ``Shard(1)`` for sequence parallel: a reduce-scatter).
 * ``SequenceParallel``  parameters replicated; input/output sharded on the sequence dim.
 * ``PrepareModuleInput`` / ``PrepareModuleOutput`` / ``PrepareModuleInputOutput``: layouts only.
+
+On MindSpore, ``ColwiseParallel`` and ``RowwiseParallel`` apply to ``nn.Dense`` and ``mint.nn.Linear``
+cells (see ``tp/_mindspore/styles.py``); the other styles raise a clear error there.
 """
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from typing import Dict, Optional, Tuple
 
 from hyper_parallel.core.placement import Placement, Replicate, Shard
+from hyper_parallel.platform import platform_for_module
+from hyper_parallel.tp.layouts import Layouts, as_layouts
 
 __all__ = ["ParallelStyle", "ColwiseParallel", "RowwiseParallel", "SequenceParallel", "PrepareModuleInput",
-           "PrepareModuleOutput", "PrepareModuleInputOutput"]
+           "PrepareModuleOutput", "PrepareModuleInputOutput", "Layouts"]
 
-Layouts = Union[None, Placement, Sequence[Optional[Placement]]]
-
-
-def _as_tuple(layouts: Layouts) -> Optional[Tuple[Optional[Placement], ...]]:
-    if layouts is None:
-        return None
-    if isinstance(layouts, Placement):
-        return (layouts,)
-    return tuple(layouts)
-
-
-def _to_dtensor(x: Any, mesh, layout: Optional[Placement]):
-    """Wrap a plain tensor with ``layout`` (1-D mesh); DTensors and non-tensors pass through."""
-    import torch
-    from hyper_parallel.platform.torch.dtensor import DTensor
-    if layout is None or not isinstance(x, torch.Tensor) or isinstance(x, DTensor):
-        return x
-    return DTensor.from_local(x, mesh, [layout])
-
-
-def _redistribute(x: Any, mesh, layout: Optional[Placement], grad_partial: bool = False):
-    from hyper_parallel.platform.torch.dtensor import DTensor
-    if layout is None or not isinstance(x, DTensor):
-        return x
-    if x.placements == (layout,):
-        return x
-    return x.redistribute(mesh, [layout], grad_partial=grad_partial)
-
-
-def _local(x: Any, use_local: bool):
-    from hyper_parallel.platform.torch.dtensor import DTensor
-    return x.to_local() if use_local and isinstance(x, DTensor) else x
-
-
-def _distribute_param(module, name: str, mesh, placements) -> None:
-    import torch
-    from hyper_parallel.platform.torch.dtensor import DTensor, distribute_tensor
-    param = getattr(module, name, None)
-    if param is None:
-        return
-    if isinstance(param, DTensor):
-        raise ValueError(f"{type(module).__name__}.{name} is already a DTensor ({param.placements}); a module can be "
-                         "parallelized once per mesh")
-    dparam = torch.nn.Parameter(distribute_tensor(param.detach(), mesh, placements, src_data_rank=None),
-                                requires_grad=param.requires_grad)
-    module.register_parameter(name, dparam)
-
-
-def _check_mesh(mesh, style: str) -> None:
-    if mesh.ndim != 1:
-        raise ValueError(f"{style}: expected a 1-D device mesh (slice it, e.g. mesh['tp']), got {mesh}")
+_IMPLEMENTATIONS = {"torch": "hyper_parallel.tp._torch.styles", "mindspore": "hyper_parallel.tp._mindspore.styles"}
 
 
 class ParallelStyle(ABC):
-    """Base class: ``apply(module, device_mesh)`` shards parameters and installs hooks."""
+    """Base class of every TP style, on both backends: ``apply(module, device_mesh)`` parallelises
+    ``module`` in place and returns it. Subclass it for a custom style (then ``apply`` is yours)."""
 
     @abstractmethod
     def apply(self, module, device_mesh):
         """Parallelise ``module`` in place and return it."""
 
 
-class _LinearStyle(ParallelStyle):
+class _BackendStyle(ParallelStyle):
+    """A built-in style: ``apply`` runs the implementation of the module's backend, which reads the style's
+    ``kind`` and attributes (it never imports this module)."""
+
+    kind: str = ""
+
+    def apply(self, module, device_mesh):
+        """Parallelise ``module`` (a ``torch.nn.Module`` or a ``mindspore.nn.Cell``) in place and return it."""
+        plat = platform_for_module(module)
+        return importlib.import_module(_IMPLEMENTATIONS[plat.name]).apply_style(self, module, device_mesh)
+
+
+class _LinearStyle(_BackendStyle):
+    """Column- or row-wise sharding of a Linear/Embedding: the parameter layouts and the default layouts."""
+
     weight_dim: int
     bias_placement: Placement
 
     def __init__(self, *, input_layouts: Layouts = None, output_layouts: Layouts = None,
                  use_local_output: bool = True) -> None:
-        self.input_layouts = _as_tuple(input_layouts)
-        self.output_layouts = _as_tuple(output_layouts)
+        self.input_layouts = as_layouts(input_layouts)
+        self.output_layouts = as_layouts(output_layouts)
         self.use_local_output = use_local_output
 
-    def _params(self, module, mesh) -> Tuple[Placement, Placement]:
-        import torch
-        if isinstance(module, torch.nn.Linear):
-            _distribute_param(module, "weight", mesh, [Shard(self.weight_dim)])
-            _distribute_param(module, "bias", mesh, [self.bias_placement])
-            return self.default_linear_layouts()
-        if isinstance(module, torch.nn.Embedding):
-            _distribute_param(module, "weight", mesh, [Shard(1 - self.weight_dim)])
-            return self.default_embedding_layouts()
-        raise TypeError(f"{type(self).__name__} supports nn.Linear and nn.Embedding, got {type(module).__name__}")
-
     def default_linear_layouts(self) -> Tuple[Placement, Placement]:
-        """(input layout, output layout) defaults for nn.Linear."""
+        """(input layout, output layout) defaults for a Linear."""
         raise TypeError(type(self).__name__)
 
     def default_embedding_layouts(self) -> Tuple[Placement, Placement]:
-        """(input layout, output layout) defaults for nn.Embedding."""
+        """(input layout, output layout) defaults for an Embedding."""
         raise TypeError(type(self).__name__)
 
-    def desired_input(self, module) -> Placement:
+    def desired_input(self, is_embedding: bool) -> Placement:
         """The layout the module computes on."""
         raise TypeError(type(self).__name__)
-
-    def apply(self, module, device_mesh):
-        _check_mesh(device_mesh, type(self).__name__)
-        default_in, default_out = self._params(module, device_mesh)
-        in_layout = (self.input_layouts or (default_in,))[0]
-        out_layout = (self.output_layouts or (default_out,))[0]
-        desired = self.desired_input(module)
-        use_local = self.use_local_output
-
-        def pre_hook(_mod, args):
-            if not args:
-                return args
-            x = _redistribute(_to_dtensor(args[0], device_mesh, in_layout), device_mesh, desired)
-            return (x,) + tuple(args[1:])
-
-        def post_hook(_mod, _args, out):
-            return _local(_redistribute(out, device_mesh, out_layout), use_local)
-
-        module.register_forward_pre_hook(pre_hook)
-        module.register_forward_hook(post_hook)
-        return module
 
 
 class ColwiseParallel(_LinearStyle):
     """Column-wise sharding: the output features (Linear) / embedding dim (Embedding) are split."""
 
+    kind = "colwise"
     weight_dim = 0
     bias_placement = Shard(0)
 
@@ -153,13 +94,14 @@ class ColwiseParallel(_LinearStyle):
     def default_embedding_layouts(self):
         return Replicate(), Shard(-1)
 
-    def desired_input(self, module):
+    def desired_input(self, is_embedding: bool):
         return Replicate()
 
 
 class RowwiseParallel(_LinearStyle):
     """Row-wise sharding: the input features (Linear) / vocabulary (Embedding) are split."""
 
+    kind = "rowwise"
     weight_dim = 1
     bias_placement = Replicate()
 
@@ -169,40 +111,21 @@ class RowwiseParallel(_LinearStyle):
     def default_embedding_layouts(self):
         return Replicate(), Replicate()
 
-    def desired_input(self, module):
-        import torch
-        return Replicate() if isinstance(module, torch.nn.Embedding) else Shard(-1)
+    def desired_input(self, is_embedding: bool):
+        return Replicate() if is_embedding else Shard(-1)
 
 
-class SequenceParallel(ParallelStyle):
+class SequenceParallel(_BackendStyle):
     """Replicated parameters, activations sharded on ``sequence_dim`` (norms, dropout)."""
+
+    kind = "sequence"
 
     def __init__(self, *, sequence_dim: int = 1, use_local_output: bool = False) -> None:
         self.sequence_dim = sequence_dim
         self.use_local_output = use_local_output
 
-    def apply(self, module, device_mesh):
-        _check_mesh(device_mesh, "SequenceParallel")
-        for name, _ in list(module.named_parameters(recurse=False)):
-            _distribute_param(module, name, device_mesh, [Replicate()])
-        layout = Shard(self.sequence_dim)
-        use_local = self.use_local_output
 
-        def pre_hook(_mod, args):
-            if not args:
-                return args
-            x = _redistribute(_to_dtensor(args[0], device_mesh, layout), device_mesh, layout)
-            return (x,) + tuple(args[1:])
-
-        def post_hook(_mod, _args, out):
-            return _local(_redistribute(out, device_mesh, layout), use_local)
-
-        module.register_forward_pre_hook(pre_hook)
-        module.register_forward_hook(post_hook)
-        return module
-
-
-class PrepareModuleInput(ParallelStyle):
+class PrepareModuleInput(_BackendStyle):
     """Lay out positional (and keyword) inputs: ``input_layouts`` -> ``desired_input_layouts``.
 
     ``partial_grad_on_gather=True`` (sequence parallel into column-parallel consumers): the gathered
@@ -211,12 +134,14 @@ class PrepareModuleInput(ParallelStyle):
     dispatcher keeps the promise for consumers that do not (scaling their full gradients by 1/n).
     """
 
+    kind = "prepare_input"
+
     def __init__(self, *, input_layouts: Layouts = None, desired_input_layouts: Layouts = None,
                  input_kwarg_layouts: Optional[Dict[str, Placement]] = None,
                  desired_input_kwarg_layouts: Optional[Dict[str, Placement]] = None,
                  use_local_output: bool = False, partial_grad_on_gather: bool = False) -> None:
-        self.input_layouts = _as_tuple(input_layouts) or ()
-        self.desired = _as_tuple(desired_input_layouts) or ()
+        self.input_layouts = as_layouts(input_layouts) or ()
+        self.desired = as_layouts(desired_input_layouts) or ()
         if len(self.input_layouts) != len(self.desired):
             raise ValueError(f"PrepareModuleInput: input_layouts {self.input_layouts} and desired_input_layouts "
                              f"{self.desired} must have the same length")
@@ -228,56 +153,19 @@ class PrepareModuleInput(ParallelStyle):
             raise ValueError("PrepareModuleInput: partial_grad_on_gather needs use_local_output=False (the promise "
                              "travels with the DTensor to its consumers)")
 
-    def _one(self, x, mesh, src, dst):
-        x = _redistribute(_to_dtensor(x, mesh, src), mesh, dst, grad_partial=self.partial_grad_on_gather)
-        return _local(x, self.use_local_output)
 
-    def apply(self, module, device_mesh):
-        _check_mesh(device_mesh, "PrepareModuleInput")
-
-        def pre_hook(_mod, args, kwargs):
-            new_args = list(args)
-            for i, (src, dst) in enumerate(zip(self.input_layouts, self.desired)):
-                if i < len(new_args):
-                    new_args[i] = self._one(new_args[i], device_mesh, src, dst)
-            new_kwargs = dict(kwargs)
-            for key, src in self.kw_in.items():
-                if key in new_kwargs:
-                    new_kwargs[key] = self._one(new_kwargs[key], device_mesh, src, self.kw_desired.get(key, src))
-            return tuple(new_args), new_kwargs
-
-        module.register_forward_pre_hook(pre_hook, with_kwargs=True)
-        return module
-
-
-class PrepareModuleOutput(ParallelStyle):
+class PrepareModuleOutput(_BackendStyle):
     """Lay out outputs: ``output_layouts`` -> ``desired_output_layouts``."""
+
+    kind = "prepare_output"
 
     def __init__(self, *, output_layouts: Layouts, desired_output_layouts: Layouts,
                  use_local_output: bool = True) -> None:
-        self.output_layouts = _as_tuple(output_layouts) or ()
-        self.desired = _as_tuple(desired_output_layouts) or ()
+        self.output_layouts = as_layouts(output_layouts) or ()
+        self.desired = as_layouts(desired_output_layouts) or ()
         if len(self.output_layouts) != len(self.desired):
             raise ValueError("PrepareModuleOutput: output_layouts and desired_output_layouts differ in length")
         self.use_local_output = use_local_output
-
-    def apply(self, module, device_mesh):
-        _check_mesh(device_mesh, "PrepareModuleOutput")
-
-        def post_hook(_mod, _args, out):
-            single = not isinstance(out, tuple)
-            outs = (out,) if single else out
-            res = []
-            for i, o in enumerate(outs):
-                if i < len(self.output_layouts):
-                    o = _redistribute(_to_dtensor(o, device_mesh, self.output_layouts[i]), device_mesh,
-                                      self.desired[i])
-                    o = _local(o, self.use_local_output)
-                res.append(o)
-            return res[0] if single else tuple(res)
-
-        module.register_forward_hook(post_hook)
-        return module
 
 
 class PrepareModuleInputOutput(ParallelStyle):
@@ -292,5 +180,6 @@ class PrepareModuleInputOutput(ParallelStyle):
                                        use_local_output=use_local_output)
 
     def apply(self, module, device_mesh):
+        """Lay out the inputs, then the outputs."""
         self.inp.apply(module, device_mesh)
         return self.out.apply(module, device_mesh)

@@ -41,7 +41,7 @@ import mindspore.mint.distributed as msdist
 # MindSpore's PyNative custom-autograd base (used by its own recompute); pinned mindspore==2.10.0
 from mindspore.common._grad_function import _Function  # pylint: disable=import-error,no-name-in-module
 
-from hyper_parallel.platform.base import CollectiveError
+from hyper_parallel.platform.base import CollectiveError, collective_timeout_seconds
 
 __all__ = ["MsGroup", "raw_all_gather", "raw_all_reduce", "raw_reduce_scatter", "raw_all_to_all", "raw_broadcast",
            "point_to_point", "pair_transfer", "pair_group", "P2PDone", "raw_all_to_all_single", "AllToAllSingle",
@@ -80,10 +80,9 @@ _NP_REDUCE = {"sum": np.sum, "avg": np.mean, "max": np.max, "min": np.min}
 
 
 def _fail(name: str, group: MsGroup, exc: Exception) -> CollectiveError:
-    from hyper_parallel.core.process_group import collective_timeout_seconds  # pylint: disable=cyclic-import
     return CollectiveError(
         f"{name} over ranks {group.ranks} (group {group.name}) failed (collective timeout "
-        f"{collective_timeout_seconds()} s); a peer rank may have died or diverged: {exc}")
+        f"{collective_timeout_seconds('mindspore')} s); a peer rank may have died or diverged: {exc}")
 
 
 def _group_arg(group: MsGroup) -> Optional[str]:

@@ -28,7 +28,8 @@ from hyper_parallel.core.ops.registry import OpEntry, get_registry, on_register
 from hyper_parallel.core.ops.strict import (StrictRedistributionError, set_strict,  # noqa: F401  pylint: disable=unused-import
                                             strict_dispatch)
 from hyper_parallel.core.ops.rule import RuleError
-from hyper_parallel.platform.mindspore.dtensor import DTensor
+from hyper_parallel.platform.mindspore.platform import PLATFORM as _PLATFORM
+from hyper_parallel.platform.mindspore.dtensor import DTensor, set_op_caller
 
 __all__ = ["call", "call_name", "resolve_mindspore_name", "install_registry", "registered_names", "mint", "ops",
            "strict_dispatch", "StrictRedistributionError", "cache_info", "clear_cache"]
@@ -86,23 +87,14 @@ def _dispatch(func, name, rule, args, kwargs):
     plan = _CACHE.get(key)
     if plan is None:
         specs = [t._spec if type(t) is DTensor else None for t in tensors]  # pylint: disable=protected-access,unidiomatic-typecheck
-        plan = build_plan(_ms_platform(), name, rule, args, kwargs, tensors, locs, specs,
+        plan = build_plan(_PLATFORM, name, rule, args, kwargs, tensors, locs, specs,
                           grads=[True] * len(tensors), itemsize=_itemsize, unwrap=True)
         _CACHE[key] = plan
-    out = run_plan(plan, func, args, kwargs, tensors, locs, _ms_platform(), local=_local, grad_enabled=True,
+    out = run_plan(plan, func, args, kwargs, tensors, locs, _PLATFORM, local=_local, grad_enabled=True,
                    requires_grad=_always)
     return wrap_outputs(out, plan.outs, ms.Tensor, DTensor)
 
 
-_PLATFORM: List[Any] = []
-
-
-def _ms_platform():
-    """The MindSpore platform object (looked up once)."""
-    if not _PLATFORM:
-        from hyper_parallel.platform import get_platform
-        _PLATFORM.append(get_platform("mindspore"))
-    return _PLATFORM[0]
 
 
 def _make_handler(entry: OpEntry, func):
@@ -208,3 +200,5 @@ class _Namespace:
 
 mint = _Namespace("mindspore.mint")
 ops = _Namespace("mindspore.ops")
+
+set_op_caller(call_name)

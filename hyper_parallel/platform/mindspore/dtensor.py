@@ -18,7 +18,7 @@ has its explicit adjoint (``collectives.py``), following the gradient convention
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 import mindspore as ms
 
@@ -168,8 +168,7 @@ class DTensor:
 
     # ------------------------------------------------------------------ Python operators -> op registry
     def _op(self, name: str, *args):
-        from hyper_parallel.platform.mindspore import dispatch  # pylint: disable=cyclic-import
-        return dispatch.call_name(name, *args)
+        return _OP_CALLER[0](name, *args)
 
     def __add__(self, other):
         return self._op("mindspore.mint.add", self, other)
@@ -217,6 +216,21 @@ class DTensor:
         return self._op("mindspore.mint.le", self, other)
 
     __hash__ = object.__hash__
+
+
+def _no_dispatcher(name: str, *args):
+    raise RuntimeError(f"{name} on a MindSpore DTensor: the dispatcher is not loaded (import "
+                       "hyper_parallel.platform.mindspore)")
+
+
+#: how Python operators reach the op registry; set by ``dispatch.py`` when it is imported (the package
+#: ``hyper_parallel.platform.mindspore`` imports it), so this module never imports the dispatcher
+_OP_CALLER: List[Callable] = [_no_dispatcher]
+
+
+def set_op_caller(caller: Callable) -> None:
+    """Install ``caller(name, *args)``, which dispatches registry op ``name`` (the Python operators use it)."""
+    _OP_CALLER[0] = caller
 
 
 def _global_shape(local: ms.Tensor, mesh, placements, run_check: bool):

@@ -19,7 +19,7 @@ from mindspore import ops
 import mindspore.communication as mscomm
 import mindspore.mint.distributed as msdist
 
-from hyper_parallel.platform.base import CollectiveHandle, CompletedHandle, Platform
+from hyper_parallel.platform.base import CollectiveHandle, CompletedHandle, Platform, record_collective_timeout
 from hyper_parallel.platform.mindspore import collectives as C
 from hyper_parallel.platform.mindspore.collectives import MsGroup
 
@@ -51,6 +51,7 @@ class MindSporePlatform(Platform):
         """Initialise the world group. ``rank``/``world_size`` must match the launcher's (MindSpore
         takes them from ``msrun`` / ``MS_*`` variables); ``init_method`` is not supported (MindSpore
         rendezvous goes through its scheduler, ``MS_SCHED_HOST``/``MS_SCHED_PORT``)."""
+        record_collective_timeout(self.name, timeout)
         if self._world is not None:
             return
         if init_method is not None:
@@ -135,6 +136,13 @@ class MindSporePlatform(Platform):
     def zeros_like(self, x: Any) -> Any:
         return ops.zeros_like(x)
 
+    # ------------------------------------------------------------------ modules
+    def is_module(self, obj: Any) -> bool:
+        return isinstance(obj, ms.nn.Cell)
+
+    def named_modules(self, module: Any) -> Sequence[Tuple[str, Any]]:
+        return list(module.cells_and_names())
+
     # ------------------------------------------------------------------ differentiable collectives
     def all_gather(self, x, group, dim, sizes, index, grad_partial=False):
         return C.AllGather.apply(x, group, dim, C.sizes_tuple(sizes), index, grad_partial)
@@ -186,3 +194,7 @@ class MindSporePlatform(Platform):
         """Synchronous on MindSpore (its CPU collectives have no asynchronous form): the exchange runs
         here and the handle is already complete, so nothing overlaps it."""
         return CompletedHandle(self.all_to_all_single(x, group, output_split_sizes, input_split_sizes))
+
+
+#: the one instance (``hyper_parallel.platform.get_platform("mindspore")`` returns it)
+PLATFORM = MindSporePlatform()

@@ -1,3 +1,6 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""The PyTorch backend (imported only when the torch backend is used)."""
+"""The PyTorch backend (imported only when the torch backend is used).
+
+Importing the package imports the dispatcher, which registers itself with the DTensor class."""
+from hyper_parallel.platform.torch import dispatch as _dispatch  # noqa: F401  pylint: disable=unused-import

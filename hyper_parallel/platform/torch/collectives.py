@@ -12,7 +12,7 @@ from typing import Sequence
 import torch
 import torch.distributed as dist
 
-from hyper_parallel.platform.base import CollectiveError, CollectiveHandle
+from hyper_parallel.platform.base import CollectiveError, CollectiveHandle, collective_timeout_seconds
 
 _all_gather_1 = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 _reduce_scatter_1 = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
@@ -27,9 +27,8 @@ def _ranks(group) -> tuple:
 
 
 def _fail(name: str, group, exc: Exception) -> CollectiveError:
-    from hyper_parallel.core.process_group import collective_timeout_seconds  # pylint: disable=cyclic-import
     return CollectiveError(
-        f"{name} over ranks {_ranks(group)} failed (collective timeout {collective_timeout_seconds()} s); "
+        f"{name} over ranks {_ranks(group)} failed (collective timeout {collective_timeout_seconds('torch')} s); "
         f"a peer rank may have died or diverged: {exc}")
 
 

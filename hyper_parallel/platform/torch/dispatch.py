@@ -11,7 +11,7 @@ dispatch disabled, and the fresh output re-classed as a DTensor in place. Rules 
 from __future__ import annotations
 
 import types
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Optional
 
 import torch
 from torch._C import DisableTorchFunctionSubclass as _NoTF
@@ -23,6 +23,7 @@ from hyper_parallel.core.ops.strict import (StrictRedistributionError, set_stric
 from hyper_parallel.core.ops.rule import RuleError
 from hyper_parallel.core.spec import DTensorSpec
 from hyper_parallel.platform.torch import dtensor as _dt
+from hyper_parallel.platform.torch.platform import PLATFORM as _PLATFORM
 
 __all__ = ["install_registry", "strict_dispatch", "set_strict", "StrictRedistributionError", "resolve_torch_name",
            "cache_info", "clear_cache"]
@@ -87,13 +88,13 @@ def _local(t):
 
 def _build_plan(func, name, rule, args, kwargs, tensors, locs) -> DispatchPlan:
     specs = [t._spec if isinstance(t, DTensor) else None for t in tensors]  # pylint: disable=protected-access
-    return build_plan(_torch_platform(), name, rule, args, kwargs, tensors, locs, specs,
+    return build_plan(_PLATFORM, name, rule, args, kwargs, tensors, locs, specs,
                       grads=[t.requires_grad for t in tensors], itemsize=_element_size,
                       unwrap=isinstance(func, _PY_FUNCS))
 
 
 def _run_general(plan: DispatchPlan, func, args, kwargs, tensors, locs):
-    return run_plan(plan, func, args, kwargs, tensors, locs, _torch_platform(), local=_local,
+    return run_plan(plan, func, args, kwargs, tensors, locs, _PLATFORM, local=_local,
                     grad_enabled=torch.is_grad_enabled(), requires_grad=_requires_grad)
 
 
@@ -104,15 +105,6 @@ def _wrap_outputs(out, specs):
 _SIMPLE = (int, float, bool, type(None), str)
 
 
-_PLATFORM: List[Any] = []
-
-
-def _torch_platform():
-    """The torch platform object (looked up once)."""
-    if not _PLATFORM:
-        from hyper_parallel.platform import get_platform
-        _PLATFORM.append(get_platform("torch"))
-    return _PLATFORM[0]
 
 
 def _grad_needed(args, tensors) -> bool:
@@ -193,3 +185,6 @@ def install_registry() -> None:
         _install(entry)
     on_register(_install)
     _INSTALLED = True
+
+
+_dt.set_registry_loader(install_registry)

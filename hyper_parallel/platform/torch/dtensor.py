@@ -16,13 +16,13 @@ Design (see ``docs/design/dtensor.md``):
 """
 from __future__ import annotations
 
-import importlib
 import math
-from typing import Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 from torch._C import DisableTorchFunctionSubclass
 
+from hyper_parallel.core.ops.dispatch import dispatch_unregistered
 from hyper_parallel.core.placement import Placement, Replicate, Shard
 from hyper_parallel.core.redistribute import compile_plan, run_redistribute
 from hyper_parallel.core.spec import DTensorSpec, normalize_placements
@@ -230,15 +230,25 @@ class DTensor(torch.Tensor):
         return _dispatch_miss(func, types, args, kwargs or {})
 
 
+#: what loads the op registry into DISPATCH_TABLE on the first miss; set by ``dispatch.py`` when it is
+#: imported (the package ``hyper_parallel.platform.torch`` imports it), so this module never imports it
+_REGISTRY_LOADER: List[Optional[Callable[[], None]]] = [None]
+
+
+def set_registry_loader(loader: Callable[[], None]) -> None:
+    """Install the function that fills :data:`DISPATCH_TABLE` from the op registry on the first miss."""
+    _REGISTRY_LOADER[0] = loader
+
+
 def _dispatch_miss(func, types, args, kwargs):
     """Load the op registry on first use, then retry; unknown functions get a clear error."""
-    _dispatch_mod = importlib.import_module("hyper_parallel.platform.torch.dispatch")  # imports this module
-    if not _dispatch_mod._INSTALLED:  # pylint: disable=protected-access
-        _dispatch_mod.install_registry()
+    loader = _REGISTRY_LOADER[0]
+    if loader is not None:
+        _REGISTRY_LOADER[0] = None
+        loader()
         handler = DISPATCH_TABLE.get(func)
         if handler is not None:
             return handler(func, args, kwargs)
-    from hyper_parallel.core.ops.dispatch import dispatch_unregistered
     return dispatch_unregistered(func, types, args, kwargs)
 
 

@@ -10,7 +10,7 @@ from typing import Any, Optional, Sequence, Tuple
 import torch
 import torch.distributed as dist
 
-from hyper_parallel.platform.base import CollectiveHandle, Platform
+from hyper_parallel.platform.base import CollectiveHandle, Platform, record_collective_timeout
 from hyper_parallel.platform.torch import collectives as C
 
 
@@ -23,6 +23,7 @@ class TorchPlatform(Platform):
     def init_process_group(self, backend: Optional[str] = None, *, rank: Optional[int] = None,
                            world_size: Optional[int] = None, init_method: Optional[str] = None,
                            timeout: Optional[timedelta] = None) -> None:
+        record_collective_timeout(self.name, timeout)
         if dist.is_initialized():
             return
         if backend is None:
@@ -80,6 +81,13 @@ class TorchPlatform(Platform):
 
     def zeros_like(self, x: Any) -> Any:
         return torch.zeros_like(x)
+
+    # ------------------------------------------------------------------ modules
+    def is_module(self, obj: Any) -> bool:
+        return isinstance(obj, torch.nn.Module)
+
+    def named_modules(self, module: Any) -> Sequence[Tuple[str, Any]]:
+        return list(module.named_modules())
 
     # ------------------------------------------------------------------ differentiable collectives
     def all_gather(self, x, group, dim, sizes, index, grad_partial=False):
@@ -146,3 +154,7 @@ class TorchPlatform(Platform):
         """Asynchronous on every c10d backend (gloo runs it on its worker threads): forward and the
         inverse exchange in backward both overlap with the work done before ``wait()``."""
         return C.AsyncAllToAll(x, group, output_split_sizes, input_split_sizes)
+
+
+#: the one instance (``hyper_parallel.platform.get_platform("torch")`` returns it)
+PLATFORM = TorchPlatform()

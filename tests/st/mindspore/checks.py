@@ -430,8 +430,7 @@ def _tp_check(mesh):
     import mindspore as ms
     from mindspore import nn
     from hyper_parallel.core.spec import DTensorSpec
-    from hyper_parallel.platform.mindspore.tp import (ColwiseParallel, RowwiseParallel, param_dtensor,
-                                                      parallelize_module)
+    from hyper_parallel.tp import ColwiseParallel, RowwiseParallel, param_dtensor, parallelize_module
     coord = mesh.get_coordinate()
     ref, tp = _mlp(), _mlp()
     parallelize_module(tp, mesh, {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
@@ -481,7 +480,7 @@ def _tp_layouts_check(mesh):
     from mindspore import mint
     from hyper_parallel import Shard
     from hyper_parallel.platform.mindspore.dtensor import DTensor
-    from hyper_parallel.platform.mindspore.tp import ColwiseParallel, RowwiseParallel
+    from hyper_parallel.tp import ColwiseParallel, RowwiseParallel
     ms.set_seed(7)
     ref1, ref2 = mint.nn.Linear(6, 4), mint.nn.Linear(4, 6)
     ms.set_seed(7)
@@ -506,7 +505,7 @@ def _shard_module_check(mesh):
     from hyper_parallel import Layout, Replicate, Shard
     from hyper_parallel.platform.mindspore import dispatch as D
     from hyper_parallel.platform.mindspore.dtensor import DTensor
-    from hyper_parallel.platform.mindspore.tp import param_dtensor
+    from hyper_parallel.tp import param_dtensor
 
     class MLP(nn.Cell):
         """Dense(8->16) -> relu (through the dispatcher) -> Dense(16->8)."""

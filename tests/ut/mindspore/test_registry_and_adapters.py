@@ -112,7 +112,7 @@ def test_padding_keeps_dtype_and_trims():
 def test_tp_style_errors_are_clear():
     _ms()
     from mindspore import nn
-    from hyper_parallel.platform.mindspore.tp import ColwiseParallel, RowwiseParallel, parallelize_module
+    from hyper_parallel.tp import ColwiseParallel, RowwiseParallel, parallelize_module
 
     class _Mesh:  # the 1-D mesh checks only read ndim
         ndim = 1

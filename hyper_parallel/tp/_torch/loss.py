@@ -13,6 +13,14 @@ from __future__ import annotations
 import contextlib
 from typing import Optional
 
+import torch.nn.functional as F
+
+from hyper_parallel.core.placement import Shard
+from hyper_parallel.platform import get_platform
+from hyper_parallel.platform.torch import dtensor as _dt
+from hyper_parallel.platform.torch.dispatch import install_registry
+from hyper_parallel.platform.torch.dtensor import DTensor
+
 __all__ = ["vocab_parallel_cross_entropy", "loss_parallel"]
 
 
@@ -21,9 +29,6 @@ def vocab_parallel_cross_entropy(logits, target, *, ignore_index: int = -100, re
     """Cross-entropy over class dim -1 of a ``Shard(-1)`` DTensor ``logits``; ``target`` holds class ids
     (plain tensor or replicated DTensor, shape = logits shape without the last dim). Returns a plain
     (replicated) tensor."""
-    from hyper_parallel.platform import get_platform
-    from hyper_parallel.platform.torch.dtensor import DTensor
-    from hyper_parallel.core.placement import Shard
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"vocab_parallel_cross_entropy(reduction={reduction!r}): expected mean, sum or none")
     if not isinstance(logits, DTensor) or logits.device_mesh.ndim != 1 or \
@@ -64,9 +69,6 @@ def vocab_parallel_cross_entropy(logits, target, *, ignore_index: int = -100, re
 @contextlib.contextmanager
 def loss_parallel():
     """Inside, ``F.cross_entropy`` on ``Shard(-1)`` DTensor logits runs vocabulary-parallel."""
-    import torch.nn.functional as F
-    from hyper_parallel.platform.torch import dtensor as _dt
-    from hyper_parallel.platform.torch.dispatch import install_registry
     install_registry()
     previous: Optional[object] = _dt.DISPATCH_TABLE.get(F.cross_entropy)
 

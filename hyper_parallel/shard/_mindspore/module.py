@@ -12,7 +12,7 @@
 Patterns are fnmatch globs over ``cells_and_names()`` (``""`` is the root cell) and over dotted
 parameter names; a pattern that matches nothing and an unknown plan key are errors naming them.
 
-MindSpore differences (see ``platform/mindspore/tp.py``): a ``Parameter`` cannot be a DTensor, so a
+MindSpore differences (see ``tp/_mindspore/styles.py``): a ``Parameter`` cannot be a DTensor, so a
 sharded parameter holds this rank's shard and ``tp.param_dtensor(cell, name)`` gives its DTensor
 view; and forward hooks cannot replace inputs, so inputs/outputs are laid out by replacing the
 cell's ``construct``. A ``nn.Dense``/``mint.nn.Linear`` whose weight is ``Shard(0)`` (bias
@@ -31,9 +31,9 @@ from mindspore import nn
 
 from hyper_parallel.core.placement import Partial, Replicate, Shard
 from hyper_parallel.platform.mindspore.dtensor import DTensor
-from hyper_parallel.platform.mindspore.tp import (ColwiseParallel, RowwiseParallel, _check, _finish,
-                                                  _shard_param)
-from hyper_parallel.shard.api import _PLAN_KEYS, _match, _placements
+from hyper_parallel.shard.plan import check_plan, layouts_of, match, placements_of
+from hyper_parallel.tp._mindspore.styles import (_shard_param, check_linear_cell, finish_output, install_colwise,
+                                                 install_rowwise)
 
 if TYPE_CHECKING:
     from hyper_parallel.core.device_mesh import DeviceMesh
@@ -55,8 +55,8 @@ def _resolve_parameters(cell: nn.Cell, plan: Dict[str, Any]) -> Dict[str, Dict[s
     names = _param_names(cell)
     out: Dict[str, Dict[str, tuple]] = {}
     for pattern, spec in plan.items():
-        for name in _match(list(names), pattern, "parameter"):
-            placements = _placements(spec, f"shard_module parameter {name}")
+        for name in match(list(names), pattern, "parameter"):
+            placements = placements_of(spec, f"shard_module parameter {name}")
             if any(isinstance(p, Partial) for p in placements):
                 raise ValueError(f"shard_module: parameter {name} cannot be laid out as {placements}: a parameter "
                                  "holds its value, not a pending sum")
@@ -66,16 +66,17 @@ def _resolve_parameters(cell: nn.Cell, plan: Dict[str, Any]) -> Dict[str, Dict[s
 
 
 def _linear_style(cell: nn.Cell, cname: str, layouts: Dict[str, tuple], mesh):
-    """The TP style whose construct computes ``cell`` with its planned parameter layouts (None: no sharding)."""
+    """The construct installer (column- or row-parallel) that computes ``cell`` with its planned parameter
+    layouts (None: no sharding)."""
     if all(all(isinstance(p, Replicate) for p in pl) for pl in layouts.values()):
         return None
-    _check(cell, mesh, f"shard_module (cell {cname!r})")
+    check_linear_cell(cell, mesh, f"shard_module (cell {cname!r})")
     weight, bias = layouts.get("weight"), layouts.get("bias")
     has_bias = getattr(cell, "bias", None) is not None
     if weight == (Shard(0),) and (bias == (Shard(0),) or not has_bias):
-        return ColwiseParallel(use_local_output=False)
+        return lambda c, m: install_colwise(c, m, Replicate(), Shard(-1), False)
     if weight == (Shard(1),) and (bias in (None, (Replicate(),)) or not has_bias):
-        return RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate(), use_local_output=False)
+        return lambda c, m: install_rowwise(c, m, Replicate(), Replicate(), False)
     raise ValueError(f"shard_module: cell {cname!r} ({type(cell).__name__}) with parameter layouts {layouts} is not "
                      "supported on MindSpore; use weight Shard(0) with bias Shard(0) (column-parallel) or weight "
                      "Shard(1) with the bias replicated (row-parallel)")
@@ -102,16 +103,10 @@ def _wrap_construct(cell: nn.Cell, mesh, inputs: List, outputs: List, use_local:
         for i, o in enumerate(outs):
             if isinstance(o, DTensor):
                 layout = outputs[i] if i < len(outputs) and outputs[i] is not None else o.placements
-                outs[i] = _finish(o, mesh, layout, use_local)
+                outs[i] = finish_output(o, mesh, layout, use_local)
         return outs[0] if single else tuple(outs)
 
     cell.construct = types.MethodType(construct, cell)
-
-
-def _layouts(seq, what: str) -> List:
-    if not isinstance(seq, (list, tuple)):
-        raise TypeError(f"shard_module: {what} must be a tuple with one layout (or None) per position, got {seq!r}")
-    return [None if pl is None else _placements(pl, f"shard_module {what}") for pl in seq]
 
 
 def _boundaries(names: List[str], plan: Dict[str, Any]) -> Dict[str, list]:
@@ -119,22 +114,18 @@ def _boundaries(names: List[str], plan: Dict[str, Any]) -> Dict[str, list]:
     found: Dict[str, list] = {}
     for key, slot in (("inputs", 0), ("outputs", 1)):
         for pattern, seq in plan.get(key, {}).items():
-            layouts = _layouts(seq, f"{key} of {pattern!r}")
-            for name in _match(names, pattern, key):
+            layouts = layouts_of(seq, f"{key} of {pattern!r}")
+            for name in match(names, pattern, key):
                 found.setdefault(name, [[], [], False])[slot] = layouts
     for pattern in plan.get("use_local_output", []):
-        for name in _match(names, pattern, "use_local_output"):
+        for name in match(names, pattern, "use_local_output"):
             found.setdefault(name, [[], [], False])[2] = True
     return found
 
 
 def shard_module(cell: nn.Cell, device_mesh: "DeviceMesh", sharding_plan: Dict[str, Any]) -> nn.Cell:
     """Lay out ``cell``'s parameters and cell boundaries as ``sharding_plan`` says (in place) and return it."""
-    if not isinstance(sharding_plan, dict):
-        raise TypeError(f"shard_module: sharding_plan must be a dict, got {type(sharding_plan).__name__}")
-    unknown = set(sharding_plan) - _PLAN_KEYS
-    if unknown:
-        raise ValueError(f"shard_module: unknown plan key(s) {sorted(unknown)}; expected {sorted(_PLAN_KEYS)}")
+    check_plan(sharding_plan)
     cells = dict(cell.cells_and_names())
     params = _resolve_parameters(cell, sharding_plan.get("parameters", {}))
     bounds = _boundaries(list(cells), sharding_plan)
@@ -143,7 +134,7 @@ def shard_module(cell: nn.Cell, device_mesh: "DeviceMesh", sharding_plan: Dict[s
         for leaf, placements in layouts.items():
             _shard_param(cells[cname], leaf, device_mesh, placements)
         if styles[cname] is not None:
-            styles[cname].install_construct(cells[cname], device_mesh)
+            styles[cname](cells[cname], device_mesh)
     for name, (inputs, outputs, use_local) in bounds.items():
         _wrap_construct(cells[name], device_mesh, inputs, outputs, use_local)
     return cell

@@ -1,0 +1,162 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""UT: the import graph of ``hyper_parallel`` and ``hp_agent`` has no cycle, and rule modules import no framework.
+
+Edges are read from the source (nothing is imported): ``import``/``from ... import`` at module level and
+inside functions, and every dotted string constant that names one of the packages' modules exactly (what
+``importlib.import_module`` and the lazy ``_LAZY`` maps load). A cycle fails the test naming its modules
+in order. Rule modules are then imported for real in a fresh interpreter where ``torch`` and
+``mindspore`` cannot be imported.
+"""
+import ast
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = {"hyper_parallel": ROOT / "hyper_parallel", "hp_agent": ROOT / "tools" / "hp_agent"}
+
+
+def _modules():
+    """Dotted module name -> (file, is_package) for every module of the packages."""
+    out = {}
+    for name, base in PACKAGES.items():
+        for path in sorted(base.rglob("*.py")):
+            rel = path.relative_to(base.parent).with_suffix("")
+            parts = list(rel.parts)
+            is_pkg = parts[-1] == "__init__"
+            if is_pkg:
+                parts = parts[:-1]
+            out[".".join(parts)] = (path, is_pkg)
+    return out
+
+
+def _resolve(module, is_pkg, level, target):
+    """Absolute name of a relative import."""
+    if not level:
+        return target
+    base = module.split(".") if is_pkg else module.split(".")[:-1]
+    base = base[:len(base) - (level - 1)]
+    return ".".join(base + ([target] if target else []))
+
+
+def _edges(module, path, is_pkg, known):
+    """Modules of the packages that ``module`` imports (any level) or names in a string constant."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            pkg = _resolve(module, is_pkg, node.level, node.module or "")
+            for alias in node.names:
+                sub = f"{pkg}.{alias.name}"
+                found.add(sub if sub in known else pkg)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value \
+                and node.value in known:
+            found.add(node.value)
+    return {m for m in found if m in known and m != module}
+
+
+def import_graph():
+    """module -> set of imported modules, over both packages."""
+    known = _modules()
+    return {m: _edges(m, path, is_pkg, known) for m, (path, is_pkg) in known.items()}
+
+
+def find_cycles(graph):
+    """Strongly connected components with more than one module (Tarjan): (one cycle through it, its members)."""
+    index, low, stack, on_stack, comps = {}, {}, [], set(), []
+
+    def visit(v):
+        work = [(v, iter(sorted(graph[v])))]
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == node:
+                        break
+                if len(comp) > 1:
+                    comps.append((_cycle_in(graph, set(comp)), sorted(comp)))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return comps
+
+
+def _cycle_in(graph, comp):
+    """One cycle inside a strongly connected component: start -> ... -> start (shortest back path)."""
+    start = min(comp)
+    prev, frontier = {start: None}, [start]
+    while frontier:
+        nxt = []
+        for v in frontier:
+            for w in sorted(graph[v] & comp):
+                if w == start:
+                    path = [v]
+                    while prev[path[-1]] is not None:
+                        path.append(prev[path[-1]])
+                    return [start] + path[::-1][1:] + [start] if path[-1] == start else path[::-1] + [start]
+                if w not in prev:
+                    prev[w] = v
+                    nxt.append(w)
+        frontier = nxt
+    return sorted(comp)
+
+
+def test_the_cycle_finder_names_a_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e"}}
+    assert find_cycles(graph) == [(["a", "b", "c", "a"], ["a", "b", "c"])]
+
+
+def test_no_import_cycles():
+    graph = import_graph()
+    assert len(graph) > 100 and "hyper_parallel.core.ops.dispatch" in graph["hyper_parallel.platform.torch.dispatch"]
+    cycles = find_cycles(graph)
+    assert not cycles, "import cycles:\n" + "\n".join(
+        f"{' -> '.join(cycle)}  (strongly connected: {', '.join(members)})" for cycle, members in cycles)
+
+
+def test_rule_modules_import_without_any_framework():
+    rules = sorted(m for m in _modules() if m.startswith("hyper_parallel.core.ops.rules."))
+    assert len(rules) > 10
+    code = textwrap.dedent(f"""
+        import importlib, sys
+        class Refuse:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ("torch", "mindspore"):
+                    raise ImportError(f"{{name}} is not importable in this test")
+                return None
+        sys.meta_path.insert(0, Refuse())
+        for name in {rules!r}:
+            importlib.import_module(name)
+        from hyper_parallel.core.ops.registry import get_registry
+        get_registry().validate()
+        bad = [m for m in sys.modules if m.split(".")[0] in ("torch", "mindspore")]
+        assert not bad, bad
+        print("ok", len({rules!r}))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0 and proc.stdout.startswith("ok"), proc.stderr[-3000:]
