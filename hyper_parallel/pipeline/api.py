@@ -17,8 +17,10 @@ import importlib
 from typing import Any, Dict, List, Optional
 
 from hyper_parallel.pipeline.runtime import RankRunner, StepContext
+from hyper_parallel.pipeline.stage_base import PipelineStage, set_stage_loader
 from hyper_parallel.pipeline.schedules import canonical_schedule_name, generate_schedule
 from hyper_parallel.pipeline.validate import validate_lists
+from hyper_parallel.platform import platform_of
 
 __all__ = ["PipelineStage", "PipelineSchedule", "ScheduleGPipe", "Schedule1F1B", "ScheduleInterleaved1F1B",
            "ScheduleLoopedBFS", "ScheduleInterleavedZeroBubble", "ScheduleZBVZeroBubble", "ScheduleDualPipeV",
@@ -27,30 +29,16 @@ __all__ = ["PipelineStage", "PipelineSchedule", "ScheduleGPipe", "Schedule1F1B",
 _BACKENDS = {"torch": "hyper_parallel.pipeline._torch.stage", "mindspore": "hyper_parallel.pipeline._mindspore.stage"}
 
 
-def _backend_of(module: Any) -> str:
-    for klass in type(module).__mro__:
-        root = klass.__module__.split(".")[0]
-        if root in ("torch", "mindspore"):
-            return root
-    raise TypeError(f"PipelineStage(submodule): expected a torch nn.Module or a MindSpore nn.Cell, got "
-                    f"{type(module).__module__}.{type(module).__name__}")
+def _stage_class(submodule: Any) -> type:
+    """The stage class of ``submodule``'s framework (a torch ``nn.Module`` or a MindSpore ``nn.Cell``)."""
+    plat = platform_of(submodule)
+    if plat is None:
+        raise TypeError(f"PipelineStage(submodule): expected a torch nn.Module or a MindSpore nn.Cell, got "
+                        f"{type(submodule).__module__}.{type(submodule).__name__}")
+    return importlib.import_module(_BACKENDS[plat.name]).PipelineStage
 
 
-class PipelineStage:
-    """One pipeline stage: ``PipelineStage(submodule, stage_index, num_stages, device, input_args=None,
-    output_args=None, group=None, ...)``; returns the stage of the submodule's framework.
-
-    Construction is collective over ``group`` (the pipeline group, default: the world): every rank
-    builds its stages in the same order, and a bad ``stage_index`` / ``num_stages`` on any rank raises
-    the same clear error on every rank.
-    """
-
-    def __new__(cls, *args: Any, **kwargs: Any):
-        target = cls
-        if cls is PipelineStage:
-            submodule = args[0] if args else kwargs.get("submodule")
-            target = importlib.import_module(_BACKENDS[_backend_of(submodule)]).PipelineStage
-        return object.__new__(target)
+set_stage_loader(_stage_class)
 
 
 class PipelineSchedule:  # pylint: disable=too-many-instance-attributes

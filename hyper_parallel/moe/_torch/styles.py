@@ -19,7 +19,8 @@ from typing import Optional
 
 from hyper_parallel.core.placement import Shard
 from hyper_parallel.moe.api import check_expert_parallel, expert_fsdp_degree
-from hyper_parallel.tp.style import ParallelStyle, _distribute_param  # pylint: disable=protected-access
+from hyper_parallel.tp._torch.styles import distribute_param
+from hyper_parallel.tp.style import ParallelStyle
 
 __all__ = ["ExpertParallel", "ExpertTensorParallel", "TensorParallel", "init_expert_mesh", "fully_shard_experts"]
 
@@ -71,7 +72,7 @@ class ExpertParallel(ParallelStyle):
         ep, rank = device_mesh.size(), device_mesh.get_local_rank(0)
         check_expert_parallel(experts.num_experts, ep)
         for name in _NAMES:
-            _distribute_param(experts, name, device_mesh, [Shard(0)])
+            distribute_param(experts, name, device_mesh, [Shard(0)])
         group = device_mesh.get_group(0)
         if self.dispatcher == "all_gather":
             experts.dispatcher = AllGatherTokenDispatcher(experts.num_experts, group, ep, rank)
@@ -97,7 +98,7 @@ class ExpertTensorParallel(ParallelStyle):
         for name, hidden in (("gate_proj", 1), ("up_proj", 1), ("down_proj", 2)):
             placements = [None, None]
             placements[ep_dim], placements[tp_dim] = Shard(0), Shard(hidden)
-            _distribute_param(experts, name, device_mesh, placements)
+            distribute_param(experts, name, device_mesh, placements)
         coord = device_mesh.get_coordinate()
         experts.dispatcher = AllToAllTokenDispatcher(experts.num_experts, device_mesh.get_group(ep_dim), ep,
                                                      coord[ep_dim], self.async_dispatch)
@@ -114,7 +115,7 @@ class TensorParallel(ParallelStyle):
             raise ValueError(f"TensorParallel: expected a 1-D tp mesh, got {device_mesh}")
         _check_hidden(experts, device_mesh.size(), "TensorParallel")
         for name, hidden in (("gate_proj", 1), ("up_proj", 1), ("down_proj", 2)):
-            _distribute_param(experts, name, device_mesh, [Shard(hidden)])
+            distribute_param(experts, name, device_mesh, [Shard(hidden)])
         experts.tp_group = device_mesh.get_group(0)
         return experts
 

@@ -21,7 +21,7 @@ import torch.distributed as dist
 from torch import nn
 
 from hyper_parallel.core.placement import Placement
-from hyper_parallel.pipeline import api
+from hyper_parallel.pipeline import stage_base
 from hyper_parallel.pipeline.microbatch import BatchDimSpec, microbatch_sizes
 from hyper_parallel.pipeline.schedules import SCHEDULES
 from hyper_parallel.pipeline._torch.backward import backward_full, backward_input, backward_weight
@@ -86,7 +86,7 @@ def _local(t: torch.Tensor) -> torch.Tensor:
     return t.to_local() if isinstance(t, DTensor) else t
 
 
-class PipelineStage(api.PipelineStage):  # pylint: disable=too-many-instance-attributes,too-many-public-methods
+class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-instance-attributes,too-many-public-methods
     """A torch pipeline stage (see the module docstring); arguments as ``torch.distributed.pipelining``.
 
     Args:

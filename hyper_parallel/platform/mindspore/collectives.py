@@ -250,28 +250,20 @@ class P2PDone:
         return self._value
 
 
-_PAIR_GROUPS: Dict[Tuple[int, int], MsGroup] = {}
+def pair_group(a: int, b: int, new_group) -> MsGroup:
+    """The two-rank group of ``a`` and ``b``, from ``new_group(ranks)`` (the platform's, which creates a
+    group once per rank tuple)."""
+    return new_group((min(a, b), max(a, b)))
 
 
-def pair_group(a: int, b: int) -> MsGroup:
-    """The two-rank group of ``a`` and ``b`` (created on first use by both of them)."""
-    key = (min(a, b), max(a, b))
-    group = _PAIR_GROUPS.get(key)
-    if group is None:
-        from hyper_parallel.core.process_group import get_or_create_group  # pylint: disable=cyclic-import
-        group = get_or_create_group(key, "mindspore")
-        _PAIR_GROUPS[key] = group
-    return group
-
-
-def pair_transfer(x, op: str, peer: int):
+def pair_transfer(x, op: str, peer: int, new_group):
     """Send ``x`` to ``peer`` (op ``send``) or receive into a tensor shaped like ``x`` from it (``recv``):
     a broadcast over their pair group, so the peer must make the matching call now. Cost: one
-    broadcast of ``x`` (as a native send would be)."""
+    broadcast of ``x`` (as a native send would be). ``new_group``: the platform's group factory."""
     if op not in ("send", "recv"):
         raise ValueError(f"batch_isend_irecv: op must be 'send' or 'recv', got {op!r}")
     me = _my_rank()
-    group = pair_group(me, peer)
+    group = pair_group(me, peer, new_group)
     src = me if op == "send" else peer
     buf = x.copy()
     raw_broadcast(buf, src, group)

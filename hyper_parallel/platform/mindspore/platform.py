@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 from datetime import timedelta
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import mindspore as ms
 from mindspore import ops
@@ -41,6 +41,7 @@ class MindSporePlatform(Platform):
 
     def __init__(self) -> None:
         self._world: Optional[MsGroup] = None
+        self._groups: Dict[Tuple[int, ...], MsGroup] = {}
         self._backend = ""
         self._device = "cpu"
 
@@ -86,8 +87,10 @@ class MindSporePlatform(Platform):
             if self._world is not None:
                 mscomm.release()
             self._world = None
+            self._groups.clear()
         elif not group.is_world and group.size > 1 and mscomm.get_rank() in group.ranks:
             mscomm.destroy_group(group.name)
+            self._groups.pop(group.ranks, None)
 
     def _require(self) -> MsGroup:
         if self._world is None:
@@ -109,10 +112,13 @@ class MindSporePlatform(Platform):
         ranks = tuple(int(r) for r in ranks)
         if ranks == world.ranks:
             return world
-        digest = hashlib.sha1(",".join(map(str, ranks)).encode()).hexdigest()[:12]
-        group = MsGroup(f"hp_{self._backend}_{len(ranks)}_{digest}", ranks, False)
-        if len(ranks) > 1 and mscomm.get_rank() in ranks:
-            mscomm.create_group(group.name, list(ranks))
+        group = self._groups.get(ranks)
+        if group is None:  # one MindSpore group per rank tuple, however many times it is asked for
+            digest = hashlib.sha1(",".join(map(str, ranks)).encode()).hexdigest()[:12]
+            group = MsGroup(f"hp_{self._backend}_{len(ranks)}_{digest}", ranks, False)
+            if len(ranks) > 1 and mscomm.get_rank() in ranks:
+                mscomm.create_group(group.name, list(ranks))
+            self._groups[ranks] = group
         return group
 
     def get_process_group_ranks(self, group: Any) -> Tuple[int, ...]:
@@ -178,7 +184,7 @@ class MindSporePlatform(Platform):
         """Emulated: every op is a broadcast over the pair group ``(sender, receiver)`` run at once, in the
         order given, so both sides must list their ops in the same order (the pipeline runtime issues one
         op per call, in the validated global order). Handles are complete when returned."""
-        return [C.P2PDone(C.pair_transfer(op.tensor, op.op, op.peer)) for op in ops]
+        return [C.P2PDone(C.pair_transfer(op.tensor, op.op, op.peer, self.new_group)) for op in ops]
 
     def barrier(self, group: Any = None) -> None:
         group = group or self._require()

@@ -152,8 +152,8 @@ class P2PHandle:
             try:
                 work.wait()
             except RuntimeError as exc:
-                from hyper_parallel.core.process_group import collective_timeout_seconds  # pylint: disable=C0415
-                raise CollectiveError(f"{self._desc} failed (collective timeout {collective_timeout_seconds()} s); "
+                raise CollectiveError(f"{self._desc} failed (collective timeout "
+                                      f"{collective_timeout_seconds('torch')} s); "
                                       f"a peer rank may have died or diverged: {exc}") from exc
         return self._tensor if self._recv else None
 
@@ -171,8 +171,8 @@ def batch_isend_irecv(ops) -> list:
         try:
             work = fn(tensor, op.peer, group=op.group, tag=op.tag)
         except RuntimeError as exc:
-            from hyper_parallel.core.process_group import collective_timeout_seconds  # pylint: disable=C0415
-            raise CollectiveError(f"{desc} could not be posted (collective timeout {collective_timeout_seconds()} s); "
+            raise CollectiveError(f"{desc} could not be posted (collective timeout "
+                                  f"{collective_timeout_seconds('torch')} s); "
                                   f"a peer rank may have died: {exc}") from exc
         handles.append(P2PHandle(work, tensor, recv, desc))
     return handles

@@ -12,7 +12,7 @@ from hyper_parallel.core.placement import Placement, Replicate, Shard
 from hyper_parallel.platform.torch.dtensor import DTensor, distribute_tensor
 from hyper_parallel.tp.layouts import check_one_dim_mesh
 
-__all__ = ["apply_style"]
+__all__ = ["apply_style", "distribute_param"]
 
 
 def _to_dtensor(x: Any, mesh, layout: Optional[Placement]):
@@ -34,7 +34,9 @@ def _local(x: Any, use_local: bool):
     return x.to_local() if use_local and isinstance(x, DTensor) else x
 
 
-def _distribute_param(module, name: str, mesh, placements) -> None:
+def distribute_param(module, name: str, mesh, placements) -> None:
+    """Replace parameter ``name`` of ``module`` by an ``nn.Parameter(DTensor)`` laid out as ``placements``
+    (the parameter must hold the same full value on every rank; a missing parameter is left alone)."""
     param = getattr(module, name, None)
     if param is None:
         return
@@ -49,11 +51,11 @@ def _distribute_param(module, name: str, mesh, placements) -> None:
 def _linear_params(style, module, mesh):
     """Shard the parameters; (default input layout, default output layout, is_embedding)."""
     if isinstance(module, torch.nn.Linear):
-        _distribute_param(module, "weight", mesh, [Shard(style.weight_dim)])
-        _distribute_param(module, "bias", mesh, [style.bias_placement])
+        distribute_param(module, "weight", mesh, [Shard(style.weight_dim)])
+        distribute_param(module, "bias", mesh, [style.bias_placement])
         return (*style.default_linear_layouts(), False)
     if isinstance(module, torch.nn.Embedding):
-        _distribute_param(module, "weight", mesh, [Shard(1 - style.weight_dim)])
+        distribute_param(module, "weight", mesh, [Shard(1 - style.weight_dim)])
         return (*style.default_embedding_layouts(), True)
     raise TypeError(f"{type(style).__name__} supports nn.Linear and nn.Embedding, got {type(module).__name__}")
 
@@ -91,7 +93,7 @@ def _apply_linear(style, module, mesh):
 def _apply_sequence(style, module, mesh):
     check_one_dim_mesh(mesh, "SequenceParallel")
     for name, _ in list(module.named_parameters(recurse=False)):
-        _distribute_param(module, name, mesh, [Replicate()])
+        distribute_param(module, name, mesh, [Replicate()])
     layout = Shard(style.sequence_dim)
     return _first_arg_hooks(module, mesh, layout, layout, layout, style.use_local_output)
 
