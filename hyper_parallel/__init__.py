@@ -25,7 +25,7 @@ _LAZY = {
     "init_device_mesh": "hyper_parallel.core.device_mesh",
     # spec / planner (pure)
     "DTensorSpec": "hyper_parallel.core.spec",
-    "explain_redistribute": "hyper_parallel.core.redistribute_plan",
+    "explain_redistribute": "hyper_parallel.core.cross_mesh",
     "MeshTopology": "hyper_parallel.core.mesh_topology",
     # dtensor: backend chosen by the tensor type (distribute_tensor) or $HYPER_PARALLEL_BACKEND (DTensor)
     "DTensor": "hyper_parallel.core.api",

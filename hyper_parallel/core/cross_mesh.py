@@ -27,7 +27,7 @@ from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
 from hyper_parallel.core.redistribute_plan import RedistPlan, _fmt_bytes, _pl, plan_redistribute
 from hyper_parallel.core.spec import DTensorSpec, normalize_placements
 
-__all__ = ["Piece", "CrossMeshPlan", "plan_cross_mesh", "mesh_ranks"]
+__all__ = ["Piece", "CrossMeshPlan", "plan_cross_mesh", "mesh_ranks", "explain_redistribute"]
 
 
 @dataclass(frozen=True)
@@ -151,3 +151,16 @@ def plan_cross_mesh(src: DTensorSpec, dst_mesh, dst_placements: Sequence[Placeme
         if best is None or plan.total_bytes < best.total_bytes:
             best = plan
     return best
+
+
+def explain_redistribute(src: DTensorSpec, dst_placements: Sequence[Placement], itemsize: int = 4, *,
+                         device_mesh=None):
+    """Return the plan (steps with their collectives and byte counts) without running it.
+
+    ``print(explain_redistribute(spec, [Replicate()]))`` shows a one-line summary; ``.steps``
+    holds the individual ``RedistStep`` objects. With ``device_mesh`` (a mesh with another rank set)
+    it returns the cross-mesh plan (:class:`CrossMeshPlan`).
+    """
+    if device_mesh is not None and device_mesh != src.mesh:
+        return plan_cross_mesh(src, device_mesh, dst_placements, itemsize)
+    return plan_redistribute(src, dst_placements, itemsize)

@@ -178,17 +178,13 @@ def plan_redistribute(src: DTensorSpec, dst_placements: Sequence[Placement], ite
     return _plan_cached(src, dst_placements, itemsize)
 
 
-def explain_redistribute(src: DTensorSpec, dst_placements: Sequence[Placement],
-                         itemsize: int = 4, *, device_mesh=None):
-    """Return the plan (steps with their collectives and byte counts) without running it.
+def explain_redistribute(src: DTensorSpec, dst_placements: Sequence[Placement], itemsize: int = 4) -> RedistPlan:
+    """Return the plan (steps with their collectives and byte counts) without running it, on ``src``'s mesh.
 
     ``print(explain_redistribute(spec, [Replicate()]))`` shows a one-line summary; ``.steps``
-    holds the individual ``RedistStep`` objects. With ``device_mesh`` (a mesh with another rank set)
-    it returns the cross-mesh plan (``hyper_parallel.core.cross_mesh.CrossMeshPlan``).
+    holds the individual ``RedistStep`` objects. ``hyper_parallel.explain_redistribute``
+    (``core/cross_mesh.py``) also plans onto a mesh with another rank set (``device_mesh=``).
     """
-    if device_mesh is not None and device_mesh != src.mesh:
-        from hyper_parallel.core.cross_mesh import plan_cross_mesh  # pylint: disable=import-outside-toplevel,cyclic-import
-        return plan_cross_mesh(src, device_mesh, dst_placements, itemsize)
     return plan_redistribute(src, dst_placements, itemsize)
 
 

@@ -350,8 +350,10 @@ def _init_torch(rank: int, world_size: int, port: int, collective_timeout: float
     import torch  # pylint: disable=import-outside-toplevel
     import torch.distributed as dist  # pylint: disable=import-outside-toplevel
     torch.set_num_threads(1)
+    from hyper_parallel.platform.base import record_collective_timeout  # pylint: disable=import-outside-toplevel
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=world_size, timeout=datetime.timedelta(seconds=collective_timeout))
+    record_collective_timeout("torch", collective_timeout)  # error messages name the timeout in force
 
 
 def _set_worker_env(rank: int, world_size: int, port: int) -> None:

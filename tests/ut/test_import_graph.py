@@ -3,7 +3,7 @@
 """UT: the import graph of ``hyper_parallel`` and ``hp_agent`` has no cycle, and rule modules import no framework.
 
 Edges are read from the source (nothing is imported): ``import``/``from ... import`` at module level and
-inside functions, and every dotted string constant that names one of the packages' modules exactly (what
+inside functions (not those under ``if TYPE_CHECKING:``, which never run), and every dotted string constant that names one of the packages' modules exactly (what
 ``importlib.import_module`` and the lazy ``_LAZY`` maps load). A cycle fails the test naming its modules
 in order. Rule modules are then imported for real in a fresh interpreter where ``torch`` and
 ``mindspore`` cannot be imported.
@@ -41,11 +41,23 @@ def _resolve(module, is_pkg, level, target):
     return ".".join(base + ([target] if target else []))
 
 
+def _walk_runtime(tree):
+    """Every node except the bodies of ``if TYPE_CHECKING:`` blocks (imports for type hints only)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            todo.extend(node.orelse)
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+
+
 def _edges(module, path, is_pkg, known):
     """Modules of the packages that ``module`` imports (any level) or names in a string constant."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     found = set()
-    for node in ast.walk(tree):
+    for node in _walk_runtime(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

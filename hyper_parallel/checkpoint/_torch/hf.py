@@ -29,7 +29,7 @@ from hyper_parallel.checkpoint.hf import CONFIG_FILE, IdentityAdapter, assign_fi
 from hyper_parallel.checkpoint.publish import new_save_id, publish_dir, staging_path
 from hyper_parallel.checkpoint._torch.api import agree, barrier, coordinator, prepare_for_save, wait_for_async_save
 from hyper_parallel.checkpoint._torch.state_dict import get_model_state_dict, set_model_state_dict
-from hyper_parallel.platform.torch.dtensor import DTensor, _alias, _wrap  # pylint: disable=protected-access
+from hyper_parallel.platform.torch.dtensor import DTensor, local_alias, as_dtensor
 
 __all__ = ["save_hf", "load_hf", "DEFAULT_MAX_FILE_BYTES"]
 
@@ -42,7 +42,7 @@ def _convert(value: Any, dtype: Optional[torch.dtype]) -> Any:
     if dtype is None or not isinstance(value, torch.Tensor) or not value.is_floating_point():
         return value
     if type(value) is DTensor:  # pylint: disable=unidiomatic-typecheck
-        return _wrap(_alias(value).detach().to(dtype), value._spec)  # pylint: disable=protected-access
+        return as_dtensor(local_alias(value).detach().to(dtype), value._spec)
     return value.detach().to(dtype)
 
 

@@ -18,7 +18,7 @@ from typing import Any, Dict, Tuple
 import torch
 from torch._C import DisableTorchFunctionSubclass
 
-from hyper_parallel.platform.torch.dtensor import DTensor, _alias, _wrap  # pylint: disable=protected-access
+from hyper_parallel.platform.torch.dtensor import DTensor, local_alias, as_dtensor
 
 __all__ = ["CPUStager", "map_leaves"]
 
@@ -67,11 +67,11 @@ class CPUStager:
             non_blocking = src.device.type != "cpu"
             self._pending_sync |= non_blocking
             buf.copy_(src, non_blocking=non_blocking)
-        return _alias(buf)
+        return local_alias(buf)
 
     def _stage_value(self, value: Any, path: Tuple) -> Any:
         if type(value) is DTensor:  # pylint: disable=unidiomatic-typecheck
-            return _wrap(self._copy(path, _alias(value)), value._spec)  # pylint: disable=protected-access
+            return as_dtensor(self._copy(path, local_alias(value)), value._spec)
         from torch.distributed.tensor import DTensor as TorchDTensor
         if isinstance(value, TorchDTensor):
             local = self._copy(path, value.to_local())

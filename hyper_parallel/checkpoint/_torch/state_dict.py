@@ -24,7 +24,7 @@ from hyper_parallel.checkpoint.fqn import (canonical_fqn, canonical_map, flatten
                                            unflatten_optimizer_state)
 from hyper_parallel.fsdp._torch import state_dict as _fsdp_sd
 from hyper_parallel.optim._torch import state_dict as _optim_sd
-from hyper_parallel.platform.torch.dtensor import DTensor, _alias, _wrap  # pylint: disable=protected-access
+from hyper_parallel.platform.torch.dtensor import DTensor, as_dtensor, local_alias
 
 __all__ = ["get_model_state_dict", "set_model_state_dict", "get_optimizer_state_dict", "set_optimizer_state_dict",
            "get_state_dict", "set_state_dict", "init_optimizer_state"]
@@ -92,9 +92,9 @@ def _local_of(value: Any, target: torch.Tensor, key: str) -> torch.Tensor:
 def _copy_into(target: torch.Tensor, value: Any, key: str) -> None:
     local = _local_of(value, target, key)
     with torch.no_grad(), DisableTorchFunctionSubclass():
-        dst = _alias(target) if type(target) is DTensor else target  # pylint: disable=unidiomatic-typecheck
+        dst = local_alias(target) if type(target) is DTensor else target  # pylint: disable=unidiomatic-typecheck
         if type(local) is DTensor:  # pylint: disable=unidiomatic-typecheck
-            local = _alias(local)
+            local = local_alias(local)
         if dst.data_ptr() != local.data_ptr() or dst.shape != local.shape:
             dst.copy_(local)
 
@@ -244,7 +244,7 @@ def _restore_dtensor_states(opt, keys: set) -> None:
     for p, st in opt.state.items():
         for k, v in list(st.items()):
             if (id(p), k) in keys and not isinstance(v, DTensor) and isinstance(v, torch.Tensor):
-                st[k] = _wrap(v, p._spec)  # pylint: disable=protected-access
+                st[k] = as_dtensor(v, p._spec)  # pylint: disable=protected-access
 
 
 def _actual(canon: Dict[str, str], name: str) -> str:

@@ -3,7 +3,7 @@
 """MindSpore optimizers on MindSpore ``Parameter`` s holding local shards: ``AdamW``, ``Muon``, ``ChainedOptimizer``.
 
 MindSpore parameters cannot be DTensors: a sharded parameter holds this rank's shard as plain data and
-its layout is recorded on its cell (``hyper_parallel.platform.mindspore.tp``); :func:`parameter_specs`
+its layout is recorded on its cell (``hyper_parallel.tp._mindspore.styles``); :func:`parameter_specs`
 collects those layouts by parameter name.
 
 * ``AdamW`` follows torch's AdamW with ``mint`` elementwise ops (``mindspore.mint.optim.AdamW`` has

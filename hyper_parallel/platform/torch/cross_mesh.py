@@ -23,6 +23,8 @@ from hyper_parallel.core.placement import Partial, Placement, Replicate
 from hyper_parallel.core.redistribute import compile_plan, run_redistribute
 from hyper_parallel.core.spec import DTensorSpec
 from hyper_parallel.platform.base import P2POp
+from hyper_parallel.platform.torch.dtensor import as_dtensor, set_cross_mesh_mover
+from hyper_parallel.platform.torch.platform import PLATFORM
 
 __all__ = ["redistribute_across_meshes", "run_copy"]
 
@@ -37,7 +39,6 @@ def run_copy(local: Optional[torch.Tensor], src: DTensorSpec, dst: DTensorSpec, 
              ) -> Optional[torch.Tensor]:
     """Move ``pieces`` (global blocks) from the ``src`` layout to the ``dst`` layout; returns this rank's
     destination shard (None when this rank is not in the destination mesh)."""
-    from hyper_parallel.platform import get_platform  # pylint: disable=import-outside-toplevel
     src_coord = src.mesh.topology.coordinate_of(me)
     dst_coord = dst.mesh.topology.coordinate_of(me)
     src_off = src.local_shape_and_offset(src_coord)[1] if src_coord is not None else None
@@ -57,7 +58,7 @@ def run_copy(local: Optional[torch.Tensor], src: DTensorSpec, dst: DTensorSpec, 
             buf = torch.empty(p.shape, dtype=dtype, device=out.device)
             ops[p.src].append(P2POp("recv", buf, p.src, None, _TAG + k))
             recvs.append((p, buf))
-    plat = get_platform("torch")
+    plat = PLATFORM
     handles = [h for peer in sorted(ops) for h in plat.batch_isend_irecv(ops[peer])]
     for h in handles:
         h.wait()
@@ -99,8 +100,6 @@ def redistribute_across_meshes(x, device_mesh, placements: Sequence[Placement], 
     """Move DTensor ``x`` to ``placements`` on ``device_mesh`` (a mesh with another rank set; see the module
     docstring). A rank outside the source mesh passes ``x=None`` with ``src_spec`` (and ``dtype``).
     Returns the DTensor on destination members, an empty placeholder tensor on source-only ranks."""
-    from hyper_parallel.platform.torch.dtensor import _wrap  # pylint: disable=import-outside-toplevel,cyclic-import
-    from hyper_parallel.platform import get_platform  # pylint: disable=import-outside-toplevel
     me = dist.get_rank()
     if x is not None:
         src_spec, dtype = x.spec.without_grad_partial(), x.dtype
@@ -115,7 +114,7 @@ def redistribute_across_meshes(x, device_mesh, placements: Sequence[Placement], 
         with DisableTorchFunctionSubclass():
             local = x.view_as(x)
         if plan.pre is not None:
-            _, steps, _ = compile_plan(get_platform("torch"), src_spec, plan.pre.dst.placements, itemsize)
+            _, steps, _ = compile_plan(PLATFORM, src_spec, plan.pre.dst.placements, itemsize)
             with DisableTorchFunctionSubclass():
                 local = run_redistribute(local, steps)
     else:  # requires grad so that this rank's half of the adjoint (sending its gradient blocks) runs too
@@ -123,5 +122,8 @@ def redistribute_across_meshes(x, device_mesh, placements: Sequence[Placement], 
     back = plan_cross_mesh(_grad_spec(plan.dst), mid.mesh, _grad_spec(mid).placements, itemsize)
     out = _CrossCopy.apply(local, mid, plan.dst, plan.pieces, back, dtype, me)
     if me in mesh_ranks(device_mesh):
-        return _wrap(out, plan.dst)
+        return as_dtensor(out, plan.dst)
     return out
+
+
+set_cross_mesh_mover(redistribute_across_meshes)

@@ -29,7 +29,7 @@ __all__ = ["install_registry", "strict_dispatch", "set_strict", "StrictRedistrib
            "cache_info", "clear_cache"]
 
 DTensor = _dt.DTensor
-_wrap = _dt._wrap  # pylint: disable=protected-access
+as_dtensor = _dt.as_dtensor
 _CACHE: Dict[tuple, DispatchPlan] = {}
 _INSTALLED = False
 _PY_FUNCS = (types.FunctionType, types.MethodType)
@@ -99,7 +99,7 @@ def _run_general(plan: DispatchPlan, func, args, kwargs, tensors, locs):
 
 
 def _wrap_outputs(out, specs):
-    return wrap_outputs(out, specs, torch.Tensor, _wrap)
+    return wrap_outputs(out, specs, torch.Tensor, as_dtensor)
 
 
 _SIMPLE = (int, float, bool, type(None), str)

@@ -28,7 +28,8 @@ from hyper_parallel.core.redistribute import compile_plan, run_redistribute
 from hyper_parallel.core.spec import DTensorSpec, normalize_placements
 from hyper_parallel.platform.torch.collectives import ScaleGrad
 
-__all__ = ["DTensor", "distribute_tensor", "SkipDTensorDispatch", "DISPATCH_TABLE", "register_function"]
+__all__ = ["DTensor", "distribute_tensor", "SkipDTensorDispatch", "DISPATCH_TABLE", "register_function",
+           "as_dtensor", "local_alias", "set_cross_mesh_mover"]
 
 #: func -> handler(func, args, kwargs). Filled below and by the op registry.
 DISPATCH_TABLE: Dict[Callable, Callable] = {}
@@ -56,15 +57,18 @@ def register_function(*funcs: Callable) -> Callable[[Callable], Callable]:
     return deco
 
 
-def _wrap(local: torch.Tensor, spec: DTensorSpec) -> "DTensor":
-    """Turn a fresh local tensor into a DTensor in place (no copy, autograd history kept)."""
+def as_dtensor(local: torch.Tensor, spec: DTensorSpec) -> "DTensor":
+    """Turn ``local`` — a fresh plain tensor holding this rank's shard of ``spec`` — into a DTensor in place
+    (no copy, autograd history kept) and return it. For library code that computes a shard itself (op
+    expands, FSDP, checkpoint loading); ``local`` must not be used as a plain tensor afterwards."""
     local.__class__ = DTensor
     local._spec = spec  # pylint: disable=protected-access
     return local
 
 
-def _alias(t: torch.Tensor) -> torch.Tensor:
-    """A new plain-tensor object aliasing ``t`` (differentiable identity)."""
+def local_alias(t: torch.Tensor) -> torch.Tensor:
+    """A new plain-tensor object aliasing ``t`` — for a DTensor, its local shard (a differentiable
+    identity; unlike ``DTensor.to_local`` it never scales a ``grad_partial`` gradient)."""
     with DisableTorchFunctionSubclass():
         return t.view_as(t)
 
@@ -103,8 +107,8 @@ class DTensor(torch.Tensor):
                              f"{expect} of global shape {tuple(shape)} with placements {placements}")
         # the DTensor's local gradient is by convention the true derivative w.r.t. the local values
         # (for Partial(avg): 1/n of the global gradient), so from_local is an identity alias
-        out = _alias(local_tensor)
-        return _wrap(out, spec)
+        out = local_alias(local_tensor)
+        return as_dtensor(out, spec)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -154,7 +158,7 @@ class DTensor(torch.Tensor):
         return self._spec.shape[0]
 
     def __repr__(self, *, tensor_contents=None) -> str:  # pylint: disable=unused-argument
-        local = repr(_alias(self))
+        local = repr(local_alias(self))
         pl = ", ".join(p.short() for p in self._spec.placements)
         return (f"DTensor(shape={list(self._spec.shape)}, placements=[{pl}], mesh={self._spec.mesh!r}, "
                 f"local={local})")
@@ -163,8 +167,8 @@ class DTensor(torch.Tensor):
     def to_local(self) -> torch.Tensor:
         """This rank's shard as a plain tensor (an alias; gradients flow back unchanged)."""
         if self._spec.grad_partial and self.requires_grad and torch.is_grad_enabled():
-            return ScaleGrad.apply(_alias(self), 1.0 / _flag_size(self._spec))
-        return _alias(self)
+            return ScaleGrad.apply(local_alias(self), 1.0 / _flag_size(self._spec))
+        return local_alias(self)
 
     def redistribute(self, device_mesh=None, placements: Optional[Sequence[Placement]] = None, *,
                      async_op: bool = False, grad_partial: bool = False) -> "DTensor":  # pylint: disable=W0613
@@ -177,8 +181,7 @@ class DTensor(torch.Tensor):
         """
         spec = self._spec
         if device_mesh is not None and device_mesh != spec.mesh:  # another rank set: planned by core.cross_mesh
-            from hyper_parallel.platform.torch.cross_mesh import redistribute_across_meshes  # pylint: disable=C0415,R0401
-            return redistribute_across_meshes(self, device_mesh, placements)
+            return _CROSS_MESH["move"](self, device_mesh, placements)
         if placements is None:
             raise ValueError("redistribute(placements): target placements are required")
         placements = normalize_placements(placements, spec.mesh.ndim, spec.ndim, "redistribute placements")
@@ -196,12 +199,12 @@ class DTensor(torch.Tensor):
             if spec.grad_partial and local.requires_grad and torch.is_grad_enabled():
                 local = ScaleGrad.apply(local, 1.0 / _flag_size(spec))
             out = run_redistribute(local, steps)
-        return _wrap(out, dst)
+        return as_dtensor(out, dst)
 
     def full_tensor(self) -> torch.Tensor:
         """The whole global tensor on every rank, as a plain tensor (differentiable)."""
         full = self.redistribute(placements=(Replicate(),) * self._spec.mesh.ndim)
-        return _alias(full)
+        return local_alias(full)
 
     # ------------------------------------------------------------------ torch DCP (_Checkpointable protocol)
     def __create_write_items__(self, fqn: str, obj) -> list:  # pylint: disable=unused-argument
@@ -228,6 +231,16 @@ class DTensor(torch.Tensor):
         if handler is not None:
             return handler(func, args, kwargs or {})
         return _dispatch_miss(func, types, args, kwargs or {})
+
+
+#: the cross-mesh mover (``cross_mesh.redistribute_across_meshes``), registered by that module when it is
+#: imported (the package ``hyper_parallel.platform.torch`` imports it), so this module never imports it
+_CROSS_MESH: Dict[str, Callable] = {}
+
+
+def set_cross_mesh_mover(mover: Callable) -> None:
+    """Install ``mover(dtensor, device_mesh, placements)`` for redistributions onto another mesh."""
+    _CROSS_MESH["move"] = mover
 
 
 #: what loads the op registry into DISPATCH_TABLE on the first miss; set by ``dispatch.py`` when it is
@@ -285,7 +298,7 @@ def _run_local(func, args, kwargs):
 
 def _unwrap_result(out):
     if isinstance(out, DTensor):
-        return _alias(out)
+        return local_alias(out)
     if isinstance(out, (tuple, list)):
         return type(out)(_unwrap_result(o) for o in out)
     return out
@@ -297,7 +310,7 @@ def _self_spec_result(func, args, kwargs):
     with DisableTorchFunctionSubclass():
         out = func(*args, **kwargs)
     if type(out) is torch.Tensor:  # pylint: disable=unidiomatic-typecheck
-        return _wrap(out, args[0]._spec)
+        return as_dtensor(out, args[0]._spec)
     return out
 
 
@@ -361,4 +374,4 @@ def distribute_tensor(tensor: torch.Tensor, device_mesh, placements: Optional[Se
         elif not local.is_contiguous():
             local = local.contiguous()
     local.requires_grad_(tensor.requires_grad)
-    return _wrap(local, dst)
+    return as_dtensor(local, dst)

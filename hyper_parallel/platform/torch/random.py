@@ -285,7 +285,7 @@ def keep_mask(spec: DTensorSpec, coord: Sequence[int], p: float, dtype: torch.dt
 
 # ---------------------------------------------------------------------- factories
 def _factory(kind: str, shape, device_mesh, placements, dtype, requires_grad: bool, params: tuple):
-    from hyper_parallel.platform.torch.dtensor import _wrap
+    from hyper_parallel.platform.torch.dtensor import as_dtensor
     if isinstance(shape, int):
         shape = (shape,)
     shape = tuple(int(s) for s in shape)
@@ -303,7 +303,7 @@ def _factory(kind: str, shape, device_mesh, placements, dtype, requires_grad: bo
     spec = DTensorSpec(device_mesh, placements, shape)
     local = shard_values(kind, spec, device_mesh.get_coordinate(), dtype, device_mesh.device_type, params)
     local.requires_grad_(requires_grad)
-    return _wrap(local, spec)
+    return as_dtensor(local, spec)
 
 
 def rand(shape, device_mesh=None, placements=None, *, dtype: Optional[torch.dtype] = None,

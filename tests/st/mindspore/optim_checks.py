@@ -39,7 +39,7 @@ def optim_check(mesh):
     from hyper_parallel.optim.api import get_hyper_lr_scheduler, get_hyper_optimizer
     from hyper_parallel.optim._mindspore.optimizers import AdamW, Muon, parameter_specs
     from hyper_parallel.platform.mindspore.dtensor import DTensor
-    from hyper_parallel.platform.mindspore.tp import ColwiseParallel, RowwiseParallel, parallelize_module
+    from hyper_parallel.tp import ColwiseParallel, RowwiseParallel, parallelize_module
     from tests.st.mindspore.checks import _close, _local_of, _mlp
     ref, tp = _mlp(), _mlp()
     start = {p.name: p.value().asnumpy().astype(np.float64) for p in ref.trainable_params()}

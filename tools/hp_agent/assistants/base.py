@@ -28,6 +28,19 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from hp_agent.assets import Assets
     from hp_agent.sync.targets import Output
 
+def hook_command(assets: "Assets", event: str, assistant: str, project_var: str | None = None) -> str:
+    """The command an assistant registers for ``event``: the ``.agent/hooks`` script from the project root."""
+    hook = assets.settings["hooks"][event]["hook"]
+    if project_var:
+        return f'"${project_var}"/{hook} --assistant {assistant}'
+    return f'sh -c \'cd "$(git rev-parse --show-toplevel)" && exec {hook} --assistant {assistant}\''
+
+
+def hook_events(assets: "Assets") -> dict[str, dict]:
+    """The hook events declared in ``.agent/settings.json`` (event -> spec)."""
+    return dict(assets.settings.get("hooks") or {})
+
+
 ASK_FALLBACK = ("{reason}\n(this needs the user's approval and {title} hooks cannot ask for it: tell the user what "
                 "you want to run and why, and let them run it themselves)")
 
@@ -102,12 +115,10 @@ class Assistant:
 
     def hook_groups(self, assets: "Assets", make_entry) -> dict[str, list]:
         """Native event -> ``[{"matcher", "hooks": [make_entry(event, spec, command)]}]`` for the hooks it takes."""
-        from hp_agent.sync import targets as T  # pylint: disable=import-outside-toplevel
-
         groups: dict[str, list] = {}
-        for event, spec in T.hook_events(assets).items():
+        for event, spec in hook_events(assets).items():
             if event in self.registered:
-                command = T.hook_command(assets, event, self.name, self.command_var)
+                command = hook_command(assets, event, self.name, self.command_var)
                 groups.setdefault(self.registered[event], []).append(
                     {"matcher": self.matchers[event], "hooks": [make_entry(event, spec, command)]})
         return groups

@@ -174,8 +174,8 @@ def _input_placements(call: OpCall, slot: int = 0) -> Placements:
 def wrap_local(local, mesh, placements: Placements, shape: Sequence[int]):
     """Turn a local result into a DTensor with a spec computed at run time (data-dependent shapes)."""
     from hyper_parallel.core.spec import DTensorSpec
-    from hyper_parallel.platform.torch.dtensor import _wrap  # pylint: disable=import-outside-toplevel
-    return _wrap(local, DTensorSpec(mesh, tuple(placements), tuple(shape)))
+    from hyper_parallel.platform.torch.dtensor import as_dtensor  # pylint: disable=import-outside-toplevel
+    return as_dtensor(local, DTensorSpec(mesh, tuple(placements), tuple(shape)))
 
 
 def _local_out_shape(plan) -> Tuple[int, ...]:
