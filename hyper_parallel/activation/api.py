@@ -10,8 +10,9 @@ imports a framework.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Optional
+
+from hyper_parallel.activation.plan import ActivationPlan
 
 __all__ = ["checkpoint", "checkpoint_wrapper", "swap", "swap_wrapper", "swap_tensor_wrapper",
            "apply_activation_policy", "ActivationPlan", "backend_of"]
@@ -78,27 +79,6 @@ def swap_wrapper(module: Any, manager: Any = None, group: Optional[str] = None) 
 def swap_tensor_wrapper(tensor: Any, manager: Any = None, group: Optional[str] = None) -> Any:
     """A handle that swaps ``tensor``'s storage out and back in place (``swap_out``/``swap_in``/``wait``)."""
     return _impl(tensor).swap_tensor_wrapper(tensor, manager, group)
-
-
-@dataclass
-class ActivationPlan:
-    """What :func:`apply_activation_policy` did: the mode of each layer, the shared modules left out,
-    the swap manager (when some layer swaps) and, for ``mode="auto"``, the solver's plan."""
-
-    layers: Dict[str, str] = field(default_factory=dict)
-    excluded: Tuple[str, ...] = ()
-    manager: Any = None
-    auto: Any = None
-
-    def report(self) -> str:
-        """Human-readable summary."""
-        lines = ["activation plan:"]
-        lines += [f"  {name}: {mode}" for name, mode in self.layers.items()]
-        if self.excluded:
-            lines.append(f"  shared modules left alone: {', '.join(self.excluded)}")
-        if self.auto is not None:
-            lines.append(self.auto.report())
-        return "\n".join(lines)
 
 
 def apply_activation_policy(model: Any, config: Any, *, example_inputs: Any = None, loss_fn: Any = None,

@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from hyper_parallel.activation.api import ActivationPlan
+from hyper_parallel.activation.plan import ActivationPlan
 from hyper_parallel.activation.auto import LayerOption, LayerProfile, plan_auto
 from hyper_parallel.activation.config import ActivationConfig, ActivationConfigError, resolve_layer_modes
 from hyper_parallel.activation.manager import SwapManager

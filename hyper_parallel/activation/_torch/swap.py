@@ -34,7 +34,7 @@ from torch._C import DisableTorchFunctionSubclass
 
 from hyper_parallel.activation.manager import SwapError, SwapManager, default_manager
 from hyper_parallel.activation.swap_plan import is_swappable_size
-from hyper_parallel.platform.torch.dtensor import DTensor, _wrap
+from hyper_parallel.platform.torch.dtensor import DTensor, as_dtensor
 
 __all__ = ["TorchSwapEngine", "swap", "swap_wrapper", "swap_tensor_wrapper", "SwapTensor", "default_manager",
            "module_storages", "swap_region"]
@@ -369,7 +369,7 @@ class TorchSwapEngine:
                 buf.untyped_storage(), (buf.storage_offset() + block.start) // itemsize + handle.offset, handle.size,
                 handle.stride)
         if handle.spec is not None:
-            out = _wrap(out, handle.spec)
+            out = as_dtensor(out, handle.spec)
         block.unpacked += 1
         if not block.done and block.unpacked >= block.handles:
             block.done = True

@@ -42,7 +42,7 @@ def _convert(value: Any, dtype: Optional[torch.dtype]) -> Any:
     if dtype is None or not isinstance(value, torch.Tensor) or not value.is_floating_point():
         return value
     if type(value) is DTensor:  # pylint: disable=unidiomatic-typecheck
-        return as_dtensor(local_alias(value).detach().to(dtype), value._spec)
+        return as_dtensor(local_alias(value).detach().to(dtype), value._spec)  # pylint: disable=protected-access
     return value.detach().to(dtype)
 
 

@@ -71,7 +71,7 @@ class CPUStager:
 
     def _stage_value(self, value: Any, path: Tuple) -> Any:
         if type(value) is DTensor:  # pylint: disable=unidiomatic-typecheck
-            return as_dtensor(self._copy(path, local_alias(value)), value._spec)
+            return as_dtensor(self._copy(path, local_alias(value)), value._spec)  # pylint: disable=protected-access
         from torch.distributed.tensor import DTensor as TorchDTensor
         if isinstance(value, TorchDTensor):
             local = self._copy(path, value.to_local())

@@ -101,7 +101,7 @@ class FSDPState:  # pylint: disable=too-many-instance-attributes
         self.in_backward = True
         for unit in self.units:
             unit.in_backward = True
-        engine = torch.autograd.Variable._execution_engine
+        engine = torch.autograd.Variable._execution_engine  # pylint: disable=protected-access
         engine.queue_callback(self.final_callback)
 
     def run_post_backward(self, unit: FSDPUnit) -> None:
@@ -131,7 +131,7 @@ class FSDPState:  # pylint: disable=too-many-instance-attributes
         for unit in self.units:
             unit.in_backward = False
             unit.needs_post_backward = False
-            unit._grad_count = 0
+            unit._grad_count = 0  # pylint: disable=protected-access
             if not unit.is_last_backward:
                 continue
             if unit.swapped_in:  # e.g. a checkpointed recomputation that stopped before post-forward
@@ -180,7 +180,7 @@ def _pre_forward(module: nn.Module, args, kwargs):
                 target.unshard(async_op=True)
             unit.wait_unshard()
         unit.swap_in()
-        if torch.is_grad_enabled() and unit._expected:
+        if torch.is_grad_enabled() and unit._expected:  # pylint: disable=protected-access
             unit.needs_post_backward = True
         if unit not in root.order:
             root.order.append(unit)
@@ -383,7 +383,7 @@ def _units_of(modules, what: str) -> List[FSDPUnit]:
 def _default_mesh(device_type: str):
     from hyper_parallel.core import device_mesh as dm
     mesh = _DEFAULT_MESH.get(device_type)
-    if mesh is None or not any(m is mesh for m in dm._MESHES):
+    if mesh is None or not any(m is mesh for m in dm._MESHES):  # pylint: disable=protected-access
         # none yet, or its groups died with destroy_process_group()
         from hyper_parallel.core.device_mesh import init_device_mesh
         mesh = init_device_mesh(device_type, (dist.get_world_size(),))
@@ -397,11 +397,11 @@ def _collect_params(module: nn.Module, ignored: set):
     def walk(mod: nn.Module, prefix: str, top: bool) -> None:
         if not top and _STATE_ATTR in mod.__dict__:
             return
-        for name, p in mod._parameters.items():
+        for name, p in mod._parameters.items():  # pylint: disable=protected-access
             if p is None or id(p) in ignored or "_hp_fsdp_info" in p.__dict__:
                 continue
             entries.setdefault(id(p), [p, [], prefix + name])[1].append((mod, name))
-        for cname, child in mod._modules.items():
+        for cname, child in mod._modules.items():  # pylint: disable=protected-access
             if child is not None:
                 walk(child, f"{prefix}{cname}.", False)
 
@@ -421,7 +421,7 @@ def _find_parent(dp_mesh, tp_mesh):
     def same(sub, mesh):
         return sub.shape == mesh.topology.shape and sub.ranks == mesh.topology.ranks
 
-    for parent in reversed(dm._MESHES):  # newest first
+    for parent in reversed(dm._MESHES):  # newest first  # pylint: disable=protected-access
         topo = parent.topology
         if topo.ndim != 2 or not topo.dim_names or parent.get_coordinate() is None:
             continue
@@ -467,7 +467,7 @@ def _build_params(unit: FSDPUnit, originals: Dict[str, torch.Tensor]) -> None:
                 local = info.local.view_as(info.local)
                 full = info.full_view.view_as(info.full_view)
             info.sharded = nn.Parameter(as_dtensor(local, info.spec), requires_grad=info.requires_grad)
-            info.sharded._hp_fsdp_info = info
+            info.sharded._hp_fsdp_info = info  # pylint: disable=protected-access
             if info.tp_spec is not None:
                 full = as_dtensor(full, info.tp_spec)
             info.unsharded = nn.Parameter(full, requires_grad=info.requires_grad)

@@ -71,7 +71,7 @@ class ParamInfo:
     def __init__(self, locations: List[Tuple[torch.nn.Module, str]], fqn: str, param: torch.Tensor) -> None:
         self.locations = locations
         self.fqn = fqn
-        spec = param._spec if isinstance(param, DTensor) else None
+        spec = param._spec if isinstance(param, DTensor) else None  # pylint: disable=protected-access
         self.tp_spec: Optional[DTensorSpec] = spec
         with DisableTorchFunctionSubclass():
             self.shape = tuple(param.view_as(param).shape)  # the shape FSDP shards (TP-local for TP params)
@@ -282,7 +282,7 @@ class Bucket:  # pylint: disable=too-many-instance-attributes
             parts.append(g)
         packed = torch.empty((mi.shard_size, self.layout.total), dtype=rd, device=self.device)
         if self.layout.total:
-            torch._chunk_cat(parts, 0, mi.shard_size, out=packed)
+            torch._chunk_cat(parts, 0, mi.shard_size, out=packed)  # pylint: disable=protected-access
         return packed
 
     def start_reduce_scatter(self, grads: List[Optional[torch.Tensor]]):
@@ -455,14 +455,14 @@ class FSDPUnit:  # pylint: disable=too-many-instance-attributes
         """Register the unsharded parameters on the modules (forward runs on plain tensors)."""
         for info in self.infos:
             for mod, name in info.locations:
-                mod._parameters[name] = info.unsharded
+                mod._parameters[name] = info.unsharded  # pylint: disable=protected-access
         self.swapped_in = True
 
     def swap_out(self) -> None:
         """Register the sharded DTensor parameters again."""
         for info in self.infos:
             for mod, name in info.locations:
-                mod._parameters[name] = info.sharded
+                mod._parameters[name] = info.sharded  # pylint: disable=protected-access
         self.swapped_in = False
 
     # ------------------------------------------------------------------ gradients

@@ -24,7 +24,7 @@ import numpy as np
 import mindspore as ms
 from mindspore import mint, nn, ops
 
-from hyper_parallel.pipeline import api
+from hyper_parallel.pipeline import stage_base
 from hyper_parallel.pipeline.microbatch import microbatch_sizes
 from hyper_parallel.pipeline.schedules import SCHEDULES
 from hyper_parallel.pipeline.steps import MetaStepType
@@ -52,7 +52,7 @@ def _zeros(meta):
     return ops.zeros(shape, getattr(ms, dtype.lower()) if hasattr(ms, dtype.lower()) else ms.float32)
 
 
-class PipelineStage(api.PipelineStage):  # pylint: disable=too-many-instance-attributes
+class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-instance-attributes
     """A MindSpore pipeline stage (see the module docstring); arguments as the torch stage."""
 
     def __init__(self, submodule: nn.Cell, stage_index: int, num_stages: int, device=None, input_args=None,

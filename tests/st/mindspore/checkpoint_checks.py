@@ -35,7 +35,7 @@ def _mlp():
 
 
 def _full(cell, name):
-    from hyper_parallel.platform.mindspore.tp import param_dtensor
+    from hyper_parallel.tp import param_dtensor
     owner, leaf = name.split(".")
     sub = getattr(cell, owner)
     if leaf in sub.__dict__.get("_hp_param_specs", {}):
@@ -44,7 +44,7 @@ def _full(cell, name):
 
 
 def _tp(mesh):
-    from hyper_parallel.platform.mindspore.tp import ColwiseParallel, RowwiseParallel, parallelize_module
+    from hyper_parallel.tp import ColwiseParallel, RowwiseParallel, parallelize_module
     cell = _mlp()
     parallelize_module(cell, mesh, {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
     return cell
