@@ -3,8 +3,10 @@
 """UT: the import graph of ``hyper_parallel`` and ``hp_agent`` has no cycle, and rule modules import no framework.
 
 Edges are read from the source (nothing is imported): ``import``/``from ... import`` at module level and
-inside functions (not those under ``if TYPE_CHECKING:``, which never run), and every dotted string constant that names one of the packages' modules exactly (what
-``importlib.import_module`` and the lazy ``_LAZY`` maps load). A cycle fails the test naming its modules
+inside functions (not those under ``if TYPE_CHECKING:``, which never run), and every dotted string constant
+that names one of the packages' modules exactly (what ``importlib.import_module`` loads). A package's
+``_LAZY`` export map is followed per name: ``from pkg import name`` reaches the module defining ``name``.
+A cycle fails the test naming its modules
 in order. Rule modules are then imported for real in a fresh interpreter where ``torch`` and
 ``mindspore`` cannot be imported.
 """
@@ -53,10 +55,23 @@ def _walk_runtime(tree):
         todo.extend(ast.iter_child_nodes(node))
 
 
-def _edges(module, path, is_pkg, known):
-    """Modules of the packages that ``module`` imports (any level) or names in a string constant."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+def _lazy_nodes(tree):
+    """A package's ``_LAZY = {name: "module"}`` literal as {name: the module string's AST node}, else {}."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "_LAZY" for t in node.targets) \
+                and isinstance(node.value, ast.Dict):
+            return {k.value: v for k, v in zip(node.value.keys, node.value.values)
+                    if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)}
+    return {}
+
+
+def _edges(module, tree, is_pkg, known, lazy):
+    """Modules of the packages that ``module`` imports (any level) or names in a string constant.
+
+    ``from pkg import name`` of a lazily exported name also reaches the module that defines it; the
+    ``_LAZY`` map of a package is not itself a dependency of the package (it loads on attribute access)."""
     found = set()
+    skip = {id(v) for v in lazy.get(module, {}).values()}  # this package's own _LAZY strings
     for node in _walk_runtime(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
@@ -65,8 +80,11 @@ def _edges(module, path, is_pkg, known):
             for alias in node.names:
                 sub = f"{pkg}.{alias.name}"
                 found.add(sub if sub in known else pkg)
+                target = lazy.get(pkg, {}).get(alias.name)
+                if target is not None:
+                    found.add(target.value)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value \
-                and node.value in known:
+                and node.value in known and id(node) not in skip:
             found.add(node.value)
     return {m for m in found if m in known and m != module}
 
@@ -74,7 +92,9 @@ def _edges(module, path, is_pkg, known):
 def import_graph():
     """module -> set of imported modules, over both packages."""
     known = _modules()
-    return {m: _edges(m, path, is_pkg, known) for m, (path, is_pkg) in known.items()}
+    trees = {m: ast.parse(path.read_text(encoding="utf-8"), str(path)) for m, (path, _) in known.items()}
+    lazy = {m: _lazy_nodes(trees[m]) for m, (_, is_pkg) in known.items() if is_pkg}
+    return {m: _edges(m, trees[m], is_pkg, known, lazy) for m, (_, is_pkg) in known.items()}
 
 
 def find_cycles(graph):
