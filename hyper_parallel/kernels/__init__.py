@@ -7,7 +7,12 @@
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hyper_parallel._lazy import lazy_exports
+
+if TYPE_CHECKING:  # static analysers see the lazy names; nothing is imported at run time
+    from hyper_parallel.kernels._torch.rotary import apply_rotary_emb, rotate_half
 
 _LAZY = {
     "apply_rotary_emb": "hyper_parallel.kernels._torch.rotary",

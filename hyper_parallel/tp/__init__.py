@@ -4,10 +4,16 @@
 (torch). ``import hyper_parallel.tp`` imports no framework; loss parallel loads torch on first use."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hyper_parallel._lazy import lazy_exports
 from hyper_parallel.tp.api import parallelize_module
 from hyper_parallel.tp.style import (ColwiseParallel, ParallelStyle, PrepareModuleInput, PrepareModuleInputOutput,
                                      PrepareModuleOutput, RowwiseParallel, SequenceParallel)
+
+if TYPE_CHECKING:  # static analysers see the lazy names; nothing is imported at run time
+    from hyper_parallel.tp._mindspore.styles import param_dtensor
+    from hyper_parallel.tp._torch.loss import loss_parallel, vocab_parallel_cross_entropy
 
 _LAZY = {
     "loss_parallel": "hyper_parallel.tp._torch.loss",
