@@ -11,7 +11,7 @@ from typing import Any, List, Optional, Tuple
 import mindspore as ms
 import numpy as np
 
-from hyper_parallel.activation.api import ActivationPlan
+from hyper_parallel.activation.plan import ActivationPlan
 from hyper_parallel.activation.config import ActivationConfig, ActivationConfigError, resolve_layer_modes
 from hyper_parallel.activation.manager import SwapError, SwapManager
 from hyper_parallel.activation.policy import OpPolicy, resolve_policy
