@@ -358,8 +358,8 @@ def test_swap_tensor_wrapper_keeps_identity(tmp_path):
 def test_auto_policy_stays_within_budget(tmp_path):
     import hyper_parallel.activation as act
     from hyper_parallel.testing.memory import AllocationTracker
-    ref = llama("small", layers=3)
-    ids, labels = tokens(ref.config.vocab_size, 0, b=2, s=64)
+    ref = llama("debug", layers=3)
+    ids, labels = tokens(ref.config.vocab_size, 0, b=4, s=64)
 
     def held(model, manager=None):
         with AllocationTracker() as tracker:
