@@ -74,13 +74,7 @@ def manual_seed(seed: int, device_mesh=None, platform: Optional[str] = None) -> 
     """
     stream_seed = _check_seed(seed, "manual_seed(seed)")
     from hyper_parallel.platform import get_platform
-    plat = get_platform(platform)
-    if plat.name == "torch":
-        import torch
-        torch.manual_seed(seed)
-    else:
-        import mindspore  # pylint: disable=import-error
-        mindspore.set_seed(seed)
+    get_platform(platform).manual_seed(seed)
     with _STATE.lock:
         _STATE.seed = stream_seed
         _STATE.offset = 0

@@ -69,7 +69,7 @@ def platform_of(obj: Any) -> Optional[Platform]:
 def platform_for_module(module: Any) -> Platform:
     """The backend whose module class ``module`` is (``torch.nn.Module`` or ``mindspore.nn.Cell``)."""
     plat = platform_of(module)
-    if plat is None or not plat.is_module(module):
+    if plat is None or not isinstance(module, plat.module_type):
         raise TypeError(f"expected a torch.nn.Module or a mindspore.nn.Cell, got {type(module).__module__}."
                         f"{type(module).__name__}")
     return plat

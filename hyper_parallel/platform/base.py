@@ -18,10 +18,10 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from datetime import timedelta
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 __all__ = ["Platform", "CollectiveError", "P2POp", "CollectiveHandle", "CompletedHandle", "collective_timeout_seconds",
-           "record_collective_timeout", "TIMEOUT_ENV_VAR"]
+           "record_collective_timeout", "TIMEOUT_ENV_VAR", "check_all_to_all_splits"]
 
 
 class P2POp(NamedTuple):
@@ -137,14 +137,23 @@ class Platform(ABC):
     def zeros_like(self, x: Any) -> Any:
         """A zero tensor like ``x``."""
 
-    # ------------------------------------------------------------------ modules
-    @abstractmethod
-    def is_module(self, obj: Any) -> bool:
-        """True for this framework's modules (``torch.nn.Module``, ``mindspore.nn.Cell``)."""
+    # ------------------------------------------------------------------ DTensor and random state
+    #: this backend's DTensor class and its ``distribute_tensor(tensor, device_mesh, placements, **kwargs)``;
+    #: the backend's ``dtensor.py`` sets both on its platform object when it is imported
+    dtensor_type: Optional[type] = None
+    distribute_tensor: Optional[Callable[..., Any]] = None
 
     @abstractmethod
-    def named_modules(self, module: Any) -> Sequence[Tuple[str, Any]]:
-        """``(dotted name, sub-module)`` for ``module`` and every sub-module (the root's name is ``""``)."""
+    def manual_seed(self, seed: int) -> None:
+        """Seed the framework's default random generator (``hyper_parallel.manual_seed`` calls it)."""
+
+    # ------------------------------------------------------------------ modules (data, read by the features)
+    #: the framework's module class (``torch.nn.Module``, ``mindspore.nn.Cell``)
+    module_type: type = type(None)
+    #: the method of a module listing ``(dotted name, sub-module)`` for itself (name ``""``) and every descendant
+    submodules_method: str = ""
+    #: what a sub-module is called in messages (``submodule``, ``sub-cell``)
+    submodule_word: str = "submodule"
 
     # ------------------------------------------------------------------ differentiable collectives
     @abstractmethod
@@ -216,3 +225,15 @@ class Platform(ABC):
         handle's result. This default runs the exchange synchronously (backends without
         asynchronous collectives); backends that have them override it."""
         return CompletedHandle(self.all_to_all_single(x, group, output_split_sizes, input_split_sizes))
+
+
+def check_all_to_all_splits(n: int, rows: int, output_split_sizes: Sequence[int],
+                            input_split_sizes: Sequence[int]) -> None:
+    """Clear errors for ``all_to_all_single`` split sizes that do not fit a group of ``n`` ranks and an input
+    of ``rows`` rows (every backend checks the same way)."""
+    if len(input_split_sizes) != n or len(output_split_sizes) != n:
+        raise ValueError(f"all_to_all_single: expected {n} input and output split sizes (one per rank of the group), "
+                         f"got {list(input_split_sizes)} and {list(output_split_sizes)}")
+    if sum(input_split_sizes) != rows:
+        raise ValueError(f"all_to_all_single: input_split_sizes {list(input_split_sizes)} sum to "
+                         f"{sum(input_split_sizes)} but the input has {rows} rows")

@@ -12,10 +12,6 @@ from hyper_parallel.tp.style import ParallelStyle
 
 __all__ = ["parallelize_module"]
 
-#: what a sub-module is called on each backend (error messages)
-_SUB = {"torch": "submodule", "mindspore": "sub-cell"}
-
-
 def parallelize_module(module, device_mesh, parallelize_plan: Union[ParallelStyle, Dict[str, ParallelStyle]]):
     """Apply ``parallelize_plan`` to ``module`` (a ``torch.nn.Module`` or a ``mindspore.nn.Cell``) in place
     and return it.
@@ -30,13 +26,13 @@ def parallelize_module(module, device_mesh, parallelize_plan: Union[ParallelStyl
         raise TypeError(f"parallelize_module(parallelize_plan): expected a ParallelStyle or a dict of "
                         f"glob -> ParallelStyle, got {type(parallelize_plan).__name__}")
     plat = platform_for_module(module)
-    subs = {name: sub for name, sub in plat.named_modules(module) if name}
+    subs = {name: sub for name, sub in getattr(module, plat.submodules_method)() if name}
     names = list(subs)
     for pattern, style in parallelize_plan.items():
         if not isinstance(style, ParallelStyle):
             raise TypeError(f"parallelize_module: plan[{pattern!r}] must be a ParallelStyle, got "
                             f"{type(style).__name__}")
-        hits = select(names, pattern, f"parallelize_module: plan key {pattern!r} matches no {_SUB[plat.name]} of "
+        hits = select(names, pattern, f"parallelize_module: plan key {pattern!r} matches no {plat.submodule_word} of "
                                       f"{type(module).__name__} (first names: {names[:8]})")
         for name in hits:
             style.apply(subs[name], device_mesh)

@@ -35,7 +35,7 @@ from hyper_parallel.core.spec import DTensorSpec
 
 __all__ = ["DispatchPlan", "freeze", "collect", "placeholders", "rebuild", "one_mesh", "make_call", "build_plan",
            "output_placements", "output_specs", "prepare_inputs", "run_plan", "wrap_outputs",
-           "dispatch_unregistered", "op_display_name"]
+           "dispatch_unregistered", "op_display_name", "make_handler"]
 
 
 class DispatchPlan:
@@ -294,6 +294,19 @@ def wrap_outputs(out, specs, tensor_type, wrap: Callable[[Any, DTensorSpec], Any
             return wrapped
         return type(out)(wrapped) if type(out) is not tuple else tuple(wrapped)  # pylint: disable=unidiomatic-typecheck
     raise RuleError(f"rule declared {len(specs)} outputs but the op returned {type(out).__name__}")
+
+
+def make_handler(entry, dispatch: Callable) -> Callable:
+    """``handler(func, args, kwargs)`` running ``dispatch(func, entry.name, rule, args, kwargs)`` with the
+    entry's rule (built now, so a broken entry fails at install time); ``handler.entry`` is the entry."""
+    rule = entry.rule_instance()
+    name = entry.name
+
+    def handler(func, args, kwargs):
+        return dispatch(func, name, rule, args, kwargs)
+
+    handler.entry = entry
+    return handler
 
 
 # ---------------------------------------------------------------------- unregistered ops

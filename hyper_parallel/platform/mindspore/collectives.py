@@ -32,6 +32,7 @@ MindSpore's all-gather has no CPU backward, so every adjoint here is written out
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
@@ -41,7 +42,8 @@ import mindspore.mint.distributed as msdist
 # MindSpore's PyNative custom-autograd base (used by its own recompute); pinned mindspore==2.10.0
 from mindspore.common._grad_function import _Function  # pylint: disable=import-error,no-name-in-module
 
-from hyper_parallel.platform.base import CollectiveError, collective_timeout_seconds
+from hyper_parallel.platform.adjoints import build_autograd_functions
+from hyper_parallel.platform.base import CollectiveError, check_all_to_all_splits, collective_timeout_seconds
 
 __all__ = ["MsGroup", "raw_all_gather", "raw_all_reduce", "raw_reduce_scatter", "raw_all_to_all", "raw_broadcast",
            "point_to_point", "pair_transfer", "pair_group", "P2PDone", "raw_all_to_all_single", "AllToAllSingle",
@@ -272,12 +274,7 @@ def pair_transfer(x, op: str, peer: int, new_group):
 def raw_all_to_all_single(x, group: MsGroup, output_split_sizes: Sequence[int], input_split_sizes: Sequence[int]):
     """Uneven all-to-all along dim 0 (see ``Platform.all_to_all_single``), emulated by all-gathers."""
     n = group.size
-    if len(input_split_sizes) != n or len(output_split_sizes) != n:
-        raise ValueError(f"all_to_all_single: expected {n} input and output split sizes (one per rank of the group), "
-                         f"got {list(input_split_sizes)} and {list(output_split_sizes)}")
-    if sum(input_split_sizes) != x.shape[0]:
-        raise ValueError(f"all_to_all_single: input_split_sizes {list(input_split_sizes)} sum to "
-                         f"{sum(input_split_sizes)} but the input has {x.shape[0]} rows")
+    check_all_to_all_splits(n, x.shape[0], output_split_sizes, input_split_sizes)
     if n == 1:
         return x
     me = group.ranks.index(_my_rank())
@@ -298,148 +295,22 @@ def raw_all_to_all_single(x, group: MsGroup, output_split_sizes: Sequence[int], 
     return pieces[0] if len(pieces) == 1 else mint.cat(pieces, 0)
 
 
-# ---------------------------------------------------------------------- autograd functions
-class AllGather(_Function):  # pylint: disable=abstract-method  # setup_context stays unset on purpose
-    """S -> R. Adjoint: own chunk of the gradient (or reduce-scatter when the gradient is partial)."""
-
-    @staticmethod
-    def forward(ctx, x, group, dim, sizes, index, grad_partial):  # pylint: disable=arguments-differ
-        ctx.args = (group, dim, sizes, index, grad_partial)
-        return raw_all_gather(x, group, dim, sizes)
-
-    @staticmethod
-    def backward(ctx, grad):  # pylint: disable=arguments-differ
-        group, dim, sizes, index, grad_partial = ctx.args
-        if grad_partial:
-            return raw_reduce_scatter(grad, "sum", group, dim, sizes, index), None, None, None, None, None
-        return chunk_of(grad, dim, sizes, index).copy(), None, None, None, None, None
+# ---------------------------------------------------------------------- autograd functions (platform/adjoints.py)
+def _keep(ctx, mask) -> None:
+    ctx.mask = mask
 
 
-class Chunk(_Function):  # pylint: disable=abstract-method  # setup_context stays unset on purpose
-    """R -> S (local). Adjoint: all-gather of the shard gradients (a replicated gradient)."""
-
-    @staticmethod
-    def forward(ctx, x, dim, sizes, index, group):  # pylint: disable=arguments-differ
-        ctx.args = (dim, sizes, group)
-        return chunk_of(x, dim, sizes, index).copy()
-
-    @staticmethod
-    def backward(ctx, grad):  # pylint: disable=arguments-differ
-        dim, sizes, group = ctx.args
-        return raw_all_gather(grad, group, dim, sizes), None, None, None, None
-
-
-class AllReduce(_Function):  # pylint: disable=abstract-method  # setup_context stays unset on purpose
-    """P -> R. Adjoint: identity (sum), 1/n (avg), mask of the winning ranks (max/min)."""
-
-    @staticmethod
-    def forward(ctx, x, op, group):  # pylint: disable=arguments-differ
-        out = raw_all_reduce(x, op, group)
-        ctx.op = op
-        ctx.n = group.size
-        ctx.mask = (x == out).astype(x.dtype) if op in ("max", "min") else None
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):  # pylint: disable=arguments-differ
-        if ctx.op == "sum":
-            return grad, None, None
-        if ctx.op == "avg":
-            return grad / ctx.n, None, None
-        return grad * ctx.mask, None, None
-
-
-class ReduceScatter(_Function):  # pylint: disable=abstract-method  # setup_context stays unset on purpose
-    """P -> S. Adjoint: all-gather (divided by n for avg)."""
-
-    @staticmethod
-    def forward(ctx, x, op, group, dim, sizes, index):  # pylint: disable=arguments-differ
-        if op in ("max", "min"):
-            ctx.mask = (x == raw_all_reduce(x, op, group)).astype(x.dtype)
-        ctx.args = (op, group, dim, sizes)
-        return raw_reduce_scatter(x, op, group, dim, sizes, index).copy()
-
-    @staticmethod
-    def backward(ctx, grad):  # pylint: disable=arguments-differ
-        op, group, dim, sizes = ctx.args
-        full = raw_all_gather(grad, group, dim, sizes)
-        if op == "avg":
-            full = full / len(sizes)
-        elif op in ("max", "min"):
-            full = full * ctx.mask
-        return full, None, None, None, None, None
-
-
-class AllToAll(_Function):  # pylint: disable=abstract-method  # setup_context stays unset on purpose
-    """S(c) -> S(s). Adjoint: the inverse all-to-all S(s) -> S(c)."""
-
-    @staticmethod
-    def forward(ctx, x, group, split_dim, concat_dim, split_sizes, concat_sizes, index):  # pylint: disable=arguments-differ
-        ctx.args = (group, split_dim, concat_dim, split_sizes, concat_sizes, index)
-        return raw_all_to_all(x, group, split_dim, concat_dim, split_sizes, concat_sizes, index).copy()
-
-    @staticmethod
-    def backward(ctx, grad):  # pylint: disable=arguments-differ
-        group, split_dim, concat_dim, split_sizes, concat_sizes, index = ctx.args
-        back = raw_all_to_all(grad, group, concat_dim, split_dim, concat_sizes, split_sizes, index)
-        return back, None, None, None, None, None, None
-
-
-class AllToAllSingle(_Function):  # pylint: disable=abstract-method  # setup_context stays unset on purpose
-    """Uneven all-to-all along dim 0. Adjoint: the same exchange with the split sizes swapped."""
-
-    @staticmethod
-    def forward(ctx, x, group, output_split_sizes, input_split_sizes):  # pylint: disable=arguments-differ
-        ctx.args = (group, output_split_sizes, input_split_sizes)
-        return raw_all_to_all_single(x, group, output_split_sizes, input_split_sizes).copy()
-
-    @staticmethod
-    def backward(ctx, grad):  # pylint: disable=arguments-differ
-        group, out_splits, in_splits = ctx.args
-        return raw_all_to_all_single(grad, group, in_splits, out_splits), None, None, None
-
-
-class MakePartial(_Function):  # pylint: disable=abstract-method  # setup_context stays unset on purpose
-    """R -> P (local). Adjoint: identity (x n for avg, whose local gradient is 1/n of the global)."""
-
-    @staticmethod
-    def forward(ctx, x, op, index, n):  # pylint: disable=arguments-differ
-        ctx.scale = n if op == "avg" else 1
-        if op == "sum" and index != 0:
-            return ops.zeros_like(x)
-        return x.copy()
-
-    @staticmethod
-    def backward(ctx, grad):  # pylint: disable=arguments-differ
-        return (grad * ctx.scale if ctx.scale != 1 else grad), None, None, None
-
-
-class GradAllReduce(_Function):  # pylint: disable=abstract-method  # setup_context stays unset on purpose
-    """Identity forward; all-reduce(sum) of the gradient (Megatron's ``f``)."""
-
-    @staticmethod
-    def forward(ctx, x, group):  # pylint: disable=arguments-differ
-        ctx.group = group
-        return x
-
-    @staticmethod
-    def backward(ctx, grad):  # pylint: disable=arguments-differ
-        return raw_all_reduce(grad, "sum", ctx.group), None
-
-
-class ScaleGrad(_Function):  # pylint: disable=abstract-method  # setup_context stays unset on purpose
-    """Identity forward; gradient multiplied by ``scale`` (keeps the partial-gradient promise)."""
-
-    @staticmethod
-    def forward(ctx, x, scale):  # pylint: disable=arguments-differ
-        ctx.scale = scale
-        return x
-
-    @staticmethod
-    def backward(ctx, grad):  # pylint: disable=arguments-differ
-        return grad * ctx.scale, None
+_RAW = SimpleNamespace(
+    all_gather=raw_all_gather, all_reduce=raw_all_reduce, reduce_scatter=raw_reduce_scatter, all_to_all=raw_all_to_all,
+    all_to_all_single=raw_all_to_all_single, chunk=chunk_of, own=ms.Tensor.copy, copy=ms.Tensor.copy,
+    alias=lambda x: x, zeros_like=ops.zeros_like, group_size=lambda g: g.size, save=_keep, saved=lambda ctx: ctx.mask,
+    winners=lambda x, reduced: (x == reduced).astype(x.dtype))
+# pylint: disable=invalid-name,unbalanced-tuple-unpacking
+(AllGather, Chunk, AllReduce, ReduceScatter, AllToAll, AllToAllSingle, MakePartial, GradAllReduce,
+ ScaleGrad) = build_autograd_functions(_Function, _RAW, __name__)
 
 
 def sizes_tuple(sizes: Sequence[int]) -> Tuple[int, ...]:
     """``sizes`` as a tuple of ints (what the autograd functions keep)."""
     return tuple(int(s) for s in sizes)
+# pylint: enable=invalid-name,unbalanced-tuple-unpacking

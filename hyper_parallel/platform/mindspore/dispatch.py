@@ -19,11 +19,11 @@ and wrapping.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import mindspore as ms
 
-from hyper_parallel.core.ops.dispatch import DispatchPlan, build_plan, collect, run_plan, wrap_outputs
+from hyper_parallel.core.ops.dispatch import DispatchPlan, build_plan, collect, make_handler, run_plan, wrap_outputs
 from hyper_parallel.core.ops.registry import OpEntry, get_registry, on_register
 from hyper_parallel.core.ops.strict import (StrictRedistributionError, set_strict,  # noqa: F401  pylint: disable=unused-import
                                             strict_dispatch)
@@ -35,7 +35,7 @@ __all__ = ["call", "call_name", "resolve_mindspore_name", "install_registry", "r
            "strict_dispatch", "StrictRedistributionError", "cache_info", "clear_cache"]
 
 _TABLE: Dict[Any, Callable] = {}
-_BY_NAME: Dict[str, Callable] = {}
+_BY_NAME: Dict[str, Tuple[Callable, Callable]] = {}
 _CACHE: Dict[tuple, DispatchPlan] = {}
 _TENSORS = (DTensor, ms.Tensor)
 _INSTALLED = [False]
@@ -97,23 +97,12 @@ def _dispatch(func, name, rule, args, kwargs):
 
 
 
-def _make_handler(entry: OpEntry, func):
-    rule = entry.rule_instance()
-    name = entry.name
-
-    def handler(args, kwargs):
-        return _dispatch(func, name, rule, args, kwargs)
-
-    handler.entry = entry
-    return handler
-
-
 def _install(entry: OpEntry) -> None:
     func = resolve_mindspore_name(entry.name)
     if func is not None:
-        handler = _make_handler(entry, func)
+        handler = make_handler(entry, _dispatch)
         _TABLE[func] = handler
-        _BY_NAME[entry.name] = handler
+        _BY_NAME[entry.name] = (func, handler)
 
 
 def install_registry() -> None:
@@ -155,7 +144,7 @@ def call(func: Callable, *args, **kwargs):
     handler = _TABLE.get(func)
     if handler is None:
         raise _unregistered(f"{getattr(func, '__module__', '?')}.{getattr(func, '__name__', repr(func))}")
-    return handler(args, kwargs)
+    return handler(func, args, kwargs)
 
 
 def call_name(name: str, *args, **kwargs):
@@ -163,10 +152,11 @@ def call_name(name: str, *args, **kwargs):
     if not _has_dtensor(args, kwargs):
         return resolve_mindspore_name(name)(*args, **kwargs)
     install_registry()
-    handler = _BY_NAME.get(name)
-    if handler is None:
+    found = _BY_NAME.get(name)
+    if found is None:
         raise _unregistered(name)
-    return handler(args, kwargs)
+    func, handler = found
+    return handler(func, args, kwargs)
 
 
 class _Namespace:

@@ -22,19 +22,17 @@ from typing import Callable, List, Optional, Sequence
 
 import mindspore as ms
 
-from hyper_parallel.core.placement import Placement, Replicate, Shard
+from hyper_parallel.core.dtensor_base import (DTensorBase, distribute_request, from_local_spec, grad_partial_size,
+                                              redistribute_request, replicated_spec, with_promise)
+from hyper_parallel.core.placement import Placement, Replicate
 from hyper_parallel.core.redistribute import compile_plan, run_redistribute
-from hyper_parallel.core.spec import DTensorSpec, normalize_placements
+from hyper_parallel.core.spec import DTensorSpec
+from hyper_parallel.platform.mindspore.platform import PLATFORM
 
 __all__ = ["DTensor", "distribute_tensor"]
 
 
-def _platform():
-    from hyper_parallel.platform import get_platform
-    return get_platform("mindspore")
-
-
-class DTensor:
+class DTensor(DTensorBase):
     """A distributed MindSpore tensor: this rank's shard plus (mesh, placements, global shape)."""
 
     __slots__ = ("_local", "_spec", "__weakref__")
@@ -54,36 +52,11 @@ class DTensor:
         if not isinstance(local_tensor, ms.Tensor):
             raise TypeError(f"DTensor.from_local(local_tensor): expected a mindspore.Tensor, got "
                             f"{type(local_tensor).__name__}")
-        if device_mesh is None:
-            raise ValueError("DTensor.from_local(device_mesh): a DeviceMesh is required")
-        if placements is None:
-            placements = (Replicate(),) * device_mesh.ndim
-        placements = normalize_placements(placements, device_mesh.ndim, local_tensor.ndim, "from_local placements")
-        if shape is None:
-            shape = _global_shape(local_tensor, device_mesh, placements, run_check)
-        spec = DTensorSpec(device_mesh, placements, shape, validated=True)
-        expect = spec.local_shape(device_mesh.get_coordinate())
-        if tuple(local_tensor.shape) != expect:
-            raise ValueError(f"DTensor.from_local: local shape {tuple(local_tensor.shape)} does not match the shard "
-                             f"{expect} of global shape {tuple(shape)} with placements {placements}")
+        spec = from_local_spec(tuple(local_tensor.shape), device_mesh, placements, shape, run_check,
+                               lambda d, n: _gather_total(device_mesh, d, n))
         return DTensor(local_tensor, spec)
 
-    # ------------------------------------------------------------------ properties
-    @property
-    def placements(self) -> tuple:
-        """One placement per mesh dimension."""
-        return self._spec.placements
-
-    @property
-    def device_mesh(self):
-        """The ``DeviceMesh`` this tensor lives on."""
-        return self._spec.mesh
-
-    @property
-    def spec(self) -> DTensorSpec:
-        """The canonical immutable spec."""
-        return self._spec
-
+    # ------------------------------------------------------------------ properties (global; the rest in DTensorBase)
     @property
     def shape(self) -> tuple:
         """Global shape."""
@@ -112,55 +85,37 @@ class DTensor:
         """Global size (of one dim)."""
         return self._spec.shape if dim is None else self._spec.shape[dim]
 
-    def numel(self) -> int:
-        """Number of elements of the global tensor."""
-        return self._spec.numel
-
-    nelement = numel
-
-    def stride(self, dim: Optional[int] = None):
-        """Strides of the global tensor as if it were contiguous."""
-        strides, acc = [], 1
-        for s in reversed(self._spec.shape):
-            strides.append(acc)
-            acc *= max(s, 1)
-        strides = tuple(reversed(strides))
-        return strides if dim is None else strides[dim]
-
-    def __len__(self) -> int:
-        if not self._spec.shape:
-            raise TypeError("len() of a 0-d tensor")
-        return self._spec.shape[0]
-
     def __repr__(self) -> str:
-        pl = ", ".join(p.short() for p in self._spec.placements)
-        return (f"DTensor(shape={list(self._spec.shape)}, placements=[{pl}], mesh={self._spec.mesh!r}, "
-                f"local={self._local!r})")
+        return self.describe(repr(self._local))
 
     # ------------------------------------------------------------------ conversions
     def to_local(self) -> ms.Tensor:
-        """This rank's shard as a plain MindSpore tensor (gradients flow back unchanged)."""
+        """This rank's shard as a plain MindSpore tensor (gradients flow back unchanged, scaled by 1/n on the
+        mesh dims of a ``grad_partial`` promise, as on torch)."""
+        if self._spec.grad_partial:
+            return PLATFORM.scale_grad(self._local, 1.0 / grad_partial_size(self._spec))
         return self._local
 
     def redistribute(self, device_mesh=None, placements: Optional[Sequence[Placement]] = None, *,
                      async_op: bool = False, grad_partial: bool = False) -> "DTensor":  # pylint: disable=unused-argument
         """Move to ``placements`` with the cheapest plan (see ``explain_redistribute``); differentiable.
 
-        ``grad_partial=True`` promises that the consumer produces a *partial* gradient on mesh dims
-        gathered here, so the all-gather's adjoint is a reduce-scatter instead of a slice.
+        ``grad_partial=True`` promises that the consumers produce *partial* gradients on mesh dims gathered
+        here, so the all-gather's adjoint is a reduce-scatter instead of a slice; the promise travels in
+        the result's spec, so the dispatcher skips the consumers' own gradient all-reduce (as on torch).
         """
         spec = self._spec
         if device_mesh is not None and device_mesh != spec.mesh:
             raise ValueError(f"redistribute(device_mesh): cross-mesh moves are not supported ({spec.mesh} -> "
                              f"{device_mesh})")
+        placements, gp = redistribute_request(spec, placements, grad_partial)
         if placements is None:
-            raise ValueError("redistribute(placements): target placements are required")
-        placements = normalize_placements(placements, spec.mesh.ndim, spec.ndim, "redistribute placements")
-        if placements == spec.placements:
             return self
-        gp = frozenset(d for d, p in enumerate(placements) if isinstance(p, Replicate)) if grad_partial else frozenset()
-        dst, steps, _ = compile_plan(_platform(), spec, placements, self._local.itemsize, gp)
-        return DTensor(run_redistribute(self._local, steps), dst)
+        dst, steps, _ = compile_plan(PLATFORM, spec.without_grad_partial(), placements, self._local.itemsize, gp)
+        local = self._local
+        if spec.grad_partial:
+            local = PLATFORM.scale_grad(local, 1.0 / grad_partial_size(spec))
+        return DTensor(run_redistribute(local, steps), with_promise(dst, gp))
 
     def full_tensor(self) -> ms.Tensor:
         """The whole global tensor on every rank, as a plain MindSpore tensor (differentiable)."""
@@ -233,23 +188,12 @@ def set_op_caller(caller: Callable) -> None:
     _OP_CALLER[0] = caller
 
 
-def _global_shape(local: ms.Tensor, mesh, placements, run_check: bool):
-    shape = list(local.shape)
-    if run_check and any(isinstance(p, Shard) for p in placements):
-        plat = _platform()
-        coord = mesh.get_coordinate()
-        for d in reversed(range(mesh.ndim)):
-            p = placements[d]
-            if isinstance(p, Shard):
-                n = mesh.shape[d]
-                mine = ms.Tensor([shape[p.dim]], ms.int32)
-                sizes = plat.all_gather(mine, mesh.get_group(d), 0, [1] * n, coord[d])
-                shape[p.dim] = int(sizes.sum())
-        return tuple(shape)
-    for d, p in enumerate(placements):
-        if isinstance(p, Shard):
-            shape[p.dim] *= mesh.shape[d]
-    return tuple(shape)
+def _gather_total(mesh, mesh_dim: int, size: int) -> int:
+    """Sum of the ranks' ``size`` over ``mesh_dim`` (exact global sizes of uneven shards)."""
+    mine = ms.Tensor([size], ms.int32)
+    n = mesh.shape[mesh_dim]
+    sizes = PLATFORM.all_gather(mine, mesh.get_group(mesh_dim), 0, [1] * n, mesh.get_coordinate()[mesh_dim])
+    return int(sizes.sum())
 
 
 def distribute_tensor(tensor: ms.Tensor, device_mesh, placements: Optional[Sequence[Placement]] = None, *,
@@ -261,18 +205,13 @@ def distribute_tensor(tensor: ms.Tensor, device_mesh, placements: Optional[Seque
     """
     if not isinstance(tensor, ms.Tensor):
         raise TypeError(f"distribute_tensor(tensor): expected a mindspore.Tensor, got {type(tensor).__name__}")
-    if device_mesh is None:
-        raise ValueError("distribute_tensor(device_mesh): a DeviceMesh is required")
-    if placements is None:
-        placements = (Replicate(),) * device_mesh.ndim
-    placements = normalize_placements(placements, device_mesh.ndim, tensor.ndim, "distribute_tensor placements")
-    plat = _platform()
+    placements = distribute_request(tensor.ndim, device_mesh, placements, src_data_rank)
     full = ms.ops.stop_gradient(tensor).copy()
     if src_data_rank is not None and device_mesh.size() > 1:
-        if not 0 <= src_data_rank < device_mesh.size():
-            raise ValueError(f"distribute_tensor(src_data_rank={src_data_rank}): expected a mesh rank in "
-                             f"[0, {device_mesh.size()})")
-        plat.broadcast(full, device_mesh.topology.ranks[src_data_rank], device_mesh.whole_group())
-    src = DTensorSpec(device_mesh, (Replicate(),) * device_mesh.ndim, tensor.shape, validated=True)
-    dst, steps, _ = compile_plan(plat, src, placements, tensor.itemsize)
+        PLATFORM.broadcast(full, device_mesh.topology.ranks[src_data_rank], device_mesh.whole_group())
+    dst, steps, _ = compile_plan(PLATFORM, replicated_spec(device_mesh, tensor.shape), placements, tensor.itemsize)
     return DTensor(run_redistribute(full, steps), dst)
+
+
+PLATFORM.dtensor_type = DTensor
+PLATFORM.distribute_tensor = distribute_tensor

@@ -38,6 +38,9 @@ class MindSporePlatform(Platform):
     """MindSpore communication (``mccl`` on CPU; ``hccl`` on Ascend, named but untested here)."""
 
     name = "mindspore"
+    module_type = ms.nn.Cell
+    submodules_method = "cells_and_names"
+    submodule_word = "sub-cell"
 
     def __init__(self) -> None:
         self._world: Optional[MsGroup] = None
@@ -142,12 +145,9 @@ class MindSporePlatform(Platform):
     def zeros_like(self, x: Any) -> Any:
         return ops.zeros_like(x)
 
-    # ------------------------------------------------------------------ modules
-    def is_module(self, obj: Any) -> bool:
-        return isinstance(obj, ms.nn.Cell)
-
-    def named_modules(self, module: Any) -> Sequence[Tuple[str, Any]]:
-        return list(module.cells_and_names())
+    # ------------------------------------------------------------------ DTensor and random state
+    def manual_seed(self, seed: int) -> None:
+        ms.set_seed(seed)
 
     # ------------------------------------------------------------------ differentiable collectives
     def all_gather(self, x, group, dim, sizes, index, grad_partial=False):

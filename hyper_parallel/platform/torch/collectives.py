@@ -7,12 +7,15 @@ the transport and trimmed afterwards; the even case takes the direct path with n
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Sequence
 
 import torch
 import torch.distributed as dist
 
-from hyper_parallel.platform.base import CollectiveError, CollectiveHandle, collective_timeout_seconds
+from hyper_parallel.platform.adjoints import build_autograd_functions
+from hyper_parallel.platform.base import (CollectiveError, CollectiveHandle, check_all_to_all_splits,
+                                          collective_timeout_seconds)
 
 _all_gather_1 = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 _reduce_scatter_1 = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
@@ -185,156 +188,6 @@ def _chunk_of(x: torch.Tensor, dim: int, sizes: Sequence[int], index: int) -> to
     return x.narrow(dim, start, sizes[index])
 
 
-# ---------------------------------------------------------------------- autograd functions
-class AllGather(torch.autograd.Function):
-    """S -> R. Adjoint: own chunk of the gradient (or reduce-scatter when the gradient is partial)."""
-
-    @staticmethod
-    def forward(ctx, x, group, dim, sizes, index, grad_partial):  # pylint: disable=arguments-differ
-        """Forward on local tensors."""
-        ctx.args = (group, dim, sizes, index, grad_partial)
-        return raw_all_gather(x, group, dim, sizes)
-
-    @staticmethod
-    def backward(ctx, grad):  # pylint: disable=arguments-differ
-        """The explicit adjoint (see the class docstring)."""
-        group, dim, sizes, index, grad_partial = ctx.args
-        if grad_partial:
-            return raw_reduce_scatter(grad, "sum", group, dim, sizes, index), None, None, None, None, None
-        return _chunk_of(grad, dim, sizes, index).contiguous(), None, None, None, None, None
-
-
-class Chunk(torch.autograd.Function):
-    """R -> S (local). Adjoint: all-gather of the shard gradients (a replicated gradient)."""
-
-    @staticmethod
-    def forward(ctx, x, dim, sizes, index, group):  # pylint: disable=arguments-differ
-        """Forward on local tensors."""
-        ctx.args = (dim, sizes, group)
-        return _chunk_of(x, dim, sizes, index).clone()
-
-    @staticmethod
-    def backward(ctx, grad):  # pylint: disable=arguments-differ
-        """The explicit adjoint (see the class docstring)."""
-        dim, sizes, group = ctx.args
-        return raw_all_gather(grad, group, dim, sizes), None, None, None, None
-
-
-class AllReduce(torch.autograd.Function):
-    """P -> R. Adjoint: identity (sum), 1/n (avg), mask of the winning ranks (max/min)."""
-
-    @staticmethod
-    def forward(ctx, x, op, group):  # pylint: disable=arguments-differ
-        """Forward on local tensors."""
-        out = raw_all_reduce(x, op, group)
-        ctx.op = op
-        ctx.n = dist.get_world_size(group)
-        if op in ("max", "min"):
-            ctx.save_for_backward(x == out)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):  # pylint: disable=arguments-differ
-        """The explicit adjoint (see the class docstring)."""
-        if ctx.op == "sum":
-            return grad, None, None
-        if ctx.op == "avg":
-            return grad / ctx.n, None, None
-        (mask,) = ctx.saved_tensors
-        return grad * mask, None, None
-
-
-class ReduceScatter(torch.autograd.Function):
-    """P -> S. Adjoint: all-gather (divided by n for avg; for max/min masked to where this rank's
-    value won, as for AllReduce)."""
-
-    @staticmethod
-    def forward(ctx, x, op, group, dim, sizes, index):  # pylint: disable=arguments-differ
-        """Forward on local tensors."""
-        ctx.args = (op, group, dim, sizes)
-        if op in ("max", "min"):
-            full = raw_all_reduce(x, op, group)
-            ctx.save_for_backward(x == full)
-            return _chunk_of(full, dim, sizes, index).clone()
-        return raw_reduce_scatter(x, op, group, dim, sizes, index)
-
-    @staticmethod
-    def backward(ctx, grad):  # pylint: disable=arguments-differ
-        """The explicit adjoint (see the class docstring)."""
-        op, group, dim, sizes = ctx.args
-        full = raw_all_gather(grad.contiguous(), group, dim, sizes)
-        if op == "avg":
-            full = full / len(sizes)
-        elif op in ("max", "min"):
-            (mask,) = ctx.saved_tensors
-            full = full * mask
-        return full, None, None, None, None, None
-
-
-class AllToAll(torch.autograd.Function):
-    """S(c) -> S(s). Adjoint: the inverse all-to-all S(s) -> S(c)."""
-
-    @staticmethod
-    def forward(ctx, x, group, split_dim, concat_dim, split_sizes, concat_sizes, index):  # pylint: disable=arguments-differ
-        """Forward on local tensors."""
-        ctx.args = (group, split_dim, concat_dim, split_sizes, concat_sizes, index)
-        return raw_all_to_all(x, group, split_dim, concat_dim, split_sizes, concat_sizes, index)
-
-    @staticmethod
-    def backward(ctx, grad):  # pylint: disable=arguments-differ
-        """The explicit adjoint (see the class docstring)."""
-        group, split_dim, concat_dim, split_sizes, concat_sizes, index = ctx.args
-        back = raw_all_to_all(grad, group, concat_dim, split_dim, concat_sizes, split_sizes, index)
-        return back, None, None, None, None, None, None
-
-
-class MakePartial(torch.autograd.Function):
-    """R -> P (local). Adjoint: identity (x n for avg, whose local gradient is 1/n of the global)."""
-
-    @staticmethod
-    def forward(ctx, x, op, index, n):  # pylint: disable=arguments-differ
-        """Forward on local tensors."""
-        ctx.scale = n if op == "avg" else 1
-        if op == "sum" and index != 0:
-            return torch.zeros_like(x)
-        return x.clone()
-
-    @staticmethod
-    def backward(ctx, grad):  # pylint: disable=arguments-differ
-        """The explicit adjoint (see the class docstring)."""
-        return (grad * ctx.scale if ctx.scale != 1 else grad), None, None, None
-
-
-class GradAllReduce(torch.autograd.Function):
-    """Identity forward; all-reduce(sum) of the gradient (Megatron's ``f``)."""
-
-    @staticmethod
-    def forward(ctx, x, group):  # pylint: disable=arguments-differ
-        """Forward on local tensors."""
-        ctx.group = group
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad):  # pylint: disable=arguments-differ
-        """The explicit adjoint (see the class docstring)."""
-        return raw_all_reduce(grad, "sum", ctx.group), None
-
-
-class ScaleGrad(torch.autograd.Function):
-    """Identity forward; gradient multiplied by ``scale`` (keeps the partial-gradient promise)."""
-
-    @staticmethod
-    def forward(ctx, x, scale):  # pylint: disable=arguments-differ
-        """Identity."""
-        ctx.scale = scale
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad):  # pylint: disable=arguments-differ
-        """Scaled gradient."""
-        return grad * ctx.scale, None
-
-
 # ---------------------------------------------------------------------- uneven all-to-all (expert parallel)
 #: bytes this process handed to ``all_to_all_single`` for *other* ranks, per collective name; read with
 #: :func:`sent_bytes` (the benchmarks compare it with the formulas; an int add per call)
@@ -365,13 +218,7 @@ def _row_numel(x: torch.Tensor) -> int:
 
 
 def _check_splits(x: torch.Tensor, group, output_split_sizes, input_split_sizes) -> None:
-    n = dist.get_world_size(group)
-    if len(input_split_sizes) != n or len(output_split_sizes) != n:
-        raise ValueError(f"all_to_all_single: expected {n} input and output split sizes (one per rank of the group), "
-                         f"got {list(input_split_sizes)} and {list(output_split_sizes)}")
-    if sum(input_split_sizes) != x.shape[0]:
-        raise ValueError(f"all_to_all_single: input_split_sizes {list(input_split_sizes)} sum to "
-                         f"{sum(input_split_sizes)} but the input has {x.shape[0]} rows")
+    check_all_to_all_splits(dist.get_world_size(group), x.shape[0], output_split_sizes, input_split_sizes)
 
 
 def raw_all_to_all_single(x: torch.Tensor, group, output_split_sizes: Sequence[int],
@@ -409,22 +256,6 @@ class _Work:
         except RuntimeError as exc:
             raise _fail("all_to_all_single", self.group, exc) from exc
         self.work = self.keep = None
-
-
-class AllToAllSingle(torch.autograd.Function):
-    """Uneven all-to-all along dim 0. Adjoint: the same exchange with the split sizes swapped."""
-
-    @staticmethod
-    def forward(ctx, x, group, output_split_sizes, input_split_sizes):  # pylint: disable=arguments-differ
-        """Forward on local tensors."""
-        ctx.args = (group, output_split_sizes, input_split_sizes)
-        return raw_all_to_all_single(x, group, output_split_sizes, input_split_sizes)
-
-    @staticmethod
-    def backward(ctx, grad):  # pylint: disable=arguments-differ
-        """The explicit adjoint (see the class docstring)."""
-        group, out_splits, in_splits = ctx.args
-        return raw_all_to_all_single(grad, group, in_splits, out_splits), None, None, None
 
 
 class _AsyncBox:
@@ -505,3 +336,24 @@ class AsyncAllToAll(CollectiveHandle):
                 self._result = self._out
             self._out = None
         return self._result
+
+
+# ---------------------------------------------------------------------- autograd functions (platform/adjoints.py)
+def _save(ctx, mask) -> None:
+    ctx.save_for_backward(mask)
+
+
+def _saved(ctx):
+    return ctx.saved_tensors[0]
+
+
+_RAW = SimpleNamespace(
+    all_gather=lambda x, group, dim, sizes: raw_all_gather(x.contiguous(), group, dim, sizes),
+    all_reduce=raw_all_reduce, reduce_scatter=raw_reduce_scatter, all_to_all=raw_all_to_all,
+    all_to_all_single=raw_all_to_all_single,
+    chunk=_chunk_of, own=torch.Tensor.contiguous, copy=torch.Tensor.clone, alias=lambda x: x.view_as(x),
+    zeros_like=torch.zeros_like, group_size=dist.get_world_size, winners=torch.eq, save=_save, saved=_saved)
+# pylint: disable=invalid-name,unbalanced-tuple-unpacking
+(AllGather, Chunk, AllReduce, ReduceScatter, AllToAll, AllToAllSingle, MakePartial, GradAllReduce,
+ ScaleGrad) = build_autograd_functions(torch.autograd.Function, _RAW, __name__)
+# pylint: enable=invalid-name,unbalanced-tuple-unpacking

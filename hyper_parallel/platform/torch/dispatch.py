@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, Optional
 import torch
 from torch._C import DisableTorchFunctionSubclass as _NoTF
 
-from hyper_parallel.core.ops.dispatch import DispatchPlan, build_plan, collect, run_plan, wrap_outputs
+from hyper_parallel.core.ops.dispatch import DispatchPlan, build_plan, collect, make_handler, run_plan, wrap_outputs
 from hyper_parallel.core.ops.registry import OpEntry, get_registry, on_register
 from hyper_parallel.core.ops.strict import (StrictRedistributionError, set_strict,  # noqa: F401  pylint: disable=unused-import
                                             strict_dispatch)
@@ -158,21 +158,10 @@ def _dispatch(func, name, rule, args, kwargs):
     return _wrap_outputs(out, specs)
 
 
-def _make_handler(entry: OpEntry):
-    rule = entry.rule_instance()
-    name = entry.name
-
-    def handler(func, args, kwargs):
-        return _dispatch(func, name, rule, args, kwargs)
-
-    handler.entry = entry
-    return handler
-
-
 def _install(entry: OpEntry) -> None:
     func = resolve_torch_name(entry.name)
     if func is not None:
-        _dt.DISPATCH_TABLE[func] = _make_handler(entry)
+        _dt.DISPATCH_TABLE[func] = make_handler(entry, _dispatch)
 
 
 def install_registry() -> None:

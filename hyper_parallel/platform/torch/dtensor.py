@@ -16,17 +16,19 @@ Design (see ``docs/design/dtensor.md``):
 """
 from __future__ import annotations
 
-import math
 from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 from torch._C import DisableTorchFunctionSubclass
 
+from hyper_parallel.core.dtensor_base import (DTensorBase, distribute_request, from_local_spec, grad_partial_size,
+                                              redistribute_request, replicated_spec, with_promise)
 from hyper_parallel.core.ops.dispatch import dispatch_unregistered
-from hyper_parallel.core.placement import Placement, Replicate, Shard
+from hyper_parallel.core.placement import Placement, Replicate
 from hyper_parallel.core.redistribute import compile_plan, run_redistribute
-from hyper_parallel.core.spec import DTensorSpec, normalize_placements
+from hyper_parallel.core.spec import DTensorSpec
 from hyper_parallel.platform.torch.collectives import ScaleGrad
+from hyper_parallel.platform.torch.platform import PLATFORM
 
 __all__ = ["DTensor", "distribute_tensor", "SkipDTensorDispatch", "DISPATCH_TABLE", "register_function",
            "as_dtensor", "local_alias", "set_cross_mesh_mover"]
@@ -73,7 +75,7 @@ def local_alias(t: torch.Tensor) -> torch.Tensor:
         return t.view_as(t)
 
 
-class DTensor(torch.Tensor):
+class DTensor(DTensorBase, torch.Tensor):
     """A distributed tensor: the local shard plus (mesh, placements, global shape).
 
     Create one with :func:`distribute_tensor` (from a full tensor) or :meth:`DTensor.from_local`
@@ -93,39 +95,14 @@ class DTensor(torch.Tensor):
         if not isinstance(local_tensor, torch.Tensor) or isinstance(local_tensor, DTensor):
             raise TypeError(f"DTensor.from_local(local_tensor): expected a plain torch.Tensor, got "
                             f"{type(local_tensor).__name__}")
-        if device_mesh is None:
-            raise ValueError("DTensor.from_local(device_mesh): a DeviceMesh is required")
-        if placements is None:
-            placements = (Replicate(),) * device_mesh.ndim
-        placements = normalize_placements(placements, device_mesh.ndim, local_tensor.dim(), "from_local placements")
-        if shape is None:
-            shape = _global_shape(local_tensor, device_mesh, placements, run_check)
-        spec = DTensorSpec(device_mesh, placements, shape, validated=True)
-        expect = spec.local_shape(device_mesh.get_coordinate())
-        if tuple(local_tensor.shape) != expect:
-            raise ValueError(f"DTensor.from_local: local shape {tuple(local_tensor.shape)} does not match the shard "
-                             f"{expect} of global shape {tuple(shape)} with placements {placements}")
+        spec = from_local_spec(tuple(local_tensor.shape), device_mesh, placements, shape, run_check,
+                               lambda d, n: _gather_total(device_mesh, d, n))
         # the DTensor's local gradient is by convention the true derivative w.r.t. the local values
         # (for Partial(avg): 1/n of the global gradient), so from_local is an identity alias
         out = local_alias(local_tensor)
         return as_dtensor(out, spec)
 
-    # ------------------------------------------------------------------ properties
-    @property
-    def placements(self) -> tuple:
-        """One placement per mesh dimension."""
-        return self._spec.placements
-
-    @property
-    def device_mesh(self):
-        """The ``DeviceMesh`` this tensor lives on."""
-        return self._spec.mesh
-
-    @property
-    def spec(self) -> DTensorSpec:
-        """The canonical immutable spec."""
-        return self._spec
-
+    # ------------------------------------------------------------------ properties (global; the rest in DTensorBase)
     @property
     def shape(self) -> torch.Size:  # type: ignore[override]
         """Global shape."""
@@ -137,37 +114,19 @@ class DTensor(torch.Tensor):
             return torch.Size(self._spec.shape)
         return self._spec.shape[dim]
 
-    def numel(self) -> int:  # type: ignore[override]
-        """Number of elements of the global tensor."""
-        return self._spec.numel
-
-    nelement = numel
-
-    def stride(self, dim: Optional[int] = None):  # type: ignore[override]
-        """Strides of the global tensor as if it were contiguous."""
-        strides, acc = [], 1
-        for s in reversed(self._spec.shape):
-            strides.append(acc)
-            acc *= max(s, 1)
-        strides = tuple(reversed(strides))
-        return strides if dim is None else strides[dim]
-
-    def __len__(self) -> int:
-        if not self._spec.shape:
-            raise TypeError("len() of a 0-d tensor")
-        return self._spec.shape[0]
+    numel = DTensorBase.numel
+    nelement = DTensorBase.numel
+    stride = DTensorBase.stride
+    __len__ = DTensorBase.__len__
 
     def __repr__(self, *, tensor_contents=None) -> str:  # pylint: disable=unused-argument
-        local = repr(local_alias(self))
-        pl = ", ".join(p.short() for p in self._spec.placements)
-        return (f"DTensor(shape={list(self._spec.shape)}, placements=[{pl}], mesh={self._spec.mesh!r}, "
-                f"local={local})")
+        return self.describe(repr(local_alias(self)))
 
     # ------------------------------------------------------------------ conversions
     def to_local(self) -> torch.Tensor:
         """This rank's shard as a plain tensor (an alias; gradients flow back unchanged)."""
         if self._spec.grad_partial and self.requires_grad and torch.is_grad_enabled():
-            return ScaleGrad.apply(local_alias(self), 1.0 / _flag_size(self._spec))
+            return ScaleGrad.apply(local_alias(self), 1.0 / grad_partial_size(self._spec))
         return local_alias(self)
 
     def redistribute(self, device_mesh=None, placements: Optional[Sequence[Placement]] = None, *,
@@ -182,24 +141,16 @@ class DTensor(torch.Tensor):
         spec = self._spec
         if device_mesh is not None and device_mesh != spec.mesh:  # another rank set: planned by core.cross_mesh
             return _CROSS_MESH["move"](self, device_mesh, placements)
+        placements, gp = redistribute_request(spec, placements, grad_partial)
         if placements is None:
-            raise ValueError("redistribute(placements): target placements are required")
-        placements = normalize_placements(placements, spec.mesh.ndim, spec.ndim, "redistribute placements")
-        if placements == spec.placements:
             return self
-        gp = frozenset(d for d, (a, b) in enumerate(zip(spec.placements, placements))
-                       if isinstance(a, Shard) and isinstance(b, Replicate)) if grad_partial else frozenset()
-        from hyper_parallel.platform import get_platform
-        dst, steps, _ = compile_plan(get_platform("torch"), spec.without_grad_partial(), placements,
-                                     self.element_size(), gp)
-        if gp:
-            dst = DTensorSpec(dst.mesh, dst.placements, dst.shape, validated=True, grad_partial=gp)
+        dst, steps, _ = compile_plan(PLATFORM, spec.without_grad_partial(), placements, self.element_size(), gp)
         with DisableTorchFunctionSubclass():
             local = self.view_as(self)  # plain alias: collectives see local shapes
-            if spec.grad_partial and local.requires_grad and torch.is_grad_enabled():
-                local = ScaleGrad.apply(local, 1.0 / _flag_size(spec))
+            if spec.grad_partial:
+                local = PLATFORM.scale_grad(local, 1.0 / grad_partial_size(spec))
             out = run_redistribute(local, steps)
-        return as_dtensor(out, dst)
+        return as_dtensor(out, with_promise(dst, gp))
 
     def full_tensor(self) -> torch.Tensor:
         """The whole global tensor on every rank, as a plain tensor (differentiable)."""
@@ -265,29 +216,12 @@ def _dispatch_miss(func, types, args, kwargs):
     return dispatch_unregistered(func, types, args, kwargs)
 
 
-def _flag_size(spec: DTensorSpec) -> int:
-    """Product of the mesh sizes of the spec's ``grad_partial`` dims."""
-    return math.prod(spec.mesh.shape[d] for d in spec.grad_partial)
-
-
-def _global_shape(local: torch.Tensor, mesh, placements, run_check: bool):
-    shape = list(local.shape)
-    if run_check and any(isinstance(p, Shard) for p in placements):
-        from hyper_parallel.platform import get_platform
-        plat = get_platform("torch")
-        coord = mesh.get_coordinate()
-        for d in reversed(range(mesh.ndim)):
-            p = placements[d]
-            if isinstance(p, Shard):
-                n = mesh.shape[d]
-                mine = torch.tensor([shape[p.dim]], dtype=torch.int64)
-                sizes = plat.all_gather(mine, mesh.get_group(d), 0, [1] * n, coord[d])
-                shape[p.dim] = int(sizes.sum())
-        return tuple(shape)
-    for d, p in enumerate(placements):
-        if isinstance(p, Shard):
-            shape[p.dim] *= mesh.shape[d]
-    return tuple(shape)
+def _gather_total(mesh, mesh_dim: int, size: int) -> int:
+    """Sum of the ranks' ``size`` over ``mesh_dim`` (exact global sizes of uneven shards)."""
+    mine = torch.tensor([size], dtype=torch.int64)
+    n = mesh.shape[mesh_dim]
+    sizes = PLATFORM.all_gather(mine, mesh.get_group(mesh_dim), 0, [1] * n, mesh.get_coordinate()[mesh_dim])
+    return int(sizes.sum())
 
 
 def _run_local(func, args, kwargs):
@@ -349,25 +283,16 @@ def distribute_tensor(tensor: torch.Tensor, device_mesh, placements: Optional[Se
     """
     if not isinstance(tensor, torch.Tensor) or isinstance(tensor, DTensor):
         raise TypeError(f"distribute_tensor(tensor): expected a plain torch.Tensor, got {type(tensor).__name__}")
-    if device_mesh is None:
-        raise ValueError("distribute_tensor(device_mesh): a DeviceMesh is required")
-    if placements is None:
-        placements = (Replicate(),) * device_mesh.ndim
-    placements = normalize_placements(placements, device_mesh.ndim, tensor.dim(), "distribute_tensor placements")
-    from hyper_parallel.platform import get_platform
-    plat = get_platform("torch")
+    placements = distribute_request(tensor.dim(), device_mesh, placements, src_data_rank)
     with torch.no_grad():
         full = tensor.detach()
         copied = False
         if src_data_rank is not None and device_mesh.size() > 1:
-            if not 0 <= src_data_rank < device_mesh.size():
-                raise ValueError(f"distribute_tensor(src_data_rank={src_data_rank}): expected a mesh rank in "
-                                 f"[0, {device_mesh.size()})")
             full = full.contiguous().clone()
             copied = True
-            plat.broadcast(full, device_mesh.topology.ranks[src_data_rank], device_mesh.whole_group())
-        src = DTensorSpec(device_mesh, (Replicate(),) * device_mesh.ndim, tensor.shape, validated=True)
-        dst, steps, _ = compile_plan(plat, src, placements, tensor.element_size())
+            PLATFORM.broadcast(full, device_mesh.topology.ranks[src_data_rank], device_mesh.whole_group())
+        dst, steps, _ = compile_plan(PLATFORM, replicated_spec(device_mesh, tensor.shape), placements,
+                                     tensor.element_size())
         local = run_redistribute(full, steps)
         if local is full and not copied:
             local = full.clone()
@@ -375,3 +300,7 @@ def distribute_tensor(tensor: torch.Tensor, device_mesh, placements: Optional[Se
             local = local.contiguous()
     local.requires_grad_(tensor.requires_grad)
     return as_dtensor(local, dst)
+
+
+PLATFORM.dtensor_type = DTensor
+PLATFORM.distribute_tensor = distribute_tensor

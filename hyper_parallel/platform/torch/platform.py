@@ -18,6 +18,9 @@ class TorchPlatform(Platform):
     """torch.distributed over gloo (CPU) or NCCL (CUDA)."""
 
     name = "torch"
+    module_type = torch.nn.Module
+    submodules_method = "named_modules"
+    submodule_word = "submodule"
 
     # ------------------------------------------------------------------ process groups
     def init_process_group(self, backend: Optional[str] = None, *, rank: Optional[int] = None,
@@ -82,12 +85,9 @@ class TorchPlatform(Platform):
     def zeros_like(self, x: Any) -> Any:
         return torch.zeros_like(x)
 
-    # ------------------------------------------------------------------ modules
-    def is_module(self, obj: Any) -> bool:
-        return isinstance(obj, torch.nn.Module)
-
-    def named_modules(self, module: Any) -> Sequence[Tuple[str, Any]]:
-        return list(module.named_modules())
+    # ------------------------------------------------------------------ DTensor and random state
+    def manual_seed(self, seed: int) -> None:
+        torch.manual_seed(seed)
 
     # ------------------------------------------------------------------ differentiable collectives
     def all_gather(self, x, group, dim, sizes, index, grad_partial=False):

@@ -546,6 +546,32 @@ def _shard_module_check(mesh):
         _close(got, gr, f"shard_module gathered grad {name}")
 
 
+def _grad_partial_check(mesh):
+    """A gather with a ``grad_partial`` promise feeding a consumer whose output is sharded: the shared
+    dispatcher keeps the promise (its gradient scaled by 1/n, then reduce-scattered once), as on torch."""
+    import mindspore as ms
+    from hyper_parallel import Replicate, Shard
+    from hyper_parallel.core.spec import DTensorSpec
+    from hyper_parallel.platform.mindspore import dispatch as D
+    from hyper_parallel.platform.mindspore.dtensor import DTensor
+    rng = np.random.default_rng(11)
+    x, w, c = (ms.Tensor(rng.standard_normal((4, 6)).astype(np.float32)) for _ in range(3))
+    coord = mesh.get_coordinate()
+    xs, ws = DTensorSpec(mesh, (Shard(0),), (4, 6)), DTensorSpec(mesh, (Shard(1),), (4, 6))
+    w_local, c_local = _local_of(w, ws, coord), _local_of(c, ws, coord)
+
+    def dist_loss(x_local):
+        xr = DTensor.from_local(x_local, mesh, [Shard(0)]).redistribute(mesh, [Replicate()], grad_partial=True)
+        assert xr.spec.grad_partial == frozenset({0}), xr.spec
+        y = D.mint.mul(xr, DTensor.from_local(w_local, mesh, [Shard(1)]))
+        assert y.placements == (Shard(1),), y
+        return (y.to_local() * c_local).sum()
+
+    got = ms.grad(dist_loss)(_local_of(x, xs, coord))
+    want = _local_of(ms.grad(lambda a: (a * w * c).sum())(x), xs, coord)
+    _close(got, want, "gradient of a grad_partial gather into a column-sharded consumer")
+
+
 def run_ops_tp_suite():
     """>= 30 MindSpore ops on DTensors vs one process (every R/S/P combo, forward and backward) and a
     TP MLP (Colwise + Rowwise) training step vs one process."""
@@ -559,4 +585,5 @@ def run_ops_tp_suite():
     _record(results, "optim adamw and muon on tp parameters", lambda: optim_check(mesh))
     from tests.st.mindspore.activation_checks import activation_check
     _record(results, "activation recompute and disk swap on nn.Cell", lambda: activation_check(mesh))
+    _record(results, "grad_partial promise through the shared dispatcher", lambda: _grad_partial_check(mesh))
     return {"results": results}

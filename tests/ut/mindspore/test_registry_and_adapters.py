@@ -55,10 +55,10 @@ def test_backend_selection_by_tensor_type():
     assert isinstance(platform_for(t), MindSporePlatform)
     assert get_platform("mindspore") is platform_for(t)
     import hyper_parallel.core.api as api
-    assert api._backend_of(t) == "mindspore"  # pylint: disable=protected-access
+    assert platform_for(t).name == "mindspore"
     with pytest.raises(TypeError, match="expected a torch or mindspore tensor"):
         api.distribute_tensor([1, 2], None)
-    assert api.dtensor_module("mindspore").DTensor.__module__ == "hyper_parallel.platform.mindspore.dtensor"
+    assert get_platform("mindspore").dtensor_type.__module__ == "hyper_parallel.platform.mindspore.dtensor"
 
 
 def test_plain_tensors_fall_through_to_mindspore():
