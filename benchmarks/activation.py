@@ -38,7 +38,7 @@ import torch
 
 import hyper_parallel.activation as act
 from hyper_parallel.activation.memory import gpt_layer_bytes_korthikanti, llama_layer_saved_bytes
-from hyper_parallel.models.llama import LlamaForCausalLM, TINY_CONFIGS
+from hyper_parallel.models.llama3 import LlamaForCausalLM, TINY_CONFIGS
 from hyper_parallel.testing.memory import AllocationTracker
 
 MIB = 2 ** 20

@@ -4,7 +4,7 @@
 torch FSDP2 (``torch.distributed.fsdp.fully_shard``) and DDP, side by side on 2 gloo ranks.
 
 Models: the 4 x 1024 MLP (one unit per Linear plus the root) and the tiny Llama
-(``hyper_parallel.models.llama``, config ``small``: one unit per decoder layer plus the root holding
+(``hyper_parallel.models.llama3``, config ``small``: one unit per decoder layer plus the root holding
 the embedding, the final norm and the LM head; next-token cross-entropy).
 Step times are medians of interleaved rounds (the slowest rank counts).
 
@@ -41,7 +41,7 @@ def _models():
     import torch.nn.functional as F
     from torch import nn
 
-    from hyper_parallel.models.llama import TINY_CONFIGS, LlamaForCausalLM
+    from hyper_parallel.models.llama3 import TINY_CONFIGS, LlamaForCausalLM
 
     torch.manual_seed(0)
     layers = []

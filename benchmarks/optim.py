@@ -33,7 +33,7 @@ from _common import ensure_launched, fmt_time, print_table, time_interleaved  # 
 def _model():
     import torch
     import hyper_parallel as hp
-    from hyper_parallel.models.llama import TINY_CONFIGS, LlamaForCausalLM
+    from hyper_parallel.models.llama3 import TINY_CONFIGS, LlamaForCausalLM
     torch.manual_seed(0)
     model = LlamaForCausalLM(TINY_CONFIGS["small"])
     mesh = hp.init_device_mesh("cpu", (2,))

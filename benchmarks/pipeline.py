@@ -41,7 +41,7 @@ def _mlp_parts(num_stages: int, d: int = 1024, layers: int = 8):
 
 def _llama_parts(num_stages: int):
     import torch
-    from hyper_parallel.models.llama import LlamaForCausalLM, TINY_CONFIGS
+    from hyper_parallel.models.llama3 import LlamaForCausalLM, TINY_CONFIGS
     from hyper_parallel.pipeline.split import module_names_per_stage
     from hyper_parallel.pipeline._torch.split import pipeline_module_split
     torch.manual_seed(0)
@@ -78,7 +78,7 @@ def _workload(model: str, name: str, world: int):
         plan = _placement(name, world, m)
         return plan, _mlp_parts(plan.num_stages), torch.randn(rows, 1024), torch.randn(rows, 1024), \
             torch.nn.functional.mse_loss
-    from hyper_parallel.models.llama import LlamaForCausalLM
+    from hyper_parallel.models.llama3 import LlamaForCausalLM
     m, rows = 4, 8
     plan = _placement(name, world, m)
     g = torch.Generator().manual_seed(0)

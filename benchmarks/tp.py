@@ -60,7 +60,7 @@ def main() -> None:
     from torch.distributed.tensor.parallel import parallelize_module as t_parallelize
 
     import hyper_parallel as hp
-    from hyper_parallel.models.llama import LlamaForCausalLM, TINY_CONFIGS, parallelize_llama
+    from hyper_parallel.models.llama3 import LlamaForCausalLM, TINY_CONFIGS, parallelize_llama
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--config", default=os.environ.get("BENCH_TP_CONFIG", "small"))

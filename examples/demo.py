@@ -82,7 +82,7 @@ def fsdp_section(mesh) -> bool:
     import copy  # pylint: disable=import-outside-toplevel
     import torch.nn.functional as F  # pylint: disable=import-outside-toplevel
     from torch import nn  # pylint: disable=import-outside-toplevel
-    from hyper_parallel.models.llama import TINY_CONFIGS, LlamaForCausalLM  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.models.llama3 import TINY_CONFIGS, LlamaForCausalLM  # pylint: disable=import-outside-toplevel
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     vocab = TINY_CONFIGS["debug"].vocab_size

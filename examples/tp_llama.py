@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 
 import hyper_parallel as hp
-from hyper_parallel.models.llama import LlamaForCausalLM, TINY_CONFIGS, parallelize_llama
+from hyper_parallel.models.llama3 import LlamaForCausalLM, TINY_CONFIGS, parallelize_llama
 from hyper_parallel.tp import vocab_parallel_cross_entropy
 
 

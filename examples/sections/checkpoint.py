@@ -22,7 +22,7 @@ import torch.distributed as dist
 import hyper_parallel as hp
 from hyper_parallel import checkpoint as ckpt
 from hyper_parallel.checkpoint.cli import summarize
-from hyper_parallel.models.llama import LlamaForCausalLM, TINY_CONFIGS, parallelize_llama
+from hyper_parallel.models.llama3 import LlamaForCausalLM, TINY_CONFIGS, parallelize_llama
 
 STEPS, SAVE_AT = 6, 3
 

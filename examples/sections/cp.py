@@ -17,7 +17,7 @@ import torch.distributed as dist
 
 import hyper_parallel as hp
 import hyper_parallel.cp as hcp
-from hyper_parallel.models.llama import LlamaForCausalLM, TINY_CONFIGS
+from hyper_parallel.models.llama3 import LlamaForCausalLM, TINY_CONFIGS
 
 
 def _batch(step: int, seq: int = 64):

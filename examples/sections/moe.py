@@ -50,7 +50,7 @@ def _llama_rows(world: int, rank: int):
     import torch
     import torch.distributed as dist
     import hyper_parallel as hp
-    from hyper_parallel.models.llama import TINY_CONFIGS, LlamaForCausalLM, parallelize_llama_moe
+    from hyper_parallel.models.llama3 import TINY_CONFIGS, LlamaForCausalLM, parallelize_llama_moe
     from hyper_parallel.moe import MoE, register_moe_load_balancing_hook
     from hyper_parallel.moe.balance import bias_update
     cfg = TINY_CONFIGS["debug_moe"]

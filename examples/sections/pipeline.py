@@ -11,7 +11,7 @@ def pipeline_section() -> bool:
     """Print two schedule timelines and a PP-vs-one-process loss table; True when the losses match."""
     import torch
     import torch.distributed as dist
-    from hyper_parallel.models.llama import LlamaConfig, LlamaForCausalLM, pipeline_llama
+    from hyper_parallel.models.llama3 import LlamaConfig, LlamaForCausalLM, pipeline_llama
     from hyper_parallel.pipeline import explain_schedule
     rank, world = dist.get_rank(), dist.get_world_size()
     if rank == 0:

@@ -33,7 +33,7 @@ def test_split_errors_and_names():
 
 
 def test_module_split_keeps_names_and_forward():
-    from hyper_parallel.models.llama import LlamaConfig, LlamaForCausalLM
+    from hyper_parallel.models.llama3 import LlamaConfig, LlamaForCausalLM
     from hyper_parallel.pipeline._torch.split import pipeline_module_split
     torch.manual_seed(0)
     model = LlamaForCausalLM(LlamaConfig(num_hidden_layers=4))

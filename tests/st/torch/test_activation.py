@@ -39,7 +39,7 @@ POLICIES = {
 # ---------------------------------------------------------------------- helpers
 def llama(config="debug", layers=None):
     import torch
-    from hyper_parallel.models.llama import LlamaForCausalLM, TINY_CONFIGS
+    from hyper_parallel.models.llama3 import LlamaForCausalLM, TINY_CONFIGS
     cfg = TINY_CONFIGS[config]
     if layers is not None:
         import dataclasses
@@ -56,7 +56,7 @@ def tokens(vocab, step, b=2, s=16):
 
 
 def loss_of(model, ids, labels):
-    from hyper_parallel.models.llama import LlamaForCausalLM
+    from hyper_parallel.models.llama3 import LlamaForCausalLM
     return LlamaForCausalLM.loss(model(ids), labels)
 
 
@@ -389,7 +389,7 @@ def test_auto_policy_stays_within_budget(tmp_path):
 
 
 def _next_token_loss(logits, labels):
-    from hyper_parallel.models.llama import LlamaForCausalLM
+    from hyper_parallel.models.llama3 import LlamaForCausalLM
     return LlamaForCausalLM.loss(logits, labels)
 
 
@@ -432,7 +432,7 @@ DIST_POLICIES = ["selective-op", "full", "full-keep-collectives", "every-2-op", 
 def test_tp_policies_bit_identical_and_collectives_run_once():
     import torch
     import hyper_parallel as hp
-    from hyper_parallel.models.llama import parallelize_llama
+    from hyper_parallel.models.llama3 import parallelize_llama
     mesh = hp.init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
     ref = llama()
     single = train(copy.deepcopy(ref))
@@ -503,7 +503,7 @@ def test_moe_all_to_all_is_never_recomputed():
     import torch
     import torch.distributed as dist
     import hyper_parallel as hp
-    from hyper_parallel.models.llama import parallelize_llama_moe
+    from hyper_parallel.models.llama3 import parallelize_llama_moe
     mesh = hp.init_device_mesh("cpu", (2,))
     ref = llama("debug_moe")
     rank = dist.get_rank()
@@ -542,7 +542,7 @@ def test_pipeline_swap_follows_the_schedule():
     import torch.distributed as dist
     import hyper_parallel.activation as act
     from hyper_parallel.activation._torch.pipeline import backward_order
-    from hyper_parallel.models.llama import LlamaConfig, LlamaForCausalLM, pipeline_llama
+    from hyper_parallel.models.llama3 import LlamaConfig, LlamaForCausalLM, pipeline_llama
     rank = dist.get_rank()
     torch.manual_seed(0)
     ref = LlamaForCausalLM(LlamaConfig(num_hidden_layers=4))

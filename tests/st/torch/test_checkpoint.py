@@ -81,7 +81,7 @@ def test_partial_is_reduced_by_save_and_refused_by_torch_dcp(tmp_path):
 def tiny_llama(seed):
     """The debug Llama with weights from ``seed``."""
     import torch
-    from hyper_parallel.models.llama import TINY_CONFIGS, LlamaForCausalLM
+    from hyper_parallel.models.llama3 import TINY_CONFIGS, LlamaForCausalLM
     torch.manual_seed(seed)
     return LlamaForCausalLM(TINY_CONFIGS["debug"])
 
@@ -106,7 +106,7 @@ def llama_batch(step, rank=0, world=1):
 def llama_step(model, opt, ids):
     """One AdamW step; returns the local loss."""
     logits = model(ids)
-    from hyper_parallel.models.llama import LlamaForCausalLM
+    from hyper_parallel.models.llama3 import LlamaForCausalLM
     loss = LlamaForCausalLM.loss(logits[:, :-1], ids[:, 1:])
     loss.backward()
     opt.step()
@@ -137,7 +137,7 @@ def test_fsdp_checkpoint_loads_into_tp_plain_and_pp_layouts(tmp_path):
     import torch.distributed as dist
     import hyper_parallel as hp
     from hyper_parallel import checkpoint as ckpt
-    from hyper_parallel.models.llama import parallelize_llama
+    from hyper_parallel.models.llama3 import parallelize_llama
     rank, world = dist.get_rank(), dist.get_world_size()
     mesh = hp.init_device_mesh("cpu", (world,))
     model = fsdp_llama(0, mesh)
@@ -182,7 +182,7 @@ def test_fsdp_checkpoint_loads_into_tp_plain_and_pp_layouts(tmp_path):
 
     # pipeline stages (this rank's model parts hold a subset of the FQNs): load the FSDP checkpoint into
     # them, model and optimizer, then save from them and load that into a fresh FSDP model
-    from hyper_parallel.models.llama import pipeline_llama
+    from hyper_parallel.models.llama3 import pipeline_llama
     _, parts = pipeline_llama(tiny_llama(3), n_microbatches=2)
     pp_opt = torch.optim.AdamW([p for part in parts for p in part.parameters()], lr=1e-2)
     pp_states = {"model": ckpt.ModelState(parts), "optim": ckpt.OptimizerState(parts, pp_opt)}
@@ -213,7 +213,7 @@ def test_muon_chained_optimizer_state_across_layouts(tmp_path):
     import torch.distributed as dist
     import hyper_parallel as hp
     from hyper_parallel import checkpoint as ckpt
-    from hyper_parallel.models.llama import parallelize_llama
+    from hyper_parallel.models.llama3 import parallelize_llama
     from hyper_parallel.optim import ChainedOptimizer, Muon
     rank, world = dist.get_rank(), dist.get_world_size()
 
@@ -300,7 +300,7 @@ def _run_steps(model, opt, sched, loader, mesh, steps, manager=None, first=1):
     for step in range(first, first + steps):
         ids = loader.next(rank, world)
         noise = hp.rand((6,), mesh, [Shard(0)]).full_tensor().sum()
-        from hyper_parallel.models.llama import LlamaForCausalLM
+        from hyper_parallel.models.llama3 import LlamaForCausalLM
         loss = LlamaForCausalLM.loss(model(ids)[:, :-1], ids[:, 1:]) * (1 + 0.01 * noise)
         loss.backward()
         opt.step()
@@ -525,8 +525,8 @@ def test_hf_export_read_by_safetensors_and_import_into_tp(tmp_path):
     from safetensors.torch import load_file
     import hyper_parallel as hp
     from hyper_parallel import checkpoint as ckpt
-    from hyper_parallel.models.llama import LlamaStateDictAdapter, TINY_CONFIGS, parallelize_llama
-    from hyper_parallel.models.llama.state_dict_adapter import LLAMA_RULES
+    from hyper_parallel.models.llama3 import LlamaStateDictAdapter, TINY_CONFIGS, parallelize_llama
+    from hyper_parallel.models.llama3.state_dict_adapter import LLAMA_RULES
     world = dist.get_world_size()
     mesh = hp.init_device_mesh("cpu", (world,))
     model = fsdp_llama(0, mesh)
@@ -566,7 +566,7 @@ def test_hf_export_read_by_safetensors_and_import_into_tp(tmp_path):
         assert torch.equal(plain.state_dict()[name], value), name
     tied_cfg = TINY_CONFIGS["debug"].__class__(tie_word_embeddings=True)
     tied = LlamaStateDictAdapter(tied_cfg)
-    from hyper_parallel.models.llama import LlamaForCausalLM
+    from hyper_parallel.models.llama3 import LlamaForCausalLM
     torch.manual_seed(3)
     tmodel = LlamaForCausalLM(tied_cfg)
     wm = ckpt.save_hf(tmodel, tmp_path / "tied", tied)

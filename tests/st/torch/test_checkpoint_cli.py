@@ -56,7 +56,7 @@ def test_hp_ckpt_inspect_verify_convert(tmp_path):
     assert code == 0 and "every chunk and object matches its checksum" in text and "model.model.norm.weight" in text
 
     # Hugging Face in bf16 with the Llama adapter
-    adapter = "hyper_parallel.models.llama.state_dict_adapter:debug_adapter"
+    adapter = "hyper_parallel.models.llama3.state_dict_adapter:debug_adapter"
     code, text = _cli("convert", src, tmp_path / "hf", "--to", "hf", "--dtype", "bfloat16", "--adapter", adapter,
                       "--max-file-bytes", 100_000)
     assert code == 0, text

@@ -188,7 +188,7 @@ def train_llama_cp(mesh, variant, steps=5):
     import torch
     import torch.distributed as dist
     from hyper_parallel.cp import context_parallel, context_parallel_shard
-    from hyper_parallel.models.llama import LlamaForCausalLM, TINY_CONFIGS, parallelize_llama
+    from hyper_parallel.models.llama3 import LlamaForCausalLM, TINY_CONFIGS, parallelize_llama
     torch.manual_seed(0)
     ref = LlamaForCausalLM(TINY_CONFIGS["debug"])
     ours = copy.deepcopy(ref)
@@ -377,7 +377,7 @@ def test_activation_checkpoint_recomputes_cp_attention():
     from torch.utils.checkpoint import checkpoint
     import hyper_parallel as hp
     from hyper_parallel.cp import context_parallel, context_parallel_shard
-    from hyper_parallel.models.llama import LlamaForCausalLM, TINY_CONFIGS, parallelize_llama
+    from hyper_parallel.models.llama3 import LlamaForCausalLM, TINY_CONFIGS, parallelize_llama
     mesh = hp.init_device_mesh("cpu", (2,))
     torch.manual_seed(0)
     ref = LlamaForCausalLM(TINY_CONFIGS["debug"])

@@ -17,7 +17,7 @@ def test_cp_x_tp_llama_matches_one_process(qkv):
     import torch.distributed as dist
     import hyper_parallel as hp
     from hyper_parallel.cp import context_parallel_shard
-    from hyper_parallel.models.llama import LlamaForCausalLM, TINY_CONFIGS, llama_cp_plan, llama_tp_plan
+    from hyper_parallel.models.llama3 import LlamaForCausalLM, TINY_CONFIGS, llama_cp_plan, llama_tp_plan
     from hyper_parallel.tp import ColwiseParallel, parallelize_module
     mesh = hp.init_device_mesh("cpu", (2, 2), mesh_dim_names=("cp", "tp"))
     torch.manual_seed(0)

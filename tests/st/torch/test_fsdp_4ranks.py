@@ -160,7 +160,7 @@ def test_tp_x_fsdp_tiny_llama_with_parallelize_llama():
     import torch
     import torch.nn.functional as F
     import hyper_parallel as hp
-    from hyper_parallel.models.llama import TINY_CONFIGS, LlamaForCausalLM, parallelize_llama
+    from hyper_parallel.models.llama3 import TINY_CONFIGS, LlamaForCausalLM, parallelize_llama
     mesh = hp.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
     dp_rank = mesh.get_coordinate()[0]
     cfg = TINY_CONFIGS["debug"]

@@ -323,7 +323,7 @@ def llama_moe_parity(mesh, ep, steps=3, tol=1e-4):
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
-    from hyper_parallel.models.llama import TINY_CONFIGS, LlamaForCausalLM, parallelize_llama_moe
+    from hyper_parallel.models.llama3 import TINY_CONFIGS, LlamaForCausalLM, parallelize_llama_moe
     from hyper_parallel.moe import MoE, register_moe_load_balancing_hook
     from hyper_parallel.moe.balance import bias_update
     cfg = TINY_CONFIGS["debug_moe"]

@@ -96,7 +96,7 @@ def muon_parity(model_params, ref_params, steps=STEPS, oracle="torch", **kw):
 def llama(flavor="debug", seed=0):
     """The tiny Llama and a copy for the single-process reference."""
     import torch
-    from hyper_parallel.models.llama import TINY_CONFIGS, LlamaForCausalLM
+    from hyper_parallel.models.llama3 import TINY_CONFIGS, LlamaForCausalLM
     torch.manual_seed(seed)
     ref = LlamaForCausalLM(TINY_CONFIGS[flavor])
     return copy.deepcopy(ref), ref
@@ -149,7 +149,7 @@ def test_muon_uneven_and_empty_shards():
 @multi_rank(world_size=2, timeout=120)
 def test_muon_tensor_parallel_equals_torch_muon():
     import hyper_parallel as hp
-    from hyper_parallel.models.llama import parallelize_llama
+    from hyper_parallel.models.llama3 import parallelize_llama
     mesh = hp.init_device_mesh("cpu", (2,))
     model, ref = llama()
     parallelize_llama(model, mesh)
@@ -199,7 +199,7 @@ def test_clip_grad_norm_mixed_tp_ep_plain_equals_one_process(foreach):
     """TP DTensors (Shard(0), Shard(1), Replicate), experts on their own EP mesh and a plain tensor together."""
     import torch
     import hyper_parallel as hp
-    from hyper_parallel.models.llama import parallelize_llama
+    from hyper_parallel.models.llama3 import parallelize_llama
     tp = hp.init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
     ep = hp.init_device_mesh("cpu", (2,), mesh_dim_names=("ep",))
     model, _ = llama()
@@ -305,7 +305,7 @@ def test_fsdp_training_with_factories_and_state_dict_round_trip_mid_training():
     import torch.distributed as dist
     import hyper_parallel as hp
     from hyper_parallel.fsdp import get_model_state_dict, set_model_state_dict
-    from hyper_parallel.models.llama import parallelize_llama
+    from hyper_parallel.models.llama3 import parallelize_llama
     from hyper_parallel.optim import (get_hyper_lr_scheduler, get_hyper_optimizer, get_optimizer_state_dict,
                                       set_optimizer_state_dict)
     rank = dist.get_rank()
@@ -371,7 +371,7 @@ def test_chain_checkpoint_saved_under_fsdp_loads_into_tensor_parallel(tmp_path):
     import torch.distributed as dist
     import hyper_parallel as hp
     from hyper_parallel import checkpoint as ckpt
-    from hyper_parallel.models.llama import parallelize_llama
+    from hyper_parallel.models.llama3 import parallelize_llama
     from hyper_parallel.optim import get_hyper_lr_scheduler, get_hyper_optimizer
 
     def full_states(model, opt):

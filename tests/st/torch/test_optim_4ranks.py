@@ -14,7 +14,7 @@ from tests.st.torch.test_optim import (check_work_split, full_grads, hidden_matr
 @multi_rank(world_size=4, timeout=180)
 def test_muon_fsdp_x_tp_2x2_equals_torch_muon():
     import hyper_parallel as hp
-    from hyper_parallel.models.llama import parallelize_llama
+    from hyper_parallel.models.llama3 import parallelize_llama
     mesh = hp.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
     model, ref = llama()
     parallelize_llama(model, mesh["tp"])
@@ -108,7 +108,7 @@ def test_muon_on_the_moe_llama_with_ep_x_efsdp():
     the factory's Muon takes the 3-D experts, routers and dense matrices; experts stay where they live
     (whole experts per rank after EP x efsdp), the rest is spread; 5 steps equal one process."""
     import hyper_parallel as hp
-    from hyper_parallel.models.llama import parallelize_llama_moe
+    from hyper_parallel.models.llama3 import parallelize_llama_moe
     from hyper_parallel.optim import get_hyper_optimizer
     mesh = hp.init_device_mesh("cpu", (4,))
     model, ref = llama("debug_moe")

@@ -225,7 +225,7 @@ def test_llama_pipeline_split_matches_one_process():
     import copy
     import torch
     import torch.distributed as dist
-    from hyper_parallel.models.llama import LlamaConfig, LlamaForCausalLM, pipeline_llama
+    from hyper_parallel.models.llama3 import LlamaConfig, LlamaForCausalLM, pipeline_llama
     rank = dist.get_rank()
     torch.manual_seed(0)
     model = LlamaForCausalLM(LlamaConfig(num_hidden_layers=4))

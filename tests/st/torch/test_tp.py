@@ -56,7 +56,7 @@ def test_linear_and_embedding_styles_match_one_process():
 def test_bad_plans_give_clear_errors():
     import torch
     import hyper_parallel as hp
-    from hyper_parallel.models.llama import LlamaConfig, LlamaForCausalLM, parallelize_llama
+    from hyper_parallel.models.llama3 import LlamaConfig, LlamaForCausalLM, parallelize_llama
     from hyper_parallel.tp import ColwiseParallel, SequenceParallel, parallelize_module
     mesh = hp.init_device_mesh("cpu", (2,))
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
@@ -92,7 +92,7 @@ def test_llama_tp_training_matches_one_process(variant):
     import copy
     import torch
     import hyper_parallel as hp
-    from hyper_parallel.models.llama import LlamaForCausalLM, TINY_CONFIGS, parallelize_llama
+    from hyper_parallel.models.llama3 import LlamaForCausalLM, TINY_CONFIGS, parallelize_llama
     from hyper_parallel.tp import loss_parallel
     mesh = hp.init_device_mesh("cpu", (2,))
     torch.manual_seed(0)

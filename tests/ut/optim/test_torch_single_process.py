@@ -154,7 +154,7 @@ def test_wsd_scheduler_over_a_chain_scales_each_groups_own_lr():
 
 
 def test_factory_assignment_on_the_tiny_llama_lists_every_parameter():
-    from hyper_parallel.models.llama import LlamaForCausalLM, TINY_CONFIGS
+    from hyper_parallel.models.llama3 import LlamaForCausalLM, TINY_CONFIGS
     model = LlamaForCausalLM(TINY_CONFIGS["debug"])
     chain = get_hyper_optimizer(model, {"name": "muon", "lr": 1e-3})
     names = chain.param_names
@@ -170,7 +170,7 @@ def test_factory_assignment_on_the_tiny_llama_lists_every_parameter():
 
 
 def test_chained_optimizer_state_dict_round_trip_continues_bit_identically():
-    from hyper_parallel.models.llama import LlamaForCausalLM, TINY_CONFIGS
+    from hyper_parallel.models.llama3 import LlamaForCausalLM, TINY_CONFIGS
     torch.manual_seed(0)
     cfg = {"name": "muon", "lr": 1e-3, "warmup_steps": 2, "decay": "cosine", "total_steps": 8}
     model = LlamaForCausalLM(TINY_CONFIGS["debug"])

@@ -10,7 +10,7 @@ from hyper_parallel.tp import (ColwiseParallel, PrepareModuleInput, RowwiseParal
                                parallelize_module)
 
 __all__ = ["llama_tp_plan", "llama_cp_plan", "parallelize_llama", "llama_moe_tp_plan", "parallelize_llama_moe",
-           "pipeline_llama"]
+           "pipeline_llama", "parallelize_llama3", "pipeline_llama3"]
 
 
 def llama_tp_plan(sequence_parallel: bool = True, loss_parallel: bool = False, fused_sp_grad: bool = True) -> dict:
@@ -102,10 +102,11 @@ def _dense_dims(mesh):
     if mesh.ndim == 1:
         return mesh, None, mesh.size(), 1
     names = mesh.mesh_dim_names or ()
-    if mesh.ndim != 2 or "dp" not in names or "tp" not in names:
+    dp_name = "dp" if "dp" in names else "dp_shard"
+    if mesh.ndim != 2 or dp_name not in names or "tp" not in names:
         raise ValueError(f"parallelize_llama_moe(mesh): expected a 1-D data-parallel mesh or a 2-D mesh with dims "
-                         f"('dp', 'tp'), got {mesh}")
-    return mesh["dp"], mesh["tp"], mesh.size("dp"), mesh.size("tp")
+                         f"('dp', 'tp') or ('dp_shard', 'tp'), got {mesh}")
+    return mesh[dp_name], mesh["tp"], mesh.size(dp_name), mesh.size("tp")
 
 
 def parallelize_llama_moe(model, mesh, *, ep: int, loss_parallel: bool = False, async_dispatch: bool = True):
@@ -172,3 +173,53 @@ def pipeline_llama(model, *, schedule: str = "1F1B", n_microbatches: int, pp_gro
     loss = loss_fn if loss_fn is not None else type(model).loss
     sched = cls(stages if cls.multi else stages[0], n_microbatches, loss_fn=loss, **schedule_kwargs)
     return sched, parts
+
+
+def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: bool = True,
+                       loss_parallel: bool = False, cp_method: str = "ring", async_cp: bool = False,
+                       cp_load_balance="headtail", activation=None, async_dispatch: bool = True, **fsdp_kwargs):
+    """The registry's ``parallelize_fn`` (``get_model_spec("llama3").parallelize_fn``): apply every
+    parallelism of ``parallel_dims`` (a ``hyper_parallel.models.ParallelDims``) to ``model`` on
+    ``world_mesh`` (``parallel_dims.build_mesh()``), TorchTitan order: TP + SP (+ loss parallel) on
+    ``world_mesh["tp"]``, CP attention on ``world_mesh["cp"]``, the ``activation`` policy (a
+    ``hyper_parallel.activation`` config block), then FSDP (HSDP with ``dp_replicate > 1``) per decoder
+    layer and on the root (``fsdp_kwargs`` go to ``fully_shard``). A model with MoE layers
+    (``config.moe``) takes :func:`parallelize_llama_moe` with ``ep=parallel_dims.ep`` on the
+    ``(dp_shard, tp)`` mesh. Returns the model (apply it to each pipeline stage module under PP)."""
+    dims = parallel_dims
+    if model.config.moe is not None:
+        if dims.cp > 1 or dims.dp_replicate > 1 or dims.pp > 1:
+            raise ValueError(f"parallelize_llama3: a model with MoE layers supports dp_shard x tp x ep only, got "
+                             f"{dims}")
+        if activation is not None:
+            from hyper_parallel.activation import apply_activation_policy
+            apply_activation_policy(model, activation)
+        mesh = world_mesh[("dp_shard", "tp")] if dims.tp > 1 else world_mesh[world_mesh.mesh_dim_names[0]]
+        return parallelize_llama_moe(model, mesh, ep=dims.ep, loss_parallel=loss_parallel,
+                                     async_dispatch=async_dispatch)
+    if dims.tp > 1:
+        _check_divisible(model.config, dims.tp)
+        parallelize_module(model, world_mesh["tp"], llama_tp_plan(sequence_parallel, loss_parallel))
+    if dims.cp > 1:
+        parallelize_module(model, world_mesh["cp"], llama_cp_plan(cp_method, async_cp, cp_load_balance))
+    if activation is not None:
+        from hyper_parallel.activation import apply_activation_policy
+        apply_activation_policy(model, activation)
+    fsdp_mesh = dims.fsdp_mesh(world_mesh)
+    if fsdp_mesh is not None:
+        from hyper_parallel.fsdp._torch.fully_shard import fully_shard
+        layers = model.model.layers
+        for layer in (layers.values() if hasattr(layers, "values") else layers):
+            fully_shard(layer, mesh=fsdp_mesh, **fsdp_kwargs)
+        fully_shard(model, mesh=fsdp_mesh, **fsdp_kwargs)
+    return model
+
+
+def pipeline_llama3(model, world_mesh, parallel_dims, *, schedule: str = "1F1B", n_microbatches: int,
+                    loss_fn=None, **kwargs):
+    """The registry's ``pipelining_fn``: :func:`pipeline_llama` over ``world_mesh["pp"]``'s group
+    (``parallel_dims.pp`` stages' ranks). Returns ``(schedule, stage_modules)``."""
+    if parallel_dims.pp < 2:
+        raise ValueError(f"pipeline_llama3: parallel_dims.pp={parallel_dims.pp}; pipelining needs pp >= 2")
+    return pipeline_llama(model, schedule=schedule, n_microbatches=n_microbatches,
+                          pp_group=world_mesh["pp"].get_group(), loss_fn=loss_fn, **kwargs)

@@ -13,7 +13,7 @@ import dataclasses
 from typing import Any, Dict, Optional
 
 from hyper_parallel.checkpoint.hf import KeyMapAdapter
-from hyper_parallel.models.llama.model import LlamaConfig
+from hyper_parallel.models.llama3.args import LlamaConfig
 
 __all__ = ["LlamaStateDictAdapter", "LLAMA_RULES", "debug_adapter"]
 
@@ -67,6 +67,6 @@ class LlamaStateDictAdapter(KeyMapAdapter):
 
 def debug_adapter() -> LlamaStateDictAdapter:
     """The adapter of the ``debug`` flavor (``hp-ckpt convert --adapter
-    hyper_parallel.models.llama.state_dict_adapter:debug_adapter``)."""
-    from hyper_parallel.models.llama.model import TINY_CONFIGS
+    hyper_parallel.models.llama3.state_dict_adapter:debug_adapter``)."""
+    from hyper_parallel.models.llama3.args import TINY_CONFIGS
     return LlamaStateDictAdapter(TINY_CONFIGS["debug"])

@@ -1,0 +1,50 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""The model registry: ``get_model_spec("llama3")`` -> :class:`~hyper_parallel.models.spec.ModelSpec`.
+
+Built-in models are listed by module name and imported on first use (each model package defines
+``MODEL_SPEC``); users add their own with :func:`register_model_spec`.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Dict, List
+
+from hyper_parallel.models.spec import ModelSpec
+
+__all__ = ["get_model_spec", "register_model_spec", "list_models"]
+
+#: name -> module defining ``MODEL_SPEC``
+_BUILTIN: Dict[str, str] = {
+    "llama3": "hyper_parallel.models.llama3",
+}
+_REGISTERED: Dict[str, ModelSpec] = {}
+
+
+def register_model_spec(spec: ModelSpec, *, override: bool = False) -> ModelSpec:
+    """Register ``spec`` under ``spec.name`` (an existing name is an error unless ``override``)."""
+    if not isinstance(spec, ModelSpec):
+        raise TypeError(f"register_model_spec(spec): expected a ModelSpec, got {type(spec).__name__}")
+    if not override and (spec.name in _REGISTERED or spec.name in _BUILTIN):
+        raise ValueError(f"register_model_spec: a model named {spec.name!r} is already registered "
+                         f"(pass override=True to replace it)")
+    _REGISTERED[spec.name] = spec
+    return spec
+
+
+def list_models() -> List[str]:
+    """Names of every registered and built-in model."""
+    return sorted(set(_BUILTIN) | set(_REGISTERED))
+
+
+def get_model_spec(name: str) -> ModelSpec:
+    """The :class:`ModelSpec` of model ``name`` (imports a built-in model's package on first use)."""
+    spec = _REGISTERED.get(name)
+    if spec is not None:
+        return spec
+    module = _BUILTIN.get(name)
+    if module is None:
+        raise KeyError(f"get_model_spec: unknown model {name!r}; known models: {list_models()}")
+    spec = importlib.import_module(module).MODEL_SPEC
+    _REGISTERED[name] = spec
+    return spec

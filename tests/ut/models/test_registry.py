@@ -1,0 +1,61 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""UT: the model registry, ModelSpec and ParallelDims (pure logic, no processes)."""
+import dataclasses
+
+import pytest
+
+from hyper_parallel.models import ModelSpec, ParallelDims, get_model_spec, list_models, register_model_spec
+
+
+def test_parallel_dims_infers_dp_shard_and_orders_mesh_dims():
+    dims = ParallelDims(world_size=16, dp_replicate=2, cp=2, tp=2)
+    assert dims.dp_shard == 2 and dims.dp == 4 and dims.fsdp_enabled
+    assert dims.mesh_dims() == [("dp_replicate", 2), ("dp_shard", 2), ("cp", 2), ("tp", 2)]
+    assert ParallelDims(world_size=4, pp=2, tp=2).mesh_dims() == [("pp", 2), ("tp", 2)]
+    assert ParallelDims(world_size=1).mesh_dims() == [("dp_shard", 1)]
+    assert not ParallelDims(world_size=2, tp=2).fsdp_enabled
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"world_size": 6, "tp": 4}, "world_size=6 is not divisible by dp_replicate \\* cp \\* tp \\* pp = 4"),
+    ({"world_size": 8, "dp_shard": 2, "tp": 2}, "= 4 != world_size=8"),
+    ({"world_size": 4, "tp": 0}, "tp=0.*positive int"),
+    ({"world_size": 4, "tp": 2, "etp": 4}, "etp=4.*expected 1 or tp=2"),
+    ({"world_size": 4, "ep": 3}, "ep=3.*must divide dp_shard \\* cp \\* tp = 4"),
+    ({"world_size": 4, "dp_shard": 0}, "dp_shard=0.*positive int or -1"),
+])
+def test_parallel_dims_bad_degrees_name_the_field(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ParallelDims(**kwargs)
+
+
+def test_registry_returns_llama3_spec_and_rejects_unknown_names():
+    spec = get_model_spec("llama3")
+    assert spec.name == "llama3" and "llama3" in list_models()
+    assert {"debug", "debug_moe", "small"} <= set(spec.flavors)
+    assert spec.config("debug", num_hidden_layers=3).num_hidden_layers == 3
+    with pytest.raises(KeyError, match="model 'llama3' has no flavor 'huge'; known flavors"):
+        spec.config("huge")
+    with pytest.raises(KeyError, match="unknown model 'gpt9'; known models"):
+        get_model_spec("gpt9")
+    with pytest.raises(ValueError, match="'llama3' is already registered"):
+        register_model_spec(spec)
+    with pytest.raises(TypeError, match="expected a ModelSpec"):
+        register_model_spec("llama3")
+
+
+def test_register_a_user_model_spec():
+    base = get_model_spec("llama3")
+    mine = dataclasses.replace(base, name="my_llama_ut")
+    assert register_model_spec(mine) is mine
+    assert get_model_spec("my_llama_ut") is mine and "my_llama_ut" in list_models()
+    assert isinstance(mine, ModelSpec)
+
+
+def test_old_llama_import_path_still_works():
+    from hyper_parallel.models.llama import LlamaForCausalLM as old
+    from hyper_parallel.models.llama.state_dict_adapter import LLAMA_RULES
+    from hyper_parallel.models.llama3 import LlamaForCausalLM as new
+    from hyper_parallel.models.llama3.state_dict_adapter import LLAMA_RULES as new_rules
+    assert old is new and LLAMA_RULES is new_rules
