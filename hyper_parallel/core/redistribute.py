@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, FrozenSet, Tuple
 
-from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard, chunk_sizes
+from hyper_parallel.core.placement import Placement, Replicate, chunk_sizes
 from hyper_parallel.core.redistribute_plan import RedistPlan, plan_redistribute
 from hyper_parallel.core.spec import DTensorSpec
 
@@ -84,8 +84,3 @@ def run_redistribute(local: Any, steps: Tuple[CompiledStep, ...]) -> Any:
     for fn, args in steps:
         local = fn(local, *args)
     return local
-
-
-def is_partial_or_shard(p: Placement) -> bool:
-    """True for ``Shard`` and ``Partial`` placements."""
-    return isinstance(p, (Shard, Partial))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import weakref
 from functools import lru_cache
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Sequence, Tuple
 
 from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard, shard_range
 
@@ -192,9 +192,3 @@ def _local_shape_and_offset(shape: Tuple[int, ...], placements: Tuple[Placement,
             offset[p.dim] += start
             local[p.dim] = length
     return tuple(local), tuple(offset)
-
-
-def spec_summary(spec: DTensorSpec) -> Dict[str, Optional[object]]:
-    """Plain-dict view of a spec (for reports and JSON)."""
-    return {"shape": list(spec.shape), "placements": [p.short() for p in spec.placements],
-            "mesh_shape": list(spec.mesh.shape)}

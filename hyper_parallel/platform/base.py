@@ -142,6 +142,9 @@ class Platform(ABC):
     #: the backend's ``dtensor.py`` sets both on its platform object when it is imported
     dtensor_type: Optional[type] = None
     distribute_tensor: Optional[Callable[..., Any]] = None
+    #: ``wrap_local(local, spec)``: a fresh local tensor holding this rank's shard of ``spec`` as a DTensor
+    #: (set with the two above; op expands with data-dependent output shapes use it)
+    wrap_local: Optional[Callable[[Any, Any], Any]] = None
 
     @abstractmethod
     def manual_seed(self, seed: int) -> None:

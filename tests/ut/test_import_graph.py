@@ -171,6 +171,23 @@ def test_no_import_cycles():
         f"{' -> '.join(cycle)}  (strongly connected: {', '.join(members)})" for cycle, members in cycles)
 
 
+def test_rule_modules_name_no_framework_even_inside_functions():
+    """Rules are pure: no ``torch``/``mindspore`` and no backend module, at any level (their local
+    computations that need a framework live with it, in ``platform/<backend>/expands.py``)."""
+    known = _modules()
+    rules = {m: path for m, (path, _) in known.items() if m.startswith("hyper_parallel.core.ops.rules")}
+    bad = {}
+    for module, path in rules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        hits = [n for n in names if n.split(".")[0] in ("torch", "mindspore")
+                or n.startswith(("hyper_parallel.platform.torch", "hyper_parallel.platform.mindspore"))]
+        if hits:
+            bad[module] = hits
+    assert len(rules) > 10 and not bad, bad
+
+
 def test_rule_modules_import_without_any_framework():
     rules = sorted(m for m in _modules() if m.startswith("hyper_parallel.core.ops.rules."))
     assert len(rules) > 10

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
+from hyper_parallel.core.ops.expands import implementation
 from hyper_parallel.core.ops.rule import Decision, OpCall, OutputSpec, RuleError, TensorArg
 from hyper_parallel.core.ops.strict import StrictRedistributionError, strict_enabled
 from hyper_parallel.core.placement import Replicate
@@ -41,11 +42,12 @@ __all__ = ["DispatchPlan", "freeze", "collect", "placeholders", "rebuild", "one_
 class DispatchPlan:
     """The compiled decision for one (op, input specs, cache values): what to do on every call.
 
-    Rules' expand methods read ``call``, ``decision`` and ``mesh``. ``fast``: nothing to do but run the op;
-    ``sync_only``: only gradient all-reduces (skipped when no gradient is recorded)."""
+    Rules' expand methods read ``call``, ``decision``, ``mesh`` and ``platform`` (the backend running it).
+    ``fast``: nothing to do but run the op; ``sync_only``: only gradient all-reduces (skipped when no
+    gradient is recorded)."""
 
     __slots__ = ("fast", "sync_only", "redist", "grad_sync", "grad_scale", "outs", "expand", "unwrap", "rule",
-                 "decision", "call", "mesh", "describe", "locs")
+                 "decision", "call", "mesh", "describe", "locs", "platform")
 
     def __init__(self) -> None:
         self.fast = True
@@ -62,6 +64,7 @@ class DispatchPlan:
         self.mesh = None
         self.describe: List[str] = []
         self.locs: List[tuple] = []
+        self.platform = None
 
 
 # ---------------------------------------------------------------------- preprocess
@@ -222,13 +225,14 @@ def build_plan(platform, name: str, rule, args, kwargs, tensors, locs, specs, *,
     decision = rule.infer(call)
     plan = DispatchPlan()
     plan.rule, plan.decision, plan.call, plan.mesh, plan.locs = rule, decision, call, mesh, locs
+    plan.platform = platform
     sharded_out = {d for d in range(mesh.ndim)
                    if any(not isinstance(op[d], Replicate) for op in output_placements(decision.outputs))}
     for i, (t, s) in enumerate(zip(tensors, specs)):
         need = decision.inputs[i] if i < len(decision.inputs) else None
         _plan_input(plan, platform, i, t.shape, itemsize(t) if need is not None else 0, s, need, sharded_out)
     plan.outs = output_specs(mesh, decision.outputs)
-    plan.expand = getattr(rule, decision.expand) if decision.expand else None
+    plan.expand = implementation(platform.name, rule, decision.expand) if decision.expand else None
     plan.unwrap = unwrap
     extra = plan.redist or plan.grad_scale or plan.expand or plan.unwrap
     plan.fast = not (extra or plan.grad_sync)

@@ -215,3 +215,4 @@ def distribute_tensor(tensor: ms.Tensor, device_mesh, placements: Optional[Seque
 
 PLATFORM.dtensor_type = DTensor
 PLATFORM.distribute_tensor = distribute_tensor
+PLATFORM.wrap_local = DTensor

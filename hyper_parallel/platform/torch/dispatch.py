@@ -23,6 +23,7 @@ from hyper_parallel.core.ops.strict import (StrictRedistributionError, set_stric
 from hyper_parallel.core.ops.rule import RuleError
 from hyper_parallel.core.spec import DTensorSpec
 from hyper_parallel.platform.torch import dtensor as _dt
+from hyper_parallel.platform.torch import expands as _expands  # noqa: F401  pylint: disable=unused-import  # registers
 from hyper_parallel.platform.torch.platform import PLATFORM as _PLATFORM
 
 __all__ = ["install_registry", "strict_dispatch", "set_strict", "StrictRedistributionError", "resolve_torch_name",

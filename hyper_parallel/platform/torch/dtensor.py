@@ -304,3 +304,4 @@ def distribute_tensor(tensor: torch.Tensor, device_mesh, placements: Optional[Se
 
 PLATFORM.dtensor_type = DTensor
 PLATFORM.distribute_tensor = distribute_tensor
+PLATFORM.wrap_local = as_dtensor

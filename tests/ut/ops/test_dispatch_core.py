@@ -46,6 +46,8 @@ class DT(Plain):
 class Recorder:
     """A platform whose primitives return ``(name, input, args...)`` so the run can be read back."""
 
+    name = "recorder"
+
     def __getattr__(self, name):
         def prim(x, *args):
             return (name, x, *args)

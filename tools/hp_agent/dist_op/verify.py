@@ -231,23 +231,27 @@ class SimMesh:
 @dataclass
 class SimPlan:
     """The parts of the dispatcher's plan an expand reads (``outs``: output specs; ``redist``: non-empty
-    when an input was redistributed)."""
+    when an input was redistributed; ``platform``: the backend)."""
 
     call: Any
     decision: Any
     mesh: SimMesh
     outs: Any = None
     redist: list = field(default_factory=list)
+    platform: Any = None
 
 
 def _expand_runner(rule, fn, call, decision, n, moved: bool):
     from hyper_parallel.core.ops.dispatch import output_specs as _out_specs
-    method = getattr(rule, decision.expand)
+    from hyper_parallel.core.ops.expands import implementation
+    from hyper_parallel.platform import get_platform
+    platform = get_platform("torch")  # its package registers the torch expands
+    method = implementation("torch", rule, decision.expand)
     shape = tuple(n) if isinstance(n, tuple) else (n,)
 
     def run(rank, args, kwargs):
         mesh = SimMesh(shape, rank if isinstance(rank, tuple) else (rank,))
-        plan = SimPlan(call, decision, mesh, _out_specs(mesh, decision.outputs), [True] if moved else [])
+        plan = SimPlan(call, decision, mesh, _out_specs(mesh, decision.outputs), [True] if moved else [], platform)
         return method(fn, args, kwargs, plan)
     return run
 

@@ -195,7 +195,7 @@ class RepeatInterleaveRule(OpRule):
         for p in plan.decision.inputs[0]:
             if isinstance(p, Shard):
                 shape[p.dim] = plan.call.tensors[0].shape[p.dim]
-        return wrap_local(out, plan.mesh, plan.decision.inputs[0], shape)
+        return wrap_local(out, plan, plan.decision.inputs[0], shape)
 
 
 def _is_marker(value) -> bool:

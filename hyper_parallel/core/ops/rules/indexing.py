@@ -284,7 +284,7 @@ class MaskedSelectRule(OpRule):
         """Select locally; the output length is read from the local result."""
         out = func(*args, **kwargs)
         x = _tensor_at(plan.call, 0, "input")
-        return wrap_local(out, plan.mesh, plan.decision.inputs[x.slot], tuple(out.shape))
+        return wrap_local(out, plan, plan.decision.inputs[x.slot], tuple(out.shape))
 
 
 # ---------------------------------------------------------------------- one_hot
@@ -303,7 +303,7 @@ class OneHotRule(OpRule):
     def expand_dynamic(self, func, args, kwargs, plan):
         """One-hot of the replicated input; the class count comes from the data."""
         out = func(*args, **kwargs)
-        return wrap_local(out, plan.mesh, (_R,) * plan.mesh.ndim, tuple(out.shape))
+        return wrap_local(out, plan, (_R,) * plan.mesh.ndim, tuple(out.shape))
 
 
 # ---------------------------------------------------------------------- embedding
@@ -366,26 +366,3 @@ class EmbeddingRule(OpRule):
         pi = pi if isinstance(pi, Shard) else _R
         need[w.slot][d], need[ids.slot][d] = _R, pi
         return pi
-
-    def expand_vocab(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
-        """Look up the ids of this rank's vocabulary rows; other ids give zero rows (summed across ranks)."""
-        import torch
-        from hyper_parallel.core.spec import DTensorSpec
-
-        def arg(i, name, default=None):
-            return args[i] if i < len(args) else kwargs.get(name, default)
-
-        a = self._args(arg)
-        weight, ids = a["weight"], a["ids"]
-        w = plan.call.tensors[self._args(plan.call)["weight"][1]]
-        spec = DTensorSpec(plan.mesh, plan.decision.inputs[w.slot], w.shape)
-        (rows, _), (lo, _) = spec.local_shape_and_offset(plan.mesh.get_coordinate())
-        pad = a["padding_idx"]
-        if pad is not None and pad < 0:
-            pad += w.shape[0]
-        local_pad = pad - lo if pad is not None and lo <= pad < lo + rows else None
-        outside = (ids < lo) | (ids >= lo + rows)
-        if rows == 0:  # an empty shard (fewer rows than ranks): zeros that still belong to the graph
-            return weight.sum() * 0.0 + weight.new_zeros(tuple(ids.shape) + (weight.shape[1],))
-        out = torch.nn.functional.embedding((ids - lo).masked_fill(outside, 0), weight, local_pad)
-        return out.masked_fill(outside.unsqueeze(-1), 0.0)

@@ -91,36 +91,6 @@ class _LossRule(OpRule):  # pylint: disable=abstract-method
         return (placements, ()), expand, {"mesh_dims": mesh_dims, "denominator": denominator}
 
     # ------------------------------------------------------------------ expand (local tensors)
-    def expand_mean(self, func, args, kwargs, plan):
-        """Local summed loss divided by the global denominator."""
-        import inspect
-        sig = self._signatures.get(func)
-        if sig is None:
-            sig = self._signatures[func] = inspect.signature(func)
-        bound = sig.bind(*args, **kwargs)
-        bound.apply_defaults()
-        bound.arguments["reduction"] = "sum"
-        for legacy in ("size_average", "reduce"):
-            if legacy in bound.arguments:
-                bound.arguments[legacy] = None
-        total = func(*bound.args, **bound.kwargs)
-        den = self.denominator(bound.arguments, plan)
-        return total / den
-
-    def denominator(self, arguments, plan):
-        """Global denominator of the mean (a number, or a tensor all-reduced over the sharded mesh dims)."""
-        static = plan.decision.extra["denominator"]
-        if static is not None:
-            return static
-        import torch
-        from hyper_parallel.platform import get_platform
-        plat = get_platform("torch")
-        local = self.local_denominator(arguments)
-        for d in plan.decision.extra["mesh_dims"]:
-            group = plan.mesh.get_group(d)
-            local = plat.all_reduce(local, "sum", group)
-            local = plat.grad_all_reduce(local, group)  # every rank's partial loss depends on it
-        return local.to(torch.promote_types(local.dtype, torch.float32)) if not local.is_floating_point() else local
 
     def local_denominator(self, arguments):
         """This rank's share of a data-dependent denominator (overridden where one exists)."""
@@ -185,18 +155,6 @@ class ClassLossRule(_LossRule):
             k = q.dim if prob or q.dim < cdim else q.dim + 1
             return k if k != cdim else None
         return None
-
-    def local_denominator(self, arguments):
-        """Number (or class-weight sum) of this rank's targets that are not ``ignore_index``."""
-        import torch
-        with torch.no_grad():
-            target = arguments["target"]
-            keep = target != arguments["ignore_index"]
-            weight = arguments.get("weight")
-            if weight is None:
-                return keep.sum()
-            picked = weight.gather(0, torch.where(keep, target, torch.zeros_like(target)).flatten())
-            return (picked * keep.flatten()).sum()
 
 
 class PointwiseLossRule(_LossRule):

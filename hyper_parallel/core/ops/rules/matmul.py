@@ -156,15 +156,6 @@ class EinsumRule(OpRule):
             else:
                 need[slot][d] = Replicate()
 
-    def add_bias_once(self, func, args, kwargs, plan):
-        """Output is Partial: run without the bias term, add it on mesh coordinate 0 only."""
-        import torch
-        call = plan.call
-        slot = plan.decision.extra["bias"]
-        coord = plan.mesh.get_coordinate()
-        keep = all(coord[d] == 0 for d in plan.decision.extra["partial_dims"])
-        return self.run_without_bias(func, args, kwargs, call, slot, keep, torch)
-
     def run_without_bias(self, func, args, kwargs, call, slot, keep, torch):  # pylint: disable=too-many-arguments
         """Subclasses: compute the op without its bias, adding the bias only when ``keep``."""
         raise call.fail("this op has no bias term")

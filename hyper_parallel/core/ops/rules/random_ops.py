@@ -43,7 +43,6 @@ Rules:
 """
 from __future__ import annotations
 
-import math
 from typing import Tuple
 
 from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
@@ -145,18 +144,6 @@ class RandomLikeRule(_RandomRule):
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in (low, high)) or not low < high:
             raise call.fail(f"randint bounds low={low!r}, high={high!r}: expected ints with low < high")
 
-    def generate(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
-        """Expand: this rank's shard of the new random tensor."""
-        from hyper_parallel.platform.torch import random as trandom
-        x = args[0] if args else kwargs["input"]
-        dtype = kwargs.get("dtype") or x.dtype
-        device = kwargs.get("device") or x.device
-        params = _randint_bounds(args, kwargs) if self.distribution == "randint" else ()
-        out = trandom.shard_values(self.distribution, _spec(plan), plan.mesh.get_coordinate(), dtype, device, params)
-        if kwargs.get("requires_grad"):
-            out.requires_grad_(True)
-        return out
-
 
 class RandomInplaceRule(_RandomRule):
     """``Tensor.uniform_`` / ``normal_`` / ``bernoulli_`` (and ``nn.init`` twins): fill self in place."""
@@ -195,20 +182,6 @@ class RandomInplaceRule(_RandomRule):
         if check is not None and all(isinstance(v, (int, float)) for v in numbers) and not check[0](*numbers):
             raise call.fail(f"{dict(zip(self.params, numbers))}: {check[1]}")
 
-    def fill(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
-        """Expand: overwrite self's local shard with its values of a fresh random tensor."""
-        import torch
-        from hyper_parallel.platform.torch import random as trandom
-        x = args[0] if args else kwargs.get("tensor", kwargs.get("input"))
-        params = []
-        for k, name in enumerate(self.params):
-            params.append(args[1 + k] if 1 + k < len(args) else kwargs.get(name, self.defaults[k]))
-        values = trandom.shard_values(self.distribution, _spec(plan), plan.mesh.get_coordinate(), x.dtype, x.device,
-                                      tuple(float(v) if not isinstance(v, torch.Tensor) else v for v in params))
-        with torch.no_grad():
-            x.copy_(values)
-        return x
-
 
 class BernoulliRule(_RandomRule):
     """``torch.bernoulli`` / ``Tensor.bernoulli``: draws with probability ``p`` or the input's values."""
@@ -224,14 +197,6 @@ class BernoulliRule(_RandomRule):
             raise call.fail(f"p={p!r}: expected a probability in [0, 1]")
         return Decision(inputs=[None] * len(call.tensors), outputs=(no_partial(t.placements), t.shape),
                         expand="draw")
-
-    def draw(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
-        """Expand: 0/1 draws for this rank's shard."""
-        from hyper_parallel.platform.torch import random as trandom
-        x = args[0] if args else kwargs["input"]
-        p = args[1] if len(args) > 1 else kwargs.get("p")
-        prob = x if p is None else float(p)
-        return trandom.shard_values("bernoulli", _spec(plan), plan.mesh.get_coordinate(), x.dtype, x.device, (prob,))
 
 
 class DropoutRule(OpRule):
@@ -285,37 +250,6 @@ class DropoutRule(OpRule):
             return Decision(inputs=[out] + [None] * (len(call.tensors) - 1), outputs=(out, t.shape), expand="dropout")
         return Decision(inputs=[None] * len(call.tensors), outputs=(t.placements, t.shape), expand="dropout")
 
-    def dropout(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
-        """Expand: ``input * (mask / (1 - p))`` on the local shard (identity when not training or ``p == 0``)."""
-        from hyper_parallel.platform.torch import random as trandom
-
-        def get(index, name, default):
-            if index < len(args):
-                return args[index]
-            return kwargs.get(name, default) if name else default
-
-        x = args[0] if args else kwargs["input"]
-        p, training, inplace = self._flags(get)
-        if not training or p == 0.0:
-            return x
-        if p == 1.0:
-            return x.mul_(0.0) if inplace else x * 0.0
-        spec, ndim = _spec(plan), x.dim()
-        k = self.mask_dims(ndim)
-        if k < ndim:  # one draw per (batch, channel): shards of later dims share it
-            from hyper_parallel.core.spec import DTensorSpec
-            spec = DTensorSpec(plan.mesh, tuple(q if isinstance(q, Shard) and q.dim < k else Replicate()
-                                                for q in spec.placements), spec.shape[:k])
-        keep = trandom.keep_mask(spec, plan.mesh.get_coordinate(), float(p), x.dtype, x.device)
-        keep = keep.view(tuple(keep.shape) + (1,) * (ndim - k))
-        if self.alpha:  # torch's alpha dropout: x * (keep a) + (keep - 1) alpha a + alpha a p (SELU-preserving)
-            a = 1.0 / math.sqrt((_SELU_ALPHA * _SELU_ALPHA * p + 1.0) * (1.0 - p))
-            shift = (keep - 1.0).mul_(_SELU_ALPHA * a).add_(_SELU_ALPHA * a * p)
-            noise = keep.mul_(a)
-            return x.mul_(noise).add_(shift) if inplace else (x * noise).add_(shift)
-        noise = keep.div_(1.0 - p)
-        return x.mul_(noise) if inplace else x * noise
-
 
 class NormalRule(ElementwiseRule):
     """``torch.normal(mean, std)`` with tensor arguments (see module docstring)."""
@@ -325,16 +259,6 @@ class NormalRule(ElementwiseRule):
         decision = super().infer(call)
         decision.expand = "sample"
         return decision
-
-    def sample(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
-        """Expand: ``mean + std * z`` on this rank's output shard."""
-        import torch
-        from hyper_parallel.platform.torch import random as trandom
-        mean = args[0] if args else kwargs["mean"]
-        std = args[1] if len(args) > 1 else kwargs.get("std", 1.0)
-        like = mean if isinstance(mean, torch.Tensor) else std
-        z = trandom.shard_values("normal", _spec(plan), plan.mesh.get_coordinate(), like.dtype, like.device)
-        return z.mul_(std).add_(mean) if not isinstance(std, torch.Tensor) else (z * std).add_(mean)
 
 
 class RReluRule(OpRule):
@@ -360,26 +284,6 @@ class RReluRule(OpRule):
             raise call.fail("in-place rrelu of a Partial tensor is not linear; redistribute it to Replicate first")
         return Decision(inputs=[out] + [None] * (len(call.tensors) - 1), outputs=(out, t.shape), expand="rrelu")
 
-    def rrelu(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
-        """Expand: ``where(x > 0, x, x * slope)`` on the local shard (slopes drawn for the global elements)."""
-        import torch
-        from hyper_parallel.platform.torch import random as trandom
-
-        def get(index, name, default):
-            return args[index] if index < len(args) else kwargs.get(name, default)
-
-        x = args[0] if args else kwargs["input"]
-        lower, upper, training = self._args(get)
-        if training:
-            slope = trandom.shard_values("uniform", _spec(plan), plan.mesh.get_coordinate(), x.dtype, x.device,
-                                         (float(lower), float(upper)))
-        else:
-            slope = (lower + upper) / 2.0
-        out = torch.where(x > 0, x, x * slope)
-        if self.options.get("inplace", False) or kwargs.get("inplace", False):  # torch.rrelu_ / F.rrelu(inplace=)
-            return x.copy_(out)
-        return out
-
 
 class MultinomialRule(OpRule):
     """``multinomial(input, num_samples, replacement=False)`` (see module docstring)."""
@@ -398,24 +302,3 @@ class MultinomialRule(OpRule):
         keep = tuple(p if t.ndim == 2 and isinstance(p, Shard) and p.dim == 0 else Replicate() for p in t.placements)
         return Decision(inputs=[keep] + [None] * (len(call.tensors) - 1), outputs=(keep, tuple(t.shape[:-1]) + (n,)),
                         expand="sample")
-
-    def sample(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
-        """Expand: category indices for this rank's rows."""
-        import torch
-        from hyper_parallel.core.spec import DTensorSpec
-        from hyper_parallel.platform.torch import random as trandom
-        probs = (args[0] if args else kwargs["input"]).detach().to(torch.float64)
-        replacement = bool(args[2] if len(args) > 2 else kwargs.get("replacement", False))
-        coord = plan.mesh.get_coordinate()
-        out_spec = _spec(plan)
-        if replacement:  # inverse CDF, one uniform per output element
-            u = trandom.shard_values("uniform", out_spec, coord, torch.float64, probs.device)
-            cdf = probs.cumsum(-1)
-            idx = torch.searchsorted(cdf, u.mul_(cdf[..., -1:]), right=True)
-            return idx.clamp_max_(probs.shape[-1] - 1)
-        in_shape = out_spec.shape[:-1] + (probs.shape[-1],)
-        u = trandom.shard_values("uniform", DTensorSpec(plan.mesh, out_spec.placements, in_shape), coord,
-                                 torch.float64, probs.device)
-        race = trandom.exponential_from_uniform(u)  # exponential race: the smallest E_i / p_i win, in order
-        keys = torch.where(probs > 0, race / probs, torch.full_like(probs, float("inf")))
-        return torch.topk(keys, out_spec.shape[-1], dim=-1, largest=False, sorted=True).indices

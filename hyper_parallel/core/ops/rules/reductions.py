@@ -48,7 +48,7 @@ from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
 from hyper_parallel.core.ops.rule import Decision, OpCall, OpRule, RuleError
 
 __all__ = ["ReductionRule", "MomentsRule", "MaxMinRule", "ArgReduceRule", "ScanRule", "checked_dim", "reduced_dims",
-           "reduced_shape", "shifted_dim", "fill_value", "local_offset", "norm_order"]
+           "reduced_shape", "shifted_dim", "local_offset", "norm_order"]
 
 KINDS = ("sum", "mean", "count", "extreme", "select", "logic", "combine", "moments", "replicate")
 COMBINES = ("logsumexp", "prod", "norm")
@@ -102,17 +102,6 @@ def local_offset(plan, placements, shape, dim: int) -> int:
     from hyper_parallel.core.spec import DTensorSpec
     spec = DTensorSpec(plan.mesh, placements, shape)
     return spec.local_shape_and_offset(plan.mesh.get_coordinate())[1][dim]
-
-
-def fill_value(dtype, reduce: str):
-    """Identity element of max/min for ``dtype`` (for empty local shards)."""
-    import torch
-    if dtype == torch.bool:
-        return reduce == "min"
-    if dtype.is_floating_point or dtype.is_complex:
-        return float("-inf") if reduce == "max" else float("inf")
-    info = torch.iinfo(dtype)
-    return info.min if reduce == "max" else info.max
 
 
 def norm_order(p: Any, many_dims: bool):
@@ -243,95 +232,6 @@ class ReductionRule(OpRule):
         return Replicate(), Replicate()
 
     # ------------------------------------------------------------------ expands (local tensors)
-    def expand_mean(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
-        """Local sum over the reduced dims divided by the global number of reduced elements."""
-        import torch
-        x = args[0]
-        dims, keepdim = plan.decision.extra["dims"], plan.decision.extra["keepdim"]
-        dtype = kwargs.get("dtype")
-        if dtype is None and not (x.is_floating_point() or x.is_complex()):
-            return func(*args, **kwargs)  # torch's own error for an integer mean
-        count = 1
-        for d in dims:
-            count *= plan.call.tensors[0].shape[d]
-        return torch.sum(x, dim=dims, keepdim=keepdim, dtype=dtype) / count
-
-    def expand_extreme(self, func, args, kwargs, plan):
-        """amax/amin/max/min: an empty local shard reduces to the identity element."""
-        x = args[0]
-        dims = plan.decision.extra["dims"]
-        if any(x.shape[d] == 0 for d in dims):
-            shape = [1 if i in dims else s for i, s in enumerate(x.shape)]
-            x = x.new_full(shape, fill_value(x.dtype, self.reduce))
-            args = _with_first(args, x)
-        return func(*args, **kwargs)
-
-    def expand_logic(self, func, args, kwargs, plan):
-        """all/any: local result, then an all-reduce (min for all, max for any) over the sharded mesh dims."""
-        import torch
-        from hyper_parallel.platform import get_platform
-        plat = get_platform("torch")
-        out = func(*args, **kwargs)
-        dtype = out.dtype
-        acc = out.to(torch.uint8)
-        for d in plan.decision.extra["mesh_dims"]:
-            acc = plat.all_reduce(acc, self.reduce, plan.mesh.get_group(d))
-        return acc.to(dtype)
-
-    def expand_combine(self, func, args, kwargs, plan):
-        """Local reduction, then all-gather the (output-sized) local results and reduce them again."""
-        import torch
-        from hyper_parallel.platform import get_platform
-        plat = get_platform("torch")
-        extra = plan.decision.extra
-        x = args[0]
-        if self.combine == "norm" and any(x.shape[d] == 0 for d in extra["dims"]):
-            shape = [1 if i in extra["dims"] else s for i, s in enumerate(x.shape)]
-            args = _with_first(args, x.new_zeros(shape))  # the norm of nothing: 0 (also for p = inf)
-        out = func(*args, **kwargs)
-        coord = plan.mesh.get_coordinate()
-        for d in reversed(extra["mesh_dims"]):
-            n = plan.mesh.shape[d]
-            parts = plat.all_gather(out.unsqueeze(0), plan.mesh.get_group(d), 0, [1] * n, coord[d])
-            if self.combine == "logsumexp":
-                out = torch.logsumexp(parts, 0)
-            elif self.combine == "prod":
-                out = torch.prod(parts, 0)
-            else:
-                out = torch.linalg.vector_norm(parts, extra["ord"], dim=0)
-        return out
-
-    def expand_pick(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
-        """Values and global indices along a sharded dim: local extreme, gather, pick the winner."""
-        values, indices = self.pick(args[0], plan)
-        return values, indices
-
-    def pick(self, x, plan):
-        """(values, global indices) of max/min along the single reduced dim, replicated over the mesh dims."""
-        import torch
-        from hyper_parallel.platform import get_platform
-        plat = get_platform("torch")
-        extra = plan.decision.extra
-        (dim,) = extra["dims"]
-        if x.shape[dim] == 0:
-            shape = list(x.shape)
-            shape[dim] = 1
-            x = x.new_full(shape, fill_value(x.dtype, self.reduce))
-        local = torch.max if self.reduce == "max" else torch.min
-        values, indices = local(x, dim, keepdim=True)
-        t = plan.call.tensors[0]
-        indices = indices + local_offset(plan, extra["input"], t.shape, dim)
-        coord = plan.mesh.get_coordinate()
-        choose = torch.argmax if self.reduce == "max" else torch.argmin
-        for d in reversed(extra["mesh_dims"]):
-            group, n = plan.mesh.get_group(d), plan.mesh.shape[d]
-            all_v = plat.all_gather(values, group, dim, [1] * n, coord[d])
-            all_i = plat.all_gather(indices, group, dim, [1] * n, coord[d])
-            win = choose(all_v, dim, keepdim=True)
-            values, indices = all_v.gather(dim, win), all_i.gather(dim, win)
-        if not extra["keepdim"]:
-            values, indices = values.squeeze(dim), indices.squeeze(dim)
-        return values, indices
 
 
 class MomentsRule(ReductionRule):
@@ -364,43 +264,6 @@ class MomentsRule(ReductionRule):
             unbiased = self.param(call, "dim")
         return 0 if unbiased is False else 1
 
-    def expand_moments(self, func, args, kwargs, plan):  # pylint: disable=unused-argument
-        """Merge local (count, mean, M2) across the mesh dims that shard a reduced dim."""
-        import torch
-        from hyper_parallel.platform import get_platform
-        plat = get_platform("torch")
-        extra = plan.decision.extra
-        x, dims = args[0], extra["dims"]
-        count = 1
-        for d in dims:
-            count *= x.shape[d]
-        mean = x.sum(dims, keepdim=True) / max(count, 1)
-        dev = x - mean
-        m2 = ((dev.abs() ** 2) if dev.is_complex() else dev * dev).sum(dims, keepdim=True)
-        stats = torch.stack([torch.full_like(m2, count), mean.real if mean.is_complex() else mean, m2])
-        coord = plan.mesh.get_coordinate()
-        for d in reversed(extra["mesh_dims"]):
-            parts = plat.all_gather(stats.unsqueeze(0), plan.mesh.get_group(d), 0, [1] * plan.mesh.shape[d], coord[d])
-            stats = _merge_moments(parts)
-        total, mean, m2 = stats[0], stats[1], stats[2]
-        out = m2 / (total - extra["correction"]).clamp_min(0)
-        if self.moment == "std":  # like torch: a zero std gets a zero (not NaN) gradient
-            positive = out > 0
-            out = torch.where(positive, out, torch.ones_like(out)).sqrt() * positive
-        if not extra["keepdim"]:
-            out, mean = out.squeeze(dims), mean.squeeze(dims)
-        return (out, mean) if self.n_out == 2 else out
-
-
-def _merge_moments(parts):
-    """(n, 3, ...) stacked (count, mean, M2) per shard -> (3, ...) of the union (Chan et al.)."""
-    import torch
-    counts, means, m2s = parts[:, 0], parts[:, 1], parts[:, 2]
-    total = counts.sum(0)
-    mean = (counts * means).sum(0) / total.clamp_min(1)
-    m2 = (m2s + counts * (means - mean) ** 2).sum(0)
-    return torch.stack([total, mean, m2])
-
 
 class MaxMinRule(ReductionRule):
     """``max``/``min``: element-wise with a second tensor, (values, indices) with ``dim``, else a value.
@@ -427,12 +290,6 @@ class MaxMinRule(ReductionRule):
         dims = reduced_dims(dim, self.source(call).ndim, call.op)
         return self.decide(call, "select", dims, bool(self.param(call, "keepdim", False)), n_out=2)
 
-    def expand_pick(self, func, args, kwargs, plan):
-        import torch
-        values, indices = self.pick(args[0], plan)
-        result = torch.return_types.max if self.reduce == "max" else torch.return_types.min
-        return result((values, indices))
-
 
 class ArgReduceRule(ReductionRule):
     """``argmax``/``argmin``: along a dim like ``max``/``min`` with indices (``expand_pick``); without a
@@ -449,9 +306,6 @@ class ArgReduceRule(ReductionRule):
         if not isinstance(dim, int) or isinstance(dim, bool):
             raise call.fail(f"dim must be an int, got {dim!r}")
         return self.decide(call, "select", reduced_dims(dim, t.ndim, call.op), keepdim)
-
-    def expand_pick(self, func, args, kwargs, plan):
-        return self.pick(args[0], plan)[1]
 
 
 # ---------------------------------------------------------------------- scans
@@ -503,20 +357,3 @@ class ScanRule(OpRule):
         if isinstance(p, Partial) and (self.kind != "sum" or p.reduce_op not in ("sum", "avg")):
             return Replicate()
         return p
-
-    def expand_scan(self, func, args, kwargs, plan):
-        """Local scan plus the sum of the totals of the shards before this one."""
-        import torch
-        from hyper_parallel.platform import get_platform
-        plat = get_platform("torch")
-        out = func(*args, **kwargs)
-        dim = plan.decision.extra["dim"]
-        (d,) = plan.decision.extra["mesh_dims"]
-        n, index = plan.mesh.shape[d], plan.mesh.get_coordinate()[d]
-        total = torch.sum(args[0], dim=dim, keepdim=True, dtype=out.dtype)
-        # the gathered totals feed different ranks differently: the adjoint must be a reduce-scatter
-        totals = plat.all_gather(total, plan.mesh.get_group(d), dim, [1] * n, index, grad_partial=True)
-        shape = [1] * out.dim()
-        shape[dim] = n
-        before = (torch.arange(n, device=out.device) < index).to(out.dtype).reshape(shape)
-        return out + (totals * before).sum(dim, keepdim=True)

@@ -171,11 +171,11 @@ def _input_placements(call: OpCall, slot: int = 0) -> Placements:
     return t.placements if t.is_dtensor else (Replicate(),) * call.mesh_ndim
 
 
-def wrap_local(local, mesh, placements: Placements, shape: Sequence[int]):
-    """Turn a local result into a DTensor with a spec computed at run time (data-dependent shapes)."""
+def wrap_local(local, plan, placements: Placements, shape: Sequence[int]):
+    """Turn a local result into a DTensor with a spec computed at run time (data-dependent shapes), on the
+    backend running the plan (``plan.platform``)."""
     from hyper_parallel.core.spec import DTensorSpec
-    from hyper_parallel.platform.torch.dtensor import as_dtensor  # pylint: disable=import-outside-toplevel
-    return as_dtensor(local, DTensorSpec(mesh, tuple(placements), tuple(shape)))
+    return plan.platform.wrap_local(local, DTensorSpec(plan.mesh, tuple(placements), tuple(shape)))
 
 
 def _local_out_shape(plan) -> Tuple[int, ...]:
@@ -650,7 +650,7 @@ class GetItemRule(OpRule):
                 shape[j] = plan.call.tensors[0].shape[p.dim]
                 p = Shard(j)
             placements.append(p)
-        return wrap_local(out, plan.mesh, placements, shape)
+        return wrap_local(out, plan, placements, shape)
 
 
 def _runtime_kind(item: Any) -> str:
@@ -771,8 +771,7 @@ class SetItemRule(OpRule):
         if not is_tensor and any(coord[d] for d in extra["zero"]):
             value = type(value)(0)
         if is_tensor and extra["sync"]:
-            from hyper_parallel.platform import get_platform
-            plat = get_platform("torch")
+            plat = plan.platform
             for d in extra["sync"]:
                 value = plat.grad_all_reduce(value, plan.mesh.get_group(d))
         if extra["cut"]:
