@@ -15,7 +15,7 @@ from hyper_parallel._lazy import lazy_exports
 from hyper_parallel.fsdp.api import CPUOffloadPolicy, FlatLayout, MixedPrecisionPolicy, OffloadPolicy
 
 _LAZY = {
-    "fully_shard": "hyper_parallel.fsdp._torch.fully_shard",
+    "fully_shard": "hyper_parallel.fsdp.entry",  # torch or MindSpore, by the module
     "FSDPModule": "hyper_parallel.fsdp._torch.fully_shard",
     "clip_grad_norm_": "hyper_parallel.optim._torch.clip",  # the general one (any mix of gradients)
     "get_model_state_dict": "hyper_parallel.fsdp._torch.state_dict",

@@ -586,4 +586,7 @@ def run_ops_tp_suite():
     from tests.st.mindspore.activation_checks import activation_check
     _record(results, "activation recompute and disk swap on nn.Cell", lambda: activation_check(mesh))
     _record(results, "grad_partial promise through the shared dispatcher", lambda: _grad_partial_check(mesh))
+    from tests.st.mindspore.fsdp_checks import FSDP_CHECKS
+    for name, fn in FSDP_CHECKS.items():
+        _record(results, name, lambda fn=fn: fn(mesh))
     return {"results": results}

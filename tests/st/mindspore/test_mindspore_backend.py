@@ -6,7 +6,8 @@ Each launch runs many checks inside the ranks (``tests/st/mindspore/checks.py``)
 check and per rank, ``"ok"`` or the failure with its traceback; every check is one test here.
 Launch 1: every placement pair on mesh (2,) for shapes (4, 6), (5, 3) and (1, 3) (an empty shard),
 forward and backward; the DTensor API; native and emulated collectives and their adjoints; measured
-collective costs. Launch 2: 40 MindSpore ops vs one process and the TP MLP training step.
+collective costs. Launch 2: 40 MindSpore ops vs one process, the TP MLP training step, and fully_shard
+(``tests/st/mindspore/fsdp_checks.py``) vs one process.
 """
 import pytest
 
@@ -60,7 +61,13 @@ def _op_names():
                                                   "shard_module on nn.Cell",
                                                   "optim adamw and muon on tp parameters",
                                                   "activation recompute and disk swap on nn.Cell",
-                                                  "grad_partial promise through the shared dispatcher"]
+                                                  "grad_partial promise through the shared dispatcher",
+                                                  *_fsdp_names()]
+
+
+def _fsdp_names():
+    from tests.st.mindspore.fsdp_checks import FSDP_CHECKS
+    return list(FSDP_CHECKS)
 
 
 def _assert_check(target, name):

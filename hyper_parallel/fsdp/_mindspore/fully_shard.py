@@ -1,0 +1,480 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""``fully_shard`` on MindSpore ``nn.Cell`` models (PyNative), with the torch API and semantics.
+
+Each ``fully_shard`` cell is one *unit*: its parameters (those not owned by a nested unit) are replaced
+by ``Parameter`` s holding this rank's ``Shard(0)`` chunk (``torch.chunk`` sizes, uneven and empty chunks
+allowed), laid out in one padded flat buffer per dtype (:class:`hyper_parallel.fsdp.api.FlatLayout`, the
+torch layout). The layout is recorded on the owning cell (``_hp_param_specs``), so ``tp.param_dtensor``,
+the MindSpore optimizers (``parameter_specs``) and ``hyper_parallel.checkpoint`` see the sharded
+parameters as DTensors.
+
+The unit's ``construct`` is wrapped. On entry the unit concatenates its local shards into the flat buffer
+and all-gathers it with :class:`FlatGather`, an autograd function of MindSpore's PyNative tape whose
+backward is the whole gradient path of torch's post-backward hook: cast to ``reduce_dtype``, add what
+gradient accumulation without sync kept, one reduce-scatter of the flat gradient over the shard group
+(HSDP: then one all-reduce over the replicate group), ``factor / dp_size`` scaling, cast back to the
+parameter dtype. The gathered parameters are installed on the owning cells for the duration of the
+forward (an instance attribute shadows the ``Parameter``; this is the "parameter hook migration":
+MindSpore has no forward pre-hook that may replace parameters in every mode, and a ``Parameter``
+cannot be re-pointed at a tensor the tape tracks), then removed. The gradients that
+``mindspore.value_and_grad(fn, None, weights)`` returns for the sharded parameters are therefore the
+reduced, averaged shard gradients, as torch's ``param.grad`` after backward.
+
+Pitfalls of that migration, documented in ``docs/fsdp.md``: the gather must run inside the function
+being differentiated (it is an op of the tape), so every forward gathers again (``unshard()`` installs
+gathered values for reading, e.g. evaluation); the tape keeps the gathered parameters that backward reads
+until the unit's backward, like any saved activation, so ``reshard_after_forward`` (True, False or an
+int) is validated as on torch but only wrapping the unit with ``activation.checkpoint_wrapper``
+(MindSpore recompute) frees them after forward (the recomputation gathers again in backward); and
+MindSpore's CPU collectives are synchronous, so forward prefetching issues the next unit's all-gather
+early without overlapping it.
+"""
+from __future__ import annotations
+
+import types
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import mindspore as ms
+from mindspore import mint, nn, ops
+# MindSpore's PyNative custom-autograd base (the one platform/mindspore/collectives.py uses)
+from mindspore.common._grad_function import _Function  # pylint: disable=import-error,no-name-in-module
+
+from hyper_parallel.core.placement import Replicate, Shard
+from hyper_parallel.core.spec import DTensorSpec
+from hyper_parallel.fsdp.api import (FlatLayout, MixedPrecisionPolicy, OffloadPolicy, CPUOffloadPolicy, dtype_groups,
+                                     post_forward_group_size, resolve_reduce_dtype)
+from hyper_parallel.platform.mindspore import collectives as C
+
+__all__ = ["fully_shard", "FSDPModule", "FlatGather", "UnshardHandle"]
+
+_STATE_ATTR = "_hp_fsdp_state"
+_SPECS_ATTR = "_hp_param_specs"
+_CLASSES: Dict[type, type] = {}
+_FLOATS = (ms.float16, ms.float32, ms.float64, ms.bfloat16)
+
+
+# ---------------------------------------------------------------------- parameters and buckets
+class _Entry:  # pylint: disable=too-few-public-methods
+    """One managed parameter: where it is registered, its unit-local full shape and its shard."""
+
+    __slots__ = ("fqn", "owners", "shape", "dtype", "requires_grad", "tp_spec", "sharded", "spec", "name")
+
+    def __init__(self, fqn: str, owners: List[Tuple[nn.Cell, str]], param: ms.Parameter, tp_spec) -> None:
+        self.fqn = fqn
+        self.owners = owners
+        self.shape = tuple(param.shape)
+        self.dtype = param.dtype
+        self.requires_grad = param.requires_grad
+        self.tp_spec = tp_spec
+        self.name = param.name
+        self.sharded: Optional[ms.Parameter] = None
+        self.spec: Optional[DTensorSpec] = None
+
+
+class _Bucket:
+    """The parameters of one dtype in a unit: one flat buffer, one all-gather, one reduce-scatter."""
+
+    def __init__(self, unit: "_Unit", dtype, entries: List[_Entry]) -> None:
+        self.unit = unit
+        self.dtype = dtype
+        self.entries = entries
+        self.layout = FlatLayout([e.shape for e in entries], unit.shard_size)
+        mp = unit.mp
+        self.compute_dtype = mp.param_dtype if mp.param_dtype is not None else dtype
+        self.reduce_dtype = resolve_reduce_dtype(mp, self.compute_dtype)
+        self.acc = None  # full flat gradient kept by backward passes without gradient sync
+
+    def flat_shard(self):
+        """This rank's shards, each padded to its slot, concatenated (differentiable)."""
+        lay, me = self.layout, self.unit.index
+        pieces = []
+        for i, e in enumerate(self.entries):
+            n = lay.local_numel(i, me)
+            # an empty shard is concatenated too: the flat buffer must depend on the parameters on every
+            # rank, or MindSpore skips this rank's backward of the gather (and its reduce-scatter)
+            pieces.append(e.sharded.reshape(-1))
+            if lay.slots[i] > n:
+                pieces.append(mint.zeros((lay.slots[i] - n,), dtype=self.dtype))
+        return pieces[0] if len(pieces) == 1 else mint.cat(pieces, 0)
+
+    def unflatten(self, gathered) -> List[Any]:
+        """The full parameters from the rank-major gathered buffer (differentiable)."""
+        lay, world = self.layout, self.unit.shard_size
+        table = gathered.reshape(world, lay.total)
+        out = []
+        for i, e in enumerate(self.entries):
+            block = mint.narrow(table, 1, lay.offsets[i], lay.slots[i]) if lay.slots[i] != lay.total else table
+            rows = block.reshape(world * lay.rows[i], lay.inner[i])
+            if rows.shape[0] != e.shape[0]:
+                rows = mint.narrow(rows, 0, 0, e.shape[0])
+            out.append(rows.reshape(e.shape))
+        return out
+
+    def reduce(self, grad, flat_dtype):
+        """The gradient of this rank's flat shard from the gradient of the gathered buffer."""
+        unit = self.unit
+        g = grad.astype(self.reduce_dtype) if grad.dtype != self.reduce_dtype else grad
+        if self.acc is not None:
+            g = g + self.acc
+            self.acc = None
+        if not unit.requires_grad_sync:
+            self.acc = g
+            unit.stats["kept_local"] += 1
+            return mint.zeros((self.layout.total,), dtype=flat_dtype)
+        total, world = self.layout.total, unit.shard_size
+        shard = C.raw_reduce_scatter(g, "sum", unit.shard_group, 0, (total,) * world, unit.index)
+        if unit.replicate_group is not None:
+            shard = C.raw_all_reduce(shard, "sum", unit.replicate_group)
+        unit.stats["reduce_scatters"] += 1
+        shard = shard * (unit.scale / unit.dp_size)
+        return shard.astype(flat_dtype) if shard.dtype != flat_dtype else shard
+
+
+class FlatGather(_Function):  # pylint: disable=abstract-method  # forward(ctx, ...) form
+    """All-gather of a unit's flat shard (cast to the compute dtype first). Adjoint: the FSDP gradient
+    reduction of :meth:`_Bucket.reduce` (reduce-scatter, HSDP all-reduce, averaging, accumulation)."""
+
+    @staticmethod
+    def forward(ctx, flat, bucket):  # pylint: disable=arguments-differ
+        """Gather the rank-major flat buffer of every rank of the shard group."""
+        ctx.bucket = bucket
+        ctx.flat_dtype = flat.dtype
+        unit = bucket.unit
+        x = flat.astype(bucket.compute_dtype) if flat.dtype != bucket.compute_dtype else flat
+        unit.stats["all_gathers"] += 1
+        total = bucket.layout.total
+        return C.raw_all_gather(x, unit.shard_group, 0, (total,) * unit.shard_size)
+
+    @staticmethod
+    def backward(ctx, grad):  # pylint: disable=arguments-differ
+        """Reduce the gathered buffer's gradient to this rank's flat shard gradient."""
+        return ctx.bucket.reduce(grad, ctx.flat_dtype), None
+
+
+# ---------------------------------------------------------------------- the unit
+class _Unit:  # pylint: disable=too-many-instance-attributes
+    """The FSDP state of one ``fully_shard`` cell."""
+
+    def __init__(self, cell: nn.Cell, entries: List[_Entry], mesh, mp: MixedPrecisionPolicy, k: int) -> None:
+        self.cell = cell
+        self.entries = entries
+        self.mesh = mesh
+        self.mp = mp
+        self.post_forward_k = k
+        coord = mesh.get_coordinate()
+        if coord is None:
+            raise ValueError(f"fully_shard(mesh): this rank is not part of {mesh}")
+        self.shard_group = mesh.get_group(mesh.ndim - 1)
+        self.shard_size = mesh.shape[-1]
+        self.index = coord[-1]
+        self.replicate_group = mesh.get_group(0) if mesh.ndim == 2 and mesh.shape[0] > 1 else None
+        self.dp_size = mesh.size()
+        self.scale = 1.0
+        self.requires_grad_sync = True
+        self.forward_prefetch: List["_Unit"] = []
+        self.prefetched: Optional[List[Any]] = None
+        self.manual: Optional[List[Any]] = None
+        self.stats = {"all_gathers": 0, "reduce_scatters": 0, "kept_local": 0}
+        self.buckets = [_Bucket(self, d, [entries[i] for i in idx]) for d, idx in
+                        dtype_groups([e.dtype for e in entries])]
+
+    def gather(self) -> List[Tuple[_Entry, Any]]:
+        """(entry, gathered full parameter) for every managed parameter (ops of the autograd tape)."""
+        out = []
+        for b in self.buckets:
+            gathered = FlatGather.apply(b.flat_shard(), b)
+            out.extend(zip(b.entries, b.unflatten(gathered)))
+        return out
+
+    def install(self, fulls: Iterable[Tuple[_Entry, Any]]) -> None:
+        """Shadow each sharded ``Parameter`` with its gathered value on every owning cell."""
+        for e, full in fulls:
+            for owner, leaf in e.owners:
+                owner.__dict__[leaf] = full
+
+    def uninstall(self) -> None:
+        """The sharded ``Parameter`` s are what the owning cells see again."""
+        for e in self.entries:
+            for owner, leaf in e.owners:
+                owner.__dict__.pop(leaf, None)
+
+
+def _units_below(cell: nn.Cell) -> List[_Unit]:
+    out = []
+    for _, sub in cell.cells_and_names():
+        st = sub.__dict__.get(_STATE_ATTR)
+        if st is not None and st.unit is not None:
+            out.append(st.unit)
+    return out
+
+
+class _State:  # pylint: disable=too-few-public-methods
+    """Per-cell FSDP state (``unit`` is None for a cell without parameters of its own)."""
+
+    depth = [0]  # number of fully_shard constructs running (0: a new forward, or a recomputation, begins)
+
+    def __init__(self, cell: nn.Cell, unit: Optional[_Unit], mp: MixedPrecisionPolicy) -> None:
+        self.cell = cell
+        self.unit = unit
+        self.mp = mp
+
+
+def _cast(tree: Any, dtype) -> Any:
+    if isinstance(tree, ms.Tensor) and tree.dtype in _FLOATS:
+        return tree.astype(dtype) if tree.dtype != dtype else tree
+    if isinstance(tree, tuple):
+        return tuple(_cast(t, dtype) for t in tree)
+    if isinstance(tree, list):
+        return [_cast(t, dtype) for t in tree]
+    if isinstance(tree, dict):
+        return {k: _cast(v, dtype) for k, v in tree.items()}
+    return tree
+
+
+def _wrap_construct(cell: nn.Cell) -> None:
+    inner = cell.construct
+
+    def construct(self, *args, **kwargs):
+        state: _State = self.__dict__[_STATE_ATTR]
+        unit = state.unit
+        if _State.depth[0] == 0:  # a new forward (or a recomputation): drop stale prefetches
+            for u in _units_below(self):
+                u.prefetched = None
+        _State.depth[0] += 1
+        try:
+            if unit is not None:
+                fulls, unit.prefetched = (unit.prefetched or unit.gather()), None
+                for target in unit.forward_prefetch:
+                    if target.prefetched is None:
+                        target.prefetched = target.gather()
+                unit.install(fulls)
+            mp = state.mp
+            if mp.cast_forward_inputs and mp.param_dtype is not None:
+                args, kwargs = _cast((args, kwargs), mp.param_dtype)
+            out = inner(*args, **kwargs)
+        finally:
+            _State.depth[0] -= 1
+            if unit is not None:
+                unit.uninstall()
+                if unit.manual is not None:  # unsharded by hand: keep the values readable
+                    unit.install(unit.manual)
+        if state.mp.output_dtype is not None:
+            out = _cast(out, state.mp.output_dtype)
+        return out
+
+    cell.construct = types.MethodType(construct, cell)
+
+
+# ---------------------------------------------------------------------- FSDPModule
+class UnshardHandle:
+    """Returned by ``FSDPModule.unshard(async_op=True)``; MindSpore's CPU collectives are synchronous, so the
+    gather is done when it is returned and ``wait()`` only returns."""
+
+    def wait(self) -> None:
+        """Nothing left to wait for."""
+
+
+class FSDPModule:
+    """Mixin added to every cell passed to ``fully_shard`` (``FSDP<Class>``), MindSpore flavour."""
+
+    def _fsdp_units(self, recurse: bool) -> List[_Unit]:
+        if recurse:
+            return _units_below(self)  # type: ignore[arg-type]
+        unit = self.__dict__[_STATE_ATTR].unit
+        return [unit] if unit is not None else []
+
+    def unshard(self, async_op: bool = False) -> Optional[UnshardHandle]:
+        """All-gather this cell's parameters (outside autograd) and register them unsharded for reading
+        until :meth:`reshard` (a forward still gathers on the tape, so its gradients stay right)."""
+        for unit in self._fsdp_units(False):
+            with_grad = unit.gather()
+            unit.manual = [(e, ops.stop_gradient(full)) for e, full in with_grad]
+            unit.install(unit.manual)
+        return UnshardHandle() if async_op else None
+
+    def reshard(self) -> None:
+        """Register the sharded parameters again and drop the unsharded values."""
+        for unit in self._fsdp_units(False):
+            unit.manual = None
+            unit.uninstall()
+
+    def set_requires_gradient_sync(self, requires_gradient_sync: bool, *, recurse: bool = True) -> None:
+        """When False, backward keeps the unsharded flat gradients locally (no reduce-scatter) and returns
+        zero gradients for the shards; the next backward with True adds what was kept and reduces the sum
+        once (gradient accumulation without communication: sum the returned gradients as usual)."""
+        for unit in self._fsdp_units(recurse):
+            unit.requires_grad_sync = bool(requires_gradient_sync)
+
+    def set_gradient_scaling_factor(self, factor: float, *, recurse: bool = True) -> None:
+        """Multiply the reduced gradients by ``factor`` on top of the data-parallel average."""
+        if not isinstance(factor, (int, float)) or isinstance(factor, bool):
+            raise TypeError(f"set_gradient_scaling_factor(factor): expected a number, got {factor!r}")
+        for unit in self._fsdp_units(recurse):
+            unit.scale = float(factor)
+
+    def set_modules_to_forward_prefetch(self, modules: List["FSDPModule"]) -> None:
+        """All-gather ``modules`` right after this cell's own all-gather in forward (their forward then
+        uses that gather)."""
+        units = self._fsdp_units(False)
+        if not units:
+            raise ValueError(f"set_modules_to_forward_prefetch: {type(self).__name__} manages no parameters of its own")
+        if isinstance(modules, nn.Cell):
+            raise TypeError("set_modules_to_forward_prefetch(modules): expected a list of fully_shard cells, got "
+                            "one cell")
+        targets = []
+        for m in modules:
+            st = m.__dict__.get(_STATE_ATTR) if isinstance(m, nn.Cell) else None
+            if st is None:
+                raise ValueError(f"set_modules_to_forward_prefetch(modules): {type(m).__name__} is not a fully_shard "
+                                 "cell")
+            if st.unit is not None:
+                targets.append(st.unit)
+        units[0].forward_prefetch = targets
+
+    def fsdp_stats(self) -> Dict[str, int]:
+        """Collective counts of this cell's units so far (all_gathers, reduce_scatters, kept_local)."""
+        out = {"all_gathers": 0, "reduce_scatters": 0, "kept_local": 0}
+        for unit in self._fsdp_units(True):
+            for k, v in unit.stats.items():
+                out[k] += v
+        return out
+
+
+# ---------------------------------------------------------------------- fully_shard
+def _collect(cell: nn.Cell, ignored: set) -> List[_Entry]:
+    found: Dict[int, list] = {}
+
+    def walk(c: nn.Cell, prefix: str, top: bool) -> None:
+        if not top and _STATE_ATTR in c.__dict__:
+            return
+        specs = c.__dict__.get(_SPECS_ATTR, {})
+        for leaf, p in c._params.items():  # pylint: disable=protected-access
+            if p is None or id(p) in ignored:
+                continue
+            slot = found.setdefault(id(p), [p, [], prefix + leaf, specs.get(leaf)])
+            slot[1].append((c, leaf))
+        for name, child in c._cells.items():  # pylint: disable=protected-access
+            if child is not None:
+                walk(child, f"{prefix}{name}.", False)
+
+    walk(cell, "", True)
+    entries = []
+    for p, owners, fqn, tp_spec in found.values():
+        if len(p.shape) == 0:
+            raise ValueError(f"fully_shard: parameter {fqn!r} is 0-dimensional; a 0-dimensional parameter cannot be "
+                             "sharded on dim 0 (pass it in ignored_params or give it shape (1,))")
+        entries.append(_Entry(fqn, owners, p, tp_spec))
+    return entries
+
+
+def _find_parent(dp_mesh, tp_mesh, fqn: str):
+    from hyper_parallel.core import device_mesh as dm
+    rank = C._my_rank()  # pylint: disable=protected-access
+
+    def same(sub, mesh):
+        return sub.shape == mesh.topology.shape and sub.ranks == mesh.topology.ranks
+
+    for parent in reversed(dm._MESHES):  # newest first  # pylint: disable=protected-access
+        topo = parent.topology
+        if topo.ndim != 2 or not topo.dim_names or parent.get_coordinate() is None:
+            continue
+        for a, b in ((0, 1), (1, 0)):
+            if same(topo.sub((a,), rank), dp_mesh) and same(topo.sub((b,), rank), tp_mesh):
+                return parent, topo.dim_names[a], topo.dim_names[b]
+    raise ValueError(f"fully_shard: parameter {fqn!r} is sharded by TP on {tp_mesh}; the data-parallel mesh {dp_mesh} "
+                     "and the TP mesh must be slices of one named 2-D mesh (e.g. mesh['dp'] and mesh['tp'])")
+
+
+def _spec_for(e: _Entry, mesh) -> DTensorSpec:
+    """The global spec of a sharded parameter (plain FSDP, HSDP, or TP x FSDP)."""
+    if e.tp_spec is None:
+        placements = (Shard(0),) if mesh.ndim == 1 else (Replicate(), Shard(0))
+        return DTensorSpec(mesh, placements, e.shape)
+    tp = e.tp_spec
+    if mesh.ndim != 1 or tp.mesh.ndim != 1:
+        raise ValueError(f"fully_shard: parameter {e.fqn!r} is TP-sharded on {tp.mesh}; TP x FSDP needs a 1-D data-"
+                         f"parallel mesh and a 1-D TP mesh (HSDP with TP is not supported), got {mesh}")
+    parent, dp_name, tp_name = _find_parent(mesh, tp.mesh, e.fqn)
+    pl = tp.placements[0]
+    if isinstance(pl, Shard) and pl.dim == 0:  # FSDP splits the TP shard: TP is the outer split of dim 0
+        return DTensorSpec(parent[tp_name, dp_name], (Shard(0), Shard(0)), tp.shape)
+    return DTensorSpec(parent[dp_name, tp_name], (Shard(0), pl), tp.shape)
+
+
+def _shard_parameters(unit: _Unit) -> None:
+    for b in unit.buckets:
+        for i, e in enumerate(b.entries):
+            owner, leaf = e.owners[0]
+            param = owner._params[leaf]  # pylint: disable=protected-access
+            rows = b.layout.local_shape(i, unit.index)[0]
+            data = param.value()
+            if rows != e.shape[0]:
+                data = mint.narrow(data, 0, b.layout.rows[i] * unit.index, rows)
+            e.sharded = ms.Parameter(data.copy(), name=e.name, requires_grad=e.requires_grad)
+            e.spec = _spec_for(e, unit.mesh)
+            for o, name in e.owners:
+                setattr(o, name, e.sharded)
+                o.__dict__.setdefault(_SPECS_ATTR, {})[name] = e.spec
+
+
+def _default_mesh():
+    import hyper_parallel as hp
+    from hyper_parallel.platform import get_platform
+    return hp.init_device_mesh("cpu", (get_platform("mindspore").get_world_size(),), platform="mindspore")
+
+
+def _check_args(cell, mp_policy, offload_policy, mesh) -> None:
+    if not isinstance(cell, nn.Cell):
+        raise TypeError(f"fully_shard(module): expected a mindspore.nn.Cell, got {type(cell).__name__}")
+    if _STATE_ATTR in cell.__dict__:
+        raise ValueError(f"fully_shard(module): {type(cell).__name__} is already fully sharded")
+    if not isinstance(mp_policy, MixedPrecisionPolicy):
+        raise TypeError(f"fully_shard(mp_policy): expected a MixedPrecisionPolicy, got {mp_policy!r}")
+    if not isinstance(offload_policy, OffloadPolicy):
+        raise TypeError(f"fully_shard(offload_policy): expected an OffloadPolicy/CPUOffloadPolicy, got "
+                        f"{offload_policy!r}")
+    if isinstance(offload_policy, CPUOffloadPolicy):
+        raise ValueError("fully_shard(offload_policy=CPUOffloadPolicy()) is not supported on MindSpore because its "
+                         "CPU backend keeps every tensor in host memory already (nothing to offload) and device "
+                         "placement of MindSpore Parameters is not per tensor; use OffloadPolicy()")
+    if mesh.ndim not in (1, 2):
+        raise ValueError(f"fully_shard(mesh): expected a 1-D mesh (FSDP) or a 2-D (replicate, shard) mesh (HSDP), "
+                         f"got {mesh.ndim}-D {mesh}")
+
+
+def fully_shard(module: nn.Cell, *, mesh=None, reshard_after_forward: Any = True,
+                mp_policy: Optional[MixedPrecisionPolicy] = None, offload_policy: Optional[OffloadPolicy] = None,
+                ignored_params: Optional[Sequence[ms.Parameter]] = None) -> nn.Cell:
+    """Shard ``module``'s parameters (those not already managed by a nested ``fully_shard``) over the
+    data-parallel mesh dim and wrap its ``construct`` (FSDP2 semantics on MindSpore; see the module doc).
+
+    Args:
+        module: the ``nn.Cell``; its class becomes ``FSDP<Class>`` (an :class:`FSDPModule`).
+        mesh: a 1-D ``DeviceMesh`` (FSDP) or a 2-D one (replicate, shard) for HSDP; default: the world.
+        reshard_after_forward: True, False or an int dividing the shard group size (validated as on
+            torch; see the module doc for what frees memory on MindSpore).
+        mp_policy: :class:`MixedPrecisionPolicy` (compute, reduce and output dtypes).
+        offload_policy: ``OffloadPolicy()`` only (CPU offload has no meaning on MindSpore's CPU backend).
+        ignored_params: parameters to leave alone (neither sharded nor reduced).
+
+    Returns the same cell. Parameters that TP already sharded (a 1-D TP mesh, slices of one named 2-D
+    mesh with ``mesh``) are sharded again on dim 0 of their local shard.
+    """
+    mp_policy = MixedPrecisionPolicy() if mp_policy is None else mp_policy
+    offload_policy = OffloadPolicy() if offload_policy is None else offload_policy
+    mesh = _default_mesh() if mesh is None else mesh
+    _check_args(module, mp_policy, offload_policy, mesh)
+    k = post_forward_group_size(reshard_after_forward, mesh.shape[-1])
+    entries = _collect(module, {id(p) for p in (ignored_params or ())})
+    unit = _Unit(module, entries, mesh, mp_policy, k) if entries else None
+    if unit is not None:
+        _shard_parameters(unit)
+    module.__dict__[_STATE_ATTR] = _State(module, unit, mp_policy)
+    _wrap_construct(module)
+    cls = type(module)
+    new_cls = _CLASSES.get(cls)
+    if new_cls is None:
+        new_cls = _CLASSES[cls] = type(f"FSDP{cls.__name__}", (FSDPModule, cls), {})
+    module.__class__ = new_cls
+    return module

@@ -1,0 +1,227 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""fully_shard on MindSpore cells, checked inside a MindSpore launch (2 ranks) against one process.
+
+Every rank trains on its own batch; the one-process reference runs the same cell on every rank's batch and
+averages the losses (what data parallelism computes). Forward losses, the gathered gradients of every
+parameter and the parameters after AdamW steps must match.
+"""
+import numpy as np
+
+TOL = dict(rtol=2e-5, atol=2e-5)
+
+
+def _net(seed=5):
+    import mindspore as ms
+    from mindspore import mint, nn
+
+    class Net(nn.Cell):
+        """Dense(6->6) (root) -> relu -> Dense(6->5) (uneven rows) -> relu -> Dense(5->1) (one row: an
+        empty shard on rank 1)."""
+
+        def __init__(self):
+            super().__init__()
+            self.l0 = nn.Dense(6, 6)
+            self.l1 = nn.Dense(6, 5)
+            self.l2 = nn.Dense(5, 1)
+
+        def construct(self, x):
+            return self.l2(mint.nn.functional.relu(self.l1(mint.nn.functional.relu(self.l0(x)))))
+
+    ms.set_seed(seed)
+    return Net()
+
+
+def _batches(n_ranks, seed, rows=4):
+    rng = np.random.default_rng(seed)
+    return [(rng.standard_normal((rows, 6)).astype(np.float32), rng.standard_normal((rows, 1)).astype(np.float32))
+            for _ in range(n_ranks)]
+
+
+def _loss_fn(net):
+    return lambda x, y: ((net(x) - y) ** 2).mean()
+
+
+def _ref_step(ref, batches):
+    """Mean over the ranks' batches of the loss, its gradients (one process)."""
+    import mindspore as ms
+    params = ref.trainable_params()
+    losses, grads = [], None
+    for x, y in batches:
+        loss, g = ms.value_and_grad(_loss_fn(ref), None, params)(ms.Tensor(x), ms.Tensor(y))
+        losses.append(float(loss.asnumpy()))
+        g = [t.asnumpy() for t in g]
+        grads = g if grads is None else [a + b for a, b in zip(grads, g)]
+    return losses, {p.name: g / len(batches) for p, g in zip(params, grads)}
+
+
+def _full(cell, name, value):
+    """The whole tensor of ``value`` (a shard of parameter ``name`` of ``cell``) as NumPy."""
+    from hyper_parallel.optim._mindspore.optimizers import parameter_specs
+    from hyper_parallel.platform.mindspore.dtensor import DTensor
+    spec = parameter_specs(cell).get(name)
+    return (DTensor(value, spec).full_tensor() if spec is not None else value).asnumpy()
+
+
+def _sharded(mesh, **kw):
+    import hyper_parallel as hp
+    net = _net()
+    hp.fully_shard(net.l1, mesh=mesh, **kw)
+    hp.fully_shard(net.l2, mesh=mesh, **kw)
+    hp.fully_shard(net, mesh=mesh, **kw)
+    return net
+
+
+def fsdp_parity_check(mesh):
+    """Nested units (uneven and empty shards), 3 AdamW steps: losses, gradients, parameters vs one process."""
+    import mindspore as ms
+    from hyper_parallel.optim._mindspore.optimizers import AdamW
+    me = mesh.get_coordinate()[0]
+    ref, net = _net(), _sharded(mesh)
+    assert type(net).__name__ == "FSDPNet" and tuple(net.l1.weight.shape) == ((3, 6) if me == 0 else (2, 6))
+    assert tuple(net.l2.weight.shape) == ((1, 5) if me == 0 else (0, 5)), net.l2.weight.shape
+    opts = {"ref": AdamW(ref.trainable_params(), lr=0.05, weight_decay=0.1),
+            "net": AdamW(net.trainable_params(), lr=0.05, weight_decay=0.1)}
+    for step in range(3):
+        batches = _batches(2, 100 + step)
+        losses, want = _ref_step(ref, batches)
+        x, y = (ms.Tensor(a) for a in batches[me])
+        params = net.trainable_params()
+        loss, grads = ms.value_and_grad(_loss_fn(net), None, params)(x, y)
+        np.testing.assert_allclose(float(loss.asnumpy()), losses[me], err_msg=f"step {step} loss", **TOL)
+        for p, g in zip(params, grads):
+            assert tuple(g.shape) == tuple(p.shape), (p.name, g.shape, p.shape)
+            np.testing.assert_allclose(_full(net, p.name, g), want[p.name], err_msg=f"step {step} grad {p.name}",
+                                       **TOL)
+        opts["net"].step(grads)
+        opts["ref"].step([ms.Tensor(want[p.name]) for p in ref.trainable_params()])
+    for p, q in zip(ref.trainable_params(), net.trainable_params()):
+        np.testing.assert_allclose(_full(net, q.name, q.value()), p.value().asnumpy(), err_msg=f"{p.name} after 3 "
+                                   "AdamW steps", **TOL)
+    stats = net.fsdp_stats()
+    assert stats["all_gathers"] == 3 * 3 and stats["reduce_scatters"] == 3 * 3, stats  # 3 units x 3 steps
+
+
+def fsdp_accumulation_check(mesh):
+    """No-sync microbatch + synced microbatch: the summed returned gradients equal the reference sum; with
+    ``set_gradient_scaling_factor(0.5)`` they are halved; the first backward reduced nothing."""
+    import mindspore as ms
+    me = mesh.get_coordinate()[0]
+    ref, net = _net(), _sharded(mesh)
+    net.set_gradient_scaling_factor(0.5)
+    micro = [_batches(2, 7), _batches(2, 8)]
+    want = None
+    for batches in micro:
+        _, g = _ref_step(ref, batches)
+        want = g if want is None else {k: want[k] + g[k] for k in g}
+    params = net.trainable_params()
+    total = None
+    for i, batches in enumerate(micro):
+        net.set_requires_gradient_sync(i == len(micro) - 1)
+        x, y = (ms.Tensor(a) for a in batches[me])
+        _, grads = ms.value_and_grad(_loss_fn(net), None, params)(x, y)
+        if i == 0:
+            assert all(not np.any(g.asnumpy()) for g in grads), "a backward without sync returns zero shard gradients"
+            assert net.fsdp_stats()["reduce_scatters"] == 0, net.fsdp_stats()
+        total = list(grads) if total is None else [a + b for a, b in zip(total, grads)]
+    assert net.fsdp_stats() == {"all_gathers": 6, "reduce_scatters": 3, "kept_local": 3}, net.fsdp_stats()
+    for p, g in zip(params, total):
+        np.testing.assert_allclose(_full(net, p.name, g), 0.5 * want[p.name], err_msg=f"accumulated grad {p.name}",
+                                   **TOL)
+
+
+def fsdp_mixed_precision_check(mesh):
+    """param_dtype float16 (the all-gather and compute), reduce_dtype and output_dtype float32: the shards
+    and their gradients stay float32 and match the float32 reference to float16 accuracy."""
+    import mindspore as ms
+    from hyper_parallel.fsdp import MixedPrecisionPolicy
+    me = mesh.get_coordinate()[0]
+    ref = _net()
+    net = _sharded(mesh, mp_policy=MixedPrecisionPolicy(param_dtype=ms.float16, reduce_dtype=ms.float32,
+                                                        output_dtype=ms.float32))
+    batches = _batches(2, 11)
+    losses, want = _ref_step(ref, batches)
+    x, y = (ms.Tensor(a) for a in batches[me])
+    out = net(x)
+    assert out.dtype == ms.float32, out.dtype
+    params = net.trainable_params()
+    loss, grads = ms.value_and_grad(_loss_fn(net), None, params)(x, y)
+    np.testing.assert_allclose(float(loss.asnumpy()), losses[me], rtol=1e-2, atol=1e-2, err_msg="fp16 loss")
+    for p, g in zip(params, grads):
+        assert p.dtype == ms.float32 and g.dtype == ms.float32, (p.name, p.dtype, g.dtype)
+        np.testing.assert_allclose(_full(net, p.name, g), want[p.name], rtol=2e-2, atol=2e-2,
+                                   err_msg=f"fp16 grad {p.name}")
+
+
+def fsdp_prefetch_unshard_check(mesh):
+    """Explicit forward prefetch (same gradients, one gather per unit), unshard()/reshard(), errors."""
+    import mindspore as ms
+    import hyper_parallel as hp
+    from hyper_parallel.fsdp import CPUOffloadPolicy
+    me = mesh.get_coordinate()[0]
+    ref, net = _net(), _sharded(mesh)
+    net.set_modules_to_forward_prefetch([net.l1, net.l2])
+    batches = _batches(2, 13)
+    _, want = _ref_step(ref, batches)
+    x, y = (ms.Tensor(a) for a in batches[me])
+    params = net.trainable_params()
+    _, grads = ms.value_and_grad(_loss_fn(net), None, params)(x, y)
+    for p, g in zip(params, grads):
+        np.testing.assert_allclose(_full(net, p.name, g), want[p.name], err_msg=f"prefetched grad {p.name}", **TOL)
+    assert net.fsdp_stats()["all_gathers"] == 3, net.fsdp_stats()
+    net.l1.unshard()
+    assert tuple(net.l1.weight.shape) == (5, 6)
+    np.testing.assert_allclose(net.l1.weight.asnumpy(), ref.l1.weight.value().asnumpy(), **TOL)
+    net.l1.reshard()
+    assert isinstance(net.l1.weight, ms.Parameter) and net.l1.weight.shape[0] == (3 if me == 0 else 2)
+    for bad, kind, text in (({"offload_policy": CPUOffloadPolicy()}, ValueError, "not supported on MindSpore"),
+                            ({"reshard_after_forward": 3}, ValueError, "must be a divisor of the shard group size 2")):
+        try:
+            hp.fully_shard(_net(), mesh=mesh, **bad)
+        except kind as exc:
+            assert text in str(exc), exc
+        else:
+            raise AssertionError(f"fully_shard({bad}) must raise")
+    try:
+        hp.fully_shard(net, mesh=mesh)
+    except ValueError as exc:
+        assert "already fully sharded" in str(exc), exc
+    else:
+        raise AssertionError("a second fully_shard must raise")
+
+
+def fsdp_recompute_check(mesh):
+    """A unit wrapped with activation.checkpoint_wrapper (MindSpore recompute): its forward, all-gather
+    included, runs again in backward; gradients still match one process."""
+    import mindspore as ms
+    from hyper_parallel.activation import checkpoint_wrapper
+    me = mesh.get_coordinate()[0]
+    ref, net = _net(), _sharded(mesh)
+    checkpoint_wrapper(net.l1)
+    batches = _batches(2, 17)
+    _, want = _ref_step(ref, batches)
+    x, y = (ms.Tensor(a) for a in batches[me])
+    params = net.trainable_params()
+    _, grads = ms.value_and_grad(_loss_fn(net), None, params)(x, y)
+    for p, g in zip(params, grads):
+        np.testing.assert_allclose(_full(net, p.name, g), want[p.name], err_msg=f"recomputed grad {p.name}", **TOL)
+    assert net.fsdp_stats()["all_gathers"] == 4, net.fsdp_stats()  # l1 gathered again by its recomputation
+
+
+FSDP_CHECKS = {"fsdp nested units, 3 AdamW steps": fsdp_parity_check,
+               "fsdp accumulation without sync, gradient scaling": fsdp_accumulation_check,
+               "fsdp mixed precision fp16/fp32": fsdp_mixed_precision_check,
+               "fsdp forward prefetch, unshard/reshard, errors": fsdp_prefetch_unshard_check,
+               "fsdp under recompute": fsdp_recompute_check}
+
+
+def run_fsdp_only():
+    """Entry for running these checks alone (development): one launch of 2 ranks."""
+    from tests.st.mindspore.checks import _record, _setup
+    mesh = _setup()
+    results = {}
+    for name, fn in FSDP_CHECKS.items():
+        _record(results, name, lambda fn=fn: fn(mesh))
+        if results[name] != "ok":  # the ranks' collectives may be out of step now
+            break
+    return {"results": results}
