@@ -65,9 +65,12 @@ class PipelineSchedule:  # pylint: disable=too-many-instance-attributes
                              f"{len(stage_list)}; use ScheduleInterleaved1F1B or another multi-stage schedule")
         first = stage_list[0]
         v = stages_per_rank if stages_per_rank is not None else len(stage_list)
-        if first.num_stages != first.group_size * v:
+        positions = getattr(first, "num_positions", first.group_size)
+        if first.num_stages != positions * v:
+            where = (f"{positions} ranks" if positions == first.group_size else
+                     f"{positions} pipeline positions (rank sets) of {first.group_size} ranks")
             raise ValueError(f"{type(self).__name__}: {first.num_stages} stages cannot be placed as {v} stage(s) "
-                             f"per rank on {first.group_size} ranks ({first.group_size * v} stages)")
+                             f"per rank on {where} ({positions * v} stages)")
         self._stages = stage_list
         self._n_microbatches = n_microbatches
         self._loss_fn = loss_fn
@@ -75,7 +78,7 @@ class PipelineSchedule:  # pylint: disable=too-many-instance-attributes
         self._kwargs_chunk_spec = kwargs_chunk_spec
         self._output_merge_spec = output_merge_spec
         self.scale_grads = scale_grads
-        self.schedule = generate_schedule(self.schedule_name, first.group_size, n_microbatches, v)
+        self.schedule = generate_schedule(self.schedule_name, positions, n_microbatches, v)
         self._bind(self.schedule, overlap_p2p)
 
     def _bind(self, schedule, overlap_p2p: bool) -> None:
@@ -83,7 +86,10 @@ class PipelineSchedule:  # pylint: disable=too-many-instance-attributes
         fsdp = any(s.uses_fsdp for s in self._stages)
         lists = schedule.lowered(fsdp=fsdp)
         self.validation = validate_lists(lists, schedule.stage_to_rank, schedule.n_microbatches)
-        rank = self._stages[0].group_rank
+        first = self._stages[0]
+        # the pipeline position of this rank (its rank in the schedule); with stages on meshes of different
+        # sizes several ranks share one position
+        rank = schedule.stage_to_rank[first.stage_index] if hasattr(first, "num_positions") else first.group_rank
         mine = set(schedule.stages_of(rank))
         got = {s.stage_index for s in self._stages}
         if got != mine:

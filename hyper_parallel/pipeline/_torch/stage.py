@@ -9,6 +9,10 @@
   stages run one no-grad forward in stage order and pass their output metadata to the next stage;
   with ``input_args`` on every stage it is static (no exchange).
 * Backward: ``B`` runs the full backward; ``I`` / ``W`` use the graph-surgery split of ``backward.py``.
+* Stages on meshes of different sizes (``pipeline/meshes.py``): when a pipeline position holds several
+  ranks of ``group``, a tensor crossing to another position moves as the blocks of a cross-mesh
+  redistribute plan (sender layout -> receiver's ``device_mesh`` / ``input_placements``), its gradient
+  by the adjoint blocks.
 """
 from __future__ import annotations
 
@@ -20,8 +24,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from hyper_parallel.core.placement import Placement
+from hyper_parallel.core.placement import Placement, Replicate
 from hyper_parallel.pipeline import stage_base
+from hyper_parallel.pipeline.meshes import BoundaryPlan, StageLayout, layout_spec, plan_boundary, position_ranks
 from hyper_parallel.pipeline.microbatch import BatchDimSpec, microbatch_sizes
 from hyper_parallel.pipeline.schedules import SCHEDULES
 from hyper_parallel.pipeline._torch.backward import backward_full, backward_input, backward_weight
@@ -96,11 +101,16 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
         input_args / output_args: example microbatch inputs / outputs of this stage (static shapes).
         group: the pipeline process group (default: the world).
         device_mesh: the mesh DTensor activations arriving at this stage live on (default: the mesh of
-            the sender's shape and dim names that contains this rank).
+            the sender's shape and dim names that contains this rank). When the stage runs on several ranks
+            of ``group`` (stages on meshes of different sizes), it is the stage's mesh over exactly them.
+        input_placements: with stages on meshes of different sizes, the placements the stage's inputs take
+            on ``device_mesh`` (default ``Replicate`` on every mesh dim).
     """
 
     def __init__(self, submodule: nn.Module, stage_index: int, num_stages: int, device=None, input_args=None,
-                 output_args=None, group=None, dw_builder=None, *, device_mesh=None) -> None:  # pylint: disable=W0613
+                 output_args=None, group=None, dw_builder=None, *, device_mesh=None,
+                 input_placements=None) -> None:
+        del dw_builder  # torch's custom dW builder: the runtime splits dx/dw itself (backward.py)
         if not isinstance(submodule, nn.Module):
             raise TypeError(f"PipelineStage(submodule): expected an nn.Module, got {type(submodule).__name__}")
         self.submod = submodule
@@ -112,6 +122,13 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
         self.device = torch.device(device) if device is not None else torch.device("cpu")
         self.device_mesh = device_mesh
         self._handshake(stage_index, num_stages)
+        topo = getattr(device_mesh, "topology", None)
+        pl = tuple(input_placements) if input_placements is not None else None
+        self._infos = self._gather_objects((stage_index, topo, pl))
+        self.positions: Dict[int, Tuple[int, ...]] = {}
+        self.layouts: Dict[int, StageLayout] = {}
+        self.cross = False
+        self._boundaries: Dict[Tuple[int, int], BoundaryPlan] = {}
         self.stage_index = stage_index
         self.num_stages = num_stages
         self.is_first = stage_index == 0
@@ -163,6 +180,20 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
     def _gather(self, t: torch.Tensor) -> torch.Tensor:
         return self.platform.all_gather(t, self.group, 0, [t.shape[0]] * self.group_size, self.group_rank)
 
+    def _gather_objects(self, obj) -> list:
+        """``obj`` of every rank of the group (pickled, padded to the longest)."""
+        data = pickle.dumps(obj)
+        sizes = self._gather(torch.tensor([len(data)], dtype=torch.int64)).tolist()
+        buf = torch.zeros(max(sizes), dtype=torch.uint8)
+        buf[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        rows = self._gather(buf).view(self.group_size, -1)
+        return [pickle.loads(rows[g, :n].numpy().tobytes()) for g, n in enumerate(sizes)]
+
+    @property
+    def num_positions(self) -> int:
+        """Pipeline positions (what a schedule calls ranks): the distinct stages of one construction round."""
+        return len({info[0] for info in self._infos})
+
     @property
     def uses_fsdp(self) -> bool:
         """True when the submodule is a ``fully_shard`` module."""
@@ -175,10 +206,22 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
         self.n_microbatches = n_microbatches
         self.local_stages = local_stages
         self._agreed = False
+        holder: Dict[int, int] = {}
+        for st in local_stages.values():
+            for g, (s, topo, pl) in enumerate(st._infos):  # pylint: disable=protected-access
+                holder.setdefault(self.group_ranks[g], s)
+                self.layouts[s] = StageLayout(topo, pl)
+        self.positions = position_ranks(holder, self.stage_to_rank)
+        self.cross = any(len(r) > 1 for r in self.positions.values())
+        self._boundaries.clear()
 
     def _peer(self, stage: int) -> int:
-        """Global rank of the rank holding ``stage``."""
-        return self.group_ranks[self.stage_to_rank[stage]]
+        """Global rank of the (first) rank holding ``stage``."""
+        return self.positions[self.stage_to_rank[stage]][0]
+
+    def _crosses(self, stage: int) -> bool:
+        """True when the boundary between ``stage`` and ``stage + 1`` moves blocks between rank sets."""
+        return self.cross and self.stage_to_rank[stage] != self.stage_to_rank[stage + 1]
 
     # ------------------------------------------------------------------ step preparation (rank level)
     def prepare_step(self, schedule, args, kwargs, target, losses):
@@ -231,7 +274,7 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
                              f"counts ({detail})")
 
     def _infer_shapes(self, args0, kwargs0) -> None:
-        static = all(s.static_in is not None or s.is_first for s in self.local_stages.values())
+        static = all(s.static_in is not None or s.is_first for s in self.local_stages.values()) and not self.cross
         for idx in sorted(self.local_stages):
             st = self.local_stages[idx]
             st._infer_one(args0, kwargs0, static)  # pylint: disable=protected-access
@@ -248,19 +291,23 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
                 self.in_meta = prev.out_meta
             else:
                 self.in_meta = self._recv_object(self._peer(self.stage_index - 1))
-            ins = self.unpack_recv("fwd", -1, [torch.zeros(m.shape, dtype=m.dtype, device=self.device)
-                                               for m in self.in_meta])
+            self._boundaries.clear()
+            prev_pos = self.stage_to_rank[self.stage_index - 1]
+            ins = self.unpack_recv("fwd", -1, [torch.zeros_like(op.tensor) for op in self.recv_ops("fwd", -1,
+                                                                                                    prev_pos)])
             self._leaves.pop(-1, None)
         if self.static_out is not None:
             self.out_meta = self.static_out
         else:
             with torch.no_grad():
-                out = _flatten(self.submod(*ins, **kwargs), f"stage {self.stage_index} forward")
+                out = self._boundary_outputs(_flatten(self.submod(*ins, **kwargs), f"stage {self.stage_index} forward"))
             self.out_meta = tuple(TensorMeta.of(t) for t in out)
         nxt = self.stage_index + 1
-        if not self.is_last and self.stage_to_rank[nxt] != self.stage_to_rank[self.stage_index] and not (
-                static and self.static_out is not None):
-            self._send_object(self.out_meta, self._peer(nxt))
+        pos = self.stage_to_rank[self.stage_index]
+        if not self.is_last and self.stage_to_rank[nxt] != pos and not (static and self.static_out is not None) \
+                and dist.get_rank() == self.positions[pos][0]:
+            for peer in self.positions[self.stage_to_rank[nxt]]:
+                self._send_object(self.out_meta, peer)
 
     def _send_object(self, obj, peer: int) -> None:
         data = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
@@ -299,7 +346,7 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
         """Forward of microbatch ``mb``; keeps what backward needs."""
         leaves = self._leaves.pop(mb, [])
         out = self.submod(*args, **kwargs)
-        outs = _flatten(out, f"stage {self.stage_index} forward")
+        outs = self._boundary_outputs(_flatten(out, f"stage {self.stage_index} forward"))
         self._cache[mb] = [leaves, outs, None, None]  # weights: the leaves the graph reaches (FSDP-safe)
         if self.is_last:
             self._outputs[mb] = out
@@ -323,7 +370,8 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
                 raise RuntimeError(f"stage {self.stage_index}: backward on the last stage needs a loss_fn in the "
                                    "schedule and a target in step()")
             return [loss], [torch.ones_like(loss)]
-        pairs = [(o, g) for o, g in zip(outs, grads) if o.requires_grad and g is not None]
+        # a DTensor output is differentiated through its local shard (the gradient received is local)
+        pairs = [(_local(o), g) for o, g in zip(outs, grads) if o.requires_grad and g is not None]
         del leaves
         return [p[0] for p in pairs], [p[1] for p in pairs]
 
@@ -389,37 +437,141 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
 
     # ------------------------------------------------------------------ messages
     def send_ops(self, direction: str, mb: int, peer_rank: int) -> List[P2POp]:
-        """Ops sending this stage's forward outputs (``fwd``) or input gradients (``bwd``) of ``mb``."""
-        peer = self.group_ranks[peer_rank]
+        """Ops sending this stage's forward outputs (``fwd``) or input gradients (``bwd``) of ``mb``
+        (``peer_rank``: the receiving pipeline position)."""
         if direction == "fwd":
             tensors = [_local(t).detach() for t in self._cache[mb][1]]
             tag_dir, base = "fwd", self.stage_index
+            index = list(range(len(tensors)))
         else:
             grads = self._in_grads.pop(mb)
-            floats = [m for m in self.in_meta if m.is_float]
-            tensors = [(g if g is not None else torch.zeros(m.shape, dtype=m.dtype, device=self.device))
-                       for g, m in zip(_align(grads, floats), floats)]
+            index = [i for i, m in enumerate(self.in_meta) if m.is_float]
+            floats = [self.in_meta[i] for i in index]
+            tensors = [(g if g is not None else torch.zeros(self._local_shape(i, m), dtype=m.dtype,
+                                                              device=self.device))
+                       for i, g, m in zip(index, _align(grads, floats), floats)]
             tag_dir, base = "bwd", self.stage_index - 1
+        if self._crosses(base):
+            return self._piece_ops(tensors, index, base, tag_dir, mb)
+        peer = self.positions[peer_rank][0]
         return [P2POp("send", t.contiguous(), peer, self.group, _boundary_tag(base, tag_dir, mb, k,
                                                                                self.n_microbatches))
                 for k, t in enumerate(tensors)]
 
     def recv_ops(self, direction: str, mb: int, peer_rank: int) -> List[P2POp]:
-        """Ops receiving this stage's forward inputs (``fwd``) or output gradients (``bwd``) of ``mb``."""
-        peer = self.group_ranks[peer_rank]
+        """Ops receiving this stage's forward inputs (``fwd``) or output gradients (``bwd``) of ``mb``
+        (``peer_rank``: the sending pipeline position)."""
         if direction == "fwd":
             metas, base = self.in_meta, self.stage_index - 1
+            index = list(range(len(metas)))
         else:
-            metas, base = [m for m in self.out_meta if m.is_float], self.stage_index
+            index = [i for i, m in enumerate(self.out_meta) if m.is_float]
+            metas, base = [self.out_meta[i] for i in index], self.stage_index
+        if self._crosses(base):
+            return self._piece_ops(None, index, base, direction, mb, metas)
+        peer = self.positions[peer_rank][0]
         return [P2POp("recv", torch.empty(m.shape, dtype=m.dtype, device=self.device), peer, self.group,
                       _boundary_tag(base, direction, mb, k, self.n_microbatches)) for k, m in enumerate(metas)]
 
     def unpack_recv(self, direction: str, mb: int, tensors):
         """Received tensors as this stage's inputs (fresh leaves, DTensors rebuilt) or output grads."""
         if direction == "bwd":
+            if self._crosses(self.stage_index):
+                tensors = self._assemble(tensors, [i for i, m in enumerate(self.out_meta) if m.is_float],
+                                         self.stage_index, "bwd")
             it = iter(tensors)
             return [next(it) if m.is_float else None for m in self.out_meta]
+        if self._crosses(self.stage_index - 1):
+            return self._cross_inputs(mb, tensors)
         return self._inputs(mb, tensors, self.in_meta)
+
+    # ------------------------------------------------------------------ stages on meshes of different sizes
+    def _boundary_outputs(self, outs: Tuple[torch.Tensor, ...]) -> Tuple[torch.Tensor, ...]:
+        """Outputs leaving for another rank set carry no ``Partial`` (made ``Replicate``, differentiably)."""
+        if self.is_last or not self._crosses(self.stage_index):
+            return outs
+        fixed = []
+        for t in outs:
+            if isinstance(t, DTensor) and any(p.is_partial() for p in t.placements):
+                t = t.redistribute(placements=[Replicate() if p.is_partial() else p for p in t.placements])
+            fixed.append(t)
+        return tuple(fixed)
+
+    def _plan(self, base: int, k: int) -> BoundaryPlan:
+        """The crossing plan of tensor ``k`` from stage ``base`` to stage ``base + 1`` (cached per shapes)."""
+        plan = self._boundaries.get((base, k))
+        if plan is None:
+            meta = self.out_meta[k] if base == self.stage_index else self.in_meta[k]
+            what = f"pipeline boundary stage {base} -> {base + 1}, tensor {k}"
+            src_ranks = self.positions[self.stage_to_rank[base]]
+            src = layout_spec(meta.layout, meta.shape, src_ranks, what)
+            itemsize = torch.empty((), dtype=meta.dtype).element_size()
+            plan = plan_boundary(src, self.layouts[base + 1], self.positions[self.stage_to_rank[base + 1]],
+                                 itemsize, what)
+            self._boundaries[(base, k)] = plan
+        return plan
+
+    def _local_shape(self, k: int, meta: TensorMeta) -> Tuple[int, ...]:
+        """Local shape of input ``k`` on this rank (the receiver's layout at a crossing boundary)."""
+        if self.is_first or not self._crosses(self.stage_index - 1):
+            return meta.shape
+        dst = self._plan(self.stage_index - 1, k).dst
+        return tuple(dst.local_shape_and_offset(dst.mesh.coordinate_of(dist.get_rank()))[0])
+
+    def _piece_ops(self, tensors, index, base: int, direction: str, mb: int, metas=None) -> List[P2POp]:
+        """Send (``tensors`` given) or receive ops of the blocks of a crossing boundary, in plan order."""
+        me = dist.get_rank()
+        sending = tensors is not None
+        # forward blocks go base -> base + 1, backward blocks the other way; the sender's own layout:
+        ops = []
+        for n, k in enumerate(index):
+            plan = self._plan(base, k)
+            pieces = plan.fwd if direction == "fwd" else plan.bwd
+            mine = plan.src if (direction == "fwd") == sending else plan.dst
+            off = mine.local_shape_and_offset(mine.mesh.coordinate_of(me))[1] if sending else None
+            for j, p in enumerate(pieces):
+                tag = _piece_tag(base, direction, mb, k, j, self.n_microbatches)
+                if sending and p.src == me:
+                    ops.append(P2POp("send", tensors[n][_slices(p.offset, p.shape, off)].contiguous(), p.dst,
+                                     self.group, tag))
+                elif not sending and p.dst == me:
+                    ops.append(P2POp("recv", torch.empty(p.shape, dtype=metas[n].dtype, device=self.device), p.src,
+                                     self.group, tag))
+        return ops
+
+    def _assemble(self, tensors, index, base: int, direction: str) -> List[torch.Tensor]:
+        """This rank's local tensors from the received blocks (same order as ``_piece_ops``)."""
+        me = dist.get_rank()
+        it = iter(tensors)
+        out = []
+        for k in index:
+            plan = self._plan(base, k)
+            pieces = plan.fwd if direction == "fwd" else plan.bwd
+            mine = plan.dst if direction == "fwd" else plan.src
+            shape, off = mine.local_shape_and_offset(mine.mesh.coordinate_of(me))
+            meta = self.in_meta[k] if direction == "fwd" else self.out_meta[k]
+            buf = torch.zeros(tuple(shape), dtype=meta.dtype, device=self.device)
+            for p in pieces:
+                if p.dst == me:
+                    buf[_slices(p.offset, p.shape, off)] = next(it)
+            out.append(buf)
+        return out
+
+    def _cross_inputs(self, mb: int, tensors) -> tuple:
+        """Inputs from another rank set: assembled local shards, DTensors on this stage's mesh."""
+        index = list(range(len(self.in_meta)))
+        locals_ = self._assemble(tensors, index, self.stage_index - 1, "fwd")
+        leaves, args = [], []
+        for k, (t, meta) in enumerate(zip(locals_, self.in_meta)):
+            leaf = t.requires_grad_(meta.is_float)
+            if meta.is_float:
+                leaves.append(leaf)
+            if self.device_mesh is not None:
+                dst = self._plan(self.stage_index - 1, k).dst
+                leaf = DTensor.from_local(leaf, self.device_mesh, dst.placements, shape=dst.shape)
+            args.append(leaf)
+        self._leaves[mb] = leaves
+        return tuple(args)
 
     def _inputs(self, mb: int, tensors, metas) -> tuple:
         leaves, args = [], []
@@ -466,6 +618,17 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
 
 def _boundary_tag(base: int, direction: str, mb: int, k: int, m: int) -> int:
     return ((base * 2 + (direction == "bwd")) * (m + 1) + mb) * 64 + k
+
+
+def _piece_tag(base: int, direction: str, mb: int, k: int, j: int, m: int) -> int:
+    if k >= 32 or j >= 32:
+        raise ValueError(f"pipeline boundary of stage {base}: at most 32 tensors of at most 32 blocks each cross "
+                         f"between rank sets (tensor {k}, block {j})")
+    return ((base * 2 + (direction == "bwd")) * (m + 1) + mb) * 1024 + k * 32 + j
+
+
+def _slices(offset, shape, base):
+    return tuple(slice(o - b, o - b + s) for o, s, b in zip(offset, shape, base))
 
 
 def _align(grads, metas):
