@@ -7,6 +7,8 @@
   microbatch backwards accumulate unreduced (``set_requires_gradient_sync(False)``,
   ``set_is_last_backward(False)``) and reduce-scatters once at REDUCE_GRAD. 1F1B (full backward) and
   ZB-H1 (I/W split) train 2 SGD steps; gathered gradients and parameters equal one process.
+* PP x FSDP x TP on a 3-D (pp=2, dp, tp) mesh with dp * tp = 2 (both factorisations): the stage is TP over
+  the 2-D sub-mesh's tp slice, then fully_shard over its dp slice.
 * PP x TP on a (pp=2, tp=2) mesh: stage 0 ends in a Replicate DTensor, which crosses the stage
   boundary as its local tensor plus its spec (sent once) and is rebuilt on stage 1's own TP mesh.
 """
@@ -84,3 +86,51 @@ def test_pp_x_tp_dtensor_activation_matches_one_process():
         torch.testing.assert_close(grad, q.grad, **TOL, msg=lambda t, n=n: f"stage {pp_rank} {n}: {t}")
     if pp_rank == 1:
         assert set(seen[1:]) == {"DTensor"}, seen  # after shape inference, every microbatch input is a DTensor
+
+
+def _pp_fsdp_tp(shape, name):
+    """PP x FSDP x TP on the 3-D mesh ``shape`` = (pp, dp, tp): each stage TP-parallel over ``tp``, then
+    ``fully_shard`` over ``dp`` (its parameters are DTensors on the 2-D (dp, tp) sub-mesh); 2 SGD steps."""
+    import copy
+    import torch
+    from torch import nn
+    import hyper_parallel as hp
+    import hyper_parallel.pipeline as pp
+    from hyper_parallel import DTensor
+    from hyper_parallel.tp import ColwiseParallel, RowwiseParallel, parallelize_module
+    mesh = hp.init_device_mesh("cpu", shape, mesh_dim_names=("pp", "dp", "tp"))
+    pp_rank, dp_rank, dp = mesh.get_local_rank("pp"), mesh.get_local_rank("dp"), shape[1]
+    torch.manual_seed(0)
+    parts = [nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 8)) for _ in range(2)]
+    ref = copy.deepcopy(parts)
+    sub = mesh["dp", "tp"]  # the stage's 2-D (dp, tp) sub-mesh: FSDP x TP needs them as slices of one mesh
+    mine = parallelize_module(parts[pp_rank], sub["tp"], {
+        "0": ColwiseParallel(), "2": RowwiseParallel(use_local_output=pp_rank == 1)})
+    hp.fully_shard(mine, mesh=sub["dp"], reshard_after_forward=False)
+    stage = pp.PipelineStage(mine, pp_rank, 2, "cpu", group=mesh["pp"].get_group())
+    sched = pp.get_schedule_class(name)([stage] if name != "1F1B" else stage, 2,
+                                        loss_fn=torch.nn.functional.mse_loss, stages_per_rank=1)
+    opt = torch.optim.SGD(mine.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD([p for r in ref for p in r.parameters()], lr=0.1)
+    for step in range(2):
+        g = torch.Generator().manual_seed(step)
+        x, y = torch.randn(8, 8, generator=g), torch.randn(8, 8, generator=g)
+        rows = slice(8 // dp * dp_rank, 8 // dp * (dp_rank + 1))
+        sched.step(x[rows] if pp_rank == 0 else None, target=y[rows] if pp_rank == 1 else None)
+        torch.nn.functional.mse_loss(ref[1](ref[0](x)), y).backward()
+        for (n, p), q in zip(mine.named_parameters(), ref[pp_rank].parameters()):
+            assert isinstance(p, DTensor) and p.device_mesh.ndim == 2, (n, p.device_mesh)  # on (dp, tp)
+            torch.testing.assert_close(p.grad.full_tensor(), q.grad, **TOL,
+                                       msg=lambda t, n=n: f"{shape} {name} stage {pp_rank} {n}: {t}")
+        for o in (opt, ref_opt):
+            o.step()
+            o.zero_grad()
+        for p, q in zip(mine.parameters(), ref[pp_rank].parameters()):
+            torch.testing.assert_close(p.full_tensor(), q, **TOL)
+
+
+@multi_rank(world_size=4, timeout=300)
+def test_pp_x_fsdp_x_tp_matches_one_process():
+    """4 ranks hold pp=2 x (dp*tp)=2: both factorisations of the 2-D (dp, tp) sub-mesh, 1F1B and ZB-H1."""
+    _pp_fsdp_tp((2, 1, 2), "1F1B")
+    _pp_fsdp_tp((2, 2, 1), "InterleavedZeroBubble")
