@@ -13,20 +13,12 @@ import importlib
 from typing import Any, Callable, Optional
 
 from hyper_parallel.activation.plan import ActivationPlan
+from hyper_parallel.platform import platform_of
 
 __all__ = ["checkpoint", "checkpoint_wrapper", "swap", "swap_wrapper", "swap_tensor_wrapper",
            "apply_activation_policy", "ActivationPlan", "backend_of"]
 
 _IMPLS = {"torch": "hyper_parallel.activation._torch", "mindspore": "hyper_parallel.activation._mindspore"}
-
-
-def _backend_of_type(cls: type) -> Optional[str]:
-    for klass in getattr(cls, "__mro__", (cls,)):
-        module = getattr(klass, "__module__", "") or ""
-        for name in _IMPLS:
-            if module == name or module.startswith(name + ".") or module.startswith(f"hyper_parallel.platform.{name}"):
-                return name
-    return None
 
 
 def backend_of(*objs: Any) -> str:
@@ -39,9 +31,9 @@ def backend_of(*objs: Any) -> str:
             for probe in (c, owner):
                 if probe is None or isinstance(probe, type):
                     continue
-                name = _backend_of_type(type(probe))
-                if name is not None:
-                    return name
+                plat = platform_of(probe)
+                if plat is not None:
+                    return plat.name
     raise TypeError("activation: cannot tell the framework: expected a torch/MindSpore module, bound method or "
                     "tensor among the arguments")
 
