@@ -6,7 +6,7 @@ STAMP := $(VENV)/.hp-installed
 NPROC ?= 2
 export PYTHONUNBUFFERED := 1
 
-.PHONY: demo test ut st agent gate bench coverage install clean
+.PHONY: demo tour test ut st agent gate bench coverage install clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,8 +20,12 @@ install: $(STAMP)
 	$(VENV)/bin/hp-agent install --launcher --quiet
 	@$(PY) -m compileall -q tools/hp_agent  # fresh bytecode for the hooks even under PYTHONDONTWRITEBYTECODE
 
-## demo: the main job on the embedded default (2 CPU ranks, gloo, no network)
+## demo: a real training run: hp-train with configs/demo.toml (debug MoE Llama, 2 CPU ranks, FSDP x EP, stdlib corpus)
 demo: $(STAMP)
+	$(VENV)/bin/hp-train --config configs/demo.toml
+
+## tour: the feature tour (redistribute, TP, FSDP, pipeline, MoE, CP, checkpoint checks; 2 CPU ranks)
+tour: $(STAMP)
 	$(VENV)/bin/torchrun --standalone --nproc_per_node $(NPROC) examples/demo.py
 
 ## test: the whole suite

@@ -1,0 +1,255 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""The torch trainer backend: process group, ``ParallelDims`` meshes, the model parallelised by the config
+(FSDP over ``dp_shard x cp``, TP + sequence parallel, CP, EP for MoE models), optimizer and LR schedule from
+``hyper_parallel.optim``, activation policy, bf16 autocast, gradient accumulation and clipping."""
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import time
+from typing import Any, Dict, List
+
+import torch
+import torch.distributed as dist
+
+from hyper_parallel.trainer.models import build_model_config, model_class
+from hyper_parallel.trainer.parallel_dims import ParallelDims
+
+__all__ = ["TorchTrainerBackend", "measure_peak_flops"]
+
+
+def measure_peak_flops(size: int = 256, repeat: int = 8) -> float:
+    """This process's fp32 matmul FLOP/s (the best of ``repeat`` runs): the peak an MFU estimate divides by."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - start)
+    return 2 * size ** 3 / max(best, 1e-9)
+
+
+def _flops_per_token(cfg: Any, n_params: int, seq_len: int) -> float:
+    """6 N + 12 L H S (TorchTitan's estimate: dense matmuls plus attention scores)."""
+    layers = getattr(cfg, "num_hidden_layers", 0)
+    hidden = getattr(cfg, "hidden_size", 0)
+    return 6.0 * n_params + 12.0 * layers * hidden * seq_len
+
+
+class TorchTrainerBackend:
+    """See :class:`hyper_parallel.trainer.api.TrainerBackend`."""
+
+    name = "torch"
+
+    def __init__(self, trainer: Any) -> None:
+        self.trainer = trainer
+        self.config = trainer.config
+        self.rank = 0
+        self.world_size = 1
+        self.dims: Any = None
+        self.model: Any = None
+        self.optimizer: Any = None
+        self.scheduler: Any = None
+        self.dp_rank = 0
+        self.dp_size = 1
+        self.flops_per_token = 0.0
+        self.peak_flops = 0.0
+        self._moe: List[Any] = []
+        self._cp_mesh = None
+        self._loss_group = None
+        self._init_mode = False
+
+    # ------------------------------------------------------------------ process group / meshes
+    def init_distributed(self) -> None:
+        """Join (or start, under torchrun) the gloo process group; build the ``ParallelDims`` meshes."""
+        par = self.config.parallelism
+        if self.trainer.distributed:
+            if not dist.is_initialized():
+                import hyper_parallel as hp  # pylint: disable=import-outside-toplevel
+                hp.init_process_group("gloo" if not torch.cuda.is_available() else "nccl")
+                self._init_mode = True
+            self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        self.dims = ParallelDims(dp_replicate=par.dp_replicate, dp_shard=par.dp_shard, cp=par.cp, tp=par.tp,
+                                 pp=par.pp, ep=par.ep, world_size=self.world_size)
+        if self.dims.pp_enabled:
+            raise ValueError("parallelism.pp: pipeline parallel is not wired into the trainer yet; use pp = 1")
+        if self.dims.dp_replicate > 1:
+            raise ValueError("parallelism.dp_replicate: HSDP (dp_replicate > 1) is not wired into the trainer yet")
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", self.world_size if self.trainer.distributed else 1))
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, local)))
+        if self.config.training.deterministic:
+            torch.use_deterministic_algorithms(True, warn_only=True)
+        if self.trainer.distributed:
+            self.dims.build_mesh("cpu")
+            self.dp_rank, self.dp_size = self.dims.dp_rank(self.rank), self.dims.dp
+            self._cp_mesh = self.dims.mesh("cp")
+            loss_mesh = self.dims.mesh("loss")
+            self._loss_group = loss_mesh.get_group(0) if loss_mesh is not None else None
+
+    def barrier(self) -> None:
+        """All ranks meet."""
+        if self.trainer.distributed:
+            dist.barrier()
+
+    # ------------------------------------------------------------------ model / optimizer
+    def _build_model(self, vocab_size: int) -> Any:
+        cfg = self.config
+        mcfg = build_model_config(cfg.model.name, cfg.model.flavor, vocab_size=vocab_size,
+                                  max_position_embeddings=max(cfg.training.seq_len, 128))
+        torch.manual_seed(cfg.job.seed)
+        model = model_class(cfg.model.name)(mcfg)
+        n_params = sum(p.numel() for p in model.parameters())
+        self.flops_per_token = _flops_per_token(mcfg, n_params, cfg.training.seq_len)
+        from hyper_parallel.moe._torch.moe import MoE  # pylint: disable=import-outside-toplevel
+        self._moe = [(name, m) for name, m in model.named_modules() if isinstance(m, MoE)]
+        return model
+
+    def _parallelize(self, model: Any) -> Any:
+        dims, par = self.dims, self.config.parallelism
+        if not self.trainer.distributed:
+            return model
+        from hyper_parallel.models.llama.parallelize import (  # pylint: disable=import-outside-toplevel
+            parallelize_llama, parallelize_llama_moe)
+        if self._moe:
+            if dims.cp_enabled:
+                raise ValueError("parallelism.cp: context parallel with a MoE model is not supported by the "
+                                 "Llama MoE plan; use cp = 1")
+            from hyper_parallel.core.device_mesh import DeviceMesh  # pylint: disable=import-outside-toplevel
+            if dims.tp_enabled:
+                mesh = DeviceMesh("cpu", dims.mesh("world").mesh, mesh_dim_names=("dp", "tp"))
+            else:
+                mesh = dims.mesh("world")
+            return parallelize_llama_moe(model, mesh, ep=dims.ep)
+        return parallelize_llama(model, dims.mesh("tp"), sequence_parallel=par.sequence_parallel,
+                                 cp_mesh=self._cp_mesh, cp_method=par.cp_method,
+                                 fsdp_mesh=dims.mesh("dp_shard_cp") if dims.fsdp_enabled else None)
+
+    def setup(self, dataset: Any) -> None:
+        """Model sized to the tokenizer, parallelised; activation policy; optimizer and schedule."""
+        cfg = self.config
+        model = self._build_model(dataset.vocab_size)
+        if cfg.activation:
+            from hyper_parallel.activation import apply_activation_policy  # pylint: disable=import-outside-toplevel
+            apply_activation_policy(model, cfg.activation)
+        model = self._parallelize(model)
+        if cfg.training.compile:
+            for layer in model.model.layers:
+                layer.compile()
+        self.model = model
+        from hyper_parallel.optim.api import get_hyper_lr_scheduler, get_hyper_optimizer  # noqa
+        ocfg = dict(cfg.optimizer)
+        ocfg.setdefault("total_steps", cfg.training.steps)
+        self.optimizer = get_hyper_optimizer(model, ocfg)
+        self.scheduler = get_hyper_lr_scheduler(self.optimizer, ocfg)
+        if self._moe and self.trainer.distributed:
+            from hyper_parallel.moe import register_moe_load_balancing_hook  # pylint: disable=import-outside-toplevel
+            register_moe_load_balancing_hook(model, self.optimizer)
+        elif self._moe:  # one process inside a running job: the same rule on this process's counts alone
+            self.optimizer.register_step_pre_hook(lambda *_: self._local_bias_update())
+        self.peak_flops = measure_peak_flops()
+
+    def _local_bias_update(self) -> None:
+        from hyper_parallel.moe.balance import bias_update  # pylint: disable=import-outside-toplevel
+        for _, m in self._moe:
+            loads = m.tokens_per_expert.tolist()
+            m.global_tokens_per_expert = tuple(loads)
+            with torch.no_grad():
+                if m.config.load_balance == "expert_bias" and sum(loads):
+                    m.expert_bias += torch.tensor(bias_update(loads, m.config.bias_update_rate))
+                m.tokens_per_expert.zero_()
+
+    def checkpoint_states(self) -> Dict[str, Any]:
+        """Model, optimizer, LR schedule and RNG as ``Stateful`` s."""
+        from hyper_parallel.checkpoint import ModelState, OptimizerState  # pylint: disable=import-outside-toplevel
+        from hyper_parallel.checkpoint._torch.stateful import RNGState  # pylint: disable=import-outside-toplevel
+        return {"model": ModelState(self.model), "optim": OptimizerState(self.model, self.optimizer),
+                "lr_scheduler": self.scheduler, "rng": RNGState()}
+
+    # ------------------------------------------------------------------ steps
+    def _autocast(self):
+        if self.config.training.mixed_precision == "bf16":
+            return torch.autocast("cpu" if not torch.cuda.is_available() else "cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def _loss(self, rows: List[List[int]]) -> Any:
+        batch = torch.tensor(rows, dtype=torch.long)
+        ids, labels = batch[:, :-1], batch[:, 1:]
+        pos = torch.arange(ids.shape[1])
+        if self._cp_mesh is not None:
+            from hyper_parallel.cp import context_parallel_shard  # pylint: disable=import-outside-toplevel
+            ids, labels, pos = context_parallel_shard(  # pylint: disable=unbalanced-tuple-unpacking
+                self._cp_mesh, [ids, labels, pos], [1, 1, 0])
+        with self._autocast():
+            logits = self.model(ids, position_ids=pos)
+            return type(self.model).loss(logits.float(), labels) if hasattr(type(self.model), "loss") else \
+                torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), labels.flatten())
+
+    def _mean_over_loss_ranks(self, value: float) -> float:
+        if self._loss_group is None:
+            return value
+        t = torch.tensor([value], dtype=torch.float64)
+        dist.all_reduce(t, group=self._loss_group)
+        return t.item() / dist.get_world_size(self._loss_group)
+
+    def train_step(self, rows: List[List[int]]) -> Dict[str, Any]:
+        """Forward/backward over ``grad_accum`` micro-batches, clip, optimizer and LR steps."""
+        t = self.config.training
+        start = time.perf_counter()
+        micro = len(rows) // t.grad_accum
+        total = 0.0
+        for i in range(t.grad_accum):
+            loss = self._loss(rows[i * micro:(i + 1) * micro]) / t.grad_accum
+            loss.backward()
+            total += loss.detach().item()
+        grad_norm = 0.0
+        if t.clip_grad_norm > 0:
+            from hyper_parallel.optim._torch.clip import clip_grad_norm_  # pylint: disable=import-outside-toplevel
+            grad_norm = float(clip_grad_norm_(list(self.model.parameters()), t.clip_grad_norm))
+        lr = self.scheduler.get_last_lr()[0]
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad()
+        compute = time.perf_counter() - start
+        return {"loss": self._mean_over_loss_ranks(total), "grad_norm": grad_norm, "lr": lr, "compute_s": compute}
+
+    @torch.no_grad()
+    def eval_loss(self, rows: List[List[int]]) -> float:
+        """Held-out loss of this batch (mean over the data-parallel ranks)."""
+        return self._mean_over_loss_ranks(self._loss(rows).item())
+
+    # ------------------------------------------------------------------ monitors
+    def peak_memory_mib(self) -> float:
+        """Peak memory of this process (device memory on an accelerator, else the resident set)."""
+        if torch.cuda.is_available():
+            return torch.cuda.max_memory_allocated() / 2 ** 20
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    def moe_stats(self) -> Dict[str, Any]:
+        """Per MoE layer: the last step's global load per expert, max/mean and the expert-bias norm."""
+        out = {}
+        for name, m in self._moe:
+            load = [int(c) for c in (getattr(m, "global_tokens_per_expert", None) or m.tokens_per_expert.tolist())]
+            mean = sum(load) / max(1, len(load))
+            out[name] = {"load": load, "max_over_mean": (max(load) / mean) if mean else 0.0,
+                         "bias_norm": float(m.expert_bias.norm())}
+        return out
+
+    def start_profiler(self) -> Any:
+        """Start a torch profiler (CPU activities)."""
+        prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+        prof.__enter__()  # pylint: disable=unnecessary-dunder-call
+        return prof
+
+    def stop_profiler(self, prof: Any, path: str) -> None:
+        """Stop ``prof`` and write its Chrome trace to ``path``."""
+        prof.__exit__(None, None, None)
+        prof.export_chrome_trace(path)
+
+    def shutdown(self) -> None:
+        """Destroy the process group this backend started."""
+        if self._init_mode and dist.is_initialized():
+            dist.barrier()
+            dist.destroy_process_group()
+            self._init_mode = False

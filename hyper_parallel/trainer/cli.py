@@ -1,0 +1,195 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""``hp-train --config FILE [--section.key VALUE ...]``: one command for every layout.
+
+Started without a launcher, it validates the config and re-launches itself under
+``torchrun --standalone --nproc_per_node <job.nproc>`` (``--max-restarts N`` passes through for fault
+tolerance). A bad config exits with status 2 and one message naming the key and the file. ``--tour`` runs
+the feature tour (``examples/demo.py``: redistribute, TP, FSDP, pipeline, MoE, CP, checkpoint sections).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+from hyper_parallel.trainer.config import ConfigError, JobConfig, load_config, parse_overrides
+
+__all__ = ["main", "launch_command"]
+
+EXIT_CONFIG = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hp-train", description="Train a model as a TOML config says; overrides "
+                                "as --section.key VALUE (e.g. --training.steps 10).")
+    p.add_argument("--config", help="the TOML file (configs/*.toml)")
+    p.add_argument("--max-restarts", type=int, default=0,
+                   help="torchrun --max-restarts when hp-train launches itself (fault tolerance)")
+    p.add_argument("--tour", action="store_true", help="run the feature tour (examples/demo.py) on 2 ranks")
+    p.add_argument("--check", action="store_true", help="validate the config, print it, and exit")
+    return p
+
+
+def _under_launcher() -> bool:
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+def launch_command(cfg: JobConfig, argv: Sequence[str], max_restarts: int = 0) -> List[str]:
+    """The torchrun command line that runs ``hp-train argv`` on ``job.nproc`` local ranks."""
+    if cfg.job.backend != "torch":
+        raise ConfigError(f"{cfg.source}: job.backend = {cfg.job.backend!r}: start hp-train under that "
+                          f"backend's launcher (msrun for MindSpore); hp-train launches torchrun only")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(cfg.job.nproc)]
+    if max_restarts:
+        cmd += ["--max-restarts", str(max_restarts)]
+    return cmd + ["-m", "hyper_parallel.trainer.cli", *argv]
+
+
+def _tour() -> int:
+    here = os.path.dirname(os.path.abspath(__file__))
+    for root in (os.getcwd(), os.path.dirname(os.path.dirname(here))):
+        script = os.path.join(root, "examples", "demo.py")
+        if os.path.isfile(script):
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", script]
+            os.execv(sys.executable, cmd)
+    print("hp-train --tour: examples/demo.py not found (run from the repository root)", file=sys.stderr)
+    return EXIT_CONFIG
+
+
+def _table(console: Any, title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    from rich.table import Table  # pylint: disable=import-outside-toplevel
+    table = Table(title=title)
+    for h in header:
+        table.add_column(h)
+    for r in rows:
+        table.add_row(*[str(c) for c in r])
+    console.print(table)
+
+
+def _resume_phase(trainer: Any, losses: Dict[int, float]) -> bool:
+    from hyper_parallel.trainer.api import LLMTrainer, derived_config  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.trainer.callbacks import CheckpointCallback  # pylint: disable=import-outside-toplevel
+    cfg, demo = trainer.config, trainer.config.demo
+    end = demo.resume_from + demo.resume_steps
+    sub = derived_config(cfg, training={"steps": end},
+                         job={"out_dir": os.path.join(cfg.job.out_dir, "resume"), "name": f"{cfg.job.name} resumed"},
+                         checkpoint={"folder": cfg.checkpoint_folder, "resume": True},
+                         metrics={"plot": False, "eval_every": 0, "profile_steps": []})
+    again = LLMTrainer(sub, console=trainer.console)
+    again.setup()
+    again.callbacks = [cb for cb in again.callbacks if not isinstance(cb, CheckpointCallback)]
+    trainer.log(f"\n[bold]resume[/bold]: a new trainer loads the checkpoint of step {demo.resume_from} and trains "
+                f"steps {demo.resume_from + 1}..{end} again")
+    rerun = again.train(resume=True, resume_step=demo.resume_from)
+    rows, same = [], True
+    for m in rerun:
+        first = losses[m["step"]]
+        same &= first == m["loss"]
+        rows.append((m["step"], f"{first:.7f}", f"{m['loss']:.7f}", "bit-exact" if first == m["loss"] else "DIFFERS"))
+    if trainer.is_logging_rank:
+        _table(trainer.console, "resumed run vs uninterrupted run", ("step", "uninterrupted", "resumed", ""), rows)
+    return same
+
+
+def _one_process_phase(trainer: Any, losses: Dict[int, float]) -> bool:
+    from hyper_parallel.trainer.api import LLMTrainer, derived_config  # pylint: disable=import-outside-toplevel
+    cfg, steps = trainer.config, trainer.config.demo.compare_steps
+    ok = True
+    if trainer.is_logging_rank:
+        sub = derived_config(cfg, training={"steps": steps},
+                             parallelism={"dp_replicate": 1, "dp_shard": -1, "cp": 1, "tp": 1, "pp": 1, "ep": 1},
+                             job={"out_dir": os.path.join(cfg.job.out_dir, "one_process")},
+                             checkpoint={"enable": False},
+                             metrics={"progress": False, "plot": False, "jsonl": False, "eval_every": 0,
+                                      "profile_steps": [], "moe_monitor": False})
+        trainer.log(f"\n[bold]one process[/bold]: the same model, data and first {steps} steps without any "
+                    f"parallelism")
+        single = LLMTrainer(sub, distributed=False, console=trainer.console)
+        steps_run = single.train(resume=False)
+        rows = []
+        for m in steps_run:
+            dist_loss = losses[m["step"]]
+            diff = abs(dist_loss - m["loss"])
+            ok &= diff <= 1e-4 * max(1.0, abs(m["loss"]))
+            rows.append((m["step"], f"{dist_loss:.6f}", f"{m['loss']:.6f}", f"{diff:.1e}"))
+        _table(trainer.console, f"{trainer.backend.world_size} ranks vs one process",
+               ("step", f"{cfg.job.name} ({trainer.backend.world_size} ranks)", "1 process", "|diff|"), rows)
+    trainer.backend.barrier()
+    return ok
+
+
+def _demo_phases(trainer: Any, history: Sequence[Dict[str, Any]]) -> bool:
+    demo = trainer.config.demo
+    if not history or not (demo.resume_steps or demo.compare_steps):
+        return True
+    losses = {m["step"]: m["loss"] for m in history}
+    ok = True
+    if demo.resume_steps:
+        ok = _resume_phase(trainer, losses) and ok
+    if demo.compare_steps:
+        ok = _one_process_phase(trainer, losses) and ok
+    trainer.log("demo checks passed" if ok else "[red]DEMO CHECK FAILED[/red]")
+    return ok
+
+
+def run(cfg: JobConfig) -> int:
+    """Train as ``cfg`` says (inside a launched job), then the demo phases; returns the exit status."""
+    from hyper_parallel.trainer.api import LLMTrainer  # pylint: disable=import-outside-toplevel
+    trainer = LLMTrainer(cfg)
+    start = time.perf_counter()
+    try:
+        trainer.setup()
+        dims = trainer.backend.dims
+        trainer.log(f"[bold]hp-train[/bold] {cfg.job.name}: {cfg.model.name}/{cfg.model.flavor} on "
+                    f"{trainer.backend.world_size} ranks, mesh {dict(dims.mesh_dims)} (ep {dims.ep}), vocab "
+                    f"{trainer.dataset.vocab_size} (BPE), {trainer.dataset.num_train} training sequences of "
+                    f"{cfg.training.seq_len} tokens")
+        history = trainer.train()
+        if history:
+            tps = sum(m["tokens"] for m in history) / sum(m["step_s"] for m in history)
+            trainer.log(f"steps {history[0]['step']}..{history[-1]['step']}: loss {history[0]['loss']:.4f} -> "
+                        f"{history[-1]['loss']:.4f}, {tps:,.0f} tokens/s, {time.perf_counter() - start:.1f} s")
+        return 0 if _demo_phases(trainer, history) else 1
+    finally:
+        trainer.close()
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of ``hp-train``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args, rest = _parser().parse_known_args(argv)
+    if args.tour:
+        return _tour()
+    if not args.config and not rest:
+        _parser().print_usage(sys.stderr)
+        print("hp-train: error: give --config FILE (see configs/)", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        cfg = load_config(args.config, parse_overrides(rest))
+        if args.check:
+            import json  # pylint: disable=import-outside-toplevel
+            from hyper_parallel.trainer.config import config_to_dict  # pylint: disable=import-outside-toplevel
+            print(json.dumps(config_to_dict(cfg), indent=2))
+            return 0
+        if not _under_launcher():
+            cmd = launch_command(cfg, argv, args.max_restarts)
+            sys.stdout.flush()
+            if shutil.which(cmd[0]) is None and not os.path.isfile(cmd[0]):
+                raise ConfigError(f"cannot find the Python interpreter {cmd[0]} to launch torchrun")
+            os.execv(cmd[0], cmd)
+        return run(cfg)
+    except ConfigError as exc:
+        print(f"hp-train: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except ValueError as exc:  # raised while building the run from a valid-looking config
+        if os.environ.get("RANK", "0") == "0":
+            print(f"hp-train: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+
+
+if __name__ == "__main__":
+    sys.exit(main())

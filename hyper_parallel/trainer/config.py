@@ -1,0 +1,377 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""The trainer's configuration: TOML files parsed into typed, validated dataclasses, plus CLI overrides.
+
+One file (``configs/*.toml``) drives one run. Sections and keys are the fields of the dataclasses below
+(``[training] steps = 100``); ``[optimizer]`` takes the keys of ``hyper_parallel.optim.config.OptimConfig``
+and ``[activation]`` the block of ``hyper_parallel.activation.apply_activation_policy``. Overrides use the
+same dotted names (``--training.steps 10``). Unknown keys and wrong types raise :class:`ConfigError`
+naming the key and the file. Pure Python: imports no framework.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import tomllib
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+__all__ = ["ConfigError", "JobConfig", "ModelSection", "ParallelismSection", "TrainingSection", "CheckpointSection",
+           "DataSection", "MetricsSection", "FaultSection", "DemoSection", "JobSection", "load_config",
+           "parse_config", "parse_overrides", "config_to_dict"]
+
+MIXED_PRECISION = ("fp32", "bf16")
+BACKENDS = ("torch", "mindspore")
+ASYNC_MODES = ("disabled", "async")
+
+
+class ConfigError(ValueError):
+    """A bad configuration: the message names the file, the key and what was expected."""
+
+
+@dataclass
+class JobSection:
+    """``[job]``: run identity and launch."""
+
+    name: str = "run"
+    backend: str = "torch"
+    nproc: int = 2
+    out_dir: str = "runs/run"
+    seed: int = 0
+
+
+@dataclass
+class ModelSection:
+    """``[model]``: which model (registry name) and size (flavor)."""
+
+    name: str = "llama3"
+    flavor: str = "debug"
+
+
+@dataclass
+class ParallelismSection:
+    """``[parallelism]``: the degrees of :class:`hyper_parallel.trainer.ParallelDims` (``-1`` infers one)."""
+
+    dp_replicate: int = 1
+    dp_shard: int = -1
+    cp: int = 1
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    sequence_parallel: bool = True
+    cp_method: str = "ring"
+    pp_schedule: str = "1F1B"
+    pp_microbatches: int = 2
+
+
+@dataclass
+class TrainingSection:
+    """``[training]``: the loop. ``global_batch`` sequences of ``seq_len`` tokens per step, whatever the layout."""
+
+    steps: int = 100
+    global_batch: int = 8
+    seq_len: int = 128
+    grad_accum: int = 1
+    mixed_precision: str = "fp32"
+    clip_grad_norm: float = 1.0
+    compile: bool = False
+    deterministic: bool = True
+
+
+@dataclass
+class CheckpointSection:
+    """``[checkpoint]``: ``hyper_parallel.checkpoint.CheckpointManager`` settings; ``resume`` loads the latest.
+    A run that does not resume refuses a folder holding checkpoints unless ``overwrite`` (then they are deleted)."""
+
+    enable: bool = False
+    folder: str = ""
+    interval: int = 50
+    keep_latest_k: int = 2
+    async_mode: str = "async"
+    resume: bool = True
+    overwrite: bool = False
+
+
+@dataclass
+class DataSection:
+    """``[data]``: corpus and tokenizer. ``source = "stdlib"`` reads the running Python's standard library."""
+
+    source: str = "stdlib"
+    paths: List[str] = field(default_factory=list)
+    text_key: str = "text"
+    tokenizer: str = "bpe"
+    vocab_size: int = 1024
+    max_corpus_mb: float = 2.0
+    cache_dir: str = ""
+    eval_fraction: float = 0.05
+
+
+@dataclass
+class MetricsSection:
+    """``[metrics]``: logging, plots, evaluation, MoE monitor and profiler."""
+
+    log_every: int = 1
+    progress: bool = True
+    jsonl: bool = True
+    plot: bool = True
+    tensorboard: bool = False
+    eval_every: int = 0
+    eval_batches: int = 2
+    moe_monitor: bool = True
+    profile_steps: List[int] = field(default_factory=list)
+
+
+@dataclass
+class FaultSection:
+    """``[fault]``: fault injection for the restart test: rank ``kill_rank`` kills itself (SIGKILL) after step
+    ``kill_at_step`` on the first attempt (``TORCHELASTIC_RESTART_COUNT`` 0) only; 0 disables it."""
+
+    kill_at_step: int = 0
+    kill_rank: int = 1
+
+
+@dataclass
+class DemoSection:
+    """``[demo]``: after training, resume from the checkpoint of ``resume_from`` and rerun ``resume_steps``
+    steps next to the first run's losses, then train ``compare_steps`` steps on one process next to the
+    distributed first losses (0 disables each)."""
+
+    resume_from: int = 0
+    resume_steps: int = 0
+    compare_steps: int = 0
+
+
+@dataclass
+class JobConfig:
+    """The whole configuration of one run (one field per TOML section)."""
+
+    job: JobSection = field(default_factory=JobSection)
+    model: ModelSection = field(default_factory=ModelSection)
+    parallelism: ParallelismSection = field(default_factory=ParallelismSection)
+    training: TrainingSection = field(default_factory=TrainingSection)
+    optimizer: Dict[str, Any] = field(default_factory=dict)
+    activation: Dict[str, Any] = field(default_factory=dict)
+    checkpoint: CheckpointSection = field(default_factory=CheckpointSection)
+    data: DataSection = field(default_factory=DataSection)
+    metrics: MetricsSection = field(default_factory=MetricsSection)
+    fault: FaultSection = field(default_factory=FaultSection)
+    demo: DemoSection = field(default_factory=DemoSection)
+    source: str = "<defaults>"
+
+    @property
+    def checkpoint_folder(self) -> str:
+        """Where checkpoints go (``[checkpoint] folder`` or ``<out_dir>/checkpoints``)."""
+        return self.checkpoint.folder or os.path.join(self.job.out_dir, "checkpoints")
+
+
+_SECTIONS = {f.name: f for f in dataclasses.fields(JobConfig) if f.name != "source"}
+_FREE_SECTIONS = ("optimizer", "activation")  # validated by their features' parsers
+
+
+def _type_name(tp: Any) -> str:
+    return {int: "an int", float: "a number", bool: "true or false", str: "a string"}.get(tp, str(tp))
+
+
+def _coerce(where: str, tp: Any, value: Any) -> Any:
+    """``value`` checked against the annotation ``tp`` (int, float, bool, str, List[int], List[str])."""
+    origin = typing.get_origin(tp)
+    if origin in (list, List):
+        (inner,) = typing.get_args(tp)
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list of {_type_name(inner)[2:]}s, got {value!r}")
+        return [_coerce(f"{where}[{i}]", inner, v) for i, v in enumerate(value)]
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: expected an int, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
+        return value
+    raise ConfigError(f"{where}: unsupported field type {tp}")
+
+
+def _unknown(where: str, key: str, known: Sequence[str]) -> ConfigError:
+    close = difflib.get_close_matches(key, list(known), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return ConfigError(f"{where}: unknown key {key!r}{hint}; expected one of {sorted(known)}")
+
+
+def _parse_section(src: str, name: str, cls: type, block: Any) -> Any:
+    if not isinstance(block, Mapping):
+        raise ConfigError(f"{src}: [{name}] must be a table, got {block!r}")
+    hints = typing.get_type_hints(cls)
+    known = [f.name for f in dataclasses.fields(cls)]
+    values = {}
+    for key, value in block.items():
+        if key not in known:
+            raise _unknown(f"{src}: [{name}]", key, known)
+        values[key] = _coerce(f"{src}: {name}.{key}", hints[key], value)
+    return cls(**values)
+
+
+def _check_choice(src: str, key: str, value: str, choices: Sequence[str]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{src}: {key}: expected one of {list(choices)}, got {value!r}")
+
+
+def _check_positive(src: str, key: str, value: float, minimum: float = 1) -> None:
+    if value < minimum:
+        raise ConfigError(f"{src}: {key}: expected a value >= {minimum}, got {value!r}")
+
+
+def _validate_parallelism(src: str, par: ParallelismSection) -> None:
+    for key in ("dp_replicate", "dp_shard", "cp", "tp", "pp", "ep"):
+        value = getattr(par, key)
+        if value == 0 or value < -1:
+            raise ConfigError(f"{src}: parallelism.{key}: expected a positive int or -1 (inferred), got {value}")
+    if par.ep == -1:
+        raise ConfigError(f"{src}: parallelism.ep: -1 is not allowed (ep borrows ranks; give it explicitly)")
+    _check_positive(src, "parallelism.pp_microbatches", par.pp_microbatches)
+    _check_choice(src, "parallelism.cp_method", par.cp_method, ("ring", "allgather", "alltoall"))
+
+
+def _validate(cfg: JobConfig) -> JobConfig:
+    src = cfg.source
+    _check_choice(src, "job.backend", cfg.job.backend, BACKENDS)
+    _check_positive(src, "job.nproc", cfg.job.nproc)
+    _validate_parallelism(src, cfg.parallelism)
+    tr = cfg.training
+    for key in ("steps", "global_batch", "seq_len", "grad_accum"):
+        _check_positive(src, f"training.{key}", getattr(tr, key))
+    _check_choice(src, "training.mixed_precision", tr.mixed_precision, MIXED_PRECISION)
+    if tr.clip_grad_norm < 0:
+        raise ConfigError(f"{src}: training.clip_grad_norm: expected >= 0 (0 disables clipping), got "
+                          f"{tr.clip_grad_norm}")
+    ck = cfg.checkpoint
+    _check_positive(src, "checkpoint.interval", ck.interval)
+    _check_positive(src, "checkpoint.keep_latest_k", ck.keep_latest_k, 0)
+    _check_choice(src, "checkpoint.async_mode", ck.async_mode, ASYNC_MODES)
+    da = cfg.data
+    if da.source not in ("stdlib", "files"):
+        raise ConfigError(f"{src}: data.source: expected 'stdlib' or 'files', got {da.source!r}")
+    if da.source == "files" and not da.paths:
+        raise ConfigError(f"{src}: data.paths: data.source = 'files' needs at least one path")
+    _check_positive(src, "data.vocab_size", da.vocab_size, 260)
+    if not 0 < da.max_corpus_mb:
+        raise ConfigError(f"{src}: data.max_corpus_mb: expected a positive number, got {da.max_corpus_mb}")
+    if not 0 < da.eval_fraction < 0.5:
+        raise ConfigError(f"{src}: data.eval_fraction: expected a number in (0, 0.5), got {da.eval_fraction}")
+    me = cfg.metrics
+    _check_positive(src, "metrics.log_every", me.log_every)
+    _check_positive(src, "metrics.eval_every", me.eval_every, 0)
+    _check_positive(src, "metrics.eval_batches", me.eval_batches)
+    for key in ("resume_from", "resume_steps", "compare_steps"):
+        _check_positive(src, f"demo.{key}", getattr(cfg.demo, key), 0)
+    if cfg.demo.resume_steps and not (ck.enable and 0 < cfg.demo.resume_from < tr.steps
+                                      and cfg.demo.resume_from % ck.interval == 0):
+        raise ConfigError(f"{src}: demo.resume_from: resuming needs checkpoint.enable and a step below "
+                          f"training.steps that is a multiple of checkpoint.interval, got {cfg.demo.resume_from}")
+    _validate_free_sections(cfg)
+    return cfg
+
+
+def _validate_free_sections(cfg: JobConfig) -> None:
+    from hyper_parallel.optim.config import OptimConfig  # pure modules
+    from hyper_parallel.activation.config import parse_activation_config
+    try:
+        OptimConfig.parse(dict(cfg.optimizer, total_steps=cfg.optimizer.get("total_steps", cfg.training.steps)))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{cfg.source}: [optimizer]: {exc}") from None
+    if cfg.activation:
+        try:
+            parse_activation_config(cfg.activation)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{cfg.source}: [activation]: {exc}") from None
+
+
+def parse_config(raw: Mapping[str, Any], source: str = "<dict>") -> JobConfig:
+    """Validate a nested mapping (what a TOML file holds) into a :class:`JobConfig`."""
+    values: Dict[str, Any] = {}
+    for name, block in raw.items():
+        if name not in _SECTIONS:
+            raise _unknown(f"{source}", name, list(_SECTIONS))
+        if name in _FREE_SECTIONS:
+            if not isinstance(block, Mapping):
+                raise ConfigError(f"{source}: [{name}] must be a table, got {block!r}")
+            values[name] = dict(block)
+        else:
+            values[name] = _parse_section(source, name, typing.get_type_hints(JobConfig)[name], block)
+    return _validate(JobConfig(**values, source=source))
+
+
+def _literal(text: str) -> Any:
+    """A CLI value as TOML would read it (``10``, ``1e-3``, ``true``, ``[1, 2]``), else the plain string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def parse_overrides(args: Sequence[str]) -> List[Tuple[str, Any]]:
+    """``["--training.steps", "10", "--data.paths=[\"a\"]"]`` -> ``[("training.steps", 10), ...]``."""
+    out: List[Tuple[str, Any]] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("--") or "." not in arg:
+            raise ConfigError(f"command line: expected --section.key VALUE, got {arg!r}")
+        key, eq, value = arg[2:].partition("=")
+        if not eq:
+            if i + 1 >= len(args):
+                raise ConfigError(f"command line: --{key} needs a value")
+            value = args[i + 1]
+            i += 1
+        out.append((key, _literal(value)))
+        i += 1
+    return out
+
+
+def _apply_override(raw: Dict[str, Any], key: str, value: Any) -> None:
+    section, _, name = key.partition(".")
+    if section not in _SECTIONS:
+        raise _unknown("command line", section, list(_SECTIONS))
+    block = raw.setdefault(section, {})
+    if section not in _FREE_SECTIONS:
+        cls = typing.get_type_hints(JobConfig)[section]
+        hints = typing.get_type_hints(cls)
+        if name not in hints:
+            raise _unknown(f"command line: --{section}.", name, list(hints))
+        if hints[name] is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if hints[name] is str and not isinstance(value, str):
+            value = str(value)
+    block[name] = value
+
+
+def load_config(path: Optional[str] = None, overrides: Sequence[Tuple[str, Any]] = ()) -> JobConfig:
+    """Read the TOML file ``path`` (None: defaults only), apply ``overrides`` (dotted keys), validate."""
+    raw: Dict[str, Any] = {}
+    source = "<defaults>"
+    if path is not None:
+        source = os.fspath(path)
+        try:
+            with open(source, "rb") as fh:
+                raw = tomllib.load(fh)
+        except FileNotFoundError:
+            raise ConfigError(f"{source}: no such config file") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    for key, value in overrides:
+        _apply_override(raw, key, value)
+    return parse_config(raw, source + (" + command line" if overrides else ""))
+
+
+def config_to_dict(cfg: JobConfig) -> Dict[str, Any]:
+    """The configuration as plain data (for the metrics file and the checkpoint)."""
+    return dataclasses.asdict(cfg)

@@ -1,0 +1,130 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Trainer config: TOML parsing, every validation error, CLI overrides, and hp-train's exit status 2."""
+import glob
+import os
+import subprocess
+import sys
+
+import pytest
+
+from hyper_parallel.trainer.config import ConfigError, load_config, parse_config, parse_overrides
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_every_shipped_config_parses():
+    files = sorted(glob.glob(os.path.join(ROOT, "configs", "*.toml")))
+    assert any(f.endswith("demo.toml") for f in files)
+    for path in files:
+        cfg = load_config(path)
+        assert cfg.training.steps >= 1 and cfg.source == path
+
+
+def test_typed_values_and_defaults(tmp_path):
+    cfg = load_config(_write(tmp_path, "[training]\nsteps = 7\nclip_grad_norm = 2\n[data]\npaths = ['a']\n"
+                                       "source = 'files'\n[metrics]\nprofile_steps = [3, 4]\n"))
+    assert cfg.training.steps == 7 and cfg.training.clip_grad_norm == 2.0
+    assert isinstance(cfg.training.clip_grad_norm, float)
+    assert cfg.data.paths == ["a"] and cfg.metrics.profile_steps == [3, 4]
+    assert cfg.training.seq_len == 128 and cfg.checkpoint_folder == os.path.join("runs/run", "checkpoints")
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("[training]\nstepz = 3\n", "unknown key 'stepz' (did you mean 'steps'?)"),
+    ("[trainer]\nsteps = 3\n", "unknown key 'trainer' (did you mean 'training'?)"),
+    ("[training]\nsteps = 'ten'\n", "training.steps: expected an int, got 'ten'"),
+    ("[training]\nsteps = 1.5\n", "training.steps: expected an int"),
+    ("[training]\ncompile = 1\n", "training.compile: expected true or false"),
+    ("[training]\nclip_grad_norm = 'x'\n", "training.clip_grad_norm: expected a number"),
+    ("[training]\nclip_grad_norm = -1.0\n", "training.clip_grad_norm: expected >= 0"),
+    ("[training]\nsteps = 0\n", "training.steps: expected a value >= 1"),
+    ("[training]\nmixed_precision = 'fp16'\n", "training.mixed_precision: expected one of ['fp32', 'bf16']"),
+    ("[job]\nname = 3\n", "job.name: expected a string"),
+    ("[job]\nbackend = 'jax'\n", "job.backend: expected one of"),
+    ("[job]\nnproc = 0\n", "job.nproc: expected a value >= 1"),
+    ("[parallelism]\ntp = 0\n", "parallelism.tp: expected a positive int or -1"),
+    ("[parallelism]\nep = -1\n", "parallelism.ep: -1 is not allowed"),
+    ("[parallelism]\ncp_method = 'x'\n", "parallelism.cp_method"),
+    ("[parallelism]\npp_microbatches = 0\n", "parallelism.pp_microbatches"),
+    ("[checkpoint]\nasync_mode = 'maybe'\n", "checkpoint.async_mode"),
+    ("[checkpoint]\ninterval = 0\n", "checkpoint.interval"),
+    ("[checkpoint]\nkeep_latest_k = -1\n", "checkpoint.keep_latest_k"),
+    ("[data]\nsource = 'web'\n", "data.source: expected 'stdlib' or 'files'"),
+    ("[data]\nsource = 'files'\n", "data.paths: data.source = 'files' needs at least one path"),
+    ("[data]\nvocab_size = 100\n", "data.vocab_size: expected a value >= 260"),
+    ("[data]\nmax_corpus_mb = 0.0\n", "data.max_corpus_mb"),
+    ("[data]\neval_fraction = 0.9\n", "data.eval_fraction"),
+    ("[data]\npaths = 'a'\n", "data.paths: expected a list"),
+    ("[metrics]\nlog_every = 0\n", "metrics.log_every"),
+    ("[metrics]\neval_every = -1\n", "metrics.eval_every"),
+    ("[metrics]\neval_batches = 0\n", "metrics.eval_batches"),
+    ("[metrics]\nprofile_steps = ['a']\n", "metrics.profile_steps[0]: expected an int"),
+    ("[demo]\nresume_steps = 2\nresume_from = 3\n", "demo.resume_from"),
+    ("[demo]\ncompare_steps = -1\n", "demo.compare_steps"),
+    ("[optimizer]\nlr = 'fast'\n", "[optimizer]"),
+    ("[optimizer]\nlrr = 1e-3\n", "[optimizer]: optimizer config: unknown keys ['lrr']"),
+    ("[activation]\nmode = 'sometimes'\n", "[activation]"),
+    ("training = 3\n", "[training] must be a table"),
+    ("optimizer = 3\n", "[optimizer] must be a table"),
+    ("[training\n", "not valid TOML"),
+])
+def test_validation_errors_name_key_and_file(tmp_path, text, needle):
+    path = _write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert needle in str(err.value)
+    assert path in str(err.value)
+
+
+def test_missing_file():
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_config("/nonexistent/c.toml")
+
+
+def test_overrides(tmp_path):
+    path = _write(tmp_path, "[training]\nsteps = 7\n")
+    ov = parse_overrides(["--training.steps", "3", "--optimizer.lr=1e-2", "--data.paths", "['x', 'y']",
+                          "--job.name", "abc", "--training.clip_grad_norm", "2", "--data.source", "files"])
+    assert ov[0] == ("training.steps", 3) and ov[1] == ("optimizer.lr", 0.01)
+    cfg = load_config(path, ov)
+    assert cfg.training.steps == 3 and cfg.optimizer["lr"] == 0.01 and cfg.data.paths == ["x", "y"]
+    assert cfg.job.name == "abc" and cfg.training.clip_grad_norm == 2.0
+    assert cfg.source.endswith("+ command line")
+    with pytest.raises(ConfigError, match="unknown key 'stepz'"):
+        load_config(path, parse_overrides(["--training.stepz", "3"]))
+    with pytest.raises(ConfigError, match="unknown key 'trainingg'"):
+        load_config(path, parse_overrides(["--trainingg.steps", "3"]))
+    with pytest.raises(ConfigError, match="training.steps: expected an int, got 'x'"):
+        load_config(path, parse_overrides(["--training.steps", "x"]))
+    with pytest.raises(ConfigError, match="needs a value"):
+        parse_overrides(["--training.steps"])
+    with pytest.raises(ConfigError, match="expected --section.key VALUE"):
+        parse_overrides(["steps"])
+
+
+def test_parse_config_dict():
+    cfg = parse_config({"model": {"flavor": "small"}, "parallelism": {"tp": 2}})
+    assert cfg.model.flavor == "small" and cfg.parallelism.tp == 2
+
+
+def test_hp_train_bad_config_exits_2_without_traceback(tmp_path):
+    path = _write(tmp_path, "[training]\nsteps = 'ten'\n")
+    env = dict(os.environ)
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        env.pop(k, None)
+    out = subprocess.run([sys.executable, "-m", "hyper_parallel.trainer.cli", "--config", path],
+                         capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert out.returncode == 2
+    assert f"hp-train: error: {path}: training.steps: expected an int, got 'ten'" in out.stderr
+    assert "Traceback" not in out.stderr + out.stdout
+    out = subprocess.run([sys.executable, "-m", "hyper_parallel.trainer.cli", "--config", path,
+                          "--training.steps", "4", "--check"], capture_output=True, text=True, env=env, timeout=60,
+                         check=False)
+    assert out.returncode == 0 and '"steps": 4' in out.stdout
