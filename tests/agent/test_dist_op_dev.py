@@ -5,8 +5,9 @@
 Every call is a command line the dist-op skills document (:func:`tests.agent.skill_lines.documented`), so this
 test is also where those lines are run as written (tests/agent/test_skill_commands.py counts on it).
 
-The fixture points the registry at its own YAML (``HYPER_PARALLEL_OP_YAML`` through ``[dist_op]``) and
-its own rules package, so the generated rule, UT and ST run without touching this repository.
+The fixture points the registry at its own YAML (``HYPER_PARALLEL_OP_YAML`` through ``[dist_op]``) and its
+own test folders, so the generated registry entry, case files and shared tests run without touching this
+repository. Path C writes no Python: the entry names ``DimLocalRule`` with the plan's parameters.
 """
 import json
 import shutil
@@ -18,7 +19,8 @@ from tests.agent.skill_lines import documented
 
 OP = "Tensor.diff"
 PLAN = "plans/Tensor.diff.md"
-RULE = "fixture_ops/generated/tensor_diff.py"
+REGISTRY = "ops/generated.yaml"
+UT_CASES = "fixture_tests/ut/cases/Tensor.diff.yaml"
 HEADER = "# Copyright 2026 The hyper-parallel Authors. All rights reserved.\n# SPDX-License-Identifier: Apache-2.0\n"
 
 
@@ -26,12 +28,11 @@ def _fixture(repo_path):
     (repo_path / ".hp-agent.toml").write_text(
         "[dist_op]\n"
         'registry_yaml = "ops/generated.yaml"\n'
-        'rules_package = "fixture_ops.generated"\n'
         'ut_dir = "fixture_tests/ut"\n'
         'st_dir = "fixture_tests/st"\n'
         f'python = "{sys.executable}"\n'
         'mindspore = "off"\n', encoding="utf-8")
-    for package in ("fixture_ops", "fixture_tests"):
+    for package in ("fixture_tests",):
         (repo_path / package).mkdir()
         (repo_path / package / "__init__.py").write_text(HEADER + '"""Fixture package."""\n', encoding="utf-8")
     (repo_path / "ci").mkdir()
@@ -67,27 +68,32 @@ def test_analyze_confirm_dev_in_fixture_repo(tmp_repo, cli):
     green = cli(["dist-op", "dev", PLAN, "--json"], cwd=root)
     result = json.loads(green.stdout)
     assert green.returncode == 0, json.dumps(result, indent=1)[-3000:]
-    assert [r["name"] for r in result["runs"]] == ["UT", "ST torch gloo", "pylint", "lizard", "codespell",
-                                                    "license header"]
-    assert (root / RULE).read_text(encoding="utf-8").startswith(HEADER)
-    assert "Tensor.diff:\n  rule: DiffRule" in (root / "ops/generated.yaml").read_text(encoding="utf-8")
+    assert [r["name"] for r in result["runs"]] == ["UT", "ST torch gloo", "codespell", "license header"]
+    assert not [f for f in result["files"] if f.endswith(".py") and "fixture_tests" not in f]  # no rule module
+    for shared in ("fixture_tests/ut/test_generated_rules.py", "fixture_tests/st/test_generated_parity.py"):
+        assert (root / shared).read_text(encoding="utf-8").startswith(HEADER)
+    registry = (root / REGISTRY).read_text(encoding="utf-8")
+    assert "Tensor.diff:\n  rule: DimLocalRule\n  module: hyper_parallel.core.ops.rules.planned" in registry
+    assert "shape: minus_n" in registry and "linear: true" in registry
     report = (root / "plans/Tensor.diff.report.md").read_text(encoding="utf-8")
-    assert "result **GREEN**" in report and "fixture_tests/st/test_tensor_diff.py" in report
+    assert "result **GREEN**" in report and "fixture_tests/st/cases/Tensor.diff.yaml" in report
     # verify reads the library's registry (where a merged op lives): torch.diff is registered there
     verified = cli(documented("hp-agent dist-op verify OP", "dist-op", "verify", "torch.diff"), cwd=root)
     assert verified.returncode == 0 and "0 false positive(s)" in verified.stdout, verified.stdout + verified.stderr
 
-    # a bug in the rule (keep the shard of the coupled dim): --continue keeps the file, the UT catch it
-    rule = root / RULE
-    rule.write_text(rule.read_text(encoding="utf-8").replace("p.dim != dim", "p.dim >= 0"), encoding="utf-8")
+    # a bug in the registry entry (the layout argument read from the wrong position): --continue keeps the
+    # files, the UT catch it
+    rule = root / REGISTRY
+    rule.write_text(rule.read_text(encoding="utf-8").replace("dim_position: 2", "dim_position: 1"), encoding="utf-8")
     failed = cli(documented("hp-agent dist-op dev plans/<op>.md --continue", "dist-op", "dev", PLAN, "--continue",
                             "--json"), cwd=root)
     assert failed.returncode == 1
     runs = {r["name"]: r for r in json.loads(failed.stdout)["runs"]}
-    assert not runs["UT"]["ok"] and "input ['S(" in runs["UT"]["placements"]
+    assert not runs["UT"]["ok"] and "{'dim': 0} input ['" in runs["UT"]["placements"]
     report = (root / "plans/Tensor.diff.report.md").read_text(encoding="utf-8")
     assert "result **FAILED**" in report and "Run 2" in report and "run 1 at" in report
-    assert "p.dim >= 0" in rule.read_text(encoding="utf-8")  # --continue did not regenerate
+    assert "dim_position: 1" in rule.read_text(encoding="utf-8")  # --continue did not regenerate
+    assert (root / UT_CASES).is_file()
 
     plan = root / PLAN
     plan.write_text(plan.read_text(encoding="utf-8").replace("Reason:", "Reason (edited):"), encoding="utf-8")

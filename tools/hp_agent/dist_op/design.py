@@ -6,9 +6,14 @@ Paths (the cheapest that fits wins):
 
 * **A** — reuse an existing rule class through a YAML entry with options (``ElementwiseRule`` with its
   ``partial`` mode, ``SoftmaxRule`` for a dim at position 1, ``ScanRule`` for an additive scan);
-* **B** — subclass the nearest base: ``SoftmaxRule`` when the coupled dim sits at another position,
-  ``ScanRule`` for a scan with another combine (multiplicative, log-add-exp, ...);
-* **C** — a new three-stage class when no base fits (e.g. the output shape changes along the dim).
+* **B** — the nearest base parameterised by the plan: ``CoupledDimRule`` (the softmax layout) when the
+  coupled dim sits at another position, ``CombineScanRule`` for a scan with another combine
+  (multiplicative, log-add-exp, ...);
+* **C** — a layout no existing rule computes (e.g. the output shape changes along the dim):
+  ``DimLocalRule`` with the plan's shape rule.
+
+B and C write no Python: the registry entry names the class of ``hyper_parallel/core/ops/rules/planned.py``
+and passes the plan's parameters as options.
 """
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from hp_agent.dist_op.analysis import Case, Derivation
 from hp_agent.dist_op.interface import Interface, base_name
-from hp_agent.dist_op.plan import TBD, Plan, slug_of
+from hp_agent.dist_op.plan import TBD, Plan
 
 __all__ = ["design", "build_plan", "expected", "RULES_PACKAGE", "REGISTRY_FILE", "class_name"]
 
@@ -237,12 +242,14 @@ def build_plan(group: List[str], ifaces: Dict[str, Interface], deriv: Derivation
 
 
 def _rule_fields(chosen: Dict[str, Any], op: str, layout: Any) -> Tuple[Optional[str], str, Optional[str]]:
-    """(module, class, file) of the rule: the reused one (path A) or the generated one (B/C)."""
-    if not chosen.get("template"):
+    """(module, class, file) of the rule: the reused one (path A) or the shared class of
+    ``rules/planned.py`` that executes the plan's template with the plan's parameters (B/C: no file per op)."""
+    del op, layout
+    template = chosen.get("template")
+    if not template:
         return chosen.get("module"), chosen["base_class"], None
-    package = layout.rules_package if layout is not None else f"{RULES_PACKAGE}.generated"
-    module = f"{package}.{slug_of(op).replace('.', '_').lower()}"
-    return module, class_name(op), module.replace(".", "/") + ".py"
+    from hp_agent.dist_op.scaffold import PLANNED, PLANNED_MODULE
+    return PLANNED_MODULE, PLANNED[template], None
 
 
 def _test_lists(deriv: Derivation, iface: Interface, chosen: Dict[str, Any]) -> Dict[str, Any]:

@@ -3,12 +3,11 @@
 """Where the pipeline reads and writes in a repository.
 
 Defaults fit this repository; a ``[dist_op]`` table in the repository's ``.hp-agent.toml`` overrides
-them (a small fixture repository points the registry at its own YAML and its own rules package)::
+them (a small fixture repository points the registry at its own YAML and its own test folders)::
 
     [dist_op]
     plans_dir = "plans"
     registry_yaml = "hyper_parallel/core/ops/yaml/generated.yaml"
-    rules_package = "hyper_parallel.core.ops.rules.generated"
     ut_dir = "tests/ut/ops/generated"
     st_dir = "tests/st/torch/ops/generated"
     python = ".venv/bin/python"      # interpreter for the test runs (default: the one running hp-agent)
@@ -39,7 +38,6 @@ class Layout:
     root: Path
     plans_dir: str = "plans"
     registry_yaml: str = f"{BUILTIN_YAML_DIR}/generated.yaml"
-    rules_package: str = "hyper_parallel.core.ops.rules.generated"
     ut_dir: str = "tests/ut/ops/generated"
     st_dir: str = "tests/st/torch/ops/generated"
     python: str = ""
@@ -48,11 +46,6 @@ class Layout:
     def path(self, rel: str) -> Path:
         """``root / rel``."""
         return self.root / rel
-
-    @property
-    def rules_dir(self) -> Path:
-        """Directory of the generated rule modules."""
-        return self.root / self.rules_package.replace(".", "/")
 
     @property
     def interpreter(self) -> str:
@@ -73,7 +66,7 @@ class Layout:
         return env
 
 
-_KEYS = ("plans_dir", "registry_yaml", "rules_package", "ut_dir", "st_dir", "python", "mindspore")
+_KEYS = ("plans_dir", "registry_yaml", "ut_dir", "st_dir", "python", "mindspore")
 
 
 def load_layout(root: Path) -> Layout:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import jinja2
+import yaml
 
 __all__ = ["render", "render_body", "TEMPLATES"]
 
@@ -15,6 +16,9 @@ TEMPLATES = Path(__file__).parent / "templates"
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
                           keep_trailing_newline=True, trim_blocks=False, lstrip_blocks=False)
 _ENV.filters["py"] = lambda value: pprint.pformat(value, width=110, sort_dicts=False)
+# YAML flow text that reads back as the same values (JSON's ``1e-12`` would read back as a string in YAML 1.1)
+_ENV.filters["yaml_flow"] = lambda value: yaml.safe_dump(value, default_flow_style=True, width=10**6,
+                                                         sort_keys=False).strip()
 
 
 def render(template: str, **context: Any) -> str:

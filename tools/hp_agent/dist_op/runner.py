@@ -110,10 +110,7 @@ def _license_run(files: Scaffold, layout: Layout) -> Run:
 def _steps(plan: Plan, files: Scaffold, layout: Layout) -> List[tuple]:
     py = layout.interpreter
     pytest = [py, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "no:randomly"]
-    steps = [("UT", pytest + [files.ut_file], 600), ("ST torch gloo", pytest + [files.st_file], 1200)]
-    if files.rule_file:
-        steps.append(("pylint", [py, "-m", "pylint", "--rcfile=ci/pylintrc", files.rule_file], 600))
-        steps.append(("lizard", [py, "-m", "lizard", "-C", "15", "-w", files.rule_file], 120))
+    steps = [("UT", pytest + [files.ut_test], 600), ("ST torch gloo", pytest + [files.st_test], 1200)]
     spell = [f for f in files.generated if f.endswith((".py", ".yaml"))] + [f"{layout.plans_dir}/{slug_of(plan.op)}.md"]
     ignore = ["-I", "ci/codespell_ignore.txt"] if layout.path("ci/codespell_ignore.txt").is_file() else []
     steps.append(("codespell", [py, "-m", "codespell_lib", *ignore, *spell], 120))

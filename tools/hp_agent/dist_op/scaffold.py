@@ -1,30 +1,43 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""Deterministic files from a confirmed plan: the rule module (paths B/C), the registry entries, UT and ST."""
+"""Deterministic files from a confirmed plan: data only (no Python per op).
+
+* the registry entries (``generated.yaml``): path A names the reused rule with its options; paths B and C
+  name a class of :mod:`hyper_parallel.core.ops.rules.planned` parameterised by the plan (the layout
+  argument's position and default, linearity, the shape rule, the expand and its scalars);
+* the op's cases as data, one YAML file per tier (``<ut_dir>/cases/<op>.yaml``, ``<st_dir>/cases/<op>.yaml``);
+* the one shared test module per tier that parametrizes over those files (written when missing or
+  different: it is the same for every op).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import yaml
 
 from hp_agent.dist_op.layout import Layout
-from hp_agent.dist_op.plan import Plan, PlanError, slug_of
+from hp_agent.dist_op.plan import Plan, PlanError, dump_yaml, slug_of
 from hp_agent.dist_op.render import render
 
-__all__ = ["Scaffold", "scaffold", "planned_files", "IDENTITIES"]
+__all__ = ["Scaffold", "scaffold", "planned_files", "planned_entry", "PLANNED", "PLANNED_MODULE", "UT_TEST",
+           "ST_TEST"]
 
-IDENTITIES = {"add": "0.0", "mul": "1.0", "logaddexp": "-math.inf", "maximum": "-math.inf",
-              "minimum": "math.inf"}
-TEMPLATES = {"scan": "rule_scan.py.j2", "coupled_dim": "rule_coupled_dim.py.j2", "dim_local": "rule_dim_local.py.j2"}
+PLANNED_MODULE = "hyper_parallel.core.ops.rules.planned"
+# plan template -> the shared class that executes it (paths B and C)
+PLANNED = {"dim_local": "DimLocalRule", "coupled_dim": "CoupledDimRule", "scan": "CombineScanRule"}
+UT_TEST = "test_generated_rules.py"
+ST_TEST = "test_generated_parity.py"
+_CASES_HEADER = ("# Cases of {op}, written by `hp-agent dist-op dev` from the confirmed plan {plan}\n"
+                 "# (read by {test}): change the plan and re-run dev, do not edit by hand.\n")
 
 
 @dataclass
 class Scaffold:
     """The files of one plan (relative paths) and what was written."""
 
-    rule_file: Optional[str]
+    ut_cases: str
+    st_cases: str
     ut_file: str
     st_file: str
     registry_file: str
@@ -33,22 +46,28 @@ class Scaffold:
     @property
     def generated(self) -> List[str]:
         """Every file the pipeline owns for this plan."""
-        return [f for f in (self.rule_file, self.registry_file, self.ut_file, self.st_file) if f]
+        return [self.registry_file, self.ut_cases, self.st_cases, self.ut_file, self.st_file]
 
+    @property
+    def ut_test(self) -> str:
+        """pytest node id of the plan's UT."""
+        return f"{self.ut_file}::test_plan_cases[{self._op}]"
 
-def _identifier(op: str) -> str:
-    return slug_of(op).replace(".", "_").lower()
+    @property
+    def st_test(self) -> str:
+        """pytest node id of the plan's ST."""
+        return f"{self.st_file}::test_plan_parity[{self._op}]"
+
+    @property
+    def _op(self) -> str:
+        return self.ut_cases.rsplit("/", 1)[-1][:-len(".yaml")]
 
 
 def planned_files(plan: Plan, layout: Layout) -> Scaffold:
     """Where the plan's files go."""
-    ident = _identifier(plan.op)
-    rule = plan.meta.get("rule") or {}
-    rule_file = None
-    if rule.get("template"):
-        rule_file = f"{layout.rules_package.replace('.', '/')}/{ident}.py"
-    return Scaffold(rule_file, f"{layout.ut_dir}/test_{ident}.py", f"{layout.st_dir}/test_{ident}.py",
-                    layout.registry_yaml)
+    slug = slug_of(plan.op)
+    return Scaffold(f"{layout.ut_dir}/cases/{slug}.yaml", f"{layout.st_dir}/cases/{slug}.yaml",
+                    f"{layout.ut_dir}/{UT_TEST}", f"{layout.st_dir}/{ST_TEST}", layout.registry_yaml)
 
 
 def _check_plan(plan: Plan) -> None:
@@ -56,8 +75,8 @@ def _check_plan(plan: Plan) -> None:
     if path not in ("A", "B", "C"):
         raise PlanError(f"{plan.path}: path must be A, B or C, got {path!r}")
     rule = plan.meta.get("rule") or {}
-    if path in ("B", "C") and rule.get("template") not in TEMPLATES:
-        raise PlanError(f"{plan.path}: path {path} needs rule.template in {sorted(TEMPLATES)}, got "
+    if path in ("B", "C") and rule.get("template") not in PLANNED:
+        raise PlanError(f"{plan.path}: path {path} needs rule.template in {sorted(PLANNED)}, got "
                         f"{rule.get('template')!r}")
     if path == "A" and not (rule.get("module") and rule.get("class")):
         raise PlanError(f"{plan.path}: path A needs rule.module and rule.class of the reused rule")
@@ -66,17 +85,38 @@ def _check_plan(plan: Plan) -> None:
         raise PlanError(f"{plan.path}: frontends.mindspore.in_scope must be true or false")
 
 
-def _rule_context(plan: Plan, layout: Layout) -> Dict[str, Any]:
-    m = plan.meta
+def _dim_options(m: Dict[str, Any]) -> Dict[str, Any]:
     deriv = m.get("derivation") or {}
-    return {"names": m["registry"]["names"], "cls": m["rule"]["class"], "dim_param": deriv.get("dim_param"),
-            "dim_position": m.get("dim_position"), "dim_default": repr(m.get("dim_default")),
-            "linear": bool(deriv.get("linear")), "combine": deriv.get("scan_combine"),
-            "identity": IDENTITIES.get(deriv.get("scan_combine") or "", "0.0"),
-            "shape_rule": deriv.get("shape_rule"), "expand": deriv.get("expand"),
-            "expand_params": {k: {"position": v["position"], "default": repr(v["default"])}
-                              for k, v in (m.get("expand_params") or {}).items()},
-            "plan_path": f"{layout.plans_dir}/{slug_of(plan.op)}.md"}
+    return {"dim_param": deriv.get("dim_param") or "dim", "dim_position": m.get("dim_position"),
+            "dim_default": m.get("dim_default")}
+
+
+def _scalar(m: Dict[str, Any], name: str) -> Dict[str, Any]:
+    param = (m.get("expand_params") or {}).get(name)
+    if not param:
+        raise PlanError(f"{m.get('op')}: expand_params.{name} (position and default) is missing from the plan")
+    return {f"{name}_position": param["position"], f"{name}_default": param["default"]}
+
+
+def planned_entry(plan: Plan) -> Dict[str, Any]:
+    """(rule, module, options) of the plan's registry entries: the reused rule (path A) or the shared class
+    of :mod:`hyper_parallel.core.ops.rules.planned` with the plan's parameters (paths B and C)."""
+    m = plan.meta
+    template = (m.get("rule") or {}).get("template")
+    if not template:
+        return {"rule": m["rule"]["class"], "module": m["rule"]["module"], "options": dict(m.get("options") or {})}
+    deriv = m.get("derivation") or {}
+    options = {**dict(m.get("options") or {}), **_dim_options(m)}
+    if template == "dim_local":
+        options.update(linear=bool(deriv.get("linear")), shape=deriv.get("shape_rule") or "same")
+        if options["shape"] == "minus_n":
+            options.update(_scalar(m, "n"))
+    elif template == "coupled_dim":
+        if deriv.get("expand") == "pnorm":
+            options.update(expand="pnorm", **_scalar(m, "p"), **_scalar(m, "eps"))
+    else:
+        options.update(combine=deriv.get("scan_combine"), linear=bool(deriv.get("linear")))
+    return {"rule": PLANNED[template], "module": PLANNED_MODULE, "options": options}
 
 
 def _registry_entries(plan: Plan, layout: Layout) -> Dict[str, Dict[str, Any]]:
@@ -84,10 +124,9 @@ def _registry_entries(plan: Plan, layout: Layout) -> Dict[str, Dict[str, Any]]:
     entries: Dict[str, Dict[str, Any]] = {}
     if target.is_file():
         entries = yaml.safe_load(target.read_text(encoding="utf-8")) or {}
-    rule = plan.meta["rule"]
+    entry = planned_entry(plan)
     for name in plan.meta["registry"]["names"]:
-        entries[name] = {"rule": rule["class"], "module": rule["module"], "options": plan.meta.get("options") or {},
-                         "doc": f"{layout.plans_dir}/{slug_of(plan.op)}.md"}
+        entries[name] = {**entry, "doc": f"{layout.plans_dir}/{slug_of(plan.op)}.md"}
     return dict(sorted(entries.items()))
 
 
@@ -103,34 +142,47 @@ def _signature_positions(plan: Plan) -> Dict[str, Any]:
     return {"positions": positions, "defaults": defaults}
 
 
+def _flow(value: Any) -> str:
+    return yaml.safe_dump(value, default_flow_style=True, width=10**6, sort_keys=False).strip()
+
+
+def _cases_text(plan: Plan, layout: Layout, test: str, body: Dict[str, Any]) -> str:
+    """The case file: scalars and mappings as in the plan, every case on one line (flow style)."""
+    plan_path = f"{layout.plans_dir}/{slug_of(plan.op)}.md"
+    lines = [_CASES_HEADER.format(op=plan.op, plan=plan_path, test=test).rstrip("\n"),
+             dump_yaml({"op": plan.op, "plan": plan_path, "names": list(plan.meta["registry"]["names"])}).rstrip()]
+    for key, value in body.items():
+        if isinstance(value, list):
+            lines.append(f"{key}:" + ("" if value else " []"))
+            lines.extend(f"- {_flow(item)}" for item in value)
+        else:
+            lines.append(f"{key}: {_flow(value)}")
+    return "\n".join(lines) + "\n"
+
+
 def scaffold(plan: Plan, layout: Layout, write: bool = True) -> Scaffold:
     """Render every file of ``plan`` (and write them unless ``write`` is False)."""
     _check_plan(plan)
     files = planned_files(plan, layout)
-    ctx = _rule_context(plan, layout)
     out: Dict[str, str] = {}
-    if files.rule_file:
-        out[files.rule_file] = render(TEMPLATES[plan.meta["rule"]["template"]], **ctx)
-        init = str(Path(files.rule_file).parent / "__init__.py")
-        out[init] = _init_text("Rule modules generated by hp-agent dist-op dev from confirmed plans.")
     entries = _registry_entries(plan, layout)
     out[files.registry_file] = render("registry.yaml.j2", entries=list(entries.items()))
-    sig = _signature_positions(plan)
-    out[files.ut_file] = render("test_ut.py.j2", names=plan.meta["registry"]["names"],
-                                accepted=plan.meta.get("accepted") or [], rejected=plan.meta.get("rejected") or [],
-                                plan_path=ctx["plan_path"], **sig)
-    out[files.st_file] = render("test_st.py.j2", names=plan.meta["registry"]["names"],
-                                st_cases=plan.meta.get("st_cases") or [], plan_path=ctx["plan_path"],
-                                test_name=_identifier(plan.op))
+    out[files.ut_cases] = _cases_text(plan, layout, files.ut_file, {
+        **_signature_positions(plan), "accepted": plan.meta.get("accepted") or [],
+        "rejected": plan.meta.get("rejected") or []})
+    out[files.st_cases] = _cases_text(plan, layout, files.st_file, {"cases": plan.meta.get("st_cases") or []})
+    out[files.ut_file] = render("test_ut.py.j2")
+    out[files.st_file] = render("test_st.py.j2")
     for test_dir in (layout.ut_dir, layout.st_dir):
         out[f"{test_dir}/__init__.py"] = _init_text("Tests generated by hp-agent dist-op dev from confirmed plans.")
     if write:
         for rel, text in out.items():
             target = layout.path(rel)
-            if rel.endswith("__init__.py") and target.exists():
+            text = text.rstrip("\n") + "\n"
+            if target.exists() and (rel.endswith("__init__.py") or target.read_text(encoding="utf-8") == text):
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
+            target.write_text(text, encoding="utf-8")
             files.written.append(rel)
     return files
 

@@ -1,0 +1,194 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Op cases as data: what ``hp-agent dist-op dev`` writes per op, and the checks one shared test per tier runs.
+
+A confirmed plan's cases are written as one YAML file per op and tier (``<tests dir>/cases/<op>.yaml``);
+the tier's single test module parametrizes over the files of its folder:
+
+* UT (:func:`check_rule_cases`): the registered rule's decision for every accepted scenario (required
+  input placements, output placements, output shape, expand or not), with the layout argument passed by
+  keyword and by position; every rejected call must raise a ``RuleError`` naming the problem;
+* ST (:func:`check_parity_cases`, on 2 gloo ranks): ``check_op`` runs the op on DTensors for every
+  placement combination forward (and backward unless the case says ``grad: false``) against one process;
+  no combination may fail or be refused, and at least ``native_min`` must run without communication.
+
+UT file keys: ``op``, ``plan``, ``names``, ``positions``/``defaults`` (the non-tensor arguments' positional
+indices and defaults), ``accepted`` and ``rejected``. ST file keys: ``op``, ``plan``, ``names``, ``cases``
+(``shape`` or ``shapes``, ``kwargs``, ``native_min``, optional ``grad``, ``low``/``high`` value range).
+
+Importing this module is cheap (standard library and PyYAML); torch is imported by the ST check only.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Sequence
+
+__all__ = ["OpCases", "CaseFileError", "load_op_cases", "check_rule_cases", "check_parity_cases", "rule_call",
+           "parse_placement"]
+
+_UT_KEYS = frozenset({"op", "plan", "names", "positions", "defaults", "accepted", "rejected"})
+_ST_KEYS = frozenset({"op", "plan", "names", "cases"})
+
+
+class CaseFileError(ValueError):
+    """A case file that cannot be used; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class OpCases:
+    """The cases of one op for one tier (``data``: the file's mapping) and where they came from."""
+
+    op: str
+    path: Path
+    data: Dict[str, Any]
+
+    @property
+    def names(self) -> List[str]:
+        """Frontend names registered for the op (each is checked)."""
+        return list(self.data["names"])
+
+    @property
+    def where(self) -> str:
+        """The file and the plan it was written from (for failure messages)."""
+        return f"{self.path.name} (from {self.data.get('plan', '?')})"
+
+
+def load_op_cases(folder: Any, tier: str) -> List[OpCases]:
+    """Every ``*.yaml`` case file of ``folder`` for ``tier`` (``"ut"`` or ``"st"``), sorted by op name.
+
+    Raises :class:`CaseFileError` naming the file when one is unreadable or misses a key of its tier."""
+    import yaml
+    if tier not in ("ut", "st"):
+        raise CaseFileError(f"tier must be 'ut' or 'st', got {tier!r}")
+    keys = _UT_KEYS if tier == "ut" else _ST_KEYS
+    out = []
+    for path in sorted(Path(folder).glob("*.yaml")):
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise CaseFileError(f"{path}: invalid YAML: {exc}") from exc
+        if not isinstance(data, dict):
+            raise CaseFileError(f"{path}: expected a mapping with keys {sorted(keys)}")
+        missing = sorted(keys - set(data))
+        unknown = sorted(set(data) - keys)
+        if missing or unknown:
+            raise CaseFileError(f"{path}: {tier} case file: missing keys {missing}, unknown keys {unknown}")
+        out.append(OpCases(str(data["op"]), path, data))
+    return sorted(out, key=lambda c: c.op)
+
+
+def parse_placement(text: str) -> Any:
+    """``R`` / ``S(d)`` / ``P(op)`` -> the placement object."""
+    from hyper_parallel.core.placement import Partial, Replicate, Shard
+    if text == "R":
+        return Replicate()
+    match = re.fullmatch(r"S\((\d+)\)", text)
+    if match:
+        return Shard(int(match.group(1)))
+    match = re.fullmatch(r"P\((\w+)\)", text)
+    if match:
+        return Partial(match.group(1))
+    raise CaseFileError(f"placement {text!r}: expected R, S(d) or P(op)")
+
+
+def rule_call(name: str, case: Dict[str, Any], placements: Sequence[str], positional: bool,
+              positions: Dict[str, int], defaults: Dict[str, Any]) -> Any:
+    """The ``OpCall`` of one scenario: one tensor per shape on a 1-D mesh of 2, each with its placement;
+    with ``positional`` the case's keyword arguments (and the defaults before them) are passed by position."""
+    from hyper_parallel.core.ops.rule import OpCall, TensorArg
+    shapes = case.get("shapes") or [case["shape"]]
+    args, kwargs = [("__tensor__", i) for i in range(len(shapes))], dict(case["kwargs"])
+    if positional and kwargs:
+        last = max(positions[k] for k in kwargs)
+        by_pos = {index: key for key, index in positions.items()}
+        for i in range(len(shapes), last + 1):
+            key = by_pos[i]
+            args.append(kwargs.pop(key) if key in kwargs else defaults[key])
+    tensors = [TensorArg(i, tuple(shape), (parse_placement(p),))
+               for i, (shape, p) in enumerate(zip(shapes, placements))]
+    return OpCall(name, tensors, tuple(args), kwargs, (2,))
+
+
+def _check_accepted(rule: Any, name: str, case: Dict[str, Any], cases: OpCases, positional: bool) -> None:
+    data = cases.data
+    how = "positional" if positional else "keyword"
+    shapes = case.get("shapes") or case["shape"]
+    where = f"{name} {shapes} {case['kwargs']} input {case['input']} ({how}; {cases.where})"
+    decision = rule.infer(rule_call(name, case, case["input"], positional, data["positions"], data["defaults"]))
+    got = [d[0].short() for d in decision.inputs]
+    assert got == case["need"], f"{where}: requires {got}, the plan says {case['need']}"
+    placements, shape = decision.outputs
+    assert [p.short() for p in placements] == case["output"], \
+        f"{where}: output {[p.short() for p in placements]}, the plan says {case['output']}"
+    assert list(shape) == case["out_shape"], f"{where}: output shape {list(shape)}, the plan says {case['out_shape']}"
+    assert bool(decision.expand) == bool(case.get("expand")), \
+        f"{where}: expand {decision.expand!r}, the plan says {'one' if case.get('expand') else 'none'}"
+
+
+def check_rule_cases(cases: OpCases) -> int:
+    """UT of one op: every accepted scenario (by keyword and by position) and every rejected call against the
+    registered rule of each of its names. Returns the number of checks; raises AssertionError on the first
+    mismatch, naming the name, shapes, arguments, input placements and the case file."""
+    from hyper_parallel.core.ops.registry import get_registry
+    from hyper_parallel.core.ops.rule import RuleError
+    data, done = cases.data, 0
+    entries = get_registry().entries
+    for name in cases.names:
+        assert name in entries, f"{name}: not registered ({cases.where})"
+        rule = entries[name].rule_instance()
+        for case in data["accepted"]:
+            for positional in (False, True):
+                _check_accepted(rule, name, case, cases, positional)
+                done += 1
+        for case in data["rejected"]:
+            call = rule_call(name, case, ["R"] * len(case.get("shapes") or [case["shape"]]), False,
+                             data["positions"], data["defaults"])
+            try:
+                rule.infer(call)
+            except RuleError as exc:
+                assert case["error"] in str(exc), \
+                    f"{name} {case['kwargs']}: refused with {exc!s}, the plan expects {case['error']!r}"
+            else:
+                raise AssertionError(f"{name} {case['shape']} {case['kwargs']}: accepted, the plan expects a refusal "
+                                     f"({case['error']!r}; {cases.where})")
+            done += 1
+    return done
+
+
+def _function(name: str) -> Any:
+    import torch
+    obj = torch.Tensor if name.startswith("Tensor.") else torch
+    for part in name.split(".")[1:]:
+        obj = getattr(obj, part)
+    return obj
+
+
+def _inputs(case: Dict[str, Any]) -> List[Any]:
+    """Full tensors of a case: uniform in [low, high) (default [0.5, 1.5): away from zero and branch points)."""
+    import torch
+    low, high = float(case.get("low", 0.5)), float(case.get("high", 1.5))
+    return [torch.rand(shape) * (high - low) + low for shape in (case.get("shapes") or [case["shape"]])]
+
+
+def check_parity_cases(cases: OpCases) -> int:
+    """ST of one op (call it on every rank of a 2-rank gloo pool): ``check_op`` per name and case. Returns
+    the number of placement combinations checked; raises AssertionError naming the case on the first failure."""
+    import torch
+    from hyper_parallel.testing.op_parity import check_op
+    combos = 0
+    for name in cases.names:
+        fn = _function(name)
+        for k, case in enumerate(cases.data["cases"]):
+            torch.manual_seed(k)
+            tensors = _inputs(case)
+            report = check_op(name, lambda *ts, kw=case["kwargs"], f=fn: f(*ts, **kw), tensors,
+                              grad=bool(case.get("grad", True)))
+            report.raise_if_failed()
+            where = f"{name} shapes {[list(t.shape) for t in tensors]} {case['kwargs']} ({cases.where})"
+            assert not report.rejected, f"{where}: refused {report.rejected[:3]}"
+            assert report.native >= case["native_min"], \
+                f"{where}: {report.native} native combos, the plan expects at least {case['native_min']}"
+            combos += report.combos
+    return combos
