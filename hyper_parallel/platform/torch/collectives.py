@@ -44,6 +44,35 @@ def _pad_to(x: torch.Tensor, dim: int, size: int) -> torch.Tensor:
     return torch.cat([x, x.new_zeros(pad_shape)], dim)
 
 
+# ---------------------------------------------------------------------- mesh order vs group order
+#: group -> (group, position in the group of each mesh position) for groups built from an unsorted rank
+#: list (torch sorts a group's ranks, so group rank i is the i-th smallest global rank)
+_ORDER: dict = {}
+
+
+def set_group_order(group, ranks: Sequence[int]) -> None:
+    """Record that ``group`` stands for ``ranks`` in this (mesh) order; collectives along it then take and
+    return their chunks in that order instead of torch's sorted group order."""
+    ranks = [int(r) for r in ranks]
+    srt = sorted(ranks)
+    if ranks != srt:
+        _ORDER[id(group)] = (group, tuple(srt.index(r) for r in ranks))  # the entry keeps the group alive
+
+
+def _perm(group):
+    """Group position of each mesh position, or None when they coincide."""
+    entry = _ORDER.get(id(group)) if group is not None else None
+    return entry[1] if entry is not None and entry[0] is group else None
+
+
+def _to_group_order(chunks, perm):
+    """Mesh-ordered ``chunks`` rearranged so that position g holds the chunk of the rank at group rank g."""
+    inv = [0] * len(perm)
+    for j, g in enumerate(perm):
+        inv[g] = j
+    return [chunks[j] for j in inv]
+
+
 # ---------------------------------------------------------------------- raw (non-autograd) ops
 def raw_all_gather(x: torch.Tensor, group, dim: int, sizes: Sequence[int]) -> torch.Tensor:
     """All-gather along ``dim`` with per-rank ``sizes``; returns the concatenation."""
@@ -59,6 +88,10 @@ def raw_all_gather(x: torch.Tensor, group, dim: int, sizes: Sequence[int]) -> to
         _all_gather_1(out, src, group=group)
     except RuntimeError as exc:
         raise _fail("all_gather", group, exc) from exc
+    perm = _perm(group)
+    if perm is not None:  # blocks arrive in group order; the mesh order is wanted
+        parts = out.split(src.shape[0], 0)
+        out = torch.cat([parts[g] for g in perm], 0)
     if not even:
         parts = out.split(top, 0)
         out = torch.cat([p.narrow(0, 0, s) for p, s in zip(parts, sizes)], 0)
@@ -89,8 +122,10 @@ def raw_reduce_scatter(x: torch.Tensor, op: str, group, dim: int, sizes: Sequenc
     top = max(sizes)
     even = all(s == top for s in sizes)
     src = x.movedim(dim, 0) if dim != 0 else x
-    if not even:
-        src = torch.cat([_pad_to(p, 0, top) for p in src.split(list(sizes), 0)], 0)
+    perm = _perm(group)
+    if not even or perm is not None:
+        chunks = [_pad_to(p, 0, top) for p in src.split(list(sizes), 0)]
+        src = torch.cat(chunks if perm is None else _to_group_order(chunks, perm), 0)
     src = src.contiguous()
     out = src.new_empty((top,) + tuple(src.shape[1:]))
     try:
@@ -115,11 +150,18 @@ def raw_all_to_all(x: torch.Tensor, group, split_dim: int, concat_dim: int, spli
     src = src.movedim(split_dim, 0).contiguous()
     rows = split_sizes[index]
     out = src.new_empty((n * rows,) + tuple(src.shape[1:]))
+    perm = _perm(group)
+    in_sizes = list(split_sizes)
+    if perm is not None:  # send in group order; blocks come back in group order, rearranged below
+        in_sizes = _to_group_order(in_sizes, perm)
+        src = torch.cat(_to_group_order(list(src.split(list(split_sizes), 0)), perm), 0)
     try:
-        dist.all_to_all_single(out, src, output_split_sizes=[rows] * n, input_split_sizes=list(split_sizes),
-                               group=group)
+        dist.all_to_all_single(out, src, output_split_sizes=[rows] * n, input_split_sizes=in_sizes, group=group)
     except RuntimeError as exc:
         raise _fail("all_to_all", group, exc) from exc
+    if perm is not None:
+        got = out.split(rows, 0) if rows else [out] * n
+        out = torch.cat([got[g] for g in perm], 0) if rows else out
     # out: (n * rows, ...) where block j came from rank j and holds its concat chunk (padded)
     out = out.movedim(0, split_dim)  # now split_dim has n*rows
     blocks = out.split(rows, split_dim) if rows else [out.narrow(split_dim, 0, 0)] * n

@@ -62,7 +62,9 @@ class TorchPlatform(Platform):
         ranks = list(ranks)
         if ranks == list(range(dist.get_world_size())):
             return dist.group.WORLD
-        return dist.new_group(ranks)
+        group = dist.new_group(ranks)
+        C.set_group_order(group, ranks)  # a mesh dim over unsorted ranks keeps its order in collectives
+        return group
 
     def get_process_group_ranks(self, group: Any) -> Tuple[int, ...]:
         return tuple(dist.get_process_group_ranks(group if group is not None else dist.group.WORLD))

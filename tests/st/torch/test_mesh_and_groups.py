@@ -132,3 +132,31 @@ def test_from_local_partial_avg_gradient_is_the_true_derivative():
     d = hp.DTensor.from_local(x, mesh, [Partial("avg")])
     (d.full_tensor() * w).sum().backward()
     torch.testing.assert_close(x.grad, w / 2)
+
+
+@multi_rank(world_size=2, timeout=120)
+def test_mesh_from_unsorted_ranks_keeps_mesh_order():
+    """DeviceMesh("cpu", [1, 0]): coordinate 0 is rank 1. torch sorts a group's ranks, so every collective
+    along the dim must map group order to mesh order: full_tensor, redistribute (all-gather, reduce-scatter,
+    all-to-all) and their gradients must follow the mesh, not the sorted group."""
+    import torch
+    import torch.distributed as dist
+    from hyper_parallel import DTensor, Partial, Replicate, Shard
+    from hyper_parallel.core.device_mesh import DeviceMesh
+    rank = dist.get_rank()
+    mesh = DeviceMesh("cpu", [1, 0])
+    assert mesh.get_coordinate() == (1 - rank,)
+    full = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    coord = 1 - rank
+    x = DTensor.from_local(full[2 * coord:2 * coord + 2].clone(), mesh, [Shard(0)])
+    torch.testing.assert_close(x.full_tensor(), full)  # all-gather in mesh order
+    y = x.redistribute(placements=[Shard(1)])  # all-to-all
+    torch.testing.assert_close(y.to_local(), full[:, 3 * coord:3 * coord + 3])
+    part = DTensor.from_local(full * (coord + 1) / 3, mesh, [Partial()])  # parts sum to the full tensor
+    z = part.redistribute(placements=[Shard(0)])  # reduce-scatter
+    torch.testing.assert_close(z.to_local(), full[2 * coord:2 * coord + 2])
+    leaf = full[2 * coord:2 * coord + 2].clone().requires_grad_()
+    weight = torch.arange(24, dtype=torch.float32).reshape(4, 6) + 1
+    g = DTensor.from_local(leaf, mesh, [Shard(0)]).redistribute(placements=[Replicate()])
+    (g.to_local() * weight).sum().backward()  # the adjoint of the all-gather: this rank's rows of weight
+    torch.testing.assert_close(leaf.grad, weight[2 * coord:2 * coord + 2])
