@@ -18,6 +18,7 @@ from hyper_parallel._lazy import lazy_exports
 
 if TYPE_CHECKING:  # static analysers see the lazy names; nothing is imported at run time
     from hyper_parallel.kernels._torch.build import build_info
+    from hyper_parallel.kernels._torch.mc2 import all_gather_matmul, matmul_reduce_scatter
     from hyper_parallel.kernels._torch.fused import moe_permute, moe_unpermute, rms_norm, sinkhorn, swiglu
     from hyper_parallel.kernels._torch.rotary import apply_rotary_emb, rotate_half
 
@@ -30,6 +31,8 @@ _LAZY = {
     "moe_unpermute": "hyper_parallel.kernels._torch.fused",
     "sinkhorn": "hyper_parallel.kernels._torch.fused",
     "build_info": "hyper_parallel.kernels._torch.build",
+    "all_gather_matmul": "hyper_parallel.kernels._torch.mc2",
+    "matmul_reduce_scatter": "hyper_parallel.kernels._torch.mc2",
 }
 
 __all__ = sorted(_LAZY)
