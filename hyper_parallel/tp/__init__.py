@@ -1,7 +1,7 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
 """Tensor parallelism: styles and ``parallelize_module`` (torch modules and MindSpore cells), loss parallel
-(torch). ``import hyper_parallel.tp`` imports no framework; loss parallel loads torch on first use."""
+(both backends). ``import hyper_parallel.tp`` imports no framework."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -13,11 +13,11 @@ from hyper_parallel.tp.style import (ColwiseParallel, ParallelStyle, PrepareModu
 
 if TYPE_CHECKING:  # static analysers see the lazy names; nothing is imported at run time
     from hyper_parallel.tp._mindspore.styles import param_dtensor
-    from hyper_parallel.tp._torch.loss import loss_parallel, vocab_parallel_cross_entropy
+    from hyper_parallel.tp.loss import loss_parallel, vocab_parallel_cross_entropy
 
 _LAZY = {
-    "loss_parallel": "hyper_parallel.tp._torch.loss",
-    "vocab_parallel_cross_entropy": "hyper_parallel.tp._torch.loss",
+    "loss_parallel": "hyper_parallel.tp.loss",  # torch and/or MindSpore
+    "vocab_parallel_cross_entropy": "hyper_parallel.tp.loss",  # by the logits
     "param_dtensor": "hyper_parallel.tp._mindspore.styles",
 }
 

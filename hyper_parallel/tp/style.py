@@ -16,8 +16,9 @@ outputs (redistributed to ``output_layouts``; local tensors again when ``use_loc
 * ``SequenceParallel``  parameters replicated; input/output sharded on the sequence dim.
 * ``PrepareModuleInput`` / ``PrepareModuleOutput`` / ``PrepareModuleInputOutput``: layouts only.
 
-On MindSpore, ``ColwiseParallel`` and ``RowwiseParallel`` apply to ``nn.Dense`` and ``mint.nn.Linear``
-cells (see ``tp/_mindspore/styles.py``); the other styles raise a clear error there.
+On MindSpore, ``ColwiseParallel`` and ``RowwiseParallel`` apply to ``nn.Dense``, ``mint.nn.Linear``,
+``nn.Embedding`` and ``mint.nn.Embedding`` cells; ``SequenceParallel`` and ``PrepareModule*`` to any cell
+(see ``tp/_mindspore/styles.py``).
 """
 from __future__ import annotations
 

@@ -573,10 +573,12 @@ def _grad_partial_check(mesh):
 
 
 def run_ops_tp_suite():
-    """>= 30 MindSpore ops on DTensors vs one process (every R/S/P combo, forward and backward) and a
-    TP MLP (Colwise + Rowwise) training step vs one process."""
+    """>= 30 MindSpore ops on DTensors vs one process (every R/S/P combo, forward and backward), a TP MLP
+    (Colwise + Rowwise) training step, fully_shard, TP completeness (mint rules, SP, vocab-parallel
+    Embedding, loss parallel, PrepareModule*) and the pipeline schedules, each vs one process."""
     mesh = _setup()
     results = {}
+    start = time.perf_counter()
     _op_checks(mesh, results)
     _record(results, "tp mlp two SGD steps", lambda: _tp_check(mesh))
     _record(results, "tp layouts and mint.nn.Linear", lambda: _tp_layouts_check(mesh))
@@ -586,7 +588,21 @@ def run_ops_tp_suite():
     from tests.st.mindspore.activation_checks import activation_check
     _record(results, "activation recompute and disk swap on nn.Cell", lambda: activation_check(mesh))
     _record(results, "grad_partial promise through the shared dispatcher", lambda: _grad_partial_check(mesh))
+    seconds = {"ops, tp, shard_module, optim, activation": time.perf_counter() - start}
     from tests.st.mindspore.fsdp_checks import FSDP_CHECKS
+    from tests.st.mindspore.pipeline_checks import PIPELINE_CHECKS
+    from tests.st.mindspore.tp_checks import TP_CHECKS, mint_rule_checks
+    start = time.perf_counter()
     for name, fn in FSDP_CHECKS.items():
         _record(results, name, lambda fn=fn: fn(mesh))
-    return {"results": results}
+    seconds["fsdp"] = time.perf_counter() - start
+    start = time.perf_counter()
+    mint_rule_checks(mesh, lambda name, fn: _record(results, name, fn))
+    for name, fn in TP_CHECKS.items():
+        _record(results, name, lambda fn=fn: fn(mesh))
+    seconds["tp completeness"] = time.perf_counter() - start
+    start = time.perf_counter()
+    for name, fn in PIPELINE_CHECKS.items():
+        _record(results, name, fn)
+    seconds["pipeline"] = time.perf_counter() - start
+    return {"results": results, "seconds": seconds}

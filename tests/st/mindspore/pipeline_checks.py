@@ -102,6 +102,10 @@ def _errors():
         raise AssertionError("no error for a split-backward schedule on MindSpore")
 
 
+PIPELINE_CHECKS = {"pipeline GPipe m=3": lambda: _parity("GPipe", 3), "pipeline 1F1B m=3": lambda: _parity("1F1B", 3),
+                   "pipeline errors": _errors}
+
+
 def run_pipeline_suite():
     """GPipe and 1F1B parity (m = 3), rejected inputs; one launch."""
     import hyper_parallel as hp

@@ -6,8 +6,9 @@ Each launch runs many checks inside the ranks (``tests/st/mindspore/checks.py``)
 check and per rank, ``"ok"`` or the failure with its traceback; every check is one test here.
 Launch 1: every placement pair on mesh (2,) for shapes (4, 6), (5, 3) and (1, 3) (an empty shard),
 forward and backward; the DTensor API; native and emulated collectives and their adjoints; measured
-collective costs. Launch 2: 40 MindSpore ops vs one process, the TP MLP training step, and fully_shard
-(``tests/st/mindspore/fsdp_checks.py``) vs one process.
+collective costs. Launch 2: 40 MindSpore ops vs one process, the TP MLP training step, fully_shard
+(``fsdp_checks.py``), TP completeness (``tp_checks.py``) and the GPipe/1F1B pipeline (``pipeline_checks.py``),
+each vs one process.
 """
 import pytest
 
@@ -62,12 +63,14 @@ def _op_names():
                                                   "optim adamw and muon on tp parameters",
                                                   "activation recompute and disk swap on nn.Cell",
                                                   "grad_partial promise through the shared dispatcher",
-                                                  *_fsdp_names()]
+                                                  *_fsdp_tp_pipeline_names()]
 
 
-def _fsdp_names():
+def _fsdp_tp_pipeline_names():
     from tests.st.mindspore.fsdp_checks import FSDP_CHECKS
-    return list(FSDP_CHECKS)
+    from tests.st.mindspore.pipeline_checks import PIPELINE_CHECKS
+    from tests.st.mindspore.tp_checks import MINT_NAMES, TP_CHECKS
+    return [*FSDP_CHECKS, *[f"mint rule {n}" for n in MINT_NAMES], *TP_CHECKS, *PIPELINE_CHECKS]
 
 
 def _assert_check(target, name):
@@ -108,3 +111,10 @@ def test_every_check_of_launch_2_is_listed():
     ran = set(_run("run_ops_tp_suite")[0]["results"])
     assert ran == set(_op_names())
     assert len([n for n in ran if n.startswith("op mindspore.")]) >= 30
+
+
+def test_launch_2_time_per_group():
+    seconds = _run("run_ops_tp_suite")[0]["seconds"]
+    print("\nMindSpore launch 2, seconds per check group (rank 0): " +
+          ", ".join(f"{k} {v:.1f}" for k, v in seconds.items()))
+    assert set(seconds) == {"ops, tp, shard_module, optim, activation", "fsdp", "tp completeness", "pipeline"}
