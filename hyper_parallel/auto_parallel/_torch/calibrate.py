@@ -1,0 +1,87 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Measure this machine's speeds for a :class:`~hyper_parallel.auto_parallel.ClusterSpec` (CPU + gloo).
+
+* compute: achieved FLOP/s of one rank (one thread) on training-shaped fp32 matmuls, forward and
+  backward shapes, counted with ``torch.utils.flop_counter.FlopCounterMode``;
+* dispatch: seconds per eager operator call (a chain of tiny element-wise ops);
+* links: gloo all-reduce on 2 ranks at a small size (latency) and a large one (bandwidth, ring formula).
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Dict
+
+from hyper_parallel.auto_parallel.cluster import GIB, ClusterSpec
+
+__all__ = ["measure_compute", "measure_allreduce", "calibrate"]
+
+
+def _best(fn, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def measure_compute(threads: int = 1, repeats: int = 5) -> Dict[str, float]:
+    """``{"flops": achieved FLOP/s, "op_overhead": seconds per op}`` of one rank with ``threads`` threads."""
+    import torch  # pylint: disable=import-outside-toplevel
+    from torch.utils.flop_counter import FlopCounterMode  # pylint: disable=import-outside-toplevel
+    torch.set_num_threads(threads)
+    x = torch.randn(512, 256, requires_grad=True)
+    w = torch.randn(688, 256, requires_grad=True)
+
+    def step() -> None:
+        y = torch.nn.functional.linear(x, w)
+        y.sum().backward()
+    with FlopCounterMode(display=False) as counter:
+        step()
+    flops = counter.get_total_flops()
+    step()
+    seconds = _best(step, repeats)
+    small = torch.ones(8, requires_grad=True)
+
+    def chain() -> None:  # autograd-recorded ops, as in a training forward
+        t = small
+        for _ in range(200):
+            t = t * 1.0
+    chain()
+    overhead = _best(chain, repeats) / 200
+    return {"flops": flops / seconds, "op_overhead": overhead}
+
+
+def measure_allreduce(small_bytes: int = 1024, large_bytes: int = 8 * 1024 * 1024, repeats: int = 5
+                      ) -> Dict[str, float]:
+    """On every rank of the process group: ``{"latency": s per hop, "bandwidth": bytes/s}`` from all-reduce."""
+    import torch  # pylint: disable=import-outside-toplevel
+    import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+    n = dist.get_world_size()
+    out = {}
+    for key, size in (("small", small_bytes), ("large", large_bytes)):
+        buf = torch.ones(size // 4)
+        dist.all_reduce(buf)
+
+        def once(b=buf) -> None:
+            dist.barrier()
+            dist.all_reduce(b)
+        out[key] = _best(once, repeats)
+    latency = out["small"] / (2 * (n - 1))
+    bandwidth = 2 * (n - 1) / n * large_bytes / max(out["large"] - out["small"], 1e-9)
+    return {"latency": latency, "bandwidth": bandwidth}
+
+
+def calibrate(world_size: int = 2) -> ClusterSpec:
+    """A :class:`ClusterSpec` of this machine: CPU ranks (one thread each) on ``os.cpu_count()`` cores."""
+    from hyper_parallel.testing import run_on_ranks  # pylint: disable=import-outside-toplevel
+    compute = measure_compute()
+    link = run_on_ranks(measure_allreduce, world_size=world_size, timeout=120)
+    cores = os.cpu_count() or 1
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else 16 * GIB
+    return ClusterSpec(num_devices=world_size, devices_per_node=max(world_size, cores), device_memory=int(mem),
+                       peak_flops=compute["flops"], intra_node_bw=link["bandwidth"], inter_node_bw=link["bandwidth"],
+                       latency=link["latency"], mfu=1.0, op_overhead=compute["op_overhead"], comm_overlap=0.0,
+                       host_cores=cores, name=f"cpu-gloo-{cores}core (measured)")

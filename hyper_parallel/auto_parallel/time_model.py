@@ -1,0 +1,201 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Step time of a plan (pure Python): :func:`estimate_step_time`.
+
+* **compute**: FLOPs per layer from the model sizes (``layer_flops``; matmuls ``2 * tokens * params``,
+  attention ``4 * batch * seq^2 * width`` as ``FlopCounterMode`` counts SDPA; backward = 2x forward;
+  full recomputation adds a forward), divided by the cluster's achieved rate (shared cores divide it),
+  plus the eager dispatch cost per operator call;
+* **communication** by the ring formulas of :func:`~hyper_parallel.auto_parallel.cluster.collective_time`:
+  TP+SP gathers and reduce-scatters around attention and MLP (never hidden: on the critical path),
+  CP ring KV passes, EP all-to-alls (hidden under the shared experts by ``comm_overlap`` when there are
+  some), FSDP all-gathers/reduce-scatters (prefetched: hidden by ``comm_overlap`` except the first
+  gather), HSDP/DDP all-reduce of the gradients, PP point-to-point per microbatch;
+* **pipeline**: the stage costs feed ``hyper_parallel.pipeline.simulate_schedule``; the makespan
+  includes the bubble, reported separately as ``bubble``;
+* **optimizer**: an element-wise pass over the local parameters plus its per-tensor dispatch.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Dict, List, Tuple
+
+from hyper_parallel.auto_parallel.cluster import ClusterSpec, collective_time
+from hyper_parallel.auto_parallel.memory import cached_schedule, check_divisible, local_layer_params, stage_layers
+from hyper_parallel.auto_parallel.plan import ParallelPlan, TrainConfig
+from hyper_parallel.auto_parallel.shape import ModelShape, model_shape
+
+__all__ = ["TimeEstimate", "estimate_step_time", "layer_flops", "head_flops", "OPS_PER_LAYER"]
+
+# aten calls of one Llama decoder layer's forward (norms 2x5, 4 projections, rotary 2x6, SDPA, SwiGLU 5,
+# residuals 2, views ~8); backward runs about twice as many. Counted with TorchDispatchMode on the tiny Llama.
+OPS_PER_LAYER = 45
+OPS_PER_MOE_LAYER = 110
+OPS_PER_PARAM_UPDATE = 12  # torch.optim.AdamW(foreach=False) per parameter tensor
+
+
+@dataclass(frozen=True)
+class TimeEstimate:
+    """Seconds of one step and its parts: ``compute`` (busiest rank, no bubble), ``tp_comm``, ``cp_comm``,
+    ``ep_comm``, ``pp_comm`` (exposed, inside the pipeline), ``bubble``, ``fsdp_comm``, ``dp_comm``
+    (exposed), ``optimizer``; ``bubble_fraction`` = bubble / step (0 without PP)."""
+
+    step_s: float
+    components: Dict[str, float]
+    bubble_fraction: float = 0.0
+
+
+def layer_flops(spec: ModelShape, index: int, tokens: int, seq: int, tp: int = 1, imbalance: float = 1.0,
+                attention: bool = True) -> float:
+    """Forward FLOPs of decoder layer ``index`` on one rank for ``tokens`` tokens of sequences of ``seq``
+    (``attention=False``: the matmuls only — what ``FlopCounterMode`` counts on CPU, where the fused
+    attention kernel has no FLOP formula registered)."""
+    h = spec.hidden_size
+    proj = 2 * tokens * (2 * h * spec.q_size + 2 * h * spec.kv_size) / tp
+    attn = 4 * tokens * seq * spec.q_size / tp if attention else 0.0
+    if spec.is_moe_layer(index):
+        routed = 2 * tokens * spec.top_k * 3 * h * spec.expert_hidden * imbalance
+        shared = 2 * tokens * 3 * h * spec.expert_hidden * spec.num_shared_experts
+        mlp = routed + shared + 2 * tokens * h * spec.num_experts
+    else:
+        mlp = 2 * tokens * 3 * h * spec.intermediate_size / tp
+    return proj + attn + mlp
+
+
+def head_flops(spec: ModelShape, tokens: int, tp: int = 1) -> float:
+    """Forward FLOPs of the LM head on one rank."""
+    return 2 * tokens * spec.hidden_size * spec.vocab_size / tp
+
+
+def _tp_layer_comm(spec: ModelShape, plan: ParallelPlan, train: TrainConfig, tokens: int, cluster: ClusterSpec
+                   ) -> float:
+    if plan.tp == 1:
+        return 0.0
+    nbytes = tokens * spec.hidden_size * train.compute_bytes
+    one = collective_time("all_gather", nbytes, plan.tp, cluster) + collective_time("reduce_scatter", nbytes,
+                                                                                    plan.tp, cluster)
+    return 2 * one  # attention and MLP (forward; backward mirrors it)
+
+
+def _stage_cost(spec: ModelShape, plan: ParallelPlan, train: TrainConfig, cluster: ClusterSpec, layers: List[int],
+                first: bool, last: bool) -> Dict[str, float]:
+    """Forward seconds of one microbatch on one stage, split into compute and communication kinds."""
+    # pylint: disable=too-many-locals
+    batch = train.global_batch // plan.dp // plan.microbatches
+    seq = train.seq_len // plan.cp
+    tokens = batch * seq
+    imbalance = train.moe_imbalance if plan.ep > 1 else 1.0
+    flops = sum(layer_flops(spec, i, tokens, seq, plan.tp, imbalance) for i in layers)
+    flops += head_flops(spec, tokens, plan.tp) if last else 0.0
+    ranks_on_host = min(plan.world_size, cluster.devices_per_node)
+    ops = sum(OPS_PER_MOE_LAYER if spec.is_moe_layer(i) else OPS_PER_LAYER for i in layers) + (8 if last else 0)
+    ops += 3 if first else 0
+    compute = flops / cluster.compute_rate(ranks_on_host) + ops * cluster.op_overhead
+    tp = _tp_layer_comm(spec, plan, train, tokens, cluster) * len(layers)
+    cp = 0.0
+    if plan.cp > 1:
+        kv = 2 * tokens * spec.kv_size * train.compute_bytes
+        cp = len(layers) * (plan.cp - 1) * collective_time("p2p", kv, 2, cluster)
+    ep = 0.0
+    moe_layers = [i for i in layers if spec.is_moe_layer(i)]
+    if plan.ep > 1 and moe_layers:
+        a2a = tokens * spec.top_k * spec.hidden_size * train.compute_bytes * imbalance
+        hide = cluster.comm_overlap if spec.num_shared_experts else 0.0
+        ep = len(moe_layers) * 2 * collective_time("all_to_all", a2a, plan.ep, cluster) * (1 - hide)
+    return {"compute": compute, "tp_comm": tp, "cp_comm": cp, "ep_comm": ep}
+
+
+def _fsdp_comm(spec: ModelShape, plan: ParallelPlan, train: TrainConfig, cluster: ClusterSpec, layers: List[int]
+               ) -> float:
+    if plan.fsdp == 1:
+        return 0.0
+    total, first = 0.0, 0.0
+    for i in layers:
+        _, unit = local_layer_params(spec, i, plan)
+        gather = collective_time("all_gather", unit * train.param_bytes, plan.fsdp, cluster)
+        scatter = collective_time("reduce_scatter", unit * train.grad_bytes, plan.fsdp, cluster)
+        total += 2 * gather + scatter
+        first = first or gather
+    edge = (spec.embedding_params() + spec.head_params()) / plan.tp
+    total += 2 * collective_time("all_gather", edge * train.param_bytes, plan.fsdp, cluster)
+    return first + (total - first) * (1 - cluster.comm_overlap)
+
+
+def _owners(plan: ParallelPlan) -> Dict[int, List[int]]:
+    if plan.pp == 1:
+        return {0: [0]}
+    sched = cached_schedule(plan.schedule, plan.pp, plan.microbatches, plan.stages_per_rank)
+    return {r: list(sched.stages_of(r)) for r in range(plan.pp)}
+
+
+def _pipeline(plan: ParallelPlan, stage_f: Dict[int, float], stage_b: Dict[int, float], p2p: float) -> float:
+    """Makespan of the schedule with per-stage forward/backward seconds (one microbatch). Costs are
+    normalised by the largest forward and rounded to 0.1 % so equal shapes share one simulation."""
+    scale = max(stage_f.values()) or 1.0
+    f = tuple(round(stage_f[s] / scale, 3) for s in sorted(stage_f))
+    b = tuple(round(stage_b[s] / scale, 3) for s in sorted(stage_b))
+    return scale * _simulate(plan.schedule, plan.pp, plan.microbatches, plan.stages_per_rank, f, b,
+                             round(p2p / scale, 3))
+
+
+@functools.lru_cache(maxsize=65536)
+def _simulate(name: str, pp: int, m: int, v: int, stage_f: Tuple[float, ...], stage_b: Tuple[float, ...],
+              p2p: float) -> float:
+    from hyper_parallel.pipeline.simulate import simulate_schedule  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.pipeline.steps import MetaStepType as T  # pylint: disable=import-outside-toplevel
+    sched = cached_schedule(name, pp, m, v)
+
+    def cost(_rank, step) -> float:
+        total = 0.0
+        for leaf in step.leaves():
+            s = leaf.stage_index
+            total += {T.F: stage_f[s], T.B: stage_b[s], T.I: stage_b[s] / 2, T.W: stage_b[s] / 2}.get(leaf.type, 0.0)
+        return total
+    return simulate_schedule(sched, cost, comm_latency=p2p).makespan
+
+
+def estimate_step_time(model_config, plan: ParallelPlan, train_config: TrainConfig, cluster: ClusterSpec
+                       ) -> TimeEstimate:
+    """Seconds per training step of ``plan`` on ``cluster`` with a per-component breakdown (module docstring)."""
+    # pylint: disable=too-many-locals
+    spec = model_shape(model_config)
+    train = train_config
+    check_divisible(spec, plan, train)
+    layers = stage_layers(spec.num_layers, plan)
+    last = plan.num_stages - 1
+    costs = {s: _stage_cost(spec, plan, train, cluster, ids, s == 0, s == last) for s, ids in enumerate(layers)}
+    recompute = 1.0 if plan.activation == "full" else 0.0
+    fwd = {s: sum(c.values()) for s, c in costs.items()}
+    bwd = {s: 2 * c["compute"] + c["tp_comm"] + 2 * c["cp_comm"] + c["ep_comm"] + recompute * sum(c.values())
+           for s, c in costs.items()}
+    owners = _owners(plan)
+    busiest = max(owners, key=lambda r: sum(fwd[s] + bwd[s] for s in owners[r]))
+    mine = owners[busiest]
+    m = plan.microbatches
+    # forward + backward multiples of each forward cost (the backward does twice the matmul work and passes the
+    # CP ring twice); a full recomputation repeats the forward
+    times = {"compute": 3, "tp_comm": 2, "cp_comm": 3, "ep_comm": 2}
+    parts = {k: m * sum(costs[s][k] * (n + recompute) for s in mine) for k, n in times.items()}
+    busy = m * sum(fwd[s] + bwd[s] for s in mine)
+    if plan.pp > 1:
+        batch = train.global_batch // plan.dp // m
+        act = batch * train.seq_len // plan.cp * spec.hidden_size * train.compute_bytes / plan.tp
+        p2p = collective_time("p2p", act, 2, cluster, stride=plan.world_size // plan.pp)
+        makespan = _pipeline(plan, fwd, bwd, p2p)
+        parts["pp_comm"] = 2 * m * p2p
+        parts["bubble"] = max(0.0, makespan - busy - parts["pp_comm"])
+    else:
+        makespan = busy
+        parts["pp_comm"] = parts["bubble"] = 0.0
+    my_layers = [i for s in mine for i in layers[s]]
+    parts["fsdp_comm"] = _fsdp_comm(spec, plan, train, cluster, my_layers)
+    local = sum(local_layer_params(spec, i, plan)[0] for i in my_layers)
+    dp_bytes = local * train.grad_bytes
+    parts["dp_comm"] = collective_time("all_reduce", dp_bytes, plan.dp_replicate, cluster,
+                                       stride=plan.world_size // plan.dp_replicate)
+    tensors = 9 * len(my_layers) + 3
+    parts["optimizer"] = (local * 10 / cluster.compute_rate(min(plan.world_size, cluster.devices_per_node))
+                          + tensors * OPS_PER_PARAM_UPDATE * cluster.op_overhead)
+    step = makespan + parts["fsdp_comm"] + parts["dp_comm"] + parts["optimizer"]
+    return TimeEstimate(step, parts, parts["bubble"] / step if step else 0.0)
