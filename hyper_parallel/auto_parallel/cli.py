@@ -133,15 +133,20 @@ def main(ctx: click.Context, model: Optional[str], flavor: Optional[str], device
     for plan, reason in _examples(result):
         console.print(f"  e.g. {plan.label()}: {reason}")
     if write_config:
-        best = result[0]
-        name, _, flav = shape.name.partition(":")
-        tables = trainer_config(name, flav or "default", best.plan, train,
-                                estimates={"estimated_peak_gib": round(best.memory.gib(), 4),
-                                           "estimated_step_s": round(best.time.step_s, 6),
-                                           "cluster": cluster.name, "devices": cluster.num_devices})
-        Path(write_config).write_text(to_toml(tables, header=f"written by hp-auto-parallel: {best.plan.label()}"),
-                                      encoding="utf-8")
-        console.print(f"wrote {write_config} ({best.plan.label()})")
+        _write(write_config, shape, result[0], train, cluster)
+        console.print(f"wrote {write_config} ({result[0].plan.label()})")
+
+
+def _write(path: str, shape: ModelShape, best, train: TrainConfig, cluster: ClusterSpec) -> None:
+    name, _, flav = shape.name.partition(":")
+    header = [f"written by hp-auto-parallel: {best.plan.label()} on {cluster.num_devices} x {cluster.name}",
+              f"estimated peak memory per device {best.memory.gib():.4f} GiB (at {best.memory.phase}), "
+              f"step {best.time.step_s:.4g} s, pipeline bubble {100 * best.time.bubble_fraction:.1f} %"]
+    if best.plan.pp > 1:
+        from hyper_parallel.auto_parallel.memory import stage_layers  # pylint: disable=import-outside-toplevel
+        header.append(f"decoder layers per stage: {[len(s) for s in stage_layers(shape.num_layers, best.plan)]}")
+    tables = trainer_config(name, flav or "default", best.plan, train)
+    Path(path).write_text(to_toml(tables, header="\n".join(header)), encoding="utf-8")
 
 
 def _examples(result: SearchResult):

@@ -2,15 +2,17 @@
 # SPDX-License-Identifier: Apache-2.0
 """A trainer config (TOML, ``hp-train --config FILE``) from a chosen plan (pure Python).
 
-Sections follow the trainer's config (``configs/*.toml``): ``[model]`` (name, flavor),
-``[parallelism]`` (the ``ParallelDims`` degrees, pipeline schedule and microbatches, and the balanced
-``layers_per_stage``), ``[training]`` (batch, sequence length, steps), ``[optimizer]`` and
-``[activation]`` (the ``hyper_parallel.activation`` block). The TOML is written by a small emitter
-for flat tables of scalars and lists, which is all a trainer config holds.
+The tables are the ones ``hyper_parallel.trainer.config.parse_config`` reads: ``[job]`` (``nproc`` =
+the plan's world size), ``[model]`` (name, flavor), ``[parallelism]`` (the ``ParallelDims`` degrees,
+``pp_schedule``/``pp_microbatches``, ``sequence_parallel``), ``[training]`` (``global_batch``,
+``seq_len``, ``steps``, ``mixed_precision``), ``[optimizer]`` and ``[activation]`` (the
+``hyper_parallel.activation`` block). The estimates and a balanced ``layers_per_stage`` split go in
+the header comments (the trainer splits stages itself). The TOML is written by a small emitter for
+flat tables of scalars and lists, which is all a trainer config holds.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping
 
 from hyper_parallel.auto_parallel.plan import ParallelPlan, TrainConfig
 
@@ -18,30 +20,24 @@ __all__ = ["trainer_config", "to_toml"]
 
 
 def trainer_config(model: str, flavor: str, plan: ParallelPlan, train: TrainConfig, *, steps: int = 100,
-                   estimates: Optional[Mapping[str, Any]] = None) -> Dict[str, Dict[str, Any]]:
-    """The config tables for ``plan`` (``estimates``: optional figures recorded in an ``[auto_parallel]``
-    table for the reader, e.g. the estimated peak GiB and step seconds)."""
+                   name: str = "auto") -> Dict[str, Dict[str, Any]]:
+    """The config tables for ``plan`` (``hyper_parallel.trainer`` format)."""
     par: Dict[str, Any] = {"dp_replicate": plan.dp_replicate, "dp_shard": plan.dp_shard, "tp": plan.tp,
                            "pp": plan.pp, "cp": plan.cp, "ep": plan.ep}
     if plan.tp > 1:
         par["sequence_parallel"] = plan.sequence_parallel
     if plan.pp > 1:
-        par["pipeline_schedule"] = plan.schedule
-        par["pipeline_microbatches"] = plan.microbatches
-        par["stages_per_rank"] = plan.stages_per_rank
-        if plan.layers_per_stage is not None:
-            par["layers_per_stage"] = list(plan.layers_per_stage)
-    out: Dict[str, Dict[str, Any]] = {
+        par["pp_schedule"] = plan.schedule
+        par["pp_microbatches"] = plan.microbatches
+    return {
+        "job": {"name": name, "nproc": plan.world_size, "out_dir": f"runs/{name}"},
         "model": {"name": model, "flavor": flavor},
         "parallelism": par,
-        "training": {"steps": steps, "global_batch_size": train.global_batch, "seq_len": train.seq_len,
+        "training": {"steps": steps, "global_batch": train.global_batch, "seq_len": train.seq_len,
                      "mixed_precision": "bf16" if train.compute_bytes == 2 else "fp32"},
         "optimizer": {"name": train.optimizer},
         "activation": {"mode": plan.activation},
     }
-    if estimates:
-        out["auto_parallel"] = dict(estimates)
-    return out
 
 
 def _value(value: Any, where: str) -> str:

@@ -113,13 +113,18 @@ def test_cli_prints_table_and_writes_a_trainer_config(tmp_path):
                                     "--top", "3", "--write-config", str(out)])
     assert res.exit_code == 0, res.output
     assert "llama3:small on 4" in res.output and "peak GiB" in res.output and "rejected" in res.output
-    cfg = tomllib.loads(out.read_text())
+    text = out.read_text()
+    cfg = tomllib.loads(text)
+    from hyper_parallel.trainer.config import parse_config
+    job = parse_config(cfg, str(out))  # the trainer reads it (unknown keys or wrong types would raise)
     best = search(SMALL, CLUSTER_PRESETS["cpu-gloo-2core"].with_devices(4, "1GiB"), 8, 64)[0].plan
     par = cfg["parallelism"]
     assert cfg["model"] == {"name": "llama3", "flavor": "small"}
     assert (par["dp_shard"], par["tp"], par["pp"], par["cp"]) == (best.dp_shard, best.tp, best.pp, best.cp)
-    assert cfg["training"]["global_batch_size"] == 8 and cfg["training"]["seq_len"] == 64
+    assert (job.parallelism.dp_shard, job.parallelism.tp, job.parallelism.pp) == (best.dp_shard, best.tp, best.pp)
+    assert job.training.global_batch == 8 and job.training.seq_len == 64 and job.job.nproc == 4
     assert cfg["activation"]["mode"] == best.activation
+    assert "estimated peak memory per device" in text
 
 
 def test_cli_bad_inputs():
