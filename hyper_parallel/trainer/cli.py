@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
@@ -181,6 +182,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             if shutil.which(cmd[0]) is None and not os.path.isfile(cmd[0]):
                 raise ConfigError(f"cannot find the Python interpreter {cmd[0]} to launch torchrun")
             os.execv(cmd[0], cmd)
+        import faulthandler  # pylint: disable=import-outside-toplevel
+        faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 <pid>` prints every stack
         return run(cfg)
     except ConfigError as exc:
         print(f"hp-train: error: {exc}", file=sys.stderr)

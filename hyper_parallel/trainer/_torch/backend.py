@@ -216,8 +216,13 @@ class TorchTrainerBackend:
 
     @torch.no_grad()
     def eval_loss(self, rows: List[List[int]]) -> float:
-        """Held-out loss of this batch (mean over the data-parallel ranks)."""
-        return self._mean_over_loss_ranks(self._loss(rows).item())
+        """Held-out loss of this batch (mean over the data-parallel ranks). MoE routing counts of the evaluation
+        forward are discarded: they must not move the expert biases (a resumed run would differ)."""
+        counts = [m.tokens_per_expert.clone() for _, m in self._moe]
+        loss = self._loss(rows).item()
+        for (_, m), c in zip(self._moe, counts):
+            m.tokens_per_expert.copy_(c)
+        return self._mean_over_loss_ranks(loss)
 
     # ------------------------------------------------------------------ monitors
     def peak_memory_mib(self) -> float:
