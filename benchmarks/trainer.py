@@ -51,7 +51,7 @@ def _plain(trainer, args):
     """TorchTitan-style loop on torch FSDP2 over the same model init and the same batches."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
-    from hyper_parallel.models.llama.model import LlamaForCausalLM
+    from hyper_parallel.models.llama3.model import LlamaForCausalLM
     from hyper_parallel.optim.lr import LRLambda
     from hyper_parallel.trainer.data import DistributedBatchLoader
     torch.manual_seed(0)

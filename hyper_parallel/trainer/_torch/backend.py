@@ -14,7 +14,7 @@ from typing import Any, Dict, List
 import torch
 import torch.distributed as dist
 
-from hyper_parallel.trainer.models import build_model_config, model_class
+from hyper_parallel.trainer.models import build_model_config, model_spec
 from hyper_parallel.trainer.parallel_dims import ParallelDims
 
 __all__ = ["TorchTrainerBackend", "measure_peak_flops"]
@@ -75,8 +75,6 @@ class TorchTrainerBackend:
                                  pp=par.pp, ep=par.ep, world_size=self.world_size)
         if self.dims.pp_enabled:
             raise ValueError("parallelism.pp: pipeline parallel is not wired into the trainer yet; use pp = 1")
-        if self.dims.dp_replicate > 1:
-            raise ValueError("parallelism.dp_replicate: HSDP (dp_replicate > 1) is not wired into the trainer yet")
         local = int(os.environ.get("LOCAL_WORLD_SIZE", self.world_size if self.trainer.distributed else 1))
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, local)))
         if self.config.training.deterministic:
@@ -99,7 +97,7 @@ class TorchTrainerBackend:
         mcfg = build_model_config(cfg.model.name, cfg.model.flavor, vocab_size=vocab_size,
                                   max_position_embeddings=max(cfg.training.seq_len, 128))
         torch.manual_seed(cfg.job.seed)
-        model = model_class(cfg.model.name)(mcfg)
+        model = model_spec(cfg.model.name).model_cls(mcfg)
         n_params = sum(p.numel() for p in model.parameters())
         self.flops_per_token = _flops_per_token(mcfg, n_params, cfg.training.seq_len)
         from hyper_parallel.moe._torch.moe import MoE  # pylint: disable=import-outside-toplevel
@@ -107,33 +105,25 @@ class TorchTrainerBackend:
         return model
 
     def _parallelize(self, model: Any) -> Any:
-        dims, par = self.dims, self.config.parallelism
+        """The registry's ``parallelize_fn`` (TP + SP, CP, activation policy, FSDP/HSDP; EP for MoE models)."""
+        cfg, dims, par = self.config, self.dims, self.config.parallelism
+        activation = cfg.activation or None
         if not self.trainer.distributed:
+            if activation is not None:
+                from hyper_parallel.activation import apply_activation_policy  # noqa  # pylint: disable=C0415
+                apply_activation_policy(model, activation)
             return model
-        from hyper_parallel.models.llama.parallelize import (  # pylint: disable=import-outside-toplevel
-            parallelize_llama, parallelize_llama_moe)
-        if self._moe:
-            if dims.cp_enabled:
-                raise ValueError("parallelism.cp: context parallel with a MoE model is not supported by the "
-                                 "Llama MoE plan; use cp = 1")
-            from hyper_parallel.core.device_mesh import DeviceMesh  # pylint: disable=import-outside-toplevel
-            if dims.tp_enabled:
-                mesh = DeviceMesh("cpu", dims.mesh("world").mesh, mesh_dim_names=("dp", "tp"))
-            else:
-                mesh = dims.mesh("world")
-            return parallelize_llama_moe(model, mesh, ep=dims.ep)
-        return parallelize_llama(model, dims.mesh("tp"), sequence_parallel=par.sequence_parallel,
-                                 cp_mesh=self._cp_mesh, cp_method=par.cp_method,
-                                 fsdp_mesh=dims.mesh("dp_shard_cp") if dims.fsdp_enabled else None)
+        from hyper_parallel.models import ParallelDims as ModelDims  # pylint: disable=import-outside-toplevel
+        model_dims = ModelDims(world_size=dims.world_size, dp_replicate=dims.dp_replicate, dp_shard=dims.dp_shard,
+                               cp=dims.cp, tp=dims.tp, pp=dims.pp, ep=dims.ep)
+        return model_spec(cfg.model.name).parallelize_fn(model, dims.mesh("world"), model_dims,
+                                                         sequence_parallel=par.sequence_parallel,
+                                                         cp_method=par.cp_method, activation=activation)
 
     def setup(self, dataset: Any) -> None:
         """Model sized to the tokenizer, parallelised; activation policy; optimizer and schedule."""
         cfg = self.config
-        model = self._build_model(dataset.vocab_size)
-        if cfg.activation:
-            from hyper_parallel.activation import apply_activation_policy  # pylint: disable=import-outside-toplevel
-            apply_activation_policy(model, cfg.activation)
-        model = self._parallelize(model)
+        model = self._parallelize(self._build_model(dataset.vocab_size))
         if cfg.training.compile:
             for layer in model.model.layers:
                 layer.compile()
