@@ -14,8 +14,7 @@ import torch
 import torch.distributed as dist
 
 from hyper_parallel.platform.adjoints import build_autograd_functions
-from hyper_parallel.platform.base import (CollectiveError, CollectiveHandle, check_all_to_all_splits,
-                                          collective_timeout_seconds)
+from hyper_parallel.platform.base import CollectiveError, CollectiveHandle, check_all_to_all_splits
 
 _all_gather_1 = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 _reduce_scatter_1 = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
@@ -29,9 +28,23 @@ def _ranks(group) -> tuple:
         return ("?",)
 
 
+def group_timeout_text(group) -> str:
+    """The collective timeout of ``group`` (None: the world) as its torch backend holds it, e.g. ``"30 s"``
+    — also for groups created outside ``hyper_parallel.init_process_group`` — or ``"unknown"`` when the
+    backend does not expose it."""
+    g = group if group is not None else dist.group.WORLD
+    for device in ("cpu", "cuda"):
+        try:
+            timeout = g._get_backend(torch.device(device)).options._timeout  # pylint: disable=protected-access
+        except (RuntimeError, AttributeError, ValueError, TypeError):
+            continue
+        return f"{timeout.total_seconds():g} s"
+    return "unknown"
+
+
 def _fail(name: str, group, exc: Exception) -> CollectiveError:
     return CollectiveError(
-        f"{name} over ranks {_ranks(group)} failed (collective timeout {collective_timeout_seconds('torch')} s); "
+        f"{name} over ranks {_ranks(group)} failed (collective timeout {group_timeout_text(group)}); "
         f"a peer rank may have died or diverged: {exc}")
 
 
@@ -182,13 +195,14 @@ def raw_broadcast(x: torch.Tensor, src: int, group) -> torch.Tensor:
 class P2PHandle:
     """Handle of one posted point-to-point op: ``wait()`` returns the received tensor (None for a send)."""
 
-    __slots__ = ("_work", "_tensor", "_recv", "_desc")
+    __slots__ = ("_work", "_tensor", "_recv", "_desc", "_group")
 
-    def __init__(self, work, tensor: torch.Tensor, recv: bool, desc: str) -> None:
+    def __init__(self, work, tensor: torch.Tensor, recv: bool, desc: str, group=None) -> None:
         self._work = work
         self._tensor = tensor
         self._recv = recv
         self._desc = desc
+        self._group = group
 
     def wait(self):
         """Block until the op completes (CollectiveError on failure or timeout)."""
@@ -198,7 +212,7 @@ class P2PHandle:
                 work.wait()
             except RuntimeError as exc:
                 raise CollectiveError(f"{self._desc} failed (collective timeout "
-                                      f"{collective_timeout_seconds('torch')} s); "
+                                      f"{group_timeout_text(self._group)}); "
                                       f"a peer rank may have died or diverged: {exc}") from exc
         return self._tensor if self._recv else None
 
@@ -217,9 +231,9 @@ def batch_isend_irecv(ops) -> list:
             work = fn(tensor, op.peer, group=op.group, tag=op.tag)
         except RuntimeError as exc:
             raise CollectiveError(f"{desc} could not be posted (collective timeout "
-                                  f"{collective_timeout_seconds('torch')} s); "
+                                  f"{group_timeout_text(op.group)}); "
                                   f"a peer rank may have died: {exc}") from exc
-        handles.append(P2PHandle(work, tensor, recv, desc))
+        handles.append(P2PHandle(work, tensor, recv, desc, op.group))
     return handles
 
 
