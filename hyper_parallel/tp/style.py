@@ -13,6 +13,9 @@ outputs (redistributed to ``output_layouts``; local tensors again when ``use_loc
 * ``RowwiseParallel``   Linear weight ``Shard(1)`` (bias ``Replicate``), Embedding weight ``Shard(0)``
                         (vocabulary-parallel); input ``Shard(-1)`` (Embedding: ``Replicate``), output
                         ``Replicate`` (set ``Shard(1)`` for sequence parallel: a reduce-scatter).
+* ``overlap="mc2"``     (both, nn.Linear under sequence parallel): Colwise with ``input_layouts=Shard(d)``
+                        runs ``all_gather_matmul`` (no separate all-gather), Rowwise with
+                        ``output_layouts=Shard(d)`` runs ``matmul_reduce_scatter`` (torch; MindSpore refuses).
 * ``SequenceParallel``  parameters replicated; input/output sharded on the sequence dim.
 * ``PrepareModuleInput`` / ``PrepareModuleOutput`` / ``PrepareModuleInputOutput``: layouts only.
 
@@ -64,10 +67,14 @@ class _LinearStyle(_BackendStyle):
     bias_placement: Placement
 
     def __init__(self, *, input_layouts: Layouts = None, output_layouts: Layouts = None,
-                 use_local_output: bool = True) -> None:
+                 use_local_output: bool = True, overlap: Optional[str] = None) -> None:
         self.input_layouts = as_layouts(input_layouts)
         self.output_layouts = as_layouts(output_layouts)
         self.use_local_output = use_local_output
+        if overlap not in (None, "mc2"):
+            raise ValueError(f"{type(self).__name__}: overlap={overlap!r}; expected None or 'mc2' (the all-gather / "
+                             "reduce-scatter of sequence parallel overlapped with the matmul, hyper_parallel.kernels)")
+        self.overlap = overlap
 
     def default_linear_layouts(self) -> Tuple[Placement, Placement]:
         """(input layout, output layout) defaults for a Linear."""

@@ -335,6 +335,10 @@ SUPPORTED = {"colwise": _apply_colwise, "rowwise": _apply_rowwise, "sequence": _
 def apply_style(style, module: nn.Cell, device_mesh: "DeviceMesh") -> nn.Cell:
     """Apply built-in ``style`` (a ``hyper_parallel.tp.style`` object, by its ``kind``) to the MindSpore cell
     ``module`` (in place) and return it."""
+    if getattr(style, "overlap", None) is not None:
+        raise ValueError(f"{type(style).__name__}(overlap={style.overlap!r}) is torch-only: the MC2 ops "
+                         "(hyper_parallel.kernels.all_gather_matmul / matmul_reduce_scatter) have no MindSpore "
+                         "implementation; drop overlap= on MindSpore")
     fn = SUPPORTED.get(getattr(style, "kind", None))
     if fn is None:
         raise TypeError(f"{type(style).__name__} is not a built-in TP style; on MindSpore the built-in ones are "

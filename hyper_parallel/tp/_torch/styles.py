@@ -86,8 +86,39 @@ def _apply_linear(style, module, mesh):
     default_in, default_out, is_embedding = _linear_params(style, module, mesh)
     in_layout = (style.input_layouts or (default_in,))[0]
     out_layout = (style.output_layouts or (default_out,))[0]
-    return _first_arg_hooks(module, mesh, in_layout, style.desired_input(is_embedding), out_layout,
-                            style.use_local_output)
+    desired = style.desired_input(is_embedding)
+    if getattr(style, "overlap", None) == "mc2":
+        desired = _mc2_forward(style, module, mesh, in_layout, out_layout)
+    return _first_arg_hooks(module, mesh, in_layout, desired, out_layout, style.use_local_output)
+
+
+def _mc2_forward(style, module, mesh, in_layout, out_layout) -> Placement:
+    """Replace ``module.forward`` by the MC2 op of the style; returns the input layout it computes on."""
+    from hyper_parallel.kernels._torch.mc2 import all_gather_matmul, matmul_reduce_scatter
+    name = type(style).__name__
+    colwise = style.kind == "colwise"
+    seq = in_layout if colwise else out_layout
+    if not isinstance(module, torch.nn.Linear):
+        raise TypeError(f"{name}(overlap='mc2') supports nn.Linear, got {type(module).__name__}")
+    if not isinstance(seq, Shard):
+        which = "input_layouts" if colwise else "output_layouts"
+        raise ValueError(f"{name}(overlap='mc2') needs sequence parallel: {which}=Shard(seq_dim), got {seq}")
+    group = mesh.get_group(0)
+
+    def forward(x):
+        local = x.to_local() if isinstance(x, DTensor) else x
+        dim = seq.dim % local.dim()
+        if dim == local.dim() - 1:
+            raise ValueError(f"{name}(overlap='mc2'): the sequence dim {seq.dim} is the feature dim of the input")
+        w = module.weight.to_local().t()
+        if colwise:
+            out = DTensor.from_local(all_gather_matmul(local, w, group, dim), mesh, [Shard(local.dim() - 1)])
+        else:
+            out = DTensor.from_local(matmul_reduce_scatter(local, w, group, dim), mesh, [Shard(dim)])
+        return out if module.bias is None else out + module.bias  # DTensor add: bias gradients reduced
+
+    module.forward = forward
+    return in_layout if colwise else style.desired_input(False)
 
 
 def _apply_sequence(style, module, mesh):

@@ -61,3 +61,53 @@ def test_mc2_ops_equal_unfused_and_one_process():
         assert "divisible" in str(exc)
     else:
         raise AssertionError("an odd scattered dim must be refused")
+
+
+@multi_rank(world_size=2, timeout=300)
+def test_tp_training_with_mc2_overlap_equals_without_and_one_process():
+    import copy
+    import torch
+    import torch.distributed as dist
+    import hyper_parallel as hp
+    from hyper_parallel import Shard
+    from hyper_parallel.tp import ColwiseParallel, RowwiseParallel, parallelize_module
+    rank, p = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    base = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.SiLU(), torch.nn.Linear(16, 8))
+    xs = [torch.randn(2, 6, 8) for _ in range(3)]
+    ws = [torch.randn(2, 6, 8) for _ in range(3)]
+    mesh = hp.init_device_mesh("cpu", (p,))
+
+    def tp_model(overlap):
+        m = copy.deepcopy(base)
+        parallelize_module(m, mesh, {"0": ColwiseParallel(input_layouts=Shard(1), overlap=overlap),
+                                     "2": RowwiseParallel(output_layouts=Shard(1), overlap=overlap)})
+        return m
+
+    models = {"one": copy.deepcopy(base), "tp": tp_model(None), "mc2": tp_model("mc2")}
+    opts = {k: torch.optim.SGD(m.parameters(), lr=0.1) for k, m in models.items()}
+    for x, w in zip(xs, ws):
+        losses = {}
+        for k, m in models.items():
+            opts[k].zero_grad()
+            if k == "one":
+                loss = (m(x) * w).sum()
+            else:  # sequence-parallel input and output: this rank's positions; the loss is the sum over ranks
+                loss = (m(x.chunk(p, 1)[rank]) * w.chunk(p, 1)[rank]).sum()
+            loss.backward()
+            opts[k].step()
+            if k != "one":
+                loss = loss.detach().clone()
+                dist.all_reduce(loss)
+            losses[k] = loss.item()
+        assert abs(losses["mc2"] - losses["one"]) < 1e-4 and abs(losses["tp"] - losses["one"]) < 1e-4, losses
+    for (name, p1), p_tp, p_mc2 in zip(models["one"].named_parameters(), models["tp"].parameters(),
+                                       models["mc2"].parameters()):
+        _close(p_mc2.full_tensor(), p1.detach(), f"mc2 {name}")
+        _close(p_mc2.full_tensor(), p_tp.full_tensor(), f"mc2 vs tp {name}")
+    try:
+        RowwiseParallel(overlap="mc2").apply(torch.nn.Linear(4, 4), mesh)
+    except ValueError as exc:
+        assert "sequence parallel" in str(exc)
+    else:
+        raise AssertionError("RowwiseParallel(overlap='mc2') without a Shard output must be refused")
