@@ -75,5 +75,8 @@ def test_tp_styles_have_the_torch_names():
         assert hasattr(tp, name), name
     for style in ("ColwiseParallel", "RowwiseParallel"):
         assert getattr(tp, style).kind in ms_impl.SUPPORTED, style
-        params = set(inspect.signature(getattr(tp, style)).parameters)
-        assert params == {"input_layouts", "output_layouts", "use_local_output"}, (style, params)
+        sig = inspect.signature(getattr(tp, style))
+        # torch's keywords, plus hyper-parallel's optional overlap="mc2" (default None: torch code runs unchanged)
+        assert set(sig.parameters) == {"input_layouts", "output_layouts", "use_local_output", "overlap"}, \
+            (style, set(sig.parameters))
+        assert sig.parameters["overlap"].default is None
