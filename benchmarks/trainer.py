@@ -40,7 +40,7 @@ def _ours(args):
                              ("training.seq_len", args.seq), ("training.clip_grad_norm", 1.0),
                              ("optimizer.lr", 1e-3), ("optimizer.weight_decay", 0.1), ("optimizer.warmup_steps", 10),
                              ("optimizer.decay", "cosine"), ("metrics.progress", False), ("metrics.jsonl", False),
-                             ("metrics.plot", False), ("metrics.moe_monitor", False),
+                             ("metrics.plot", False), ("metrics.moe_monitor", False), ("metrics.log_every", 100_000),
                              ("job.out_dir", "/tmp/hp_bench_trainer")])
     trainer = LLMTrainer(cfg)
     trainer.setup()
