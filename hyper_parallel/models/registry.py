@@ -17,6 +17,9 @@ __all__ = ["get_model_spec", "register_model_spec", "list_models"]
 #: name -> module defining ``MODEL_SPEC``
 _BUILTIN: Dict[str, str] = {
     "llama3": "hyper_parallel.models.llama3",
+    "qwen3": "hyper_parallel.models.qwen3",
+    "qwen3_moe": "hyper_parallel.models.qwen3_moe",
+    "deepseek_v3": "hyper_parallel.models.deepseek_v3",
 }
 _REGISTERED: Dict[str, ModelSpec] = {}
 

@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 __all__ = ["ModelSpec", "ParallelDims", "MESH_DIM_ORDER", "merge_mesh_dims"]
 
-#: Order of the world mesh's dimensions (outermost first); trivial (size-1) ones are left out.
+#: Order of the world mesh's dimensions (outermost first); size-1 ones except ``dp_shard`` are left out.
 MESH_DIM_ORDER = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 
 
@@ -71,10 +71,10 @@ class ParallelDims:
         return self.dp_shard * self.cp > 1
 
     def mesh_dims(self) -> List[Tuple[str, int]]:
-        """``(name, size)`` of each non-trivial mesh dimension in :data:`MESH_DIM_ORDER` (at least one:
-        ``("dp_shard", 1)`` on a single process)."""
-        dims = [(name, getattr(self, name)) for name in MESH_DIM_ORDER if getattr(self, name) > 1]
-        return dims or [("dp_shard", 1)]
+        """``(name, size)`` of the mesh dimensions in :data:`MESH_DIM_ORDER`: ``dp_shard`` always (size 1
+        included, so ``mesh["dp_shard", "tp"]`` exists), the others when larger than 1."""
+        return [(name, getattr(self, name)) for name in MESH_DIM_ORDER
+                if getattr(self, name) > 1 or name == "dp_shard"]
 
     def build_mesh(self, device_type: str = "cpu") -> Any:
         """The world ``DeviceMesh`` with the dimensions of :meth:`mesh_dims` (initialises the process
@@ -146,6 +146,8 @@ class ModelSpec:
         if flavor not in self.flavors:
             raise KeyError(f"model {self.name!r} has no flavor {flavor!r}; known flavors: {sorted(self.flavors)}")
         cfg = self.flavors[flavor]
+        if overrides and getattr(cfg, "head_dim_derived", False) and "head_dim" not in overrides:
+            overrides["head_dim"] = 0  # derived from the (possibly overridden) sizes again
         return dataclasses.replace(cfg, **overrides) if overrides else cfg
 
     def build(self, flavor: str, **overrides: Any) -> Any:

@@ -25,7 +25,8 @@ from torch.distributed.checkpoint import HuggingFaceStorageReader, HuggingFaceSt
 from torch.distributed.checkpoint._consolidate_hf_safetensors import consolidate_safetensors_files_on_every_rank
 
 from hyper_parallel.checkpoint.format import CheckpointError
-from hyper_parallel.checkpoint.hf import CONFIG_FILE, IdentityAdapter, assign_files, check_keys, read_index
+from hyper_parallel.checkpoint.hf import (CONFIG_FILE, INDEX_FILE, IdentityAdapter, assign_files, build_index,
+                                         check_keys, hf_file_name, read_index)
 from hyper_parallel.checkpoint.publish import new_save_id, publish_dir, staging_path
 from hyper_parallel.checkpoint._torch.api import agree, barrier, coordinator, prepare_for_save, wait_for_async_save
 from hyper_parallel.checkpoint._torch.state_dict import get_model_state_dict, set_model_state_dict
@@ -74,6 +75,12 @@ def save_hf(model: torch.nn.Module, folder: "str | os.PathLike", adapter: Any = 
                                                 process_group=None)
     if coordinator():
         shutil.rmtree(os.path.join(staging, _SHARDED))
+        if not os.path.exists(os.path.join(staging, INDEX_FILE)):
+            # torch's consolidation writes the index only under an initialised process group
+            count = max(mapping.values())
+            weight_map = {k: hf_file_name(i, count) for k, i in mapping.items()}
+            with open(os.path.join(staging, INDEX_FILE), "w", encoding="utf-8") as f:
+                json.dump(build_index(weight_map, sum(_nbytes(v) for v in hf_sd.values())), f, indent=2)
         config = adapter.hf_config() if hasattr(adapter, "hf_config") else None
         if config is not None:
             with open(os.path.join(staging, CONFIG_FILE), "w", encoding="utf-8") as f:

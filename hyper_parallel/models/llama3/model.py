@@ -14,6 +14,7 @@ stacked ``[E, hidden, dim]``, ``...mlp.shared_experts.gate_proj``).
 """
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import torch
@@ -25,7 +26,8 @@ from hyper_parallel.models.llama3.args import TINY_CONFIGS, LlamaConfig
 from hyper_parallel.moe._torch.experts import GroupedExperts
 from hyper_parallel.moe._torch.moe import MoE
 
-__all__ = ["LlamaConfig", "LlamaForCausalLM", "TINY_CONFIGS"]
+__all__ = ["LlamaConfig", "LlamaForCausalLM", "TINY_CONFIGS", "LlamaModel", "LlamaDecoderLayer", "LlamaAttention",
+           "LlamaMLP", "LlamaRMSNorm", "LlamaRotary", "attention", "causal_mask", "llama3_scaled_inv_freq"]
 
 
 class LlamaRMSNorm(nn.Module):
@@ -41,12 +43,29 @@ class LlamaRMSNorm(nn.Module):
         return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
 
 
+def llama3_scaled_inv_freq(inv: torch.Tensor, config) -> torch.Tensor:
+    """Llama 3.1's long-context RoPE: wavelengths longer than ``original / low_freq_factor`` are divided by
+    ``rope_factor``, shorter than ``original / high_freq_factor`` kept, and smoothly blended between."""
+    low_wavelen = config.rope_original_max_position_embeddings / config.rope_low_freq_factor
+    high_wavelen = config.rope_original_max_position_embeddings / config.rope_high_freq_factor
+    wavelen = 2 * math.pi / inv
+    scaled = torch.where(wavelen > low_wavelen, inv / config.rope_factor, inv)
+    smooth = ((config.rope_original_max_position_embeddings / wavelen - config.rope_low_freq_factor)
+              / (config.rope_high_freq_factor - config.rope_low_freq_factor))
+    blended = (1 - smooth) * scaled / config.rope_factor + smooth * scaled
+    medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+    return torch.where(medium, blended, scaled)
+
+
 class LlamaRotary(nn.Module):
     """cos/sin tables for rotary embeddings (HF ``rotate_half`` convention)."""
 
     def __init__(self, config: LlamaConfig) -> None:
         super().__init__()
-        inv = 1.0 / (config.rope_theta ** (torch.arange(0, config.head_dim, 2).float() / config.head_dim))
+        inv = 1.0 / (config.rope_theta ** (torch.arange(0, config.head_dim, 2, dtype=torch.int64).float()
+                                           / config.head_dim))
+        if getattr(config, "rope_type", "default") == "llama3":
+            inv = llama3_scaled_inv_freq(inv, config)
         self.register_buffer("inv_freq", inv, persistent=False)
 
     def forward(self, positions: torch.Tensor):
@@ -57,8 +76,32 @@ class LlamaRotary(nn.Module):
         return emb.cos().unsqueeze(-2), emb.sin().unsqueeze(-2)
 
 
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor] = None,
+              scale: Optional[float] = None) -> torch.Tensor:
+    """Causal SDPA on ``[batch, seq, heads, dim]`` tensors (grouped-query heads allowed), returning
+    ``[batch, seq, heads * v_dim]``; ``mask``: the boolean ``[batch, 1, seq, seq]`` of :func:`causal_mask`."""
+    b, s = q.shape[0], q.shape[1]
+    kwargs = {"is_causal": True} if mask is None else {"attn_mask": mask}
+    if scale is not None:
+        kwargs["scale"] = scale
+    out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                         enable_gqa=True, **kwargs)
+    return out.transpose(1, 2).reshape(b, s, -1)
+
+
+def causal_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """The boolean ``[batch, 1, seq, seq]`` SDPA mask of a Hugging Face padding mask ``[batch, seq]`` (1 =
+    token, 0 = padding): causal and no padded key. A query with no visible key (left padding) sees itself,
+    so its (ignored) output stays finite."""
+    s = attention_mask.shape[-1]
+    keep = torch.ones(s, s, dtype=torch.bool, device=attention_mask.device).tril()
+    keep = keep & attention_mask.bool()[:, None, None, :]
+    return keep | (~keep.any(-1, keepdim=True) & torch.eye(s, dtype=torch.bool, device=keep.device))
+
+
 class LlamaAttention(nn.Module):
-    """Causal self-attention with grouped-query heads."""
+    """Causal self-attention with grouped-query heads (and Qwen3's per-head query/key RMSNorm when
+    ``config.qk_norm``)."""
 
     def __init__(self, config: LlamaConfig) -> None:
         super().__init__()
@@ -68,27 +111,34 @@ class LlamaAttention(nn.Module):
         self.k_proj = nn.Linear(config.hidden_size, config.num_key_value_heads * hd, bias=False)
         self.v_proj = nn.Linear(config.hidden_size, config.num_key_value_heads * hd, bias=False)
         self.o_proj = nn.Linear(config.num_attention_heads * hd, config.hidden_size, bias=False)
+        if getattr(config, "qk_norm", False):
+            self.q_norm = LlamaRMSNorm(hd, config.rms_norm_eps)
+            self.k_norm = LlamaRMSNorm(hd, config.rms_norm_eps)
+        else:
+            self.q_norm = self.k_norm = None
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """``x: [batch, seq, hidden]``."""
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """``x: [batch, seq, hidden]``; ``mask``: see :func:`attention`."""
         b, s = x.shape[0], x.shape[1]
         q = self.q_proj(x).view(b, s, -1, self.head_dim)
         k = self.k_proj(x).view(b, s, -1, self.head_dim)
         v = self.v_proj(x).view(b, s, -1, self.head_dim)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rotary_emb(q, cos, sin), apply_rotary_emb(k, cos, sin)
-        out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                             is_causal=True, enable_gqa=True)
-        return self.o_proj(out.transpose(1, 2).reshape(b, s, -1))
+        return self.o_proj(attention(q, k, v, mask))
 
 
 class LlamaMLP(nn.Module):
     """SwiGLU feed-forward."""
 
-    def __init__(self, config: LlamaConfig) -> None:
+    def __init__(self, config: LlamaConfig, intermediate_size: Optional[int] = None) -> None:
         super().__init__()
-        self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
-        self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
+        inner = intermediate_size or config.intermediate_size
+        self.gate_proj = nn.Linear(config.hidden_size, inner, bias=False)
+        self.up_proj = nn.Linear(config.hidden_size, inner, bias=False)
+        self.down_proj = nn.Linear(inner, config.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``down(silu(gate(x)) * up(x))``."""
@@ -105,42 +155,53 @@ class LlamaDecoderLayer(nn.Module):
         self.post_attention_layernorm = LlamaRMSNorm(config.hidden_size, config.rms_norm_eps)
         self.mlp = MoE(config.moe) if config.is_moe_layer(index) else LlamaMLP(config)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """Residual stream in, residual stream out."""
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Residual stream in, residual stream out (``mask``: see :func:`attention`)."""
+        a = self.input_layernorm(x)
+        x = x + (self.self_attn(a, cos, sin) if mask is None else self.self_attn(a, cos, sin, mask))
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
 class LlamaModel(nn.Module):
-    """Embedding + decoder layers + final norm."""
+    """Embedding + decoder layers + final norm (``layer_cls`` / ``rotary_cls``: the blocks a derived
+    model swaps in)."""
+
+    layer_cls = LlamaDecoderLayer
+    rotary_cls = LlamaRotary
 
     def __init__(self, config: LlamaConfig) -> None:
         super().__init__()
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.layers = nn.ModuleList(LlamaDecoderLayer(config, i) for i in range(config.num_hidden_layers))
+        self.layers = nn.ModuleList(self.layer_cls(config, i) for i in range(config.num_hidden_layers))
         self.norm = LlamaRMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.rotary = LlamaRotary(config)
+        self.rotary = self.rotary_cls(config)
 
-    def forward(self, input_ids: torch.Tensor, position_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, position_ids: Optional[torch.Tensor] = None,
+                attention_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Hidden states ``[batch, seq, hidden]``. ``position_ids`` (``[seq]`` or ``[batch, seq]``, default
-        ``0..seq-1``) are the RoPE positions: pass the sharded positions under context parallelism."""
+        ``0..seq-1``) are the RoPE positions: pass the sharded positions under context parallelism.
+        ``attention_mask``: Hugging Face's padding mask ``[batch, seq]`` (1 = token, 0 = padding)."""
         if position_ids is None:
             position_ids = torch.arange(input_ids.shape[1], device=input_ids.device)
         cos, sin = self.rotary(position_ids)
+        mask = causal_mask(attention_mask) if attention_mask is not None else None
         # a pipeline stage (hyper_parallel.pipeline) may lack the embedding / norm and hold some layers only
         h = self.embed_tokens(input_ids) if self.embed_tokens is not None else input_ids
         for layer in (self.layers.values() if isinstance(self.layers, nn.ModuleDict) else self.layers):
-            h = layer(h, cos, sin)
+            h = layer(h, cos, sin) if mask is None else layer(h, cos, sin, mask)
         return self.norm(h) if self.norm is not None else h
 
 
 class LlamaForCausalLM(nn.Module):
     """Decoder + LM head; ``forward`` returns logits ``[batch, seq, vocab]``."""
 
+    model_cls = LlamaModel
+
     def __init__(self, config: LlamaConfig) -> None:
         super().__init__()
         self.config = config
-        self.model = LlamaModel(config)
+        self.model = self.model_cls(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
@@ -156,9 +217,11 @@ class LlamaForCausalLM(nn.Module):
             elif isinstance(mod, LlamaRMSNorm):
                 nn.init.ones_(mod.weight)
 
-    def forward(self, input_ids: torch.Tensor, position_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """Logits for next-token prediction (``position_ids``: see :meth:`LlamaModel.forward`)."""
-        h = self.model(input_ids, position_ids)
+    def forward(self, input_ids: torch.Tensor, position_ids: Optional[torch.Tensor] = None,
+                attention_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Logits for next-token prediction (``position_ids``, ``attention_mask``: see
+        :meth:`LlamaModel.forward`)."""
+        h = self.model(input_ids, position_ids, attention_mask)
         return self.lm_head(h) if self.lm_head is not None else h
 
     @staticmethod

@@ -10,7 +10,8 @@ from hyper_parallel.tp import (ColwiseParallel, PrepareModuleInput, RowwiseParal
                                parallelize_module)
 
 __all__ = ["llama_tp_plan", "llama_cp_plan", "parallelize_llama", "llama_moe_tp_plan", "parallelize_llama_moe",
-           "pipeline_llama", "parallelize_llama3", "pipeline_llama3"]
+           "pipeline_llama", "parallelize_llama3", "pipeline_llama3", "qk_norm_plan",
+           "with_attention_plan", "retie_embeddings"]
 
 
 def llama_tp_plan(sequence_parallel: bool = True, loss_parallel: bool = False, fused_sp_grad: bool = True) -> dict:
@@ -56,10 +57,43 @@ def llama_cp_plan(method: str = "ring", async_cp: bool = False, load_balance="he
     return {"model.layers.*.self_attn": style}
 
 
-def _check_divisible(cfg, n: int) -> None:
-    for what, value in (("num_attention_heads", cfg.num_attention_heads),
-                        ("num_key_value_heads", cfg.num_key_value_heads),
-                        ("intermediate_size", cfg.intermediate_size), ("vocab_size", cfg.vocab_size)):
+def qk_norm_plan(config) -> dict:
+    """TP entries of Qwen3's per-head query/key norms (empty without ``config.qk_norm``): under TP each rank
+    holds some heads, so the norm runs as ``SequenceParallel`` over the heads dim (its replicated weight's
+    gradient is summed over the TP ranks)."""
+    if not getattr(config, "qk_norm", False):
+        return {}
+    style = SequenceParallel(sequence_dim=2, use_local_output=True)
+    return {"model.layers.*.self_attn.q_norm": style, "model.layers.*.self_attn.k_norm": style}
+
+
+_QKVO = tuple(f"model.layers.*.self_attn.{n}_proj" for n in "qkvo")
+
+
+def with_attention_plan(plan: dict, config, attention_plan=None, sequence_parallel: bool = True) -> dict:
+    """``plan`` with its q/k/v/o entries replaced by ``attention_plan(config, sequence_parallel)`` (a model
+    whose attention is not Llama's, e.g. DeepSeek-V3's MLA) and the QK-norm entries added."""
+    if attention_plan is not None:
+        plan = {k: v for k, v in plan.items() if k not in _QKVO}
+        plan.update(attention_plan(config, sequence_parallel))
+    plan.update(qk_norm_plan(config))
+    return plan
+
+
+def retie_embeddings(model) -> None:
+    """With ``tie_word_embeddings``, make ``lm_head.weight`` the embedding's parameter again after TP gave
+    each module its own (both are vocabulary-sharded ``Shard(0)`` on the same mesh)."""
+    if getattr(model.config, "tie_word_embeddings", False) and model.lm_head is not None \
+            and model.model.embed_tokens is not None:
+        model.lm_head.weight = model.model.embed_tokens.weight
+
+
+def _check_divisible(cfg, n: int, attention: bool = True) -> None:
+    sizes = [("intermediate_size", cfg.intermediate_size), ("vocab_size", cfg.vocab_size)]
+    if attention:
+        sizes = [("num_attention_heads", cfg.num_attention_heads), ("num_key_value_heads", cfg.num_key_value_heads),
+                 *sizes]
+    for what, value in sizes:
         if value % n:
             raise ValueError(f"parallelize_llama: {what}={value} is not divisible by the TP degree {n}")
 
@@ -72,7 +106,9 @@ def parallelize_llama(model, tp_mesh=None, *, sequence_parallel: bool = True, lo
     the FSDP mesh spans the CP ranks too, as TorchTitan's ``dp_shard x cp``). Returns the model."""
     if tp_mesh is not None:
         _check_divisible(model.config, tp_mesh.size())
-        parallelize_module(model, tp_mesh, llama_tp_plan(sequence_parallel, loss_parallel, fused_sp_grad))
+        parallelize_module(model, tp_mesh, {**llama_tp_plan(sequence_parallel, loss_parallel, fused_sp_grad),
+                                            **qk_norm_plan(model.config)})
+        retie_embeddings(model)
     if cp_mesh is not None:
         parallelize_module(model, cp_mesh, llama_cp_plan(cp_method, async_cp, cp_load_balance))
     if fsdp_mesh is not None:
@@ -83,7 +119,7 @@ def parallelize_llama(model, tp_mesh=None, *, sequence_parallel: bool = True, lo
     return model
 
 
-def llama_moe_tp_plan(config, loss_parallel: bool = False) -> dict:
+def llama_moe_tp_plan(config, loss_parallel: bool = False, attention_plan=None) -> dict:
     """:func:`llama_tp_plan` (with sequence parallel) for a model with MoE layers: the MLP entries are
     kept for the dense layers only, and MoE blocks get no TP entry: they run on each rank's sequence
     shard as it is (their own parallelism is expert parallel, see :func:`parallelize_llama_moe`)."""
@@ -95,7 +131,7 @@ def llama_moe_tp_plan(config, loss_parallel: bool = False) -> dict:
                     plan[key.replace("*", str(i), 1)] = style
         else:
             plan[key] = style
-    return plan
+    return with_attention_plan(plan, config, attention_plan)
 
 
 def _dense_dims(mesh):
@@ -109,7 +145,8 @@ def _dense_dims(mesh):
     return mesh[dp_name], mesh["tp"], mesh.size(dp_name), mesh.size("tp")
 
 
-def parallelize_llama_moe(model, mesh, *, ep: int, loss_parallel: bool = False, async_dispatch: bool = True):
+def parallelize_llama_moe(model, mesh, *, ep: int, loss_parallel: bool = False, async_dispatch: bool = True,
+                          attention_plan=None):
     """EP + FSDP + TP for a Llama with MoE layers (``TINY_CONFIGS["debug_moe"]``); returns the model.
 
     ``mesh`` is 1-D (data parallel) or 2-D with dims ``("dp", "tp")``. With ``tp > 1``: tensor +
@@ -131,8 +168,9 @@ def parallelize_llama_moe(model, mesh, *, ep: int, loss_parallel: bool = False, 
     dp_mesh, tp_mesh, dp, tp = _dense_dims(mesh)
     expert_mesh = init_expert_mesh(mesh.device_type, dp_shard=dp, tp=tp, ep=ep)
     if tp > 1:
-        _check_divisible(cfg, tp)
-        parallelize_module(model, tp_mesh, llama_moe_tp_plan(cfg, loss_parallel))
+        _check_divisible(cfg, tp, attention=attention_plan is None)
+        parallelize_module(model, tp_mesh, llama_moe_tp_plan(cfg, loss_parallel, attention_plan))
+        retie_embeddings(model)
     parallelize_module(model, expert_mesh["ep"], {"model.layers.*.mlp.experts": ExpertParallel(
         async_dispatch=async_dispatch)})
     flat = mesh._flatten("dp_tp") if tp > 1 else dp_mesh  # pylint: disable=protected-access
@@ -177,7 +215,8 @@ def pipeline_llama(model, *, schedule: str = "1F1B", n_microbatches: int, pp_gro
 
 def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: bool = True,
                        loss_parallel: bool = False, cp_method: str = "ring", async_cp: bool = False,
-                       cp_load_balance="headtail", activation=None, async_dispatch: bool = True, **fsdp_kwargs):
+                       cp_load_balance="headtail", activation=None, async_dispatch: bool = True,
+                       attention_plan=None, **fsdp_kwargs):
     """The registry's ``parallelize_fn`` (``get_model_spec("llama3").parallelize_fn``): apply every
     parallelism of ``parallel_dims`` (a ``hyper_parallel.models.ParallelDims``) to ``model`` on
     ``world_mesh`` (``parallel_dims.build_mesh()``), TorchTitan order: TP + SP (+ loss parallel) on
@@ -185,7 +224,9 @@ def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: b
     ``hyper_parallel.activation`` config block), then FSDP (HSDP with ``dp_replicate > 1``) per decoder
     layer and on the root (``fsdp_kwargs`` go to ``fully_shard``). A model with MoE layers
     (``config.moe``) takes :func:`parallelize_llama_moe` with ``ep=parallel_dims.ep`` on the
-    ``(dp_shard, tp)`` mesh. Returns the model (apply it to each pipeline stage module under PP)."""
+    ``(dp_shard, tp)`` mesh. ``attention_plan(config, sequence_parallel)``: TP entries replacing Llama's
+    q/k/v/o ones (a model with another attention). Returns the model (apply it to each pipeline stage
+    module under PP)."""
     dims = parallel_dims
     if model.config.moe is not None:
         if dims.cp > 1 or dims.dp_replicate > 1 or dims.pp > 1:
@@ -194,12 +235,14 @@ def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: b
         if activation is not None:
             from hyper_parallel.activation import apply_activation_policy
             apply_activation_policy(model, activation)
-        mesh = world_mesh[("dp_shard", "tp")] if dims.tp > 1 else world_mesh[world_mesh.mesh_dim_names[0]]
+        mesh = world_mesh[("dp_shard", "tp")] if dims.tp > 1 else world_mesh["dp_shard"]
         return parallelize_llama_moe(model, mesh, ep=dims.ep, loss_parallel=loss_parallel,
-                                     async_dispatch=async_dispatch)
+                                     async_dispatch=async_dispatch, attention_plan=attention_plan)
     if dims.tp > 1:
-        _check_divisible(model.config, dims.tp)
-        parallelize_module(model, world_mesh["tp"], llama_tp_plan(sequence_parallel, loss_parallel))
+        _check_divisible(model.config, dims.tp, attention=attention_plan is None)
+        parallelize_module(model, world_mesh["tp"], with_attention_plan(
+            llama_tp_plan(sequence_parallel, loss_parallel), model.config, attention_plan, sequence_parallel))
+        retie_embeddings(model)
     if dims.cp > 1:
         parallelize_module(model, world_mesh["cp"], llama_cp_plan(cp_method, async_cp, cp_load_balance))
     if activation is not None:

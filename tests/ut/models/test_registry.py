@@ -12,7 +12,7 @@ def test_parallel_dims_infers_dp_shard_and_orders_mesh_dims():
     dims = ParallelDims(world_size=16, dp_replicate=2, cp=2, tp=2)
     assert dims.dp_shard == 2 and dims.dp == 4 and dims.fsdp_enabled
     assert dims.mesh_dims() == [("dp_replicate", 2), ("dp_shard", 2), ("cp", 2), ("tp", 2)]
-    assert ParallelDims(world_size=4, pp=2, tp=2).mesh_dims() == [("pp", 2), ("tp", 2)]
+    assert ParallelDims(world_size=4, pp=2, tp=2).mesh_dims() == [("pp", 2), ("dp_shard", 1), ("tp", 2)]
     assert ParallelDims(world_size=1).mesh_dims() == [("dp_shard", 1)]
     assert not ParallelDims(world_size=2, tp=2).fsdp_enabled
 
@@ -59,3 +59,37 @@ def test_old_llama_import_path_still_works():
     from hyper_parallel.models.llama3 import LlamaForCausalLM as new
     from hyper_parallel.models.llama3.state_dict_adapter import LLAMA_RULES as new_rules
     assert old is new and LLAMA_RULES is new_rules
+
+
+def test_every_model_is_registered_with_its_flavors():
+    for name, flavors in (("llama3", {"debug", "small", "8B", "70B", "405B"}),
+                          ("qwen3", {"debug", "small", "0.6B", "32B"}),
+                          ("qwen3_moe", {"debug", "small", "30B-A3B", "235B-A22B"}),
+                          ("deepseek_v3", {"debug", "small", "671B"})):
+        spec = get_model_spec(name)
+        assert flavors <= set(spec.flavors), (name, sorted(spec.flavors))
+        assert spec.hf_architecture.endswith("ForCausalLM")
+
+
+@pytest.mark.parametrize("model_name, overrides, message", [
+    ("llama3", {"hidden_size": 60, "num_attention_heads": 8}, "hidden_size 60 is not divisible by num_attention_heads 8"),
+    ("llama3", {"num_key_value_heads": 3}, "num_attention_heads=4 is not a multiple of num_key_value_heads=3"),
+    ("qwen3", {"num_key_value_heads": 3}, "Qwen3Config: num_attention_heads=4 is not a multiple of num_key_value"),
+    ("qwen3", {"head_dim": 7}, "head_dim=7 must be even"),
+    ("qwen3", {"vocab_size": 0}, "vocab_size.*expected a positive int"),
+    ("llama3", {"rope_type": "yarn"}, "rope_type.*expected one of \\('default', 'llama3'\\)"),
+    ("qwen3_moe", {"moe": None}, "Qwen3MoeConfig\\(moe\\): a MoEConfig is required"),
+    ("deepseek_v3", {"num_key_value_heads": 2}, "num_key_value_heads == num_attention_heads"),
+    ("deepseek_v3", {"q_lora_rank": -1}, "q_lora_rank.*expected an int >= 0"),
+])
+def test_inconsistent_configs_are_refused_by_name(model_name, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        get_model_spec(model_name).config("debug", **overrides)
+
+
+def test_deepseek_softmax_scale_uses_yarn_mscale():
+    import math
+    cfg = get_model_spec("deepseek_v3").config("671B")
+    m = 0.1 * math.log(40.0) + 1.0
+    assert cfg.softmax_scale == pytest.approx(192 ** -0.5 * m * m)
+    assert get_model_spec("deepseek_v3").config("debug").softmax_scale == pytest.approx(24 ** -0.5)

@@ -1,0 +1,19 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""DeepSeek-V3 (MLA + MoE with shared experts) with Hugging Face ``DeepseekV3ForCausalLM`` names
+(experts stacked, see the adapter). ``MODEL_SPEC`` is what
+``hyper_parallel.models.get_model_spec("deepseek_v3")`` returns."""
+from hyper_parallel.models.deepseek_v3.args import FLAVORS, DeepseekV3Config, deepseek_moe_layer
+from hyper_parallel.models.deepseek_v3.model import DeepseekV3ForCausalLM
+from hyper_parallel.models.deepseek_v3.parallelize import (deepseek_attention_tp_plan, parallelize_deepseek_v3,
+                                                          pipeline_deepseek_v3)
+from hyper_parallel.models.deepseek_v3.state_dict_adapter import DeepseekV3StateDictAdapter
+from hyper_parallel.models.spec import ModelSpec
+
+MODEL_SPEC = ModelSpec(name="deepseek_v3", model_cls=DeepseekV3ForCausalLM, config_cls=DeepseekV3Config,
+                       flavors=FLAVORS, parallelize_fn=parallelize_deepseek_v3, pipelining_fn=pipeline_deepseek_v3,
+                       state_dict_adapter=DeepseekV3StateDictAdapter, loss_fn=DeepseekV3ForCausalLM.loss,
+                       hf_architecture="DeepseekV3ForCausalLM")
+
+__all__ = ["FLAVORS", "DeepseekV3Config", "deepseek_moe_layer", "DeepseekV3ForCausalLM", "deepseek_attention_tp_plan",
+           "parallelize_deepseek_v3", "pipeline_deepseek_v3", "DeepseekV3StateDictAdapter", "MODEL_SPEC"]

@@ -1,0 +1,162 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""DeepSeek-V3: multi-head latent attention (MLA) and ``hyper_parallel.moe`` blocks with shared experts.
+
+Parameter names follow Hugging Face's ``DeepseekV3ForCausalLM`` (``self_attn.q_a_proj``,
+``q_a_layernorm``, ``q_b_proj``, ``kv_a_proj_with_mqa``, ``kv_a_layernorm``, ``kv_b_proj``, ``o_proj``;
+``mlp.shared_experts.*``) up to the MoE router and stacked experts (see the state-dict adapter).
+Head counts come from tensor sizes (``view(..., -1, dim)``), so the same code runs on TP shards.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+from torch import nn
+
+from hyper_parallel.kernels import apply_rotary_emb
+from hyper_parallel.models.deepseek_v3.args import FLAVORS, DeepseekV3Config, yarn_mscale
+from hyper_parallel.models.llama3.model import (LlamaForCausalLM, LlamaMLP, LlamaModel, LlamaRMSNorm, attention)
+from hyper_parallel.moe._torch.moe import MoE
+
+__all__ = ["DeepseekV3ForCausalLM", "DeepseekV3Config", "FLAVORS", "DeepseekV3Attention", "DeepseekV3Rotary",
+           "apply_interleaved_rotary", "yarn_inv_freq"]
+
+
+def yarn_inv_freq(config: DeepseekV3Config) -> "tuple[torch.Tensor, float]":
+    """YaRN inverse frequencies and cos/sin magnitude factor: low frequencies interpolated by
+    ``rope_factor``, high ones kept, a linear ramp between the correction dims of ``beta_fast`` /
+    ``beta_slow`` rotations over the original context."""
+    dim, base = config.qk_rope_head_dim, config.rope_theta
+    pos_freqs = base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim)
+    extrapolation, interpolation = 1.0 / pos_freqs, 1.0 / (config.rope_factor * pos_freqs)
+    original = config.rope_original_max_position_embeddings
+
+    def correction_dim(rotations: float) -> float:
+        return dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
+    low = max(math.floor(correction_dim(config.rope_beta_fast)), 0)
+    high = min(math.ceil(correction_dim(config.rope_beta_slow)), dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+    keep = 1 - ramp
+    inv = interpolation * (1 - keep) + extrapolation * keep
+    if config.rope_mscale and config.rope_mscale_all_dim:
+        factor = yarn_mscale(config.rope_factor, config.rope_mscale) / yarn_mscale(config.rope_factor,
+                                                                                  config.rope_mscale_all_dim)
+    else:
+        factor = yarn_mscale(config.rope_factor)
+    return inv, factor
+
+
+class DeepseekV3Rotary(nn.Module):
+    """cos/sin tables of the decoupled RoPE key/query part (default or YaRN frequencies)."""
+
+    def __init__(self, config: DeepseekV3Config) -> None:
+        super().__init__()
+        dim = config.qk_rope_head_dim
+        if config.rope_type == "yarn":
+            inv, self.magnitude = yarn_inv_freq(config)
+        else:
+            inv = 1.0 / (config.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+            self.magnitude = 1.0
+        self.register_buffer("inv_freq", inv, persistent=False)
+
+    def forward(self, positions: torch.Tensor):
+        """(cos, sin) of shape ``[seq, 1, rope_dim]`` (``[batch, seq, 1, rope_dim]`` for ``[batch, seq]``)."""
+        freqs = positions.float().unsqueeze(-1) * self.inv_freq
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return (emb.cos() * self.magnitude).unsqueeze(-2), (emb.sin() * self.magnitude).unsqueeze(-2)
+
+
+def apply_interleaved_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """RoPE on interleaved pairs ``(x0, x1), (x2, x3), ...`` (DeepSeek's weight layout); the output holds
+    the rotated even then odd elements (the same permutation for queries and keys leaves ``q . k``
+    unchanged, as in Hugging Face)."""
+    half = cos.shape[-1] // 2
+    c, s = cos[..., :half], sin[..., :half]
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
+
+
+class DeepseekV3Attention(nn.Module):
+    """Multi-head latent attention."""
+
+    def __init__(self, config: DeepseekV3Config) -> None:
+        super().__init__()
+        c = config
+        self.nope, self.rope, self.v_dim = c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim
+        self.kv_lora_rank = c.kv_lora_rank
+        self.interleave = c.rope_interleave
+        self.scale = c.softmax_scale
+        q_out = c.num_attention_heads * c.qk_head_dim
+        if c.q_lora_rank:
+            self.q_a_proj = nn.Linear(c.hidden_size, c.q_lora_rank, bias=False)
+            self.q_a_layernorm = LlamaRMSNorm(c.q_lora_rank, c.rms_norm_eps)
+            self.q_b_proj = nn.Linear(c.q_lora_rank, q_out, bias=False)
+            self.q_proj = None
+        else:
+            self.q_proj = nn.Linear(c.hidden_size, q_out, bias=False)
+        self.kv_a_proj_with_mqa = nn.Linear(c.hidden_size, c.kv_lora_rank + c.qk_rope_head_dim, bias=False)
+        self.kv_a_layernorm = LlamaRMSNorm(c.kv_lora_rank, c.rms_norm_eps)
+        self.kv_b_proj = nn.Linear(c.kv_lora_rank, c.num_attention_heads * (c.qk_nope_head_dim + c.v_head_dim),
+                                   bias=False)
+        self.o_proj = nn.Linear(c.num_attention_heads * c.v_head_dim, c.hidden_size, bias=False)
+
+    def _rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        return apply_interleaved_rotary(x, cos, sin) if self.interleave else apply_rotary_emb(x, cos, sin)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """``x: [batch, seq, hidden]``; ``mask``: see :func:`hyper_parallel.models.llama3.model.attention`."""
+        b, s = x.shape[0], x.shape[1]
+        q = self.q_proj(x) if self.q_proj is not None else self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))
+        q = q.view(b, s, -1, self.nope + self.rope)
+        q_pass, q_rot = torch.split(q, [self.nope, self.rope], dim=-1)
+        kv, k_rot = torch.split(self.kv_a_proj_with_mqa(x), [self.kv_lora_rank, self.rope], dim=-1)
+        kv = self.kv_b_proj(self.kv_a_layernorm(kv)).view(b, s, -1, self.nope + self.v_dim)
+        k_pass, v = torch.split(kv, [self.nope, self.v_dim], dim=-1)
+        q_rot = self._rotate(q_rot, cos, sin)
+        k_rot = self._rotate(k_rot.view(b, s, 1, self.rope), cos, sin)
+        q = torch.cat((q_pass, q_rot), dim=-1)
+        k = torch.cat((k_pass, k_rot.expand(-1, -1, k_pass.shape[2], -1)), dim=-1)
+        return self.o_proj(attention(q, k, v, mask, scale=self.scale))
+
+
+class DeepseekV3DecoderLayer(nn.Module):
+    """Pre-norm MLA + MLP (dense for the first ``first_k_dense_layers`` layers, MoE after)."""
+
+    def __init__(self, config: DeepseekV3Config, index: int = 0) -> None:
+        super().__init__()
+        self.input_layernorm = LlamaRMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.self_attn = DeepseekV3Attention(config)
+        self.post_attention_layernorm = LlamaRMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.mlp = MoE(config.moe) if config.is_moe_layer(index) else LlamaMLP(config)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Residual stream in, residual stream out."""
+        a = self.input_layernorm(x)
+        x = x + (self.self_attn(a, cos, sin) if mask is None else self.self_attn(a, cos, sin, mask))
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class DeepseekV3Model(LlamaModel):
+    """Embedding + DeepSeek-V3 decoder layers + final norm."""
+
+    layer_cls = DeepseekV3DecoderLayer
+    rotary_cls = DeepseekV3Rotary
+
+
+class DeepseekV3ForCausalLM(LlamaForCausalLM):
+    """DeepSeek-V3 decoder + LM head; ``forward(input_ids, position_ids=None, attention_mask=None)``
+    returns logits ``[batch, seq, vocab]``."""
+
+    model_cls = DeepseekV3Model
+
+    def __init__(self, config: DeepseekV3Config) -> None:
+        if not isinstance(config, DeepseekV3Config):
+            raise TypeError(f"DeepseekV3ForCausalLM(config): expected a DeepseekV3Config, got {type(config).__name__}")
+        super().__init__(config)

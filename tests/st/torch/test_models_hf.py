@@ -1,0 +1,98 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""ST (one process): every model's ``debug`` flavor equals Hugging Face ``transformers`` on the same
+random weights: a tiny random HF model is saved with ``save_pretrained``, loaded into ours through the
+model's state-dict adapter (``load_hf``), logits compared with and without a padding mask; ours exported
+with ``save_hf`` loads back into HF with the same tensors and logits. ``transformers`` is imported once,
+for the whole module."""
+import json
+import os
+
+import pytest
+import torch
+import transformers
+from safetensors.torch import load_file
+
+from hyper_parallel.checkpoint import load_hf, save_hf
+from hyper_parallel.models import get_model_spec
+
+CASES = [("llama3", "debug"), ("llama3", "debug_rope_llama3"), ("qwen3", "debug"), ("qwen3_moe", "debug"),
+         ("deepseek_v3", "debug")]
+TOL = 1e-5
+
+
+def _hf_model(adapter, seed: int):
+    hf_dict = dict(adapter.hf_config())
+    model_type = hf_dict.pop("model_type")
+    hf_dict.pop("architectures")
+    config = transformers.AutoConfig.for_model(model_type, **hf_dict)
+    torch.manual_seed(seed)
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager",
+                                                          dtype=torch.float32)
+    with torch.no_grad():  # HF initialises routers with std 0.02 and the expert bias with zeros: spread them
+        for name, p in model.named_parameters():
+            if name.endswith("mlp.gate.weight"):
+                p.normal_(std=0.5)
+        for name, b in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):
+                b.copy_(torch.randn_like(b) * 0.1)
+    return model.eval()
+
+
+def _saved(folder):
+    out = {}
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".safetensors"):
+            out.update(load_file(os.path.join(folder, name)))
+    return out
+
+
+@pytest.mark.parametrize("model_name, flavor", CASES)
+def test_logits_equal_transformers_and_round_trip(model_name, flavor, tmp_path):
+    spec = get_model_spec(model_name)
+    config = spec.config(flavor)
+    adapter = spec.state_dict_adapter(config)
+    hf = _hf_model(adapter, seed=1)
+    hf.save_pretrained(tmp_path / "hf")
+    ours = spec.build(flavor).eval()
+    load_hf(ours, tmp_path / "hf", adapter)
+
+    torch.manual_seed(2)
+    ids = torch.randint(0, config.vocab_size, (2, 12))
+    mask = torch.ones(2, 12, dtype=torch.long)
+    mask[0, :3] = 0  # left padding
+    mask[1, 10:] = 0  # right padding
+    with torch.no_grad():
+        want = hf(input_ids=ids).logits
+        got = ours(ids)
+        diff = (got - want).abs().max().item()
+        print(f"{model_name}/{flavor}: max |logit diff| vs transformers {diff:.2e}")
+        assert diff <= TOL, f"{model_name}/{flavor}: logits differ from transformers by {diff}"
+        want_m = hf(input_ids=ids, attention_mask=mask).logits
+        got_m = ours(ids, attention_mask=mask)
+        keep = mask.bool()
+        diff_m = (got_m[keep] - want_m[keep]).abs().max().item()
+        print(f"{model_name}/{flavor}: with padding mask {diff_m:.2e}")
+        assert diff_m <= TOL, f"{model_name}/{flavor}: padded logits differ from transformers by {diff_m}"
+        assert (got_m[0, 3:] - got[0, 3:]).abs().max() > 1e-3, "the padding mask changed nothing"
+
+    save_hf(ours, tmp_path / "ours", adapter)
+    original, exported = _saved(tmp_path / "hf"), _saved(tmp_path / "ours")
+    if config.tie_word_embeddings:
+        original.pop("lm_head.weight", None)
+    assert sorted(exported) == sorted(original)
+    for key, value in original.items():
+        assert torch.equal(exported[key], value), f"{model_name}/{flavor}: {key} changed in the round trip"
+    with open(tmp_path / "ours" / "config.json", encoding="utf-8") as f:
+        assert json.load(f)["architectures"] == [spec.hf_architecture]
+    back = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "ours", attn_implementation="eager").eval()
+    with torch.no_grad():
+        assert torch.equal(back(input_ids=ids).logits, want)
+
+
+@pytest.mark.parametrize("model_name", ["llama3", "qwen3", "qwen3_moe", "deepseek_v3"])
+def test_config_from_hf_round_trips(model_name):
+    spec = get_model_spec(model_name)
+    config = spec.config("debug")
+    adapter = spec.state_dict_adapter(config)
+    assert spec.state_dict_adapter.config_from_hf(adapter.hf_config()) == config
