@@ -7,7 +7,7 @@ it) and ``state_dict_adapter.py`` (Hugging Face names). ``get_model_spec(name)``
 :class:`ParallelDims` holds the parallel degrees and builds the world mesh. Importing this package
 imports no framework; a model's package imports torch when its spec is first asked for."""
 from hyper_parallel.models.registry import get_model_spec, list_models, register_model_spec
-from hyper_parallel.models.spec import MESH_DIM_ORDER, ModelSpec, ParallelDims, merge_mesh_dims
+from hyper_parallel.models.spec import MESH_DIM_ORDER, ModelSpec, ParallelDims, fsdp_mesh, merge_mesh_dims
 
 __all__ = ["get_model_spec", "list_models", "register_model_spec", "ModelSpec", "ParallelDims", "MESH_DIM_ORDER",
-           "merge_mesh_dims"]
+           "merge_mesh_dims", "fsdp_mesh"]

@@ -14,7 +14,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-__all__ = ["ModelSpec", "ParallelDims", "MESH_DIM_ORDER", "merge_mesh_dims"]
+__all__ = ["ModelSpec", "ParallelDims", "MESH_DIM_ORDER", "merge_mesh_dims", "fsdp_mesh"]
 
 #: Order of the world mesh's dimensions (outermost first); size-1 ones except ``dp_shard`` are left out.
 MESH_DIM_ORDER = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
@@ -84,15 +84,21 @@ class ParallelDims:
         return init_device_mesh(device_type, tuple(s for _, s in dims), mesh_dim_names=tuple(n for n, _ in dims))
 
     def fsdp_mesh(self, world_mesh: Any) -> Any:
-        """The mesh ``fully_shard`` takes, sliced from ``world_mesh`` (built by :meth:`build_mesh`): 1-D over
-        ``dp_shard * cp`` (FSDP), 2-D ``(dp_replicate, dp_shard * cp)`` (HSDP), 1-D ``dp_replicate``
-        when nothing is sharded, or None on one data-parallel rank."""
-        shard = [n for n in ("dp_shard", "cp") if getattr(self, n) > 1]
-        if len(shard) == 2:
-            world_mesh = merge_mesh_dims(world_mesh, ("dp_shard", "cp"), "dp_shard_cp")
-            shard = ["dp_shard_cp"]
-        names = (["dp_replicate"] if self.dp_replicate > 1 else []) + shard
-        return world_mesh[tuple(names)] if names else None
+        """:func:`fsdp_mesh` of these degrees."""
+        return fsdp_mesh(world_mesh, self)
+
+
+def fsdp_mesh(world_mesh: Any, dims: Any) -> Any:
+    """The mesh ``fully_shard`` takes, sliced from ``world_mesh`` (dims named as in :data:`MESH_DIM_ORDER`;
+    size-1 dims may be absent): 1-D over ``dp_shard * cp`` (FSDP), 2-D ``(dp_replicate, dp_shard * cp)``
+    (HSDP), 1-D ``dp_replicate`` when nothing is sharded, or None on one data-parallel rank. ``dims``: any
+    object with the degrees as attributes (:class:`ParallelDims`, the trainer's ``ParallelDims``)."""
+    shard = [n for n in ("dp_shard", "cp") if getattr(dims, n) > 1]
+    if len(shard) == 2:
+        world_mesh = merge_mesh_dims(world_mesh, ("dp_shard", "cp"), "dp_shard_cp")
+        shard = ["dp_shard_cp"]
+    names = (["dp_replicate"] if dims.dp_replicate > 1 else []) + shard
+    return world_mesh[tuple(names)] if names else None
 
 
 def merge_mesh_dims(world_mesh: Any, names: Tuple[str, ...], new_name: str) -> Any:

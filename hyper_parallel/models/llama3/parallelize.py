@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from hyper_parallel.core.placement import Replicate, Shard
+from hyper_parallel.models.spec import fsdp_mesh
 from hyper_parallel.tp import (ColwiseParallel, PrepareModuleInput, RowwiseParallel, SequenceParallel,
                                parallelize_module)
 
@@ -213,6 +214,19 @@ def pipeline_llama(model, *, schedule: str = "1F1B", n_microbatches: int, pp_gro
     return sched, parts
 
 
+def _moe_dense_mesh(world_mesh, dims):
+    """The ``(dp_shard, tp)`` (or 1-D ``dp_shard``) mesh :func:`parallelize_llama_moe` takes; size-1 dims may
+    be absent from ``world_mesh`` (the MoE path runs on ``dp_shard x tp`` worlds only)."""
+    names = world_mesh.mesh_dim_names or ()
+    if dims.tp == 1:
+        return world_mesh["dp_shard"] if dims.dp_shard > 1 else None
+    if "dp_shard" in names:
+        return world_mesh[("dp_shard", "tp")]
+    from hyper_parallel.core.device_mesh import DeviceMesh  # dp_shard == 1: the world is the tp group
+    return DeviceMesh(world_mesh.device_type, [list(world_mesh["tp"].topology.ranks)],
+                      mesh_dim_names=("dp_shard", "tp"))
+
+
 def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: bool = True,
                        loss_parallel: bool = False, cp_method: str = "ring", async_cp: bool = False,
                        cp_load_balance="headtail", activation=None, async_dispatch: bool = True,
@@ -235,7 +249,9 @@ def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: b
         if activation is not None:
             from hyper_parallel.activation import apply_activation_policy
             apply_activation_policy(model, activation)
-        mesh = world_mesh[("dp_shard", "tp")] if dims.tp > 1 else world_mesh["dp_shard"]
+        mesh = _moe_dense_mesh(world_mesh, dims)
+        if mesh is None:  # one rank: nothing to distribute
+            return model
         return parallelize_llama_moe(model, mesh, ep=dims.ep, loss_parallel=loss_parallel,
                                      async_dispatch=async_dispatch, attention_plan=attention_plan)
     if dims.tp > 1:
@@ -248,13 +264,13 @@ def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: b
     if activation is not None:
         from hyper_parallel.activation import apply_activation_policy
         apply_activation_policy(model, activation)
-    fsdp_mesh = dims.fsdp_mesh(world_mesh)
-    if fsdp_mesh is not None:
+    shard_mesh = fsdp_mesh(world_mesh, dims)
+    if shard_mesh is not None:
         from hyper_parallel.fsdp._torch.fully_shard import fully_shard
         layers = model.model.layers
         for layer in (layers.values() if hasattr(layers, "values") else layers):
-            fully_shard(layer, mesh=fsdp_mesh, **fsdp_kwargs)
-        fully_shard(model, mesh=fsdp_mesh, **fsdp_kwargs)
+            fully_shard(layer, mesh=shard_mesh, **fsdp_kwargs)
+        fully_shard(model, mesh=shard_mesh, **fsdp_kwargs)
     return model
 
 

@@ -29,6 +29,8 @@ def _train(model, steps, ids, labels, loss_fn, lr=1e-2):
     ("qwen3_moe", "debug", {"tp": 2, "ep": 2}),
     ("deepseek_v3", "debug", {"dp_shard": 2, "ep": 2}),
     ("deepseek_v3", "debug", {"tp": 2, "ep": 2}),
+    ("qwen3_moe", "debug", {"tp": 2, "ep": 2, "trainer_dims": True}),
+    ("qwen3", "debug", {"dp_shard": 2, "trainer_dims": True}),
 ])
 @multi_rank(world_size=2, timeout=300)
 def test_registry_parallelize_fn_trains_like_one_process(model_name, flavor, layout):
@@ -39,7 +41,12 @@ def test_registry_parallelize_fn_trains_like_one_process(model_name, flavor, lay
     import hyper_parallel as hp
     from hyper_parallel.models import ParallelDims, get_model_spec
     spec = get_model_spec(model_name)
-    dims = ParallelDims(world_size=2, **layout)
+    layout = dict(layout)
+    if layout.pop("trainer_dims", False):  # the trainer's own ParallelDims (its mesh omits size-1 dims)
+        from hyper_parallel.trainer import ParallelDims as TrainerDims
+        dims = TrainerDims(**{"dp_shard": 1, **layout, "world_size": 2})
+    else:
+        dims = ParallelDims(world_size=2, **layout)
     mesh = dims.build_mesh("cpu")
     torch.manual_seed(0)
     moe = spec.config(flavor).moe
