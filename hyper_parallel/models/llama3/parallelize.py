@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from hyper_parallel.core.placement import Replicate, Shard
-from hyper_parallel.models.spec import fsdp_mesh
+from hyper_parallel.models.spec import fsdp_mesh as fsdp_mesh_of
 from hyper_parallel.tp import (ColwiseParallel, PrepareModuleInput, RowwiseParallel, SequenceParallel,
                                parallelize_module)
 
@@ -264,7 +264,7 @@ def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: b
     if activation is not None:
         from hyper_parallel.activation import apply_activation_policy
         apply_activation_policy(model, activation)
-    shard_mesh = fsdp_mesh(world_mesh, dims)
+    shard_mesh = fsdp_mesh_of(world_mesh, dims)
     if shard_mesh is not None:
         from hyper_parallel.fsdp._torch.fully_shard import fully_shard
         layers = model.model.layers
