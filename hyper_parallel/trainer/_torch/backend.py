@@ -60,6 +60,10 @@ class TorchTrainerBackend:
         self._cp_mesh = None
         self._loss_group = None
         self._init_mode = False
+        self._schedule: Any = None
+        self._stages: List[Any] = []
+        self._pp_group = None
+        self._pp_first = self._pp_last = False
 
     # ------------------------------------------------------------------ process group / meshes
     def init_distributed(self) -> None:
@@ -73,8 +77,12 @@ class TorchTrainerBackend:
             self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         self.dims = ParallelDims(dp_replicate=par.dp_replicate, dp_shard=par.dp_shard, cp=par.cp, tp=par.tp,
                                  pp=par.pp, ep=par.ep, world_size=self.world_size)
-        if self.dims.pp_enabled:
-            raise ValueError("parallelism.pp: pipeline parallel is not wired into the trainer yet; use pp = 1")
+        if self.dims.pp_enabled and self.config.metrics.eval_every:
+            raise ValueError("metrics.eval_every: held-out evaluation under pipeline parallel (pp > 1) is not "
+                             "supported; set metrics.eval_every = 0")
+        if self.dims.pp_enabled and self.config.training.grad_accum != 1:
+            raise ValueError("training.grad_accum: under pipeline parallel the micro-batches are "
+                             "parallelism.pp_microbatches; set training.grad_accum = 1")
         local = int(os.environ.get("LOCAL_WORLD_SIZE", self.world_size if self.trainer.distributed else 1))
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, local)))
         if self.config.training.deterministic:
@@ -116,17 +124,47 @@ class TorchTrainerBackend:
         from hyper_parallel.models import ParallelDims as ModelDims  # pylint: disable=import-outside-toplevel
         model_dims = ModelDims(world_size=dims.world_size, dp_replicate=dims.dp_replicate, dp_shard=dims.dp_shard,
                                cp=dims.cp, tp=dims.tp, pp=dims.pp, ep=dims.ep)
-        return model_spec(cfg.model.name).parallelize_fn(model, dims.mesh("world"), model_dims,
-                                                         sequence_parallel=par.sequence_parallel,
-                                                         cp_method=par.cp_method, activation=activation)
+        spec, world = model_spec(cfg.model.name), dims.mesh("world")
+        kwargs = dict(sequence_parallel=par.sequence_parallel, cp_method=par.cp_method, activation=activation)
+        if not dims.pp_enabled:
+            return spec.parallelize_fn(model, world, model_dims, **kwargs)
+        loss_fn = type(model).loss
+        self._schedule, parts = spec.pipelining_fn(model, world, model_dims, schedule=par.pp_schedule,
+                                                   n_microbatches=par.pp_microbatches,
+                                                   loss_fn=lambda out, tgt: loss_fn(out.float(), tgt))
+        self._stages = [spec.parallelize_fn(part, world, model_dims, **kwargs) for part in parts]
+        self._pp_group = dims.mesh("pp").get_group(0)
+        self._pp_first = any(getattr(p.model, "embed_tokens", None) is not None for p in self._stages)
+        self._pp_last = any(getattr(p, "lm_head", None) is not None for p in self._stages)
+        return self._stages
+
+    def _parameters(self) -> List[Any]:
+        parts = self.model if isinstance(self.model, list) else [self.model]
+        return [p for part in parts for p in part.parameters()]
+
+    def _pp_step(self, rows: List[List[int]]) -> float:
+        """One pipeline step over this rank's rows (the schedule splits them into micro-batches); the mean
+        micro-batch loss, broadcast over the pipeline ranks."""
+        batch = torch.tensor(rows, dtype=torch.long)
+        losses: List[Any] = []
+        with self._autocast():
+            self._schedule.step(batch[:, :-1] if self._pp_first else None,
+                                target=batch[:, 1:] if self._pp_last else None, losses=losses,
+                                return_outputs=False)
+        value = torch.tensor([sum(float(x) for x in losses) / len(losses) if losses else 0.0],
+                             dtype=torch.float64)
+        dist.all_reduce(value, group=self._pp_group)  # only the last stage's rank holds the loss
+        return value.item()
 
     def setup(self, dataset: Any) -> None:
         """Model sized to the tokenizer, parallelised; activation policy; optimizer and schedule."""
         cfg = self.config
         model = self._parallelize(self._build_model(dataset.vocab_size))
         if cfg.training.compile:
-            for layer in model.model.layers:
-                layer.compile()
+            for part in (model if isinstance(model, list) else [model]):
+                layers = part.model.layers
+                for layer in (layers.values() if hasattr(layers, "values") else layers):
+                    layer.compile()
         self.model = model
         from hyper_parallel.optim.api import get_hyper_lr_scheduler, get_hyper_optimizer  # noqa
         ocfg = dict(cfg.optimizer)
@@ -189,14 +227,16 @@ class TorchTrainerBackend:
         start = time.perf_counter()
         micro = len(rows) // t.grad_accum
         total = 0.0
-        for i in range(t.grad_accum):
+        if self._schedule is not None:
+            total = self._pp_step(rows)
+        for i in range(t.grad_accum if self._schedule is None else 0):
             loss = self._loss(rows[i * micro:(i + 1) * micro]) / t.grad_accum
             loss.backward()
             total += loss.detach().item()
         grad_norm = 0.0
         if t.clip_grad_norm > 0:
             from hyper_parallel.optim._torch.clip import clip_grad_norm_  # pylint: disable=import-outside-toplevel
-            grad_norm = float(clip_grad_norm_(list(self.model.parameters()), t.clip_grad_norm))
+            grad_norm = float(clip_grad_norm_(self._parameters(), t.clip_grad_norm, pp_group=self._pp_group))
         lr = self.scheduler.get_last_lr()[0]
         self.optimizer.step()
         self.scheduler.step()
