@@ -23,7 +23,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
+from hyper_parallel.core.placement import Placement
 
 __all__ = ["TensorArg", "OpCall", "OutputSpec", "Decision", "OpRule", "RuleError", "broadcast_shapes",
            "as_output_specs"]
@@ -160,11 +160,6 @@ class OpRule(ABC):
 
 
 # ---------------------------------------------------------------------- helpers shared by rules
-def replicate(n: int) -> Tuple[Placement, ...]:
-    """``(Replicate(),) * n``."""
-    return (Replicate(),) * n
-
-
 def broadcast_shapes(*shapes: Sequence[int]) -> Tuple[int, ...]:
     """NumPy broadcasting of shapes; clear error when incompatible."""
     ndim = max((len(s) for s in shapes), default=0)
@@ -188,13 +183,3 @@ def normalize_dim(dim: int, ndim: int, what: str = "dim") -> int:
     if not -rank <= dim < rank:
         raise RuleError(f"{what}={dim} is out of range for a {ndim}-D tensor")
     return dim % rank
-
-
-def is_shard(p: Placement) -> bool:
-    """True for Shard."""
-    return isinstance(p, Shard)
-
-
-def is_partial(p: Placement, op: Optional[str] = None) -> bool:
-    """True for Partial (of reduce op ``op`` when given)."""
-    return isinstance(p, Partial) and (op is None or p.reduce_op == op)

@@ -17,7 +17,7 @@ that mesh dim. ``Partial`` inputs stay partial only where the op is linear in th
 """
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import List, Optional
 
 from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
 from hyper_parallel.core.ops.rule import Decision, OpCall, OpRule, TensorArg, broadcast_shapes
@@ -141,8 +141,3 @@ def _in_dim(t: TensorArg, j: int, out_shape) -> Optional[int]:
     if k < 0 or t.shape[k] != out_shape[j]:
         return None
     return k
-
-
-def mesh_dims_tuple(n: int) -> Tuple[int, ...]:
-    """``(0, 1, ..., n - 1)``."""
-    return tuple(range(n))
