@@ -20,6 +20,7 @@ in-mesh step's own adjoint.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
@@ -42,10 +43,7 @@ class Piece:
     @property
     def numel(self) -> int:
         """Elements of the block."""
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return math.prod(self.shape)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ dims applies in mesh-dim order (outer mesh dim first), as in PyTorch.
 """
 from __future__ import annotations
 
+import math
 import weakref
 from functools import lru_cache
 from typing import Any, Dict, Sequence, Tuple
@@ -108,10 +109,7 @@ class DTensorSpec:
     @property
     def numel(self) -> int:
         """Number of elements of the global tensor."""
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return math.prod(self.shape)
 
     def with_placements(self, placements: Sequence[Placement]) -> "DTensorSpec":
         """Same mesh and shape, other placements."""
