@@ -7,8 +7,9 @@ inside functions (not those under ``if TYPE_CHECKING:``, which never run), and e
 that names one of the packages' modules exactly (what ``importlib.import_module`` loads). A package's
 ``_LAZY`` export map is followed per name: ``from pkg import name`` reaches the module defining ``name``.
 A cycle fails the test naming its modules
-in order. Rule modules are then imported for real in a fresh interpreter where ``torch`` and
-``mindspore`` cannot be imported.
+in order. Rule modules, and every module the layout keeps framework-free (all but ``_torch/``,
+``_mindspore/``, ``platform/<backend>/`` and a model's folder), are then imported for real in a fresh
+interpreter where ``torch`` and ``mindspore`` cannot be imported.
 """
 import ast
 import subprocess
@@ -208,4 +209,42 @@ def test_rule_modules_import_without_any_framework():
         print("ok", len({rules!r}))
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0 and proc.stdout.startswith("ok"), proc.stderr[-3000:]
+
+
+def _backend_bound(module: str) -> bool:
+    """Modules the layout lets import a framework at module level (docs/design/layout.md, sections 2-4)."""
+    parts = module.split(".")
+    return ("_torch" in parts or "_mindspore" in parts
+            or module.startswith(("hyper_parallel.platform.torch", "hyper_parallel.platform.mindspore"))
+            or (len(parts) > 2 and parts[1] == "models" and (ROOT / "hyper_parallel" / "models" / parts[2]).is_dir()))
+
+
+def test_every_pure_module_imports_without_any_framework():
+    """Outside ``_torch/``, ``_mindspore/``, ``platform/<backend>/`` and a model's own folder, every module
+    of ``hyper_parallel`` imports with ``torch`` and ``mindspore`` unimportable (the layout's one rule for
+    where frameworks live), and imports neither of them."""
+    pure = sorted(m for m, (_, is_pkg) in _modules().items()
+                  if m.startswith("hyper_parallel") and not _backend_bound(m) and not m.endswith("__main__"))
+    assert len(pure) > 100, len(pure)
+    code = textwrap.dedent(f"""
+        import importlib, sys
+        class Refuse:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ("torch", "mindspore"):
+                    raise ImportError(f"{{name}} is not importable in this test")
+                return None
+        sys.meta_path.insert(0, Refuse())
+        failed = []
+        for name in {pure!r}:
+            try:
+                importlib.import_module(name)
+            except ImportError as exc:
+                failed.append(f"{{name}}: {{exc}}")
+        assert not failed, "\\n".join(failed)
+        bad = [m for m in sys.modules if m.split(".")[0] in ("torch", "mindspore")]
+        assert not bad, bad
+        print("ok", len({pure!r}))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, check=False)
     assert proc.returncode == 0 and proc.stdout.startswith("ok"), proc.stderr[-3000:]
