@@ -3,10 +3,18 @@
 """Launch a function on N MindSpore ranks (CPU, ``mccl``) and collect one JSON result per rank.
 
 A MindSpore cluster launch costs 11-15 s here, so a test launches once and runs many checks inside
-it. The launch uses MindSpore's own dynamic-cluster variables (the mechanism ``msrun`` uses): one
-scheduler process (``MS_ROLE=MS_SCHED``) and ``world_size`` worker processes (``MS_ROLE=MS_WORKER``,
-``MS_NODE_ID`` = rank), all on 127.0.0.1 with a free port. Each worker imports ``module``, calls
-``func()`` and writes ``{"rank", "ok", "result" | "traceback"}`` to ``<out>/rank<N>.json``.
+it. Two launchers, the same workers:
+
+* ``launcher="env"`` (default): MindSpore's own dynamic-cluster variables (the mechanism ``msrun`` uses):
+  one scheduler process (``MS_ROLE=MS_SCHED``) and ``world_size`` worker processes
+  (``MS_ROLE=MS_WORKER``, ``MS_NODE_ID`` = rank), all on 127.0.0.1 with a free port;
+* ``launcher="msrun"``: ``msrun --worker_num N --local_worker_num N --master_addr 127.0.0.1
+  --master_port P --join True --log_dir <out>/msrun <runner>.py MODULE:FUNC <out>``, as
+  users launch (``msrun`` starts the scheduler and the workers; worker logs are
+  ``<out>/msrun/worker_<i>.log``). Measured start-up cost: see ``docs/mindspore.md``.
+
+Each worker imports ``module``, calls ``func()`` and writes ``{"rank", "ok", "result" | "traceback"}`` to
+``<out>/rank<N>.json`` (N = the MindSpore rank).
 
 :func:`launch` waits up to ``timeout`` seconds, kills the whole process tree when it runs past it,
 and raises :class:`MindSporeLaunchError` with the failing rank's traceback (or the tail of its log
@@ -22,6 +30,7 @@ import argparse
 import importlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -30,6 +39,7 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Dict, List, Optional
 
 __all__ = ["launch", "MindSporeLaunchError", "worker_main"]
@@ -106,20 +116,88 @@ def _collect(out: Path, workers: List[subprocess.Popen], logs: List[Path], targe
     return [r["result"] for r in results]
 
 
+#: the script msrun runs: positional arguments (msrun's own parser would take ``--worker`` for an
+#: abbreviation of ``--worker_num``)
+_RUNNER = ("import sys\nfrom hyper_parallel.testing.mindspore_launch import _main\n"
+           "sys.exit(_main(['--worker', sys.argv[1], '--out', sys.argv[2]]))\n")
+
+
+def _msrun_executable() -> str:
+    found = Path(sys.executable).with_name("msrun")
+    if found.exists():
+        return str(found)
+    which = shutil.which("msrun")
+    if which is None:
+        raise MindSporeLaunchError("launch(launcher='msrun'): the msrun executable (installed with mindspore) was "
+                                   f"not found next to {sys.executable} nor on PATH")
+    return which
+
+
+def _wait_results(proc: subprocess.Popen, out: Path, world_size: int, deadline: float) -> bool:
+    """True when msrun exited or every rank wrote its result before ``deadline``. The workers leave with
+    ``os._exit`` (no cluster teardown), so msrun's scheduler would wait for their heartbeats to time out
+    before exiting; the launcher ends the process tree itself once every result is in."""
+    while time.monotonic() < deadline:
+        if proc.poll() is not None or all((out / f"rank{r}.json").exists() for r in range(world_size)):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _launch_msrun(target: str, world_size: int, timeout: float, extra: Dict[str, str]) -> List[Any]:
+    """The same workers started by ``msrun`` (its scheduler included), as users launch them."""
+    port = _free_port()
+    with tempfile.TemporaryDirectory(prefix="hp_msrun_") as tmp:
+        out = Path(tmp)
+        runner = out / "hp_worker.py"
+        runner.write_text(_RUNNER, encoding="utf-8")
+        log_dir = out / "msrun"
+        env = _env("MS_WORKER", port, world_size, None, extra)
+        for name in ("MS_ROLE", "MS_SCHED_HOST", "MS_SCHED_PORT", "MS_WORKER_NUM"):
+            env.pop(name, None)  # msrun sets its own
+        # msrun runs ``python`` from PATH: this interpreter's, as in an activated virtual environment
+        env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+        cmd = [_msrun_executable(), "--worker_num", str(world_size), "--local_worker_num", str(world_size),
+               "--master_addr", "127.0.0.1", "--master_port", str(port), "--join", "True",
+               "--cluster_time_out", str(max(30, int(timeout))), "--log_dir", str(log_dir), str(runner),
+               target, str(out)]
+        main_log = out / "msrun.log"
+        with open(main_log, "wb") as fh:
+            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=tmp, env=env,  # pylint: disable=consider-using-with
+                                    start_new_session=True)
+        logs = [log_dir / f"worker_{r}.log" for r in range(world_size)]
+        try:
+            if not _wait_results(proc, out, world_size, time.monotonic() + timeout):
+                tails = "\n".join(f"--- worker {r} log tail:\n{_tail(log)}" for r, log in enumerate(logs))
+                raise MindSporeLaunchError(f"msrun launch of {target} timed out after {timeout:.0f} s\n{tails}")
+            fake = [SimpleNamespace(returncode=proc.returncode) for _ in range(world_size)]
+            try:
+                return _collect(out, fake, logs, target)
+            except MindSporeLaunchError as exc:
+                raise MindSporeLaunchError(f"{exc}\n--- msrun output tail:\n{_tail(main_log)}") from None
+        finally:
+            _kill([proc])
+
+
 def launch(target: str, world_size: int = 2, timeout: float = 120.0,
-           env: Optional[Dict[str, str]] = None) -> List[Any]:
+           env: Optional[Dict[str, str]] = None, launcher: str = "env") -> List[Any]:
     """Run ``target`` (``"package.module:function"``) on ``world_size`` MindSpore ranks.
 
-    Returns the list of per-rank return values (JSON round-tripped), rank order. Raises
-    :class:`MindSporeLaunchError` naming the failing rank(s) with their traceback, or the ranks
-    still running when ``timeout`` seconds pass (the processes are killed).
+    ``launcher``: ``"env"`` (scheduler and workers started here with the dynamic-cluster variables) or
+    ``"msrun"`` (MindSpore's launcher). Returns the list of per-rank return values (JSON round-tripped),
+    rank order. Raises :class:`MindSporeLaunchError` naming the failing rank(s) with their traceback, or
+    the ranks still running when ``timeout`` seconds pass (the processes are killed).
     """
     if ":" not in target:
         raise ValueError(f"launch(target={target!r}): expected 'package.module:function'")
     if world_size < 1:
         raise ValueError(f"launch(world_size={world_size}): expected a positive number of ranks")
-    port = _free_port()
+    if launcher not in ("env", "msrun"):
+        raise ValueError(f"launch(launcher={launcher!r}): expected 'env' or 'msrun'")
     extra = dict(env or {})
+    if launcher == "msrun":
+        return _launch_msrun(target, world_size, timeout, extra)
+    port = _free_port()
     with tempfile.TemporaryDirectory(prefix="hp_ms_launch_") as tmp:
         out = Path(tmp)
         procs: List[subprocess.Popen] = []
@@ -149,15 +227,31 @@ def launch(target: str, world_size: int = 2, timeout: float = 120.0,
             _kill(procs)
 
 
+def _rank_now() -> int:
+    """This worker's MindSpore rank (after ``init``; msrun assigns it), else the launch variables'."""
+    try:
+        from mindspore.communication import get_rank
+        return int(get_rank())
+    except Exception:  # pylint: disable=broad-except  # not initialised: the variables say it
+        return int(os.environ.get("MS_NODE_ID", os.environ.get("RANK_ID", "0")))
+
+
 def worker_main(target: str, out: str) -> int:
-    """Worker entry: run ``target`` and write this rank's JSON result; the exit code is 0 or 1."""
-    rank = int(os.environ.get("MS_NODE_ID", "0"))
+    """Worker entry: run ``target`` and write this rank's JSON result; the exit code is 0 or 1.
+
+    Under ``msrun`` the scheduler process runs this script too (``MS_ROLE=MS_SCHED``): it only serves the
+    cluster (``init()``) and exits normally once the workers are done, writing no result."""
+    if os.environ.get("MS_ROLE") == "MS_SCHED":
+        from mindspore.communication import init
+        init()
+        return 0
     module, func = target.split(":", 1)
     try:
         result = getattr(importlib.import_module(module), func)()
-        payload = {"rank": rank, "ok": True, "result": result}
+        payload = {"rank": _rank_now(), "ok": True, "result": result}
     except Exception:  # pylint: disable=broad-except  # reported to the launcher with the traceback
-        payload = {"rank": rank, "ok": False, "traceback": traceback.format_exc()}
+        payload = {"rank": _rank_now(), "ok": False, "traceback": traceback.format_exc()}
+    rank = payload["rank"]
     path = Path(out) / f"rank{rank}.json"
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(payload, default=str), encoding="utf-8")

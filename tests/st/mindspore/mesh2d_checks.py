@@ -1,0 +1,125 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""2-D meshes on 4 MindSpore ranks (one ``msrun`` launch): HSDP (2, 2) and TP x FSDP on a named (dp, tp)
+mesh, each for 3 AdamW steps against one process on the data-parallel ranks' batches."""
+import numpy as np
+
+from tests.st.mindspore.fsdp_checks import TOL, _batches, _full, _loss_fn, _net, _ref_step
+
+
+def hsdp_check():
+    """HSDP on mesh (replicate=2, shard=2): nested units, uneven/empty shards, 3 AdamW steps vs one process
+    on the 4 ranks' batches (the gradient is reduce-scattered within a shard pair and all-reduced across)."""
+    import mindspore as ms
+    import hyper_parallel as hp
+    from hyper_parallel import Replicate, Shard
+    from hyper_parallel.optim._mindspore.optimizers import AdamW, parameter_specs
+    mesh = hp.init_device_mesh("cpu", (2, 2), mesh_dim_names=("replicate", "shard"), platform="mindspore")
+    from mindspore.communication import get_rank
+    me = get_rank()
+    ref, net = _net(), _net()
+    for cell in (net.l1, net.l2, net):
+        hp.fully_shard(cell, mesh=mesh)
+    assert parameter_specs(net)["l1.weight"].placements == (Replicate(), Shard(0))
+    opts = {"ref": AdamW(ref.trainable_params(), lr=0.05), "net": AdamW(net.trainable_params(), lr=0.05)}
+    for step in range(3):
+        batches = _batches(4, 200 + step)
+        losses, want = _ref_step(ref, batches)
+        params = net.trainable_params()
+        loss, grads = ms.value_and_grad(_loss_fn(net), None, params)(*(ms.Tensor(a) for a in batches[me]))
+        np.testing.assert_allclose(float(loss.asnumpy()), losses[me], err_msg=f"step {step} loss", **TOL)
+        for p, g in zip(params, grads):
+            np.testing.assert_allclose(_full(net, p.name, g), want[p.name], err_msg=f"step {step} grad {p.name}",
+                                       **TOL)
+        opts["net"].step(grads)
+        opts["ref"].step([ms.Tensor(want[p.name]) for p in ref.trainable_params()])
+    for p, q in zip(ref.trainable_params(), net.trainable_params()):
+        np.testing.assert_allclose(_full(net, q.name, q.value()), p.value().asnumpy(), err_msg=f"{p.name} after 3 "
+                                   "HSDP AdamW steps", **TOL)
+
+
+def _mlp(seed=9):
+    import mindspore as ms
+    from mindspore import mint, nn
+
+    class MLP(nn.Cell):
+        """Dense(6->8) -> relu -> Dense(8->6) -> Dense(6->1) (the last one plain FSDP)."""
+
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Dense(6, 8)
+            self.fc2 = nn.Dense(8, 6)
+            self.out = nn.Dense(6, 1)
+
+        def construct(self, x):
+            return self.out(self.fc2(mint.nn.functional.relu(self.fc1(x))))
+
+    ms.set_seed(seed)
+    return MLP()
+
+
+def tp_fsdp_check():
+    """TP (Colwise fc1, Rowwise fc2) on mesh['tp'] and fully_shard on mesh['dp'] of a named (dp=2, tp=2) mesh:
+    composed layouts, 3 AdamW steps: loss, every gradient and parameter vs one process on the dp batches."""
+    import mindspore as ms
+    import hyper_parallel as hp
+    from hyper_parallel import Shard
+    from hyper_parallel.optim._mindspore.optimizers import AdamW, parameter_specs
+    from hyper_parallel.tp import ColwiseParallel, RowwiseParallel, parallelize_module
+    mesh = hp.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"), platform="mindspore")
+    dp = mesh.get_coordinate()[0]
+    ref, net = _mlp(), _mlp()
+    parallelize_module(net, mesh["tp"], {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
+    hp.fully_shard(net, mesh=mesh["dp"])
+    specs = parameter_specs(net)
+    assert specs["fc1.weight"].placements == (Shard(0), Shard(0)), specs["fc1.weight"]  # (tp, dp) of dim 0
+    assert specs["fc2.weight"].placements == (Shard(0), Shard(1)), specs["fc2.weight"]  # (dp: dim 0, tp: dim 1)
+    assert tuple(net.fc1.weight.shape) == (2, 6) and tuple(net.fc2.weight.shape) == (3, 4), net.fc2.weight.shape
+    opts = {"ref": AdamW(ref.trainable_params(), lr=0.05), "net": AdamW(net.trainable_params(), lr=0.05)}
+    for step in range(3):
+        batches = _batches(2, 300 + step)
+        losses, want = _ref_step(ref, batches)
+        params = net.trainable_params()
+        loss, grads = ms.value_and_grad(_loss_fn(net), None, params)(*(ms.Tensor(a) for a in batches[dp]))
+        np.testing.assert_allclose(float(loss.asnumpy()), losses[dp], err_msg=f"step {step} loss", **TOL)
+        for p, g in zip(params, grads):
+            np.testing.assert_allclose(_full(net, p.name, g), want[p.name], err_msg=f"step {step} grad {p.name}",
+                                       **TOL)
+        opts["net"].step(grads)
+        opts["ref"].step([ms.Tensor(want[p.name]) for p in ref.trainable_params()])
+    for p, q in zip(ref.trainable_params(), net.trainable_params()):
+        np.testing.assert_allclose(_full(net, q.name, q.value()), p.value().asnumpy(), err_msg=f"{p.name} after 3 "
+                                   "TP x FSDP AdamW steps", **TOL)
+
+
+MESH2D_CHECKS = {"hsdp (2, 2), 3 AdamW steps": hsdp_check, "tp x fsdp on (dp=2, tp=2), 3 AdamW steps": tp_fsdp_check}
+
+
+def run_mesh2d_suite():
+    """Every 2-D check (4 ranks); a failing check stops the suite (the ranks' collectives may be out of step)."""
+    import time
+    import hyper_parallel as hp
+    from tests.st.mindspore.checks import _record
+    hp.init_process_group(platform="mindspore")
+    results, seconds = {}, {}
+    for name, fn in MESH2D_CHECKS.items():
+        start = time.perf_counter()
+        _record(results, name, fn)
+        seconds[name] = time.perf_counter() - start
+        if results[name] != "ok":
+            break
+    return {"results": results, "seconds": seconds}
+
+
+def launch_smoke():
+    """Initialise, all-reduce the ranks, return (rank, world size, sum) and the launcher's variables seen."""
+    import os
+    import mindspore as ms
+    import hyper_parallel as hp
+    from hyper_parallel.platform import get_platform
+    hp.init_process_group(platform="mindspore")
+    plat = get_platform("mindspore")
+    me = plat.get_rank()
+    total = plat.all_reduce(ms.Tensor([float(me + 1)]), "sum", plat.new_group(range(plat.get_world_size())))
+    return {"rank": me, "world": plat.get_world_size(), "sum": float(total.asnumpy()[0]),
+            "rank_id_env": os.environ.get("RANK_ID"), "ms_role": os.environ.get("MS_ROLE")}
