@@ -100,9 +100,23 @@ class PipelineSchedule:  # pylint: disable=too-many-instance-attributes
             s.bind(schedule.stage_to_rank, schedule.n_microbatches, {t.stage_index: t for t in self._stages})
         self.pipeline_order = {r: list(schedule.compute[r]) for r in range(schedule.num_ranks)}
         self.pipeline_order_with_comms = lists
+        self._position = rank
+        self._overlap_p2p = overlap_p2p
         self._runner = RankRunner(lists[rank], {s.stage_index: s for s in self._stages}, schedule.stage_to_rank,
                                   rank, overlap_p2p=overlap_p2p,
                                   rendezvous=self._stages[0].platform.name == "mindspore")
+        self._eval_runner: Optional[RankRunner] = None
+
+    def _forward_runner(self) -> RankRunner:
+        """The runner of the forward-only list (built and validated on first use)."""
+        if self._eval_runner is None:
+            fwd = self.schedule.forward_only()
+            lists = fwd.lowered(fsdp=any(s.uses_fsdp for s in self._stages))
+            validate_lists(lists, fwd.stage_to_rank, fwd.n_microbatches, forward_only=True)
+            self._eval_runner = RankRunner(lists[self._position], {s.stage_index: s for s in self._stages},
+                                           fwd.stage_to_rank, self._position, overlap_p2p=self._overlap_p2p,
+                                           rendezvous=self._stages[0].platform.name == "mindspore")
+        return self._eval_runner
 
     @property
     def record_timeline(self) -> bool:
@@ -124,6 +138,28 @@ class PipelineSchedule:  # pylint: disable=too-many-instance-attributes
              loss_kwargs: Optional[Dict[str, Any]] = None, **kwargs) -> Any:
         """Run one step on the whole batch (see the module docstring); returns the merged last-stage output
         (``None`` with ``return_outputs=False``). ``loss_kwargs`` go to every ``loss_fn`` call unchanged."""
+        return self._run(self._runner, args, kwargs, target, losses, return_outputs, loss_kwargs)
+
+    def eval(self, *args, target=None, losses: Optional[List[Any]] = None, return_outputs: bool = True,
+             loss_kwargs: Optional[Dict[str, Any]] = None, **kwargs) -> Any:
+        """Forward only (torch's ``eval``): the same microbatch split and stage order, each rank's forward
+        steps of the schedule with their sends and receives, autograd off (no graph, no gradients, tied
+        gradients untouched); FSDP stages are gathered once and freed after. With ``target`` on the last
+        stage the microbatch losses go to ``losses``; without it no loss is computed. Returns the merged
+        last-stage output there, like ``step``."""
+        saved = self._loss_fn
+        if target is None:
+            self._loss_fn = None
+        for s in self._stages:
+            s.grad_enabled = False
+        try:
+            return self._run(self._forward_runner(), args, kwargs, target, losses, return_outputs, loss_kwargs)
+        finally:
+            self._loss_fn = saved
+            for s in self._stages:
+                s.grad_enabled = True
+
+    def _run(self, runner: RankRunner, args, kwargs, target, losses, return_outputs, loss_kwargs) -> Any:
         stage0 = self._stages[0]
         arg_mbs, kwarg_mbs, target_mbs = stage0.prepare_step(self, args, kwargs, target, losses)
         scale = 1.0 / self._n_microbatches if self.scale_grads else 1.0
@@ -136,13 +172,13 @@ class PipelineSchedule:  # pylint: disable=too-many-instance-attributes
                 return base(out, tgt, **loss_kwargs)
         for s in self._stages:
             s.begin_step(loss_fn)
-        self._runner.run(ctx)
+        runner.run(ctx)
         out = None
         for s in self._stages:
             s.end_step()
             if s.is_last:
                 if losses is not None:
-                    losses.extend(ctx.mb_losses[k] for k in range(self._n_microbatches))
+                    losses.extend(ctx.mb_losses[k] for k in sorted(ctx.mb_losses))
                 out = s.merge_outputs(self._output_merge_spec) if return_outputs else None
         return out
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List
 
-__all__ = ["BatchDimSpec", "TensorChunkSpec", "microbatch_sizes"]
+__all__ = ["BatchDimSpec", "TensorChunkSpec", "microbatch_sizes", "merge_entries"]
 
 
 @dataclass(frozen=True)
@@ -52,3 +52,28 @@ def microbatch_sizes(size: int, n_microbatches: int, what: str = "batch", *, eve
                          f"{n_microbatches}; pass a batch whose size is a multiple of {n_microbatches}")
     base, extra = divmod(size, n_microbatches)
     return [base + (1 if i < extra else 0) for i in range(n_microbatches)]
+
+
+def merge_entries(spec, n_outputs: int) -> List[object]:
+    """One merge rule per last-stage output from ``output_merge_spec`` (torch's meaning):
+
+    * ``None`` -> ``BatchDimSpec(0)`` for every output;
+    * a ``BatchDimSpec`` -> that spec for every output;
+    * a tuple/list with one entry per output, each a ``BatchDimSpec`` (concatenate along its dim), a
+      reducer (an object with ``init_value`` and ``reduce_fn(acc, value)``, like torch's
+      ``_CustomReducer``: folded over the microbatches in order), or anything else (torch's
+      ``_Replicate``, ``None``): the output is the same in every microbatch and is returned once.
+    """
+    if spec is None:
+        return [BatchDimSpec(0)] * n_outputs
+    if isinstance(spec, BatchDimSpec):
+        return [spec] * n_outputs
+    if isinstance(spec, (tuple, list)):
+        if len(spec) != n_outputs:
+            raise ValueError(f"output_merge_spec has {len(spec)} entries but the last stage returns "
+                             f"{n_outputs} output(s); give one entry per output")
+        return list(spec)
+    if n_outputs == 1:
+        return [spec]
+    raise TypeError(f"output_merge_spec: expected None, a BatchDimSpec or a tuple/list with one entry per output "
+                    f"({n_outputs}), got {type(spec).__name__}")

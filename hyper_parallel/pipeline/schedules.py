@@ -65,6 +65,13 @@ class Schedule:
         """``rank``'s compute steps without the idle slots."""
         return [a for a in self.compute[rank] if a is not None]
 
+    def forward_only(self) -> "Schedule":
+        """The same schedule without its backward work (for ``eval()``): each rank keeps its forward steps
+        in order (the forward half of an ``OVERLAP_F_B`` too); the name stays, so every rank agrees on it."""
+        compute = {r: tuple(leaf for a in self.compute[r] if a is not None for leaf in a.leaves()
+                            if leaf.type is MetaStepType.F) for r in self.compute}
+        return Schedule(self.name, self.num_ranks, self.num_stages, self.n_microbatches, self.stage_to_rank, compute)
+
     def lowered(self, *, fsdp: bool = False):
         """Every rank's full list: compute, SEND/RECV, REDUCE_GRAD (and UNSHARD/RESHARD with ``fsdp``)."""
         from hyper_parallel.pipeline.lowering import lower  # pylint: disable=import-outside-toplevel

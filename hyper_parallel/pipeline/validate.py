@@ -87,10 +87,14 @@ def _stage_positions(steps, s: int, r: int) -> Dict[Tuple[MetaStepType, int], in
     return pos
 
 
-def _check_microbatch(pos, what: str, mb: int) -> None:
+def _check_microbatch(pos, what: str, mb: int, forward_only: bool = False) -> None:
     f, b, inp, w = (pos.get((k, mb)) for k in (T.F, T.B, T.I, T.W))
     if f is None:
         raise ScheduleValidationError(f"{what}: no forward (F) step")
+    if forward_only:
+        if (b, inp, w) != (None, None, None):
+            raise ScheduleValidationError(f"{what}: a forward-only list holds a backward step")
+        return
     if b is None and (inp is None or w is None):
         raise ScheduleValidationError(f"{what}: needs a full backward (B) or a backward-input (I) and a "
                                       f"backward-weight (W); has B={b is not None}, I={inp is not None}, "
@@ -105,11 +109,11 @@ def _check_microbatch(pos, what: str, mb: int) -> None:
         raise ScheduleValidationError(f"{what}: W at position {w} runs before its I at position {inp}")
 
 
-def _check_stage_order(lists, stage_to_rank, n_micro) -> None:
+def _check_stage_order(lists, stage_to_rank, n_micro, forward_only: bool = False) -> None:
     for s, r in enumerate(stage_to_rank):
         pos = _stage_positions(lists[r], s, r)
         for mb in range(n_micro):
-            _check_microbatch(pos, f"stage {s} (rank {r}), microbatch {mb}", mb)
+            _check_microbatch(pos, f"stage {s} (rank {r}), microbatch {mb}", mb, forward_only)
 
 
 def _check_data(lists, stage_to_rank) -> Dict[Tuple[int, int], List[MetaStep]]:
@@ -235,8 +239,9 @@ def _deadlock_message(lists, ptr, stage_to_rank) -> str:
 
 
 def validate_lists(lists: Dict[int, Sequence[MetaStep]], stage_to_rank: Sequence[int],
-                   n_microbatches: int) -> ValidationReport:
-    """Validate executable (lowered) per-rank lists; see the module docstring."""
+                   n_microbatches: int, *, forward_only: bool = False) -> ValidationReport:
+    """Validate executable (lowered) per-rank lists; see the module docstring. ``forward_only``: lists of
+    an ``eval()`` (every microbatch's forward on every stage, no backward step)."""
     if not isinstance(lists, dict) or sorted(lists) != list(range(len(lists))):
         raise ScheduleValidationError(f"expected a dict with ranks 0..N-1 as keys, got {type(lists).__name__} "
                                       f"with keys {sorted(lists) if isinstance(lists, dict) else None}")
@@ -246,7 +251,7 @@ def validate_lists(lists: Dict[int, Sequence[MetaStep]], stage_to_rank: Sequence
         raise ScheduleValidationError(f"stage placement names ranks {sorted(set(bad))} that have no list")
     lists = {r: tuple(a for a in steps if a is not None) for r, steps in lists.items()}
     _check_placement(lists, stage_to_rank, n_microbatches)
-    _check_stage_order(lists, stage_to_rank, n_microbatches)
+    _check_stage_order(lists, stage_to_rank, n_microbatches, forward_only)
     sent = _check_data(lists, stage_to_rank)
     _check_matching(lists, stage_to_rank, sent)
     order = _rendezvous_run(lists, stage_to_rank)

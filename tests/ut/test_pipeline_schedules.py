@@ -237,3 +237,30 @@ def test_custom_schedule_from_hand_written_lists():
     assert order.index("0SEND_F0") + 1 == order.index("1RECV_F0")
     assert [str(a) for a in sched.lowered()[1]] == ["1RECV_F0", "1F0", "1RECV_F1", "1B0", "1SEND_B0", "1F1", "1B1",
                                                      "1SEND_B1", "1REDUCE_GRAD"]
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULES))
+def test_forward_only_lists_validate_and_hold_no_backward(name):
+    sched = generate_schedule(name, 4, 8)
+    fwd = sched.forward_only()
+    lists = fwd.lowered(fsdp=True)
+    validate_lists(lists, fwd.stage_to_rank, fwd.n_microbatches, forward_only=True)
+    kinds = {a.type for steps in lists.values() for a in steps}
+    assert kinds <= {MetaStepType.F, MetaStepType.SEND_F, MetaStepType.RECV_F, MetaStepType.UNSHARD,
+                     MetaStepType.RESHARD}, kinds
+    for r in range(4):  # each rank keeps its forward steps in schedule order
+        want = [leaf for a in sched.steps(r) for leaf in a.leaves() if leaf.type is MetaStepType.F]
+        assert [a for a in lists[r] if a.type is MetaStepType.F] == want
+    with pytest.raises(ScheduleValidationError, match="forward-only list holds a backward step"):
+        validate_lists(sched.lowered(), sched.stage_to_rank, sched.n_microbatches, forward_only=True)
+
+
+def test_merge_entries_follow_torch_output_merge_spec():
+    from hyper_parallel.pipeline.microbatch import BatchDimSpec, merge_entries
+    assert merge_entries(None, 2) == [BatchDimSpec(0)] * 2
+    assert merge_entries(BatchDimSpec(1), 3) == [BatchDimSpec(1)] * 3
+    assert merge_entries((BatchDimSpec(1), None), 2) == [BatchDimSpec(1), None]
+    with pytest.raises(ValueError, match="has 1 entries but the last stage returns 2 output"):
+        merge_entries([BatchDimSpec(0)], 2)
+    with pytest.raises(TypeError, match="one entry per output"):
+        merge_entries("cat", 2)

@@ -27,7 +27,7 @@ from torch import nn
 from hyper_parallel.core.placement import Placement, Replicate
 from hyper_parallel.pipeline import stage_base
 from hyper_parallel.pipeline.meshes import BoundaryPlan, StageLayout, layout_spec, plan_boundary, position_ranks
-from hyper_parallel.pipeline.microbatch import BatchDimSpec, microbatch_sizes
+from hyper_parallel.pipeline.microbatch import BatchDimSpec, merge_entries, microbatch_sizes
 from hyper_parallel.pipeline.schedules import SCHEDULES
 from hyper_parallel.pipeline._torch.backward import backward_full, backward_input, backward_weight
 from hyper_parallel.platform import get_platform
@@ -153,6 +153,7 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
         self._agreed = False
         self._local_error = ""
         self._ties: List[Tuple[Any, List[torch.Tensor]]] = []
+        self.grad_enabled = True  # False while the schedule runs eval() (forward only)
 
     # ------------------------------------------------------------------ setup
     def _handshake(self, stage_index, num_stages) -> None:
@@ -334,8 +335,9 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
             self.submod.set_reshard_after_backward(False)
 
     def end_step(self) -> None:
-        """Sum tied gradients; drop what the step no longer needs."""
-        self._reduce_ties()
+        """Sum tied gradients (not after eval); drop what the step no longer needs."""
+        if self.grad_enabled:
+            self._reduce_ties()
         self._cache.clear()
         self._plans.clear()
         self._in_grads.clear()
@@ -345,7 +347,8 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
     def forward_one_chunk(self, mb: int, args, kwargs):
         """Forward of microbatch ``mb``; keeps what backward needs."""
         leaves = self._leaves.pop(mb, [])
-        out = self.submod(*args, **kwargs)
+        with torch.set_grad_enabled(self.grad_enabled and torch.is_grad_enabled()):
+            out = self.submod(*args, **kwargs)
         outs = self._boundary_outputs(_flatten(out, f"stage {self.stage_index} forward"))
         self._cache[mb] = [leaves, outs, None, None]  # weights: the leaves the graph reaches (FSDP-safe)
         if self.is_last:
@@ -606,14 +609,34 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
         return self._inputs(mb, [_local(t) for t in tensors], [TensorMeta.of(t) for t in tensors])
 
     def merge_outputs(self, merge_spec=None):
-        """The last stage's outputs of every microbatch, concatenated along dim 0 (detached)."""
-        del merge_spec
+        """The last stage's outputs of every microbatch, merged by ``merge_spec`` (``output_merge_spec``;
+        see :func:`hyper_parallel.pipeline.microbatch.merge_entries`; default: concatenated along dim 0),
+        detached."""
         chunks = [self._outputs[k] for k in sorted(self._outputs)]
         if not chunks:
             return None
-        if isinstance(chunks[0], torch.Tensor):
-            return torch.cat([c.detach() for c in chunks], 0)
-        return type(chunks[0])(torch.cat([c[i].detach() for c in chunks], 0) for i in range(len(chunks[0])))
+        single = isinstance(chunks[0], torch.Tensor)
+        cols = [[c] if single else list(c) for c in chunks]
+        entries = merge_entries(merge_spec, len(cols[0]))
+        merged = [_merge_one([c[i] for c in cols], entry, i) for i, entry in enumerate(entries)]
+        return merged[0] if single else type(chunks[0])(merged)
+
+
+def _merge_one(values, entry, index: int):
+    """Merge one output's microbatch values by one merge rule."""
+    if isinstance(entry, BatchDimSpec):  # DTensor outputs concatenate as DTensors (their own rule)
+        return torch.cat([v.detach() for v in values], entry.dim)
+    if hasattr(entry, "reduce_fn") and hasattr(entry, "init_value"):
+        acc = entry.init_value
+        for v in values:
+            acc = entry.reduce_fn(acc, v.detach())
+        return acc
+    first = values[0].detach()
+    for k, v in enumerate(values[1:], 1):
+        if not torch.equal(_local(v), _local(values[0])):
+            raise ValueError(f"output_merge_spec: output {index} is marked as the same in every microbatch "
+                             f"({entry!r}) but microbatch {k} differs from microbatch 0")
+    return first
 
 
 def _boundary_tag(base: int, direction: str, mb: int, k: int, m: int) -> int:

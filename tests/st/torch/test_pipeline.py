@@ -350,3 +350,65 @@ def test_torch_step_keywords_return_outputs_and_loss_kwargs():
         assert "custom backward functions are not supported" in str(exc)
     else:
         raise AssertionError("backward_requires_autograd=False was accepted")
+
+
+@multi_rank(world_size=2, timeout=240)
+def test_eval_forward_only_and_output_merge_spec():
+    """eval(): forward only (outputs and losses equal one process, no gradient anywhere, training after it
+    unchanged); output_merge_spec: concatenate / reduce (torch's sum_reducer) / same-in-every-microbatch."""
+    import copy
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+    from torch.distributed.pipelining.microbatch import sum_reducer
+    import hyper_parallel.pipeline as pp
+    rank = dist.get_rank()
+
+    class Head(nn.Module):
+        """Three outputs: rows, their total, a constant."""
+
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+            self.register_buffer("const", torch.tensor([1.5, -2.0]))
+
+        def forward(self, h):
+            y = self.lin(h)
+            return y, y.sum(), self.const
+
+    torch.manual_seed(0)
+    parts = [nn.Sequential(nn.Linear(8, 8), nn.Tanh()), Head()]
+    ref = copy.deepcopy(parts)
+    stage = pp.PipelineStage(parts[rank], rank, 2, "cpu")
+    loss_fn = lambda out, t: torch.nn.functional.mse_loss(out[0], t)  # noqa: E731
+    sched = pp.Schedule1F1B(stage, 3, loss_fn=loss_fn, output_merge_spec=(pp.BatchDimSpec(0), sum_reducer, None))
+    x, y = batch(0, 6)
+    ref_y, ref_sum, const = ref[1](ref[0](x))
+    for tgt in (y, None):
+        losses = []
+        out = sched.eval(x if rank == 0 else None, target=tgt if rank else None, losses=losses)
+        assert all(p.grad is None for p in parts[rank].parameters())
+        if rank == 1:
+            torch.testing.assert_close(out[0], ref_y.detach(), **TOL)
+            torch.testing.assert_close(out[1], ref_sum.detach(), **TOL)
+            torch.testing.assert_close(out[2], const)
+            want = [loss_fn((ref_y[2 * k:2 * k + 2],), y[2 * k:2 * k + 2]).detach() for k in range(3)]
+            if tgt is None:
+                assert losses == []
+            else:
+                torch.testing.assert_close(losses, want, **TOL)
+    sched.step(x if rank == 0 else None, target=y if rank else None)
+    loss_fn((ref_y,), y).backward()
+    for p, q in zip(parts[rank].parameters(), ref[rank].parameters()):
+        torch.testing.assert_close(p.grad, q.grad, **TOL)
+    # a V schedule with I/W split: forward-only lists keep each rank's forward order and validate
+    blocks = make_blocks(4)
+    mine = [s for s in range(4) if (0, 1, 1, 0)[s] == rank]
+    zbv = pp.ScheduleZBVZeroBubble([pp.PipelineStage(blocks[s], s, 4, "cpu") for s in mine], 2,
+                                   loss_fn=torch.nn.functional.mse_loss)
+    out = zbv.eval(x if rank == 0 else None)
+    if rank == 0:
+        torch.testing.assert_close(out, reference_forward(blocks, x).detach(), **TOL)
+    assert all(p.grad is None for s in mine for p in blocks[s].parameters())
+    assert not any(t in str(a) for a in zbv._forward_runner().steps for t in ("B", "I", "W")), \
+        zbv._forward_runner().steps  # pylint: disable=protected-access
