@@ -111,17 +111,17 @@ void rms_norm_backward_rows(const T* g, const T* x, const T* w, const T* rstd, T
 // ------------------------------------------------------------------ rotary
 // Offsets (in elements) of row r of `t` (expanded to the rows' shape; last dim contiguous).
 std::vector<int64_t> row_offsets(const at::Tensor& t) {
-  const int64_t nd = t.dim() - 1;
+  const int64_t lead_dims = t.dim() - 1;
   int64_t rows = 1;
-  for (int64_t i = 0; i < nd; ++i) {
+  for (int64_t i = 0; i < lead_dims; ++i) {
     rows *= t.size(i);
   }
   std::vector<int64_t> off(rows);
-  std::vector<int64_t> idx(nd, 0);
+  std::vector<int64_t> idx(lead_dims, 0);
   int64_t cur = 0;
   for (int64_t r = 0; r < rows; ++r) {
     off[r] = cur;
-    for (int64_t i = nd - 1; i >= 0; --i) {  // odometer step
+    for (int64_t i = lead_dims - 1; i >= 0; --i) {  // odometer step
       if (++idx[i] < t.size(i)) {
         cur += t.stride(i);
         break;
