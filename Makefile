@@ -41,9 +41,9 @@ st: $(STAMP)
 bench: $(STAMP)
 	$(VENV)/bin/torchrun --standalone --nproc_per_node 2 benchmarks/redistribute.py
 
-## coverage: PyTorch OpInfo samples through DTensor on 2 ranks -> docs/op_coverage.md (a few minutes)
+## coverage: PyTorch OpInfo samples through our DTensor and torch DTensor on 2 ranks -> docs/op_coverage.md
 coverage: $(STAMP)
-	$(PY) -m hyper_parallel.devtools.op_coverage --out docs/op_coverage.md --quiet
+	$(PY) -m hyper_parallel.devtools.op_coverage --out docs/op_coverage.md --impl both --quiet
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

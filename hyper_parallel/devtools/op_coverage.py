@@ -20,6 +20,11 @@ tensors and classified:
   If a collective itself fails (ranks diverged inside an op), the op's case ends and the op counts
   one failed run.
 
+``--impl both`` (what ``make coverage`` runs) also runs the same corpus, the same samples and the same two
+configs through PyTorch's own DTensor (``torch.distributed.tensor``, the peer) in the same run, classified
+the same way (its refusal is ``NotImplementedError: ... does not have a sharding strategy registered``),
+and writes both columns plus the ops where one passes every run and the other does not.
+
 Samples whose reference run raises (invalid for the plain op), that have no tensor argument, or that
 have a sparse tensor argument (DTensors are dense), and ``Shard(0)`` runs of samples without a tensor
 of rank >= 1, are not counted. Ops run in batches, one multi-rank case of the shared worker pool
@@ -39,10 +44,12 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-__all__ = ["OUTCOMES", "RANDOM", "UNINITIALISED", "NONDETERMINISTIC", "OpResult", "CoverageReport", "classify_error",
+__all__ = ["OUTCOMES", "IMPLS", "RANDOM", "UNINITIALISED", "NONDETERMINISTIC", "OpResult", "CoverageReport",
+           "classify_error",
            "op_names", "run_op_samples", "run_coverage", "render_markdown", "main"]
 
 OUTCOMES = ("passed", "failed", "unsupported")
+IMPLS = ("hp", "torch")
 CONFIGS = ("R", "S(0)")
 #: OpInfo names with random values: compared by shape/dtype, and the S(0) run must equal the R run exactly.
 RANDOM = frozenset({
@@ -56,11 +63,16 @@ UNINITIALISED = frozenset({"empty_like", "new_empty", "new_empty_strided", "empt
 NONDETERMINISTIC = RANDOM | UNINITIALISED
 RTOL = ATOL = 1e-4
 _NO_RULE = "no distributed rule"
+_TORCH_NO_RULE = "does not have a sharding strategy registered"
 _DETAIL_CHARS = 160
 
 
-def classify_error(exc: BaseException) -> str:
-    """``unsupported`` for a clear refusal (RuleError, "no distributed rule"), else ``failed``."""
+def classify_error(exc: BaseException, impl: str = "hp") -> str:
+    """``unsupported`` for a clear refusal, else ``failed``. Ours (``impl="hp"``): a RuleError or the
+    dispatcher's "no distributed rule"; torch DTensor's (``impl="torch"``): its NotImplementedError "does not
+    have a sharding strategy registered"."""
+    if impl == "torch":
+        return "unsupported" if isinstance(exc, NotImplementedError) and _TORCH_NO_RULE in str(exc) else "failed"
     from hyper_parallel.core.ops.rule import RuleError
     if isinstance(exc, RuleError) or (isinstance(exc, RuntimeError) and _NO_RULE in str(exc)):
         return "unsupported"
@@ -84,10 +96,14 @@ class OpResult:
                                                                         for c in CONFIGS})
     details: List[str] = field(default_factory=list)
     skipped: int = 0
+    wrong: int = 0
 
     def add(self, config: str, outcome: str, detail: str = "") -> None:
-        """Count one run; keep a short message for the first few non-passing runs."""
+        """Count one run; keep a short message for the first few non-passing runs. A failed run whose
+        message is an ``AssertionError`` (a value, shape or dtype that differs) counts as a wrong result."""
         self.counts[config][outcome] += 1
+        if outcome == "failed" and detail.startswith("AssertionError"):
+            self.wrong += 1
         if detail and outcome != "passed" and len(self.details) < 3:
             self.details.append(f"{config}: {detail[:_DETAIL_CHARS]}")
 
@@ -115,7 +131,8 @@ class OpResult:
 
 @dataclass
 class CoverageReport:
-    """All op results of one run plus how it was run."""
+    """All op results of one run plus how it was run (``peer``: torch DTensor's results of the same run,
+    empty when only ours ran)."""
 
     results: List[OpResult]
     max_samples: int
@@ -123,16 +140,26 @@ class CoverageReport:
     seconds: float
     torch_version: str = ""
     load_average: float = 0.0
+    peer: List[OpResult] = field(default_factory=list)
 
-    def totals(self) -> Dict[str, int]:
-        """Headline numbers."""
-        status = [r.status for r in self.results]
-        out = {o: sum(r.total(o) for r in self.results) for o in OUTCOMES}
-        out.update(ops=len(self.results), runs=sum(r.runs for r in self.results),
-                   samples=sum(r.samples for r in self.results), **{f"ops_{s}": status.count(s)
-                                                                    for s in ("pass", "partial", "fail",
-                                                                              "unsupported", "n/a")})
+    def totals(self, results: Optional[List[OpResult]] = None) -> Dict[str, int]:
+        """Headline numbers (of ``results``; default ours)."""
+        results = self.results if results is None else results
+        status = [r.status for r in results]
+        out = {o: sum(r.total(o) for r in results) for o in OUTCOMES}
+        out.update(ops=len(results), runs=sum(r.runs for r in results), wrong=sum(r.wrong for r in results),
+                   samples=sum(r.samples for r in results), **{f"ops_{s}": status.count(s)
+                                                               for s in ("pass", "partial", "fail",
+                                                                         "unsupported", "n/a")})
         return out
+
+    def differences(self) -> Tuple[List[str], List[str]]:
+        """(ops where torch DTensor passes every run and we do not, ops where we do and torch does not)."""
+        ours = {r.name: r.status for r in self.results}
+        theirs = {r.name: r.status for r in self.peer}
+        names = sorted(set(ours) & set(theirs))
+        return ([n for n in names if theirs[n] == "pass" and ours[n] != "pass"],
+                [n for n in names if ours[n] == "pass" and theirs[n] != "pass"])
 
 
 # ---------------------------------------------------------------------- per rank
@@ -211,22 +238,28 @@ def _synced(obj: Any) -> Any:
     return _tree_map(one, obj)
 
 
-def _distribute(obj: Any, mesh, config: str) -> Any:
+def _distribute(obj: Any, mesh, config: str, impl: str = "hp") -> Any:
     import torch
-    import hyper_parallel as hp
-    from hyper_parallel import Replicate, Shard
+    if impl == "torch":
+        from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+    else:
+        from hyper_parallel import Replicate, Shard
+        from hyper_parallel import distribute_tensor  # pylint: disable=no-name-in-module  # lazily exported
 
     def one(t):
         if not isinstance(t, torch.Tensor):
             return t
         placement = Shard(0) if config == "S(0)" and t.dim() > 0 else Replicate()
-        return hp.distribute_tensor(t.detach().clone(), mesh, [placement], src_data_rank=None)  # synced already
+        return distribute_tensor(t.detach().clone(), mesh, [placement], src_data_rank=None)  # synced already
     return _tree_map(one, obj)
 
 
-def _gather(obj: Any) -> List[Any]:
+def _gather(obj: Any, impl: str = "hp") -> List[Any]:
     """Outputs flattened, DTensors replaced by their full tensors."""
-    from hyper_parallel.platform.torch.dtensor import DTensor
+    if impl == "torch":
+        from torch.distributed.tensor import DTensor
+    else:
+        from hyper_parallel.platform.torch.dtensor import DTensor
     return [o.full_tensor() if isinstance(o, DTensor) else o for o in _flatten(obj)]
 
 
@@ -248,12 +281,16 @@ def _compare(got: List[Any], want: List[Any], values: bool) -> None:
             raise AssertionError(f"output {k}: {g!r} != {w!r}")
 
 
-def _run_config(op, sample, mesh, config: str, random_op: bool) -> List[Any]:
+def _run_config(op, sample, mesh, config: str, random_op: bool, impl: str = "hp") -> List[Any]:
     """One DTensor run of ``sample`` (every tensor placed per ``config``); outputs gathered."""
+    import torch
     from hyper_parallel.core.random import set_rng_state
-    inp, args, kwargs = (_distribute(x, mesh, config) for x in sample)
+    inp, args, kwargs = (_distribute(x, mesh, config, impl) for x in sample)
     if random_op:
-        set_rng_state((1234, 0))
+        if impl == "torch":
+            torch.manual_seed(1234)  # torch DTensor's generator state: the same seed on every rank
+        else:
+            set_rng_state((1234, 0))
     out, error = None, None
     try:
         out = op(inp, *args, **kwargs)
@@ -262,10 +299,10 @@ def _run_config(op, sample, mesh, config: str, random_op: bool) -> List[Any]:
             raise
         error = exc
     _agree(error)
-    return _gather(out)
+    return _gather(out, impl)
 
 
-def _run_sample(result: OpResult, op, sample_input, mesh, kind: str) -> None:
+def _run_sample(result: OpResult, op, sample_input, mesh, kind: str, impl: str = "hp") -> None:
     """Run one sample under each config; ``kind``: ``values``, ``random`` or ``uninitialised``."""
     import torch
     sample = (sample_input.input, sample_input.args, sample_input.kwargs)
@@ -289,7 +326,7 @@ def _run_sample(result: OpResult, op, sample_input, mesh, kind: str) -> None:
         if config == "S(0)" and max(ranks) == 0:
             continue
         try:
-            got = _run_config(op, sample, mesh, config, kind == "random")
+            got = _run_config(op, sample, mesh, config, kind == "random", impl)
             _compare(got, want, values=kind == "values")
             if kind == "random" and first is not None:
                 _compare(got, first, values=True)  # same stream state: the same global values
@@ -298,20 +335,31 @@ def _run_sample(result: OpResult, op, sample_input, mesh, kind: str) -> None:
         except Exception as exc:  # pylint: disable=broad-except  # classified: unsupported or failed
             if _is_fatal(exc):
                 raise  # the ranks' collectives no longer line up: end this op's case (the pool restarts)
-            result.add(config, classify_error(exc), f"{type(exc).__name__}: {exc}".replace("\n", " "))
+            result.add(config, classify_error(exc, impl), f"{type(exc).__name__}: {exc}".replace("\n", " "))
 
 
-def run_op_samples(names: Sequence[str], max_samples: int = 3, mesh_shape: Tuple[int, ...] = (2,)) -> List[OpResult]:
-    """Run on every rank (default process group initialised): the coverage of ``names``.
+def _mesh(mesh_shape: Tuple[int, ...], impl: str):
+    if impl == "torch":
+        from torch.distributed.device_mesh import init_device_mesh
+        return init_device_mesh("cpu", mesh_shape)
+    import hyper_parallel as hp
+    return hp.init_device_mesh("cpu", mesh_shape)
+
+
+def run_op_samples(names: Sequence[str], max_samples: int = 3, mesh_shape: Tuple[int, ...] = (2,),
+                   impl: str = "hp") -> List[OpResult]:
+    """Run on every rank (default process group initialised): the coverage of ``names`` through our
+    DTensor (``impl="hp"``) or torch's (``impl="torch"``).
 
     Sample inputs are generated with the same torch seed on every rank, so every rank runs the same
-    samples in the same order and their collectives line up.
+    samples in the same order and their collectives line up (and both impls run the same samples).
     """
     import warnings
     import torch
-    import hyper_parallel as hp
+    if impl not in IMPLS:
+        raise ValueError(f"op_coverage: impl={impl!r}; expected one of {list(IMPLS)}")
     db = _op_db()
-    mesh = hp.init_device_mesh("cpu", mesh_shape)
+    mesh = _mesh(mesh_shape, impl)
     results = []
     for name in names:
         if name not in db:
@@ -326,7 +374,7 @@ def run_op_samples(names: Sequence[str], max_samples: int = 3, mesh_shape: Tuple
             samples = list(itertools.islice(op.sample_inputs("cpu", torch.float32, requires_grad=False),
                                             max_samples))
             for sample in samples:
-                _run_sample(result, op, sample, mesh, _kind(name))
+                _run_sample(result, op, sample, mesh, _kind(name), impl)
         results.append(result)
     return results
 
@@ -346,36 +394,44 @@ def _diverged(name: str, max_samples: int, exc: BaseException) -> OpResult:
     return result
 
 
-def _run_case(names: Sequence[str], max_samples: int, world_size: int, op_timeout: float) -> List[OpResult]:
+def _run_case(names: Sequence[str], max_samples: int, world_size: int, op_timeout: float,
+              impl: str = "hp") -> List[OpResult]:
     """One multi-rank case for ``names``; if it fails, each op alone (a failing op is marked, not the batch)."""
     from hyper_parallel.testing import run_on_ranks
     from hyper_parallel.testing.multiprocess import MultiRankError
     try:
-        return run_on_ranks(run_op_samples, world_size, args=(list(names), max_samples, (world_size,)),
+        return run_on_ranks(run_op_samples, world_size, args=(list(names), max_samples, (world_size,), impl),
                             timeout=op_timeout * len(names), collective_timeout=10.0)
     except MultiRankError as exc:  # the pool is recreated
         if len(names) == 1:
             return [_diverged(names[0], max_samples, exc)]
-    return [r for name in names for r in _run_case([name], max_samples, world_size, op_timeout)]
+    return [r for name in names for r in _run_case([name], max_samples, world_size, op_timeout, impl)]
 
 
 def run_coverage(names: Optional[Sequence[str]] = None, max_samples: int = 3, world_size: int = 2,
                  op_timeout: float = 120.0, progress: Optional[Callable[[str], None]] = None,
-                 batch: int = 16) -> CoverageReport:
+                 batch: int = 16, impls: Sequence[str] = ("hp",)) -> CoverageReport:
     """Run :func:`run_op_samples` in multi-rank cases of ``batch`` ops on a shared pool of ``world_size``
-    ranks (a failing case is rerun op by op)."""
+    ranks (a failing case is rerun op by op), for each of ``impls`` batch by batch (``("hp", "torch")``:
+    torch DTensor's results go to ``report.peer``)."""
     import torch
+    bad = [i for i in impls if i not in IMPLS] or ([] if "hp" in impls else ["(hp missing)"])
+    if bad:
+        raise ValueError(f"op_coverage: impls {list(impls)}: expected 'hp' and optionally 'torch'")
     start = time.monotonic()
     names = list(names) if names is not None else op_names()
-    results: List[OpResult] = []
+    results: Dict[str, List[OpResult]] = {impl: [] for impl in impls}
     for k in range(0, len(names), batch):
         chunk = names[k:k + batch]
-        results.extend(_run_case(chunk, max_samples, world_size, op_timeout))
+        for impl in impls:
+            results[impl].extend(_run_case(chunk, max_samples, world_size, op_timeout, impl))
         if progress is not None:
-            for j, r in enumerate(results[-len(chunk):], start=len(results) - len(chunk) + 1):
-                progress(f"[{j}/{len(names)} {time.monotonic() - start:.0f}s] {r.name}: {r.status}")
-    return CoverageReport(results, max_samples, world_size, time.monotonic() - start, torch.__version__,
-                          os.getloadavg()[0])
+            peer = {r.name: r.status for r in results.get("torch", [])}
+            for j, r in enumerate(results["hp"][-len(chunk):], start=len(results["hp"]) - len(chunk) + 1):
+                theirs = f" (torch DTensor: {peer[r.name]})" if r.name in peer else ""
+                progress(f"[{j}/{len(names)} {time.monotonic() - start:.0f}s] {r.name}: {r.status}{theirs}")
+    return CoverageReport(results["hp"], max_samples, world_size, time.monotonic() - start, torch.__version__,
+                          os.getloadavg()[0], peer=results.get("torch", []))
 
 
 def _cell(result: OpResult, config: str) -> str:
@@ -386,9 +442,11 @@ def _cell(result: OpResult, config: str) -> str:
 def render_markdown(report: CoverageReport) -> str:
     """The report as Markdown: headline totals, how it was run, then one row per op."""
     t = report.totals()
+    peer = {r.name: r for r in report.peer}
     lines = [
         "# OpInfo coverage of hyper-parallel DTensor ops",
         "",
+        *_peer_headline(report),
         f"**{t['ops']} OpInfo ops, {t['samples']} samples, {t['runs']} runs: {t['passed']} passed, "
         f"{t['failed']} failed, {t['unsupported']} unsupported.** Ops: {t['ops_pass']} pass every run, "
         f"{t['ops_partial']} pass some, {t['ops_fail']} fail without passing, {t['ops_unsupported']} unsupported "
@@ -410,14 +468,38 @@ def render_markdown(report: CoverageReport) -> str:
         "collective counts one failed run). Samples invalid for the plain op, without tensor arguments or with "
         "sparse ones, and `Shard(0)` runs of samples without a tensor of rank >= 1, are not counted.",
         "",
+        *_peer_lists(report),
         "| op | samples | R: passed / failed / unsupported | S(0): passed / failed / unsupported | status | "
-        "first problem |",
-        "|---|---|---|---|---|---|",
+        + ("torch DTensor status | " if peer else "") + "first problem |",
+        "|---|---|---|---|---|---|" + ("---|" if peer else ""),
     ]
     for r in sorted(report.results, key=lambda r: r.name):
         detail = (r.details[0] if r.details else "").replace("|", "\\|").replace("`", "'")
-        lines.append(f"| `{r.name}` | {r.samples} | {_cell(r, 'R')} | {_cell(r, 'S(0)')} | {r.status} | {detail} |")
+        theirs = f" {peer[r.name].status} |" if r.name in peer else (" - |" if peer else "")
+        lines.append(f"| `{r.name}` | {r.samples} | {_cell(r, 'R')} | {_cell(r, 'S(0)')} | {r.status} |{theirs} "
+                     f"{detail} |")
     return "\n".join(lines) + "\n"
+
+
+def _peer_headline(report: CoverageReport) -> List[str]:
+    """Both implementations' all-pass counts side by side (nothing when only ours ran)."""
+    if not report.peer:
+        return []
+    ours, theirs = report.totals(), report.totals(report.peer)
+    return [f"**Same corpus, same run, same samples: hyper-parallel {ours['ops_pass']} ops pass every run "
+            f"({ours['failed']} failed runs, {ours['wrong']} of them wrong results), torch DTensor "
+            f"{theirs['ops_pass']} ({theirs['failed']} failed runs, {theirs['wrong']} of them wrong results, "
+            f"{theirs['ops_unsupported']} ops with no sharding strategy).**", ""]
+
+
+def _peer_lists(report: CoverageReport) -> List[str]:
+    if not report.peer:
+        return []
+    theirs_only, ours_only = report.differences()
+    return [f"Ops where torch DTensor passes every run and hyper-parallel does not ({len(theirs_only)}): "
+            + (", ".join(f"`{n}`" for n in theirs_only) or "none") + ".", "",
+            f"Ops where hyper-parallel passes every run and torch DTensor does not ({len(ours_only)}): "
+            + (", ".join(f"`{n}`" for n in ours_only) or "none") + ".", ""]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -429,15 +511,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--ops", nargs="*", help="OpInfo names to run (default: all float32 ops)")
     parser.add_argument("--world-size", type=int, default=2, help="ranks of the 1-D mesh (default 2)")
     parser.add_argument("--quiet", action="store_true", help="no per-op progress lines")
+    parser.add_argument("--impl", choices=("hp", "both"), default="hp",
+                        help="hp: our DTensor only; both: also torch DTensor on the same samples (default hp)")
     opts = parser.parse_args(argv)
     if opts.max_samples < 1 or opts.world_size < 1:
         parser.error("--max-samples and --world-size must be positive")
     progress = None if opts.quiet else (lambda line: print(line, flush=True))
-    report = run_coverage(opts.ops, opts.max_samples, opts.world_size, progress=progress)
+    report = run_coverage(opts.ops, opts.max_samples, opts.world_size, progress=progress,
+                          impls=("hp", "torch") if opts.impl == "both" else ("hp",))
     text = render_markdown(report)
     with open(opts.out, "w", encoding="utf-8") as fh:
         fh.write(text)
-    print(text.split("\n\n")[1])
+    print("\n".join(p for p in text.split("\n\n")[1:3] if p.startswith("**")))
     print(f"wrote {opts.out} ({report.seconds:.0f} s)")
     return 0
 

@@ -15,6 +15,10 @@ def test_errors_are_classified():
     assert cov.classify_error(RuntimeError("shape mismatch")) == "failed"
     assert cov.classify_error(AssertionError("values differ")) == "failed"
     assert cov.classify_error(TypeError("no distributed rule")) == "failed"  # only the dispatcher's RuntimeError
+    refusal = NotImplementedError("Operator aten.foo.default does not have a sharding strategy registered.")
+    assert cov.classify_error(refusal, "torch") == "unsupported"  # torch DTensor's own refusal
+    assert cov.classify_error(refusal) == "failed"  # not ours
+    assert cov.classify_error(RuntimeError("no distributed rule"), "torch") == "failed"
 
 
 def test_result_status_and_markdown_totals():
@@ -32,6 +36,21 @@ def test_result_status_and_markdown_totals():
     assert "**4 OpInfo ops, 4 samples, 8 runs: 3 passed, 1 failed, 4 unsupported.**" in text
     assert "| `b` | 1 | 1 / 0 / 0 | 0 / 0 / 1 | partial | S(0): why |" in text
 
+    # torch DTensor's results of the same run: a column, both headline counts and the two difference lists
+    peer = [cov.OpResult(n) for n in ("a", "b", "c", "d")]
+    for r, outcome in zip(peer, ["passed", "passed", "passed", "unsupported"]):
+        r.samples = 1
+        r.add("R", outcome, "why")
+    report.peer = peer
+    assert report.differences() == (["b", "c"], [])
+    text = cov.render_markdown(report)
+    assert "hyper-parallel 1 ops pass every run (1 failed runs, 0 of them wrong results), torch DTensor 3 " \
+           "(0 failed runs, 0 of them wrong results, 1 ops" in text
+    broken.add("S(0)", "failed", "AssertionError: values differ")
+    assert report.totals()["wrong"] == 1
+    assert "does not (2): `b`, `c`." in text and "torch DTensor does not (0): none." in text
+    assert "| `d` | 1 | 0 / 1 / 0 | 0 / 0 / 1 | fail | unsupported | R: why |" in text
+
 
 @multi_rank(world_size=2, timeout=300)
 def test_supported_op_passes_and_unregistered_op_is_unsupported_never_failed():
@@ -46,3 +65,8 @@ def test_supported_op_passes_and_unregistered_op_is_unsupported_never_failed():
     assert "no distributed rule" in fft.details[0]
     with pytest.raises(KeyError, match="not an OpInfo name"):
         cov.run_op_samples(["no.such.op"])
+    # the same samples through torch DTensor: counted the same way
+    (theirs,) = cov.run_op_samples(["add"], max_samples=2, impl="torch")
+    assert theirs.status == "pass" and theirs.counts["R"]["passed"] == theirs.samples == 2, theirs
+    with pytest.raises(ValueError, match="impl="):
+        cov.run_op_samples(["add"], impl="jax")

@@ -164,6 +164,40 @@ def dev_cmd(plan: str, resume: bool, as_json: bool) -> None:
     sys.exit(EXIT_OK if result.green else EXIT_FINDINGS)
 
 
+@cli_group.command("synth")
+@click.argument("ops", nargs=-1, required=True)
+@click.option("--no-opinfo", is_flag=True, help="Only the pipeline's own samples (skip PyTorch's OpInfo database).")
+@json_option
+@internal_errors
+def synth_cmd(ops: Tuple[str, ...], no_opinfo: bool, as_json: bool) -> None:
+    """Synthesise OPS' sharding strategies on simulated meshes and print the registry entry that executes them."""
+    from hp_agent.dist_op.plan import dump_yaml
+    from hp_agent.dist_op.synth import synth_op
+    results = []
+    for op in ops:
+        try:
+            results.append(synth_op(op, use_opinfo=not no_opinfo))
+        except AnalyzeError as exc:
+            _refuse(exc)
+    if as_json:
+        click.echo(json.dumps([r.to_dict() for r in results], indent=2, default=str))
+    else:
+        for r in results:
+            d = r.to_dict()
+            click.echo(f"{r.op}: {d['samples']} sample call(s) (OpInfo {d['sources']['opinfo']}, pipeline "
+                       f"{d['sources']['pipeline']}), differentiable {d['differentiable']}, {d['seconds']} s")
+            for key, rows in d["table"].items():
+                click.echo(f"  {key}: {', '.join(rows)}   [evidence {d['evidence'][key]}]")
+            for line in r.conditions + ([f"factor rule {r.equation}"] if r.equation else []):
+                click.echo(f"  generalised: {line}")
+            if r.entry:
+                click.echo("  registry entry:\n" + "\n".join("    " + line for line in
+                                                            dump_yaml({r.op: r.entry}).splitlines()))
+            for q in r.questions:
+                click.echo(f"  [TBD] {q}")
+    sys.exit(EXIT_OK if all(r.entry for r in results) else EXIT_FINDINGS)
+
+
 @cli_group.command("verify")
 @click.argument("ops", nargs=-1)
 @click.option("--all", "all_ops", is_flag=True, help="Every registered op.")

@@ -71,6 +71,18 @@ def _same_rule(a, b) -> bool:
     return (a.kind, a.linear, a.shape_rule, a.scan) == (b.kind, b.linear, b.shape_rule, b.scan)
 
 
+def _differentiable(op: str, deriv) -> bool:
+    """Backward runs on the single-device op for its first accepted probe case (False: no derivative, the
+    ST then checks the forward only)."""
+    import torch
+    from hp_agent.dist_op.synth import _differentiable as backward_runs  # pylint: disable=protected-access
+    case = next(iter(deriv.ok_cases), None)
+    if case is None:
+        return True
+    tensors = [torch.rand(case.shape) + 0.5 for _ in range(max(case.n_tensors, 1))]
+    return backward_runs(resolve_torch(op), tensors, dict(case.kwargs))
+
+
 def analyze(names: List[str], layout: Layout, force: bool = False) -> List[AnalyzeResult]:
     """Analyse every op group and write ``plans/<op>.md`` (status draft); refuses registered ops and,
     unless ``force``, overwriting a confirmed plan."""
@@ -90,7 +102,12 @@ def analyze(names: List[str], layout: Layout, force: bool = False) -> List[Analy
                      for n, d in derivs.items() if not _same_rule(d, main)]
         scope = mindspore_scope(group[0]) if layout.mindspore == "auto" else {
             "installed": False, "names": [], "note": "lookup switched off ([dist_op] mindspore = off)"}
-        plan = build_plan(group, ifaces, main, scope, questions, layout)
+        synthesis = None
+        if main.kind not in ("elementwise", "except_dim"):  # no closed form: synthesise a strategy table
+            from hp_agent.dist_op.synth import synth_op
+            synthesis = synth_op(group[0])
+        plan = build_plan(group, ifaces, main, scope, questions, layout, synthesis=synthesis,
+                          differentiable=_differentiable(group[0], main))
         target = layout.path(layout.plans_dir) / f"{slug_of(group[0])}.md"
         if target.exists() and not force and "status: confirmed" in target.read_text(encoding="utf-8"):
             raise AnalyzeError(f"{target}: a confirmed plan exists; pass --force to re-analyse (it becomes a draft)")

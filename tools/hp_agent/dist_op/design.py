@@ -204,22 +204,65 @@ def _st_cases(deriv: Derivation, iface: Interface) -> List[Dict[str, Any]]:
     return cases[:8]
 
 
+def _synthesised(synthesis: Any) -> Dict[str, Any]:
+    """Path A with the synthesised entry (a generic rule class executing data), or a [TBD] path."""
+    entry = synthesis.entry
+    if entry is None:
+        return {"path": f"{TBD} the synthesis could not be expressed as data: which path?", "base_class": TBD,
+                "template": None, "options": {}, "reason": TBD}
+    what = (f"factor rule `{entry['options']['equation']}`" if entry["rule"] == "FactorRule" else
+            f"strategy table of {len(entry['options']['table'])} signature(s)")
+    return _path("A", entry["rule"], entry["module"], entry["options"], None,
+                 f"the probe matched no closed form; strategy synthesis ({synthesis.synthesis.samples} sample calls, "
+                 f"OpInfo {synthesis.sources['opinfo']}, every value generator agreeing on 2 and 3 ranks) gives a "
+                 f"{what}, executed as data by `{entry['rule']}`")
+
+
+def _synthesis_body(synthesis: Any) -> str:
+    """The plan's section showing the synthesised table and its evidence (what the reviewer confirms)."""
+    d = synthesis.to_dict()
+    lines = ["", "## Synthesised strategies (`hp-agent dist-op synth`)",
+             f"{d['samples']} sample calls (OpInfo {d['sources']['opinfo']}, pipeline {d['sources']['pipeline']}), "
+             f"differentiable: {d['differentiable']}. Per signature (input ranks; layout arguments), the accepted "
+             "strategies and the sample each signature was first found on:", ""]
+    for key, rows in d["table"].items():
+        lines.append(f"- `{key}`: {', '.join(f'`{r}`' for r in rows)} (evidence {d['evidence'][key]})")
+    for line in d["conditions"] + ([f"factor rule `{d['equation']}`"] if d["equation"] else []):
+        lines.append(f"- generalised: {line}")
+    return "\n".join(lines) + "\n"
+
+
+def _use_synthesis_cases(meta: Dict[str, Any], synthesis: Any, differentiable: bool) -> None:
+    """UT/ST cases of a synthesised plan: each table row on its evidence sample; forward-only ST when
+    backward does not run on the op."""
+    if synthesis.entry is not None:
+        meta["accepted"], meta["st_cases"] = synthesis.synthesis.plan_cases()
+        meta["rejected"] = []
+        meta["ut_cases"] = [f"accepted[{i}]" for i in range(len(meta["accepted"]))]
+    if not differentiable or synthesis.synthesis.differentiable is False:
+        meta["derivation"]["differentiable"] = False
+        meta["st_cases"] = [dict(c, grad=False) for c in meta["st_cases"]]
+
+
 def build_plan(group: List[str], ifaces: Dict[str, Interface], deriv: Derivation, ms_scope: Dict[str, Any],
-               extra_questions: List[str], layout: Any = None) -> Plan:
-    """The draft plan for ``group`` (one op, several frontend names) from the analysis results."""
+               extra_questions: List[str], layout: Any = None, synthesis: Any = None,
+               differentiable: bool = True) -> Plan:
+    """The draft plan for ``group`` (one op, several frontend names) from the analysis results (``synthesis``:
+    the strategy synthesis of an op whose probe found no closed form)."""
     op = group[0]
     iface = ifaces[op]
-    chosen = design(deriv, iface)
+    chosen = design(deriv, iface) if synthesis is None else _synthesised(synthesis)
     module, rule_class, rule_file = _rule_fields(chosen, op, layout)
     meta: Dict[str, Any] = {
         "op": op,
         "frontends": {"torch": list(group), "mindspore": _ms_entry(ms_scope)},
         "interface": {n: {"signature": i.signature, "source": i.source, "dtypes": i.dtypes,
                           "params": [p.to_dict() for p in i.params]} for n, i in ifaces.items()},
-        "derivation": {"kind": deriv.kind, "tensors": deriv.n_tensors, "partial_mode": deriv.partial,
+        "derivation": {"kind": deriv.kind if synthesis is None or synthesis.entry is None else "synthesised",
+                       "tensors": deriv.n_tensors, "partial_mode": deriv.partial,
                        "dim_param": deriv.dim_param, "linear": deriv.linear,
                        "shape_rule": deriv.shape_rule, "scan_combine": deriv.scan, "expand": deriv.expand,
-                       "legacy_dim": deriv.legacy_dim,
+                       "legacy_dim": deriv.legacy_dim, "differentiable": differentiable,
                        "probed_cases": len(deriv.cases)},
         "path": chosen["path"],
         "reason": chosen["reason"],
@@ -236,8 +279,15 @@ def build_plan(group: List[str], ifaces: Dict[str, Interface], deriv: Derivation
         "status": "draft",
     }
     questions = list(deriv.questions) + list(extra_questions)
+    if synthesis is not None:
+        questions = list(synthesis.questions) + list(extra_questions)
+        _use_synthesis_cases(meta, synthesis, differentiable)
+    elif not differentiable:
+        meta["st_cases"] = [dict(c, grad=False) for c in meta["st_cases"]]
     from hp_agent.dist_op.render import render_body
     body = render_body(meta, deriv, ifaces, questions)
+    if synthesis is not None:
+        body += _synthesis_body(synthesis)
     return Plan(meta, body)
 
 

@@ -124,8 +124,12 @@ def split(t: Any, placement: Any, n: int, gen: Any) -> Optional[list]:
             noise = torch.randn((n,) + tuple(t.shape), generator=gen, dtype=t.dtype)
             noise = noise - noise.mean(0, keepdim=True)
             return [t + noise[r] for r in range(n)]
-        return [t.clone()] + [t - torch.rand(t.shape, generator=gen, dtype=t.dtype).abs() - 0.1
-                              if placement.reduce_op == "max" else t + 1.0 for _ in range(n - 1)]
+        # the rank holding the true value changes from element to element (never one dominant rank, so an
+        # op that is only monotone does not pass for max/min-linear)
+        owner = torch.randint(0, n, tuple(t.shape), generator=gen)
+        gap = torch.rand(t.shape, generator=gen, dtype=t.dtype).abs() + 0.1
+        other = t - gap if placement.reduce_op == "max" else t + gap
+        return [torch.where(owner == r, t, other) for r in range(n)]
     return [t.clone() for _ in range(n)]
 
 

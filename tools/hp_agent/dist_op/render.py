@@ -59,6 +59,10 @@ def _columns(deriv: Any, ndim: int) -> List[tuple]:
 def _summary(meta: Dict[str, Any]) -> str:
     deriv = meta["derivation"]
     lines = []
+    if deriv["kind"] == "synthesised":
+        return ("- No closed form from the probe; the strategies below were synthesised (section \"Synthesised "
+                "strategies\") and the registry entry executes them as data: Partial inputs are kept exactly where "
+                "the table has a row for them.")
     if deriv["kind"] == "elementwise" and deriv.get("tensors") == 2:
         lines.append("- Both operands sharded on the same dim keep it; the output is sharded on that dim.")
         lines.append(f"- Partial mode (from the (P,P), (P,R), (R,P) probes): `{deriv.get('partial_mode')}`.")

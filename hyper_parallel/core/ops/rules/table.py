@@ -1,0 +1,218 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Rules as data: synthesised sharding strategies executed by two generic classes (no Python per op).
+
+``hp-agent dist-op synth`` finds, on simulated meshes, every input-placement combination whose local
+results assemble to the global result; what it finds is written into the op's registry entry:
+
+* :class:`FactorRule` — an einsum-like factor equation (``outer``: ``{equation: "i,j->ij"}``): the
+  matmul family's letter strategies (a free letter sharded everywhere it appears keeps the output
+  sharded on it; a contracted letter gives ``Partial(sum)``; one ``Partial(sum)`` operand stays partial);
+* :class:`StrategyTableRule` — a per-signature strategy table where no equation fits::
+
+      torch.rot90:
+        rule: StrategyTableRule
+        module: hyper_parallel.core.ops.rules.table
+        options:
+          layout: {k: [1, 1], dims: [2, [0, 1]]}          # argument: [position, default]
+          table: {"2;dims=[0, 1];k=1": ["R->R", "S(0)->S(1)", "P(sum)->P(sum)"], ...}
+          shapes: {"2;dims=[0, 1];k=1": [["0.1", "0.0"]]}  # per output: "input.dim", "i.d|j.e" (max), "i.d*j.e", a size
+
+  A signature is the inputs' ranks plus the layout arguments' values (dims normalised to >= 0). Per mesh
+  dim, the inputs' current placements are kept when the table has them; else the strategy that keeps the
+  most inputs and gathers (``Replicate``) the rest; a tensor dim already sharded by an earlier mesh dim is
+  gathered on later ones. A signature the table does not hold is refused with a ``RuleError`` (never a
+  guess).
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Sequence, Tuple
+
+from hyper_parallel.core.ops.rule import Decision, OpCall, OpRule, RuleError
+from hyper_parallel.core.ops.rules.matmul import EinsumRule, _Problem
+from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
+
+__all__ = ["FactorRule", "StrategyTableRule", "parse_strategy", "signature_of"]
+
+_EQUATION = re.compile(r"^([a-z]*)(,[a-z]*)*->[a-z]*$")
+_PLACEMENT = re.compile(r"^(R|S\((\d+)\)|P\((sum|avg|max|min)\))$")
+_DIM_ARGS = ("dim", "dim0", "dim1", "start_dim", "end_dim")
+
+
+class FactorRule(EinsumRule):
+    """An einsum-like factor rule from option ``equation`` (``"i,j->ij"`` for ``outer``, ``"ij,j->i"`` for
+    ``mv``): one letter string per tensor operand, in dispatch order."""
+
+    @classmethod
+    def allowed_options(cls):
+        return ("equation",)
+
+    def __init__(self, op: str, **options: Any) -> None:
+        super().__init__(op, **options)
+        equation = str(options.get("equation", "")).replace(" ", "")
+        if not _EQUATION.match(equation):
+            raise RuleError(f"{op}: option equation={options.get('equation')!r}: expected letters like 'i,j->ij'")
+        ins, self.out = equation.split("->")
+        self.operands = ins.split(",")
+        if any(len(set(o)) != len(o) for o in self.operands) or not set(self.out) <= set(ins):
+            raise RuleError(f"{op}: equation {equation!r}: a repeated letter in one operand, or an output "
+                            "letter no operand has")
+
+    def letters(self, call: OpCall) -> _Problem:
+        """The operands' letters for this call (their ranks must match the equation)."""
+        tensors = call.tensors[:len(self.operands)]
+        if len(tensors) != len(self.operands) or any(t.ndim != len(o) for t, o in zip(tensors, self.operands)):
+            raise call.fail(f"expected {len(self.operands)} tensor operand(s) of ranks "
+                            f"{[len(o) for o in self.operands]} (equation {','.join(self.operands)}->{self.out}), "
+                            f"got ranks {[t.ndim for t in call.tensors]}")
+        return _Problem(list(self.operands), self.out, [tuple(t.shape) for t in tensors])
+
+
+def parse_strategy(text: str, where: str = "strategy") -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+    """``"S(0),R->S(0)"`` -> (("S(0)", "R"), ("S(0)",)); a RuleError naming ``where`` when malformed."""
+    if text.count("->") != 1:
+        raise RuleError(f"{where}: {text!r}: expected 'inputs->outputs' like 'S(0),R->S(0)'")
+    left, right = (tuple(p.strip() for p in side.split(",")) for side in text.split("->"))
+    for p in left + right:
+        if not _PLACEMENT.match(p):
+            raise RuleError(f"{where}: {text!r}: placement {p!r} is not R, S(d) or P(sum|avg|max|min)")
+    return left, right
+
+
+def _placement(text: str) -> Placement:
+    m = _PLACEMENT.match(text)
+    if m.group(2) is not None:
+        return Shard(int(m.group(2)))
+    return Partial(m.group(3)) if m.group(3) else Replicate()
+
+
+def _short(p: Placement) -> str:
+    return p.short()
+
+
+def _norm(name: str, value: Any, ndim: int) -> Any:
+    if name in _DIM_ARGS and isinstance(value, int) and not isinstance(value, bool) and ndim:
+        return value % ndim
+    if name == "dims" and isinstance(value, (list, tuple)) and ndim:
+        return [v % ndim if isinstance(v, int) else v for v in value]
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def _reachable(ins: Tuple[str, ...], res: Tuple[str, ...], cur: Tuple[str, ...], used: set) -> bool:
+    """True when ``ins`` needs only gathers from ``cur`` and ``res`` shards no output dim already sharded."""
+    if any(i not in (c, "R") for i, c in zip(ins, cur)):
+        return False
+    return not any(p.startswith("S(") and (k, int(p[2:-1])) in used for k, p in enumerate(res))
+
+
+def signature_of(ranks: Sequence[int], layout: Dict[str, Any]) -> str:
+    """The table key: ``"2,1"`` plus ``";name=value"`` per layout argument, sorted by name."""
+    parts = [",".join(str(r) for r in ranks)]
+    parts += [f"{k}={layout[k]}" for k in sorted(layout)]
+    return ";".join(parts)
+
+
+class StrategyTableRule(OpRule):
+    """Per-signature strategy table (options ``layout``, ``table``, ``shapes``; see the module docstring)."""
+
+    @classmethod
+    def allowed_options(cls):
+        return ("layout", "table", "shapes")
+
+    def __init__(self, op: str, **options: Any) -> None:
+        super().__init__(op, **options)
+        self.layout = dict(options.get("layout") or {})
+        for name, spec in self.layout.items():
+            if not isinstance(spec, (list, tuple)) or len(spec) != 2 or not isinstance(spec[0], int):
+                raise RuleError(f"{op}: option layout.{name}={spec!r}: expected [position, default]")
+        self.cache_args = tuple(self.layout)
+        table = options.get("table")
+        shapes = options.get("shapes")
+        if not isinstance(table, dict) or not table or not isinstance(shapes, dict):
+            raise RuleError(f"{op}: options table and shapes must be non-empty mappings keyed by signature")
+        self.table: Dict[str, List[Tuple[Tuple[str, ...], Tuple[str, ...]]]] = {}
+        for key, rows in table.items():
+            if key not in shapes:
+                raise RuleError(f"{op}: signature {key!r} has strategies but no output shape in option shapes")
+            self.table[key] = [parse_strategy(r, f"{op}: table[{key!r}]") for r in rows]
+        self.shapes = shapes
+
+    def _key(self, call: OpCall) -> str:
+        ranks = [t.ndim for t in call.tensors]
+        ndim = ranks[0] if ranks else 0
+        values = {name: _norm(name, call.arg(pos, name, default), ndim) for name, (pos, default) in
+                  self.layout.items()}
+        return signature_of(ranks, values)
+
+    def infer(self, call: OpCall) -> Decision:
+        """Input requirements and output specs from the table (see the module docstring)."""
+        key = self._key(call)
+        rows = self.table.get(key)
+        if rows is None:
+            raise call.fail(f"no synthesised strategy for signature {key!r} (known: {sorted(self.table)[:6]}); "
+                            "run hp-agent dist-op synth with a sample of this signature")
+        n_out = len(rows[0][1])
+        need: List[List[Placement]] = [[Replicate()] * call.mesh_ndim for _ in call.tensors]
+        outs: List[List[Placement]] = [[Replicate()] * call.mesh_ndim for _ in range(n_out)]
+        for d in range(call.mesh_ndim):
+            cur = tuple(self._current(call, need, i, d) for i in range(len(call.tensors)))
+            ins, res = self._choose(call, rows, cur, outs, d)
+            for i, p in enumerate(ins):
+                need[i][d] = _placement(p)
+            for k, p in enumerate(res):
+                outs[k][d] = _placement(p)
+        shapes = [self._shape(call, key, k) for k in range(n_out)]
+        specs = [(tuple(o), s) for o, s in zip(outs, shapes)]
+        return Decision(inputs=[tuple(n) for n in need], outputs=specs[0] if n_out == 1 else specs)
+
+    @staticmethod
+    def _current(call: OpCall, need: List[List[Placement]], i: int, d: int) -> str:
+        """Input ``i``'s placement on mesh dim ``d`` (R when an earlier mesh dim already shards that dim)."""
+        t = call.tensors[i]
+        p = t.placements[d] if t.is_dtensor else Replicate()
+        if isinstance(p, Shard) and any(isinstance(q, Shard) and q.dim == p.dim for q in need[i][:d]):
+            return "R"
+        return _short(p)
+
+    @staticmethod
+    def _choose(call: OpCall, rows, cur: Tuple[str, ...], outs: List[List[Placement]], d: int):
+        """The row for ``cur``: exact, else the one keeping the most inputs and gathering the rest."""
+        used = {(k, p.dim) for k, o in enumerate(outs) for p in o[:d] if isinstance(p, Shard)}
+        best, best_key = None, None
+        for ins, res in rows:
+            if len(ins) != len(cur):
+                raise call.fail(f"the table's strategy {','.join(ins)} names {len(ins)} input(s), the call has "
+                                f"{len(cur)} tensor(s)")
+            if not _reachable(ins, res, cur, used):
+                continue
+            score = (sum(1 for i, c in zip(ins, cur) if i == c and c != "R"), sum(1 for p in res if p != "R"))
+            if best_key is None or score > best_key:
+                best, best_key = (ins, res), score
+        if best is None:
+            raise call.fail(f"no strategy reachable by gathering from inputs {list(cur)} on mesh dim {d}")
+        return best
+
+    def _shape(self, call: OpCall, key: str, k: int) -> Tuple[int, ...]:
+        """Output ``k``'s global shape: per dim a size, ``"i.d"`` (input ``i``'s dim ``d``) or ``"i.d|j.e"``
+        (the largest of those: broadcast operands)."""
+        out = []
+        for item in self.shapes[key][k]:
+            if isinstance(item, int):
+                out.append(item)
+                continue
+            sizes = []
+            for ref in str(item).split("|"):
+                size = 1
+                for factor in ref.split("*"):
+                    m = re.fullmatch(r"(\d+)\.(\d+)", factor)
+                    if m is None or int(m.group(1)) >= len(call.tensors) or \
+                            int(m.group(2)) >= call.tensors[int(m.group(1))].ndim:
+                        raise call.fail(f"output shape item {item!r} of signature {key!r}: expected 'i.d', "
+                                        "'i.d|j.e' (largest), 'i.d*j.e' (product) or a size")
+                    size *= call.tensors[int(m.group(1))].shape[int(m.group(2))]
+                sizes.append(size)
+            out.append(max(sizes))
+        return tuple(out)

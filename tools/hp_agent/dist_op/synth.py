@@ -1,0 +1,699 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Strategy synthesis: every input-placement combination whose local results assemble to the global result.
+
+Sources of sample calls, in order: PyTorch's OpInfo database
+(``torch.testing._internal.common_methods_invocations.op_db``, float32 samples) for any op it covers, then
+the pipeline's own samples (:func:`hp_agent.dist_op.samples.samples_for`), then ``extra`` samples given by
+the caller. Each sample is swept over the layout-relevant arguments it carries (``dim``, ``dims``, ``k``,
+``keepdim``, ``p``, ... with values valid for the sample: a value whose single-device call raises is
+dropped).
+
+For each (swept) sample and each combination of input placements (``R``, ``S(d)`` for every dim,
+``P(sum|avg|max|min)`` for float inputs), the op runs per shard on simulated meshes of 2 and 3 ranks
+(:func:`hp_agent.dist_op.probe.probe_call`) and the output placements under which the local outputs
+assemble to the single-device result are kept. A strategy is accepted only if **every value generator**
+agrees (the intersection of their output placements is not empty):
+
+* ``sample`` — the sample's own values;
+* ``arange`` — ``0, 1, 2, ...`` in order (catches position-dependent ops);
+* ``negative`` — negated magnitudes (catches sign assumptions);
+* ``zeros``/``ones``-mix — alternating exact 0 and 1 (catches ops that treat zeros specially);
+* ``offset`` — the sample plus a different offset per input, so two inputs are never equal (a strategy
+  valid only for equal inputs fails here).
+
+Uneven chunks come from the 3-rank mesh and the samples' own sizes (OpInfo's samples include size-1 and
+odd dims). The synthesis groups samples by a *signature* (the inputs' ranks and the swept argument
+values) and records, per accepted strategy, the sample it was first found on. :func:`factor_equation`
+finds an einsum-like factor rule (``outer``: ``i,j->ij``) whose implied strategies equal the synthesised
+ones; :func:`conditions` generalises a one-tensor op's strategies over ``dim`` into conditional rules
+(``S(d) -> S(d) when d != dim``).
+"""
+from __future__ import annotations
+
+import itertools
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from hp_agent.dist_op.probe import collect_tensors, probe_call
+
+__all__ = ["Strategy", "Synthesis", "GENERATORS", "LAYOUT_KWARGS", "synthesize", "opinfo_samples", "sweep",
+           "factor_equation", "equation_strategies", "conditions", "signature", "permutation", "shape_expressions",
+           "emit", "synth_op", "OpSynthesis"]
+
+LAYOUT_KWARGS = ("dim", "dims", "dim0", "dim1", "k", "keepdim", "p", "start_dim", "end_dim", "diagonal", "offset")
+INPUT_PARTIALS = ("sum", "avg", "max", "min")
+GENERATORS = ("sample", "arange", "negative", "zeros_ones", "offset")
+MAX_COMBOS = 400
+TABLE_MODULE = "hyper_parallel.core.ops.rules.table"
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """Input placements (one per tensor input) and the output placement(s) they give."""
+
+    inputs: Tuple[str, ...]
+    outputs: Tuple[str, ...]
+
+    def text(self) -> str:
+        """``S(0),R->S(0)``."""
+        return f"{','.join(self.inputs)}->{','.join(self.outputs)}"
+
+
+@dataclass
+class Synthesis:
+    """Accepted strategies per signature, with the evidence (the sample each was found on)."""
+
+    op: str
+    strategies: Dict[str, List[Strategy]] = field(default_factory=dict)
+    evidence: Dict[str, str] = field(default_factory=dict)
+    kwargs: Dict[str, dict] = field(default_factory=dict)
+    shapes: Dict[str, List[Tuple[List[Tuple[int, ...]], List[Tuple[int, ...]]]]] = field(default_factory=dict)
+    differentiable: Optional[bool] = None
+    integer_output: bool = False
+    samples: int = 0
+    errors: List[str] = field(default_factory=list)
+
+    def plan_cases(self, limit: int = 4) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+        """(accepted UT scenarios, ST cases) for a plan: per signature (up to ``limit``, tensors passed
+        positionally only), each strategy on the sample it was found on, and that sample with the number of
+        ``check_op`` combinations (R, S(d), P(sum)) the table keeps without communication."""
+        accepted, st_cases = [], []
+        for key in sorted(self.strategies)[:limit]:
+            shapes_in, shapes_out = self.shapes[key][0]
+            kwargs = {k: list(v) if isinstance(v, tuple) else v for k, v in self.kwargs[key].items()}
+            for s in self.strategies[key]:
+                accepted.append({"shapes": [list(x) for x in shapes_in], "kwargs": kwargs, "input": list(s.inputs),
+                                 "need": list(s.inputs), "output": list(s.outputs[:1]),
+                                 "out_shape": list(shapes_out[0]) if shapes_out else []})
+            native = sum(1 for s in self.strategies[key] if all(p == "R" or p.startswith("S(") or p == "P(sum)"
+                                                                  for p in s.inputs))
+            case = {"shapes": [list(x) for x in shapes_in], "kwargs": kwargs, "native_min": native}
+            if self.differentiable is False:
+                case["grad"] = False
+            st_cases.append(case)
+        return accepted, st_cases
+
+    def table(self) -> Dict[str, List[str]]:
+        """Signature -> strategy texts (sorted)."""
+        return {k: sorted(s.text() for s in v) for k, v in sorted(self.strategies.items())}
+
+
+# ---------------------------------------------------------------------- samples
+def _opinfo(op: str) -> Optional[Any]:
+    from torch.testing._internal.common_methods_invocations import op_db
+    base = op.split(".")[-1]
+    names = {op, base, op.replace("torch.", "", 1), op.replace("torch.nn.functional.", "nn.functional.", 1),
+             op.replace("torch.special.", "special.", 1), op.replace("torch.linalg.", "linalg.", 1)}
+    return next((o for o in op_db if o.name in names and not o.variant_test_name), None)
+
+
+def opinfo_samples(op: str, limit: int = 6) -> List[Tuple[list, dict]]:
+    """Float32 CPU samples of ``op`` from PyTorch's OpInfo database as ``(args, kwargs)`` (empty when the
+    database does not cover the op)."""
+    import torch
+    info = _opinfo(op)
+    if info is None:
+        return []
+    out = []
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for s in itertools.islice(info.sample_inputs("cpu", torch.float32, requires_grad=False), limit * 3):
+            args = [s.input, *s.args]
+            if any(isinstance(t, torch.Tensor) and t.layout != torch.strided for t in args):
+                continue
+            out.append((args, dict(s.kwargs)))
+            if len(out) >= limit:
+                break
+    return out
+
+
+def _values(name: str, value: Any, ndim: int) -> List[Any]:
+    """Candidate values of layout argument ``name`` for an input of rank ``ndim``."""
+    if name in ("keepdim",):
+        return [False, True]
+    if name == "k":
+        return [0, 1, 2, 3]
+    if name == "p":
+        return [1, 2]
+    if name == "dims" and isinstance(value, (list, tuple)):
+        return [list(c) for c in itertools.permutations(range(ndim), len(value))] if ndim else [value]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return list(range(ndim)) if ndim else [value]
+    return [value]
+
+
+def distinct_sizes(fn: Callable, sample: Tuple[list, dict]) -> Optional[Tuple[list, dict]]:
+    """The sample with tensor dims of size > 1 resized so that no two dims of one tensor share a size, or
+    None when the op refuses every such shape. Tried in order: every dim of every tensor distinct (2, 3, 4,
+    ...), then distinct per right-aligned position and shared across tensors (broadcasting operands). Output
+    dims then name the input dim they come from."""
+    import torch
+    args, kwargs = sample
+    locs = collect_tensors(args, kwargs)
+    from hp_agent.dist_op.probe import _get, _put  # pylint: disable=import-outside-toplevel,protected-access
+    tensors = [_get(args, kwargs, loc) for loc in locs]
+    if not tensors or any(not t.is_floating_point() or t.dim() == 0 for t in tensors):
+        return None
+    size = iter(range(2, 64))
+    apart = [[s if s == 1 else next(size) for s in t.shape] for t in tensors]
+    aligned = [[s if s == 1 else 2 + t.dim() - 1 - d for d, s in enumerate(t.shape)] for t in tensors]
+    for shapes in (apart, aligned):
+        a, k = list(args), dict(kwargs)
+        for loc, t, shape in zip(locs, tensors, shapes):
+            _put(a, k, loc, torch.rand(shape, dtype=t.dtype) + 0.5)
+        try:
+            with torch.no_grad():
+                fn(*a, **k)
+        except Exception:  # pylint: disable=broad-except  # the op needs some sizes equal: try the next
+            continue
+        return a, k
+    return None
+
+
+def sweep(fn: Callable, sample: Tuple[list, dict], layout_kwargs: Sequence[str] = LAYOUT_KWARGS,
+          limit: int = 12) -> List[Tuple[list, dict]]:
+    """The sample with each layout argument it carries (by keyword) set to every value valid for it (the
+    single-device call must succeed); the original first."""
+    import torch
+    args, kwargs = sample
+    first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+    ndim = first.dim() if first is not None else 0
+    names = [k for k in kwargs if k in layout_kwargs]
+    if not names:
+        return [sample]
+    out, seen = [sample], {repr(sorted(kwargs.items()))}
+    for values in itertools.product(*[_values(k, kwargs[k], ndim) for k in names]):
+        kw = dict(kwargs, **dict(zip(names, values)))
+        key = repr(sorted(kw.items()))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            with torch.no_grad():
+                fn(*args, **kw)
+        except Exception:  # pylint: disable=broad-except  # not valid for this sample: not swept
+            continue
+        out.append((args, kw))
+        if len(out) >= limit:
+            break
+    return out
+
+
+# ---------------------------------------------------------------------- generators
+def _generate(name: str, t: Any, index: int) -> Any:
+    import torch
+    if not t.is_floating_point():
+        return t
+    if name == "sample":
+        return t
+    if name == "arange":
+        return torch.arange(t.numel(), dtype=t.dtype).reshape(t.shape) / max(t.numel(), 1) + 0.25 + index
+    if name == "negative":
+        return -(t.abs() + 0.25 + index)
+    if name == "zeros_ones":
+        return (torch.arange(t.numel()) % 2).to(t.dtype).reshape(t.shape)
+    return t + 3.0 * (index + 1)  # offset: two inputs are never equal
+
+
+def _variant(name: str, args: list, kwargs: dict) -> Tuple[list, dict]:
+    locs = collect_tensors(args, kwargs)
+    a, k = list(args), dict(kwargs)
+    from hp_agent.dist_op.probe import _get, _put  # pylint: disable=import-outside-toplevel,protected-access
+    for i, loc in enumerate(locs):
+        _put(a, k, loc, _generate(name, _get(args, kwargs, loc), i))
+    return a, k
+
+
+# ---------------------------------------------------------------------- synthesis
+def signature(args: list, kwargs: dict, layout_kwargs: Sequence[str] = LAYOUT_KWARGS) -> str:
+    """``2,1`` (input ranks) plus ``;name=value`` for each layout argument (dims normalised >= 0)."""
+    locs = collect_tensors(args, kwargs)
+    from hp_agent.dist_op.probe import _get  # pylint: disable=import-outside-toplevel,protected-access
+    ranks = [_get(args, kwargs, loc).dim() for loc in locs]
+    ndim = ranks[0] if ranks else 0
+    parts = [",".join(str(r) for r in ranks)]
+    for k in sorted(kwargs):
+        if k in layout_kwargs:
+            parts.append(f"{k}={_norm(kwargs[k], ndim, k)}")
+    return ";".join(parts)
+
+
+def _norm(value: Any, ndim: int, name: str) -> Any:
+    if name in ("dim", "dim0", "dim1", "start_dim", "end_dim") and isinstance(value, int) \
+            and not isinstance(value, bool) and ndim:
+        return value % ndim
+    if name == "dims" and isinstance(value, (list, tuple)) and ndim:
+        return [v % ndim for v in value]
+    return value
+
+
+def _candidates(t: Any, partials: Sequence[str]) -> List[str]:
+    out = ["R"] + [f"S({d})" for d in range(t.dim())]
+    if t.is_floating_point():
+        out += [f"P({p})" for p in partials]
+    return out
+
+
+def _agreed(fn: Callable, args: list, kwargs: dict, combos: List[Tuple[str, ...]], ranks: Sequence[int],
+            generators: Sequence[str]) -> Dict[Tuple[str, ...], List[set]]:
+    """Per combo, the output placements every generator accepts (combos with an empty output dropped)."""
+    agreed: Dict[Tuple[str, ...], Optional[List[set]]] = {c: None for c in combos}
+    for name in generators:
+        a, k = _variant(name, args, kwargs)
+        if not _runs(fn, a, k):  # this generator's values are invalid for the op
+            continue
+        alive = [c for c, v in agreed.items() if v is None or all(v)]
+        probe = probe_call(fn, a, k, ranks=ranks, combos=alive, max_combos=MAX_COMBOS)
+        for combo, sets in agreed.items():
+            found = probe.table.get(combo)
+            if found is None:  # not representable (e.g. Partial of an integer tensor) or not probed
+                agreed[combo] = [set()]
+            elif sets is None:
+                agreed[combo] = [set(f) for f in found]
+            else:
+                agreed[combo] = [x & set(y) for x, y in zip(sets, found)]
+    return {c: v for c, v in agreed.items() if v and all(v)}
+
+
+def _runs(fn: Callable, args: list, kwargs: dict) -> bool:
+    import torch
+    try:
+        with torch.no_grad():
+            fn(*args, **kwargs)
+    except Exception:  # pylint: disable=broad-except  # invalid for the op
+        return False
+    return True
+
+
+def _partials_consistent(inputs: Tuple[str, ...], outputs: Tuple[str, ...]) -> bool:
+    """A Partial output of Partial inputs keeps their reduce op (P(max) in, P(sum) out is a coincidence of
+    the data, never a law); Partial outputs of shards only (a contraction) are P(sum)."""
+    kinds = {p for p in inputs if p.startswith("P(")}
+    for out in outputs:
+        if out.startswith("P(") and ((kinds and out not in kinds) or (not kinds and out != "P(sum)")):
+            return False
+    return True
+
+
+def _best(outs: List[set]) -> Tuple[str, ...]:
+    order = {"S": 0, "P": 1, "R": 2, "v": 3}
+    return tuple(sorted(o, key=lambda t: (order[t[0]], t))[0] for o in outs)
+
+
+def _differentiable(fn: Callable, args: list, kwargs: dict) -> bool:
+    """True when backward runs on the single-device reference (False: the op has no derivative)."""
+    import torch
+    locs = collect_tensors(args, kwargs)
+    from hp_agent.dist_op.probe import _get, _put  # pylint: disable=import-outside-toplevel,protected-access
+    a, k = list(args), dict(kwargs)
+    leaves = []
+    for loc in locs:
+        t = _get(args, kwargs, loc)
+        if t.is_floating_point():
+            leaf = t.detach().clone().requires_grad_(True)
+            leaves.append(leaf)
+            _put(a, k, loc, leaf)
+    if not leaves:
+        return False
+    try:
+        out = [o for o in _flat(fn(*a, **k)) if isinstance(o, torch.Tensor) and o.requires_grad]
+        if not out:
+            return False
+        sum(o.float().sum() for o in out).backward()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _flat(out: Any) -> list:
+    from hp_agent.dist_op.probe import flatten  # pylint: disable=import-outside-toplevel
+    return flatten(out)
+
+
+def synthesize(op: str, fn: Callable, samples: Optional[Sequence[Tuple[list, dict]]] = None, *,
+               ranks: Sequence[int] = (2, 3), generators: Sequence[str] = GENERATORS,
+               partials: Sequence[str] = INPUT_PARTIALS, use_opinfo: bool = True,
+               layout_kwargs: Sequence[str] = LAYOUT_KWARGS, max_samples: int = 12, distinct: bool = True) -> Synthesis:
+    """Every accepted strategy of ``fn`` per signature (see the module docstring); ``distinct``: add each
+    sample's distinct-sizes variant (:func:`distinct_sizes`)."""
+    pool: List[Tuple[list, dict]] = list(opinfo_samples(op)) if use_opinfo else []
+    pool += list(samples or [])
+    # each sample followed by its distinct-sizes variant (so a capped run still has both)
+    pool = [v for s in pool for v in (s, distinct_sizes(fn, s) if distinct else None) if v is not None]
+    result = Synthesis(op)
+    calls = [call for sample in pool for call in sweep(fn, sample, layout_kwargs)]
+    for args, kwargs in calls:
+        if result.samples >= max_samples * 4:
+            break
+        _one_call(result, fn, args, kwargs, (ranks, generators, partials, layout_kwargs))
+    return result
+
+
+def _one_call(result: Synthesis, fn: Callable, args: list, kwargs: dict, how: tuple) -> None:
+    """Synthesise one sample call into ``result`` (strategies intersected per signature)."""
+    import torch
+    from hp_agent.dist_op.probe import _get  # pylint: disable=import-outside-toplevel,protected-access
+    ranks, generators, partials, layout_kwargs = how
+    try:
+        with torch.no_grad():
+            ref = _flat(fn(*args, **kwargs))
+    except Exception as exc:  # pylint: disable=broad-except  # an invalid sample: noted, not used
+        result.errors.append(f"{type(exc).__name__}: {exc}".splitlines()[0][:160])
+        return
+    locs = collect_tensors(args, kwargs)
+    if not locs:
+        return
+    result.samples += 1
+    tensors = [_get(args, kwargs, loc) for loc in locs]
+    key = signature(args, kwargs, layout_kwargs)
+    combos = [tuple(c) for c in itertools.product(*[_candidates(t, partials) for t in tensors])]
+    agreed = _agreed(fn, args, kwargs, combos, ranks, generators)
+    found = {Strategy(c, _best(v)) for c, v in agreed.items() if _partials_consistent(c, _best(v))}
+    _record(result, key, tensors, kwargs, [o for o in ref if isinstance(o, torch.Tensor)], found)
+    if result.differentiable is None and any(t.is_floating_point() for t in tensors):
+        result.differentiable = _differentiable(fn, args, kwargs)
+
+
+def _record(result: Synthesis, key: str, tensors: list, kwargs: dict, outs: list, found: set) -> None:
+    """Intersect ``found`` into the signature's strategies; keep the evidence and the shapes."""
+    result.integer_output = result.integer_output or any(not o.is_floating_point() for o in outs)
+    old = result.strategies.get(key)
+    result.strategies[key] = sorted(found if old is None else (set(old) & found), key=Strategy.text)
+    result.evidence.setdefault(key, _describe(tensors, kwargs))
+    result.kwargs.setdefault(key, dict(kwargs))
+    result.shapes.setdefault(key, []).append(([tuple(t.shape) for t in tensors], [tuple(o.shape) for o in outs]))
+
+
+def _describe(tensors: Sequence[Any], kwargs: dict) -> str:
+    shapes = ", ".join("x".join(str(s) for s in t.shape) or "scalar" for t in tensors)
+    return f"({shapes})" + (f" {kwargs}" if kwargs else "")
+
+
+# ---------------------------------------------------------------------- generalisation
+def equation_strategies(equation: str, partial_linear: bool = True) -> List[Strategy]:
+    """The strategies an einsum-like factor rule implies on a 1-D mesh: a free letter sharded on every
+    operand that has it (others replicated) gives the output sharded on it; a contracted letter gives
+    ``P(sum)``; one ``P(sum)`` operand times replicated ones stays ``P(sum)`` (multilinear); all ``R``."""
+    ins, out = equation.replace(" ", "").split("->")
+    operands = ins.split(",")
+    found = [Strategy(tuple("R" for _ in operands), ("R",))]
+    for letter in sorted(set("".join(operands))):
+        inputs = tuple(f"S({o.index(letter)})" if letter in o else "R" for o in operands)
+        found.append(Strategy(inputs, (f"S({out.index(letter)})" if letter in out else "P(sum)",)))
+    if partial_linear:
+        for i in range(len(operands)):
+            found.append(Strategy(tuple("P(sum)" if j == i else "R" for j in range(len(operands))), ("P(sum)",)))
+    return sorted(set(found), key=Strategy.text)
+
+
+def _letters_for(shapes_in: List[Tuple[int, ...]], shape_out: Tuple[int, ...]) -> Optional[str]:
+    """An equation from sizes: equal sizes across operands share a letter, the output takes the letters of
+    its sizes (None when a size is ambiguous or missing)."""
+    by_size: Dict[int, str] = {}
+    pool = iter("ijklmnopqrstuvwxyzabcdefgh")
+    operands = []
+    for shape in shapes_in:
+        lets = ""
+        for s in shape:
+            if s not in by_size:
+                by_size[s] = next(pool)
+            lets += by_size[s]
+        if len(set(lets)) != len(lets):
+            return None  # a repeated size inside one operand: ambiguous
+        operands.append(lets)
+    try:
+        out = "".join(by_size[s] for s in shape_out)
+    except KeyError:
+        return None
+    if len(set(out)) != len(out):
+        return None
+    return ",".join(operands) + "->" + out
+
+
+def _equation_from_shapes(synth: Synthesis) -> Optional[str]:
+    """The one equation every sample's sizes give (None: none, several, or a signature with arguments)."""
+    equation = None
+    for key, shapes in synth.shapes.items():
+        if ";" in key:
+            return None
+        for shapes_in, shapes_out in shapes:
+            if len(shapes_out) != 1:
+                return None
+            eq = _letters_for(shapes_in, shapes_out[0])
+            if eq is None:
+                continue
+            if equation is not None and _canonical(eq) != _canonical(equation):
+                return None
+            equation = equation or eq
+    return equation
+
+
+def factor_equation(synth: Synthesis) -> Optional[str]:
+    """An einsum-like factor equation that explains every signature's shapes and whose implied strategies
+    equal the synthesised ones (the P(sum|R) part) on the signature of its ranks (None when there is none)."""
+    equation = _equation_from_shapes(synth)
+    if equation is None:
+        return None
+    implied = {s.text() for s in equation_strategies(equation)}
+    ranks = ",".join(str(len(o)) for o in equation.split("->", maxsplit=1)[0].split(","))
+    for key, strategies in synth.strategies.items():
+        got = {s.text() for s in strategies if all(not p.startswith("P(") or p == "P(sum)" for p in s.inputs)}
+        if key == ranks and got != implied:
+            return None
+    return equation
+
+
+def _canonical(equation: str) -> str:
+    mapping: Dict[str, str] = {}
+    pool = iter("abcdefghijklmnopqrstuvwxyz")
+    return "".join(mapping.setdefault(c, next(pool)) if c.isalpha() else c for c in equation)
+
+
+def _relation(d: int, v: int, out: str) -> Optional[str]:
+    """How shard dim ``d`` (not the argument's ``v``) maps: ``same``, ``shifted`` (a removed dim before it),
+    ``either`` (d < v: both), else the output placement itself."""
+    if out == f"S({d})":
+        return "either" if d < v else "same"
+    if d > v and out == f"S({d - 1})":
+        return "shifted"
+    return out
+
+
+def conditions(synth: Synthesis, arg: str = "dim") -> List[str]:
+    """Conditional rules of a one-tensor op generalised over ``arg`` across the swept signatures:
+    ``S(d) -> S(d) when d != dim``, ``S(d) -> S(d if d < dim else d - 1) when d != dim`` (a reduced dim),
+    and what ``S(dim)`` gives; only rules that hold on every signature carrying ``arg``."""
+    others, selves = set(), set()
+    for key, strategies in synth.strategies.items():
+        head, *rest = key.split(";")
+        parts = dict(p.split("=", 1) for p in rest)
+        if "," in head or not parts.get(arg, "x").isdigit():
+            continue
+        v = int(parts[arg])
+        shard_map = {int(s.inputs[0][2:-1]): s.outputs[0] for s in strategies if s.inputs[0].startswith("S(")}
+        for d in range(int(head)):
+            out = shard_map.get(d, "R")
+            if d == v:
+                selves.add(out.replace(f"S({d})", f"S({arg})"))
+            else:
+                others.add(_relation(d, v, out))
+    others.discard("either")
+    lines = []
+    if others == {"same"}:
+        lines.append(f"S(d) -> S(d) when d != {arg}")
+    elif others == {"shifted"}:
+        lines.append(f"S(d) -> S(d if d < {arg} else d - 1) when d != {arg}")
+    if len(selves) == 1:
+        lines.append(f"S({arg}) -> {next(iter(selves))}")
+    return lines
+
+
+def permutation(synth: Synthesis) -> Dict[str, Dict[int, int]]:
+    """Per signature of a one-tensor op: the input dim -> output dim map of its shard strategies (``rot90``:
+    ``S(0) -> S(1)`` for ``k=1``), for the plan's display."""
+    out = {}
+    for key, strategies in synth.strategies.items():
+        if "," in key.split(";")[0]:
+            continue
+        out[key] = {int(s.inputs[0][2:-1]): int(s.outputs[0][2:-1]) for s in strategies
+                    if s.inputs[0].startswith("S(") and s.outputs[0].startswith("S(")}
+    return out
+
+
+def _holds(shapes, k: int, j: int, size_of: Callable[[List[Tuple[int, ...]]], Optional[int]]) -> bool:
+    """``size_of(input shapes)`` equals output ``k``'s dim ``j`` in every sample."""
+    for ins, outs in shapes:
+        if len(outs) <= k or len(outs[k]) <= j or size_of(ins) != outs[k][j]:
+            return False
+    return True
+
+
+def _dim_size(i: int, d: int) -> Callable[[List[Tuple[int, ...]]], Optional[int]]:
+    return lambda ins: ins[i][d] if len(ins) > i and len(ins[i]) > d else None
+
+
+def _dim_expression(shapes: List[Tuple[List[Tuple[int, ...]], List[Tuple[int, ...]]]], k: int, j: int) -> Any:
+    """``"i.d"`` (input ``i``'s dim ``d``) or a constant size explaining output ``k``'s dim ``j`` in every
+    sample; ``"i.d|j.e"`` (the maximum) when one dim of each of several inputs fits (broadcasting);
+    ``"i.d*j.e"`` (a product, kron); None when nothing fits or two dims of one input do (ambiguous: the
+    samples need distinct sizes)."""
+    first_in = shapes[0][0]
+    dims = [(i, d) for i, shape in enumerate(first_in) for d in range(len(shape))]
+    fits = [f"{i}.{d}" for i, d in dims if _holds(shapes, k, j, _dim_size(i, d))]
+    if len(fits) == 1:
+        return fits[0]
+    if fits:
+        inputs = [f.split(".")[0] for f in fits]
+        # one dim per input (broadcast operands): the output size is their maximum; two dims of one input: ambiguous
+        return "|".join(fits) if len(set(inputs)) == len(inputs) else None
+    sizes = {outs[k][j] for _, outs in shapes if len(outs) > k and len(outs[k]) > j}
+    if len(sizes) == 1:
+        return sizes.pop()
+    return _product_expression(shapes, dims, k, j)
+
+
+def _product_expression(shapes, dims: List[Tuple[int, int]], k: int, j: int) -> Optional[str]:
+    """``"i.d*j.e"`` when exactly one product of two inputs' dims explains the output dim (kron)."""
+    products = []
+    for (i, d), (i2, d2) in itertools.combinations(dims, 2):
+        a, b = _dim_size(i, d), _dim_size(i2, d2)
+        if i < i2 and _holds(shapes, k, j, lambda ins, a=a, b=b: (a(ins) or 0) * (b(ins) or 0)):
+            products.append(f"{i}.{d}*{i2}.{d2}")
+    return products[0] if len(products) == 1 else None
+
+
+def shape_expressions(synth: Synthesis) -> Tuple[Dict[str, List[List[Any]]], List[str]]:
+    """Per signature, per output, the output shape as ``"input.dim"`` items or sizes; plus what could not
+    be expressed (a question for the reviewer)."""
+    out: Dict[str, List[List[Any]]] = {}
+    problems = []
+    for key, shapes in sorted(synth.shapes.items()):
+        ranks = {tuple(len(o) for o in outs) for _, outs in shapes}
+        if len(ranks) != 1:
+            problems.append(f"{key}: the output rank varies between samples")
+            continue
+        exprs = []
+        for k, rank in enumerate(next(iter(ranks))):
+            items = [_dim_expression(shapes, k, j) for j in range(rank)]
+            if any(i is None for i in items):
+                problems.append(f"{key}: output {k} dims {[j for j, i in enumerate(items) if i is None]} match no "
+                                "single input dim or constant in every sample (ambiguous or computed)")
+                break
+            exprs.append(items)
+        else:
+            out[key] = exprs
+    return out, problems
+
+
+def _with_defaults(key: str, layout: Dict[str, Tuple[int, Any]]) -> str:
+    parts = key.split(";")
+    have = dict(p.split("=", 1) for p in parts[1:])
+    ndim = int(parts[0].split(",")[0]) if parts[0] else 0
+    for name, (_, default) in layout.items():
+        if name not in have:
+            have[name] = str(_norm(default, ndim, name))
+    return ";".join([parts[0]] + [f"{k}={have[k]}" for k in sorted(have)])
+
+
+def _tables(synth: Synthesis, shapes: Dict[str, Any], spec: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """Strategy and shape tables keyed by the full signature (every layout argument, defaults filled in)."""
+    table, shape_table = {}, {}
+    for key in sorted(set(synth.strategies) & set(shapes)):
+        full = _with_defaults(key, spec)
+        table[full] = [s.text() for s in synth.strategies[key]]
+        shape_table[full] = shapes[key]
+    return table, shape_table
+
+
+def emit(synth: Synthesis, layout: Dict[str, Tuple[int, Any]]) -> Tuple[Optional[Dict[str, Any]], List[str]]:
+    """The registry entry (rule, module, options) that executes the synthesis as data, and the open
+    questions (an entry is None when the synthesis cannot be expressed: then a person decides).
+
+    ``layout``: position and default of each layout argument the op has (from its interface)."""
+    if not synth.strategies:
+        return None, ["no sample call ran: nothing was synthesised"]
+    equation = factor_equation(synth)
+    if equation is not None and not layout:
+        return {"rule": "FactorRule", "module": TABLE_MODULE, "options": {"equation": equation}}, []
+    shapes, problems = shape_expressions(synth)
+    used = sorted({p.split("=", 1)[0] for key in synth.strategies for p in key.split(";")[1:]})
+    missing = [u for u in used if u not in layout]
+    if missing:
+        problems.append(f"layout arguments {missing} have no position/default in the interface")
+    spec = {u: layout[u] for u in used if u in layout}
+    table, shape_table = _tables(synth, shapes, spec)
+    if problems or not table:
+        return None, problems or ["no signature could be expressed"]
+    return {"rule": "StrategyTableRule", "module": TABLE_MODULE,
+            "options": {"layout": {u: list(v) for u, v in spec.items()}, "table": table, "shapes": shape_table}}, []
+
+
+@dataclass
+class OpSynthesis:
+    """What ``hp-agent dist-op synth`` reports for one op."""
+
+    op: str
+    synthesis: Synthesis
+    equation: Optional[str]
+    conditions: List[str]
+    entry: Optional[Dict[str, Any]]
+    questions: List[str]
+    sources: Dict[str, int]
+    seconds: float
+
+    def to_dict(self) -> Dict[str, Any]:
+        """JSON form."""
+        s = self.synthesis
+        return {"op": self.op, "samples": s.samples, "sources": self.sources, "differentiable": s.differentiable,
+                "integer_output": s.integer_output, "table": s.table(), "evidence": dict(sorted(s.evidence.items())),
+                "equation": self.equation, "conditions": self.conditions, "entry": self.entry,
+                "questions": self.questions, "seconds": round(self.seconds, 2)}
+
+
+def _keywordize(sample: Tuple[list, dict], iface: Any, layout_kwargs: Sequence[str]) -> Tuple[list, dict]:
+    """Layout arguments passed by position moved to keywords (so the sweep and the signature see them)."""
+    import torch
+    args, kwargs = list(sample[0]), dict(sample[1])
+    names = [p.name for p in iface.params]
+    cut = len(args)
+    for i in range(len(args) - 1, 0, -1):
+        if i < len(names) and names[i] in layout_kwargs and not isinstance(args[i], torch.Tensor) \
+                and not iface.params[i].keyword_only and i == cut - 1:
+            kwargs[names[i]] = args[i]
+            cut = i
+    return args[:cut], kwargs
+
+
+def _with_layout_defaults(sample: Tuple[list, dict], layout: Dict[str, Tuple[int, Any]]) -> Tuple[list, dict]:
+    """Every layout argument passed by keyword (its default when absent), so one call has one signature."""
+    args, kwargs = sample
+    kw = dict(kwargs)
+    for name, (pos, default) in layout.items():
+        if name not in kw and pos >= len(args) and default is not None:
+            kw[name] = default
+    return args, kw
+
+
+def synth_op(op: str, use_opinfo: bool = True, ranks: Sequence[int] = (2, 3)) -> OpSynthesis:
+    """Synthesise ``op`` (a torch name) from OpInfo's samples and the pipeline's own, and emit its entry."""
+    import time
+    from hp_agent.dist_op.interface import resolve_torch, torch_interface
+    from hp_agent.dist_op.samples import samples_for
+    start = time.monotonic()
+    fn = resolve_torch(op)
+    iface = torch_interface(op)
+    layout = {p.name: (i, p.default if p.has_default else None) for i, p in enumerate(iface.params)
+              if p.name in LAYOUT_KWARGS and not p.tensor}
+    from_db = opinfo_samples(op) if use_opinfo else []
+    try:
+        own = samples_for(op)
+    except Exception:  # pylint: disable=broad-except  # the schema gave no sample: OpInfo's only
+        own = []
+    pool = [_with_layout_defaults(_keywordize(s, iface, LAYOUT_KWARGS), layout) for s in from_db + own]
+    synth = synthesize(op, fn, pool, ranks=ranks, use_opinfo=False)
+    entry, questions = emit(synth, layout)
+    return OpSynthesis(op, synth, factor_equation(synth), conditions(synth), entry, questions,
+                       {"opinfo": len(from_db), "pipeline": len(own)}, time.monotonic() - start)
