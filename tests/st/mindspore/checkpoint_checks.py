@@ -138,6 +138,20 @@ def _async_and_manager(mesh, root, cell):
     del ms
 
 
+def _load_torch_into_fsdp(mesh, root, expected):
+    """The torch (TP-saved) checkpoint loads into a MindSpore fully_shard MLP (nested unit fc1 + root)."""
+    import hyper_parallel as hp
+    from hyper_parallel import checkpoint as ckpt
+    cell = _mlp()
+    hp.fully_shard(cell.fc1, mesh=mesh)
+    hp.fully_shard(cell, mesh=mesh)
+    assert tuple(cell.fc2.weight.shape) == (4, 16), cell.fc2.weight.shape  # Shard(0) of (8, 16)
+    state = {"model": ckpt.ModelState(cell), "step": 0, "note": {"saved_by": None}}
+    ckpt.load(state, checkpoint_id=os.path.join(root, "torch_saved"))
+    for name in NAMES:
+        np.testing.assert_array_equal(_full(cell, name), expected[name], err_msg=f"fully_shard {name}")
+
+
 def run_checkpoint_suite():
     """Every check, each recorded as "ok" or its traceback; returns the results and the saved weights."""
     import hyper_parallel as hp
@@ -149,6 +163,8 @@ def run_checkpoint_suite():
     try:
         cell = _load_torch_checkpoint(mesh, root, expected)
         results["load torch checkpoint into MindSpore TP"] = "ok"
+        _load_torch_into_fsdp(mesh, root, expected)
+        results["load torch checkpoint into MindSpore fully_shard"] = "ok"
         saved = _save_from_mindspore(mesh, root, cell, expected)
         results["save from MindSpore, reload plain with optimizer"] = "ok"
         _async_and_manager(mesh, root, cell)

@@ -601,6 +601,11 @@ def run_ops_tp_suite():
     for name, fn in TP_CHECKS.items():
         _record(results, name, lambda fn=fn: fn(mesh))
     seconds["tp completeness"] = time.perf_counter() - start
+    from tests.st.mindspore.moe_checks import MOE_CHECKS
+    start = time.perf_counter()
+    for name, fn in MOE_CHECKS.items():
+        _record(results, name, lambda fn=fn: fn(mesh))
+    seconds["moe"] = time.perf_counter() - start
     start = time.perf_counter()
     for name, fn in PIPELINE_CHECKS.items():
         _record(results, name, fn)

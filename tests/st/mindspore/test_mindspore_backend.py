@@ -7,7 +7,8 @@ check and per rank, ``"ok"`` or the failure with its traceback; every check is o
 Launch 1: every placement pair on mesh (2,) for shapes (4, 6), (5, 3) and (1, 3) (an empty shard),
 forward and backward; the DTensor API; native and emulated collectives and their adjoints; measured
 collective costs. Launch 2: 40 MindSpore ops vs one process, the TP MLP training step, fully_shard
-(``fsdp_checks.py``), TP completeness (``tp_checks.py``) and the GPipe/1F1B pipeline (``pipeline_checks.py``),
+(``fsdp_checks.py``), TP completeness (``tp_checks.py``), MoE with expert parallel (``moe_checks.py``) and the GPipe/1F1B pipeline
+(``pipeline_checks.py``),
 each vs one process.
 """
 import pytest
@@ -69,8 +70,9 @@ def _op_names():
 def _fsdp_tp_pipeline_names():
     from tests.st.mindspore.fsdp_checks import FSDP_CHECKS
     from tests.st.mindspore.pipeline_checks import PIPELINE_CHECKS
+    from tests.st.mindspore.moe_checks import MOE_CHECKS
     from tests.st.mindspore.tp_checks import MINT_NAMES, TP_CHECKS
-    return [*FSDP_CHECKS, *[f"mint rule {n}" for n in MINT_NAMES], *TP_CHECKS, *PIPELINE_CHECKS]
+    return [*FSDP_CHECKS, *[f"mint rule {n}" for n in MINT_NAMES], *TP_CHECKS, *MOE_CHECKS, *PIPELINE_CHECKS]
 
 
 def _assert_check(target, name):
@@ -117,4 +119,4 @@ def test_launch_2_time_per_group():
     seconds = _run("run_ops_tp_suite")[0]["seconds"]
     print("\nMindSpore launch 2, seconds per check group (rank 0): " +
           ", ".join(f"{k} {v:.1f}" for k, v in seconds.items()))
-    assert set(seconds) == {"ops, tp, shard_module, optim, activation", "fsdp", "tp completeness", "pipeline"}
+    assert set(seconds) == {"ops, tp, shard_module, optim, activation", "fsdp", "tp completeness", "moe", "pipeline"}
