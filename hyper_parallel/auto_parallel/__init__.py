@@ -7,7 +7,19 @@ the calibration and the measured runs that validate the estimates (``docs/auto_p
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hyper_parallel._lazy import lazy_exports
+
+if TYPE_CHECKING:  # static analysers see the lazy names; nothing is imported at run time
+    from hyper_parallel.auto_parallel.balance import LayerCost, balance_stages
+    from hyper_parallel.auto_parallel.cluster import CLUSTER_PRESETS, ClusterSpec, collective_time, parse_bytes
+    from hyper_parallel.auto_parallel.config_writer import trainer_config
+    from hyper_parallel.auto_parallel.memory import MemoryEstimate, estimate_memory
+    from hyper_parallel.auto_parallel.plan import ParallelPlan, TrainConfig
+    from hyper_parallel.auto_parallel.planner import NoPlanFitsError, RankedPlan, SearchResult, search
+    from hyper_parallel.auto_parallel.shape import PUBLISHED_SHAPES, ModelShape, model_shape
+    from hyper_parallel.auto_parallel.time_model import TimeEstimate, estimate_step_time
 
 _LAZY = {
     "ClusterSpec": "hyper_parallel.auto_parallel.cluster",

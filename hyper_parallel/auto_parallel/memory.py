@@ -28,8 +28,8 @@ from typing import Dict, List, Sequence, Tuple
 from hyper_parallel.auto_parallel.plan import ParallelPlan, TrainConfig
 from hyper_parallel.auto_parallel.shape import ModelShape, model_shape
 
-__all__ = ["MemoryEstimate", "estimate_memory", "stage_layers", "inflight_microbatches", "layer_activation_bytes",
-           "local_layer_params", "cached_schedule", "largest_tensor"]
+__all__ = ["MemoryEstimate", "estimate_memory", "stage_layers", "inflight_microbatches", "inflight_with_gradients",
+           "layer_activation_bytes", "local_layer_params", "cached_schedule", "largest_tensor"]
 
 
 @dataclass(frozen=True)
@@ -99,8 +99,33 @@ def _inflight(name: str, pp: int, microbatches: int, stages_per_rank: int) -> Tu
     return tuple(sorted(most.items()))
 
 
-def _tp_split(value: int, tp: int) -> float:
-    return value / tp
+def inflight_with_gradients(plan: ParallelPlan) -> Dict[int, int]:
+    """Per stage, the most microbatches held at a forward that runs after the rank's first backward (the
+    gradients of the stage already exist then: 1F1B's steady state); 0 where no forward comes after one."""
+    if plan.pp == 1:
+        return {0: 0}
+    return dict(_inflight_after(plan.schedule, plan.pp, plan.microbatches, plan.stages_per_rank))
+
+
+@functools.lru_cache(maxsize=4096)
+def _inflight_after(name: str, pp: int, microbatches: int, stages_per_rank: int) -> Tuple[Tuple[int, int], ...]:
+    from hyper_parallel.pipeline.steps import MetaStepType as T  # pylint: disable=import-outside-toplevel
+    sched = cached_schedule(name, pp, microbatches, stages_per_rank)
+    most: Dict[int, int] = {s: 0 for s in range(sched.num_stages)}
+    for rank in range(sched.num_ranks):
+        live: Dict[int, int] = {s: 0 for s in sched.stages_of(rank)}
+        backward_seen = False
+        for step in sched.steps(rank):
+            for leaf in step.leaves():
+                if leaf.type is T.F:
+                    live[leaf.stage_index] += 1
+                    if backward_seen:
+                        most[leaf.stage_index] = max(most[leaf.stage_index], live[leaf.stage_index])
+                else:
+                    backward_seen = True
+                    if leaf.type in (T.B, T.W):
+                        live[leaf.stage_index] -= 1
+    return tuple(sorted(most.items()))
 
 
 def layer_activation_bytes(spec: ModelShape, index: int, plan: ParallelPlan, train: TrainConfig, batch: int
@@ -222,6 +247,8 @@ class _RankParts:  # pylint: disable=too-many-instance-attributes
     head_saved: float
     logits: float
     fsdp: bool
+    grads_pre: bool = False
+    grads_in_flight: int = 2
 
     def kept(self, act: Tuple[int, int]) -> int:
         """Bytes a layer keeps until its backward (its input only under full recomputation)."""
@@ -234,16 +261,18 @@ def _forward(walk: _Walk, r: _RankParts) -> None:
         walk.at("forward", fsdp_buffers=r.root_full + 2 * r.gather, temporaries=act[0] if r.full else 0)
     walk.add("activations", r.head_saved)
     walk.at("forward (loss)", temporaries=r.logits)
-    walk.add("grads", r.edge_grads if r.has_head else 0)
+    walk.add("grads", r.edge_grads if r.has_head and not r.grads_pre else 0)
     walk.at("backward start", fsdp_buffers=r.root_full + r.gather, temporaries=2 * r.logits)
     walk.add("activations", -r.head_saved)
 
 
 def _backward(walk: _Walk, r: _RankParts, gb: int) -> None:
+    if r.grads_pre:
+        gb = 0  # the gradients exist already (added at the start)
     for n, act, unit in reversed(r.runs):
         # the unit's gathered parameters, the prefetched next unit, its full-size gradients and the previous
         # unit's gradients still in their asynchronous reduce-scatter
-        buffers = r.root_full + 2 * r.gather + 2 * unit[1] * gb if r.fsdp else 0
+        buffers = r.root_full + 2 * r.gather + r.grads_in_flight * unit[1] * gb if r.fsdp else 0
         recompute = act[0] if r.full else 0
         walk.at("backward", fsdp_buffers=buffers, temporaries=recompute)
         walk.add("activations", -(n - 1) * r.kept(act))
@@ -251,29 +280,40 @@ def _backward(walk: _Walk, r: _RankParts, gb: int) -> None:
         walk.at("backward", fsdp_buffers=buffers, temporaries=recompute)
         walk.add("activations", -r.kept(act))
         walk.add("grads", unit[0] * gb)
-    walk.add("grads", 0 if r.has_head else r.edge_grads)
+    walk.add("grads", 0 if r.has_head or r.grads_pre else r.edge_grads)
+
+
+def _parts(spec: ModelShape, plan: ParallelPlan, train: TrainConfig, runs, edge: float, has_head: bool,
+           grads_pre: bool) -> _RankParts:
+    pb, cb = train.param_bytes, train.compute_bytes
+    batch = train.global_batch // plan.dp // plan.microbatches
+    vocab_tokens = batch * train.seq_len // plan.cp * spec.vocab_size if has_head else 0
+    fsdp = plan.fsdp > 1
+    return _RankParts(
+        runs=runs, full=plan.activation == "full", has_head=has_head, fsdp=fsdp,
+        gather=max((u[1] for _, _, u in runs), default=0.0) * pb if fsdp else 0.0,
+        # FSDP keeps the root unit (embedding, final norm, head) gathered from forward to backward
+        root_full=edge * pb if fsdp else 0.0, edge_grads=edge / plan.fsdp * train.grad_bytes,
+        head_saved=(vocab_tokens + batch * train.seq_len * 3 * spec.hidden_size) * cb if has_head else 0,
+        logits=vocab_tokens * cb, grads_pre=grads_pre,
+        # recomputation in backward delays FSDP's reduce-scatter waits: one more full-size gradient in flight
+        # (measured on the small Llama, FSDP over 2 ranks)
+        grads_in_flight=3 if plan.activation == "full" else 2)
 
 
 def _rank_peak(spec: ModelShape, plan: ParallelPlan, train: TrainConfig, stages: Sequence[int],
-               layers: List[List[int]], inflight: Dict[int, int]) -> Tuple[int, Dict[str, int], str]:
-    pb, cb = train.param_bytes, train.compute_bytes
+               layers: List[List[int]], inflight: Dict[int, int], grads_pre: bool = False
+               ) -> Tuple[int, Dict[str, int], str]:
     batch = train.global_batch // plan.dp // plan.microbatches
     last_stage = plan.num_stages - 1
     per_stage = {s: _runs(spec, plan, train, layers[s], batch) for s in stages}
     runs = [r for s in stages for r in per_stage[s]]
     edge = sum(_edge_params(spec, plan, s == 0, s == last_stage) for s in stages)
     params = sum(n * u[0] for n, _, u in runs) + edge / plan.fsdp
-    has_head = last_stage in stages
-    vocab_tokens = batch * train.seq_len // plan.cp * spec.vocab_size if has_head else 0
-    fsdp = plan.fsdp > 1
-    parts = _RankParts(
-        runs=runs, full=plan.activation == "full", has_head=has_head, fsdp=fsdp,
-        gather=max((u[1] for _, _, u in runs), default=0.0) * pb if fsdp else 0.0,
-        # FSDP keeps the root unit (embedding, final norm, head) gathered from forward to backward
-        root_full=edge * pb if fsdp else 0.0, edge_grads=edge / plan.fsdp * train.grad_bytes,
-        head_saved=(vocab_tokens + batch * train.seq_len * 3 * spec.hidden_size) * cb if has_head else 0,
-        logits=vocab_tokens * cb)
-    walk = _Walk({"params": params * pb, "optimizer": params * 4 * train.optimizer_states})
+    parts = _parts(spec, plan, train, runs, edge, last_stage in stages, grads_pre)
+    walk = _Walk({"params": params * train.param_bytes, "optimizer": params * 4 * train.optimizer_states})
+    if grads_pre:
+        walk.add("grads", params * train.grad_bytes)
     # microbatches in flight: all but the one being run are fully saved; the running one adds layer by layer
     walk.add("activations", sum((inflight[s] - 1) * sum(n * parts.kept(a) for n, a, _ in per_stage[s])
                                 for s in stages))
@@ -293,6 +333,7 @@ def estimate_memory(model_config, plan: ParallelPlan, train_config: TrainConfig)
     check_divisible(spec, plan, train_config)
     layers = stage_layers(spec.num_layers, plan)
     inflight = inflight_microbatches(plan)
+    after = inflight_with_gradients(plan)
     if plan.pp == 1:
         owners = {0: (0,)}
     else:
@@ -302,10 +343,14 @@ def estimate_memory(model_config, plan: ParallelPlan, train_config: TrainConfig)
     results = []
     for r in sorted(owners):
         stages = owners[r]
-        key = tuple((len(layers[s]), s == 0, s == plan.num_stages - 1, inflight[s],
+        key = tuple((len(layers[s]), s == 0, s == plan.num_stages - 1, inflight[s], after[s],
                      tuple(spec.is_moe_layer(i) for i in layers[s])) for s in stages)
         if key not in seen:
             seen[key] = _rank_peak(spec, plan, train_config, stages, layers, inflight)
+            if any(after[s] for s in stages):  # a forward after the first backward: gradients exist meanwhile
+                with_grads = _rank_peak(spec, plan, train_config, stages, layers,
+                                        {s: max(after[s], 1) for s in stages}, grads_pre=True)
+                seen[key] = max(seen[key], with_grads, key=lambda x: x[0])
         results.append(seen[key])
     peak, comps, phase = max(results, key=lambda x: x[0])
     return MemoryEstimate(peak, comps, phase, tuple(r[0] for r in results))

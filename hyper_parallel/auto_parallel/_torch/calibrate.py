@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from typing import Dict
 
@@ -19,12 +20,14 @@ __all__ = ["measure_compute", "measure_allreduce", "calibrate"]
 
 
 def _best(fn, repeats: int) -> float:
-    best = float("inf")
+    """Median seconds of ``fn`` (the median, not the minimum: on a shared machine the typical cost is what a
+    training step sees, including the waits for a core that a collective's partner rank needs)."""
+    times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def measure_compute(threads: int = 1, repeats: int = 5) -> Dict[str, float]:
@@ -54,7 +57,7 @@ def measure_compute(threads: int = 1, repeats: int = 5) -> Dict[str, float]:
     return {"flops": flops / seconds, "op_overhead": overhead}
 
 
-def measure_allreduce(small_bytes: int = 1024, large_bytes: int = 8 * 1024 * 1024, repeats: int = 5
+def measure_allreduce(small_bytes: int = 1024, large_bytes: int = 8 * 1024 * 1024, repeats: int = 9
                       ) -> Dict[str, float]:
     """On every rank of the process group: ``{"latency": s per hop, "bandwidth": bytes/s}`` from all-reduce."""
     import torch  # pylint: disable=import-outside-toplevel

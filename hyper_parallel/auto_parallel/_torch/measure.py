@@ -60,7 +60,13 @@ def _apply_dense(module, plan: ParallelPlan, mesh) -> None:
         apply_activation_policy(module, {"mode": "full", "layers": "model.layers.*"})
     tp_mesh = mesh["tp"] if plan.tp > 1 else None
     fsdp_mesh = mesh["dp_shard"] if plan.dp_shard > 1 else None
-    parallelize_llama(module, tp_mesh, sequence_parallel=plan.sequence_parallel, fsdp_mesh=fsdp_mesh)
+    parallelize_llama(module, tp_mesh, sequence_parallel=plan.sequence_parallel)
+    if fsdp_mesh is not None:  # per decoder layer, then the root (a pipeline part keeps its layers in a dict)
+        from hyper_parallel.fsdp._torch.fully_shard import fully_shard  # pylint: disable=import-outside-toplevel
+        layers = module.model.layers
+        for layer in (layers.values() if hasattr(layers, "values") else layers):
+            fully_shard(layer, mesh=fsdp_mesh)
+        fully_shard(module, mesh=fsdp_mesh)
 
 
 def _apply_moe(model, plan: ParallelPlan, mesh) -> None:
@@ -126,6 +132,7 @@ def measure_plan(config, plan: ParallelPlan, train: TrainConfig, *, tracked_step
     world = dist.get_world_size() if dist.is_initialized() else 1
     if plan.world_size != world:
         raise ValueError(f"measure_plan: the plan uses {plan.world_size} ranks, the process group has {world}")
+    gc.collect()  # what an earlier run in this process left behind must not be freed inside the session
     with AllocationTracker() as tracker:
         runner, params = build_parallel_model(config, plan)
         opt = torch.optim.AdamW(params, lr=1e-4, foreach=False)
