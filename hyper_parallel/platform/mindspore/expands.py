@@ -49,8 +49,4 @@ def _reductionrule_expand_extreme(rule, func, args, kwargs, plan):
 @implements("mindspore", EinsumRule, "add_bias_once")
 def _einsumrule_add_bias_once(rule, func, args, kwargs, plan):
     """Output is Partial: run without the bias term, add it on mesh coordinate 0 only."""
-    call = plan.call
-    slot = plan.decision.extra["bias"]
-    coord = plan.mesh.get_coordinate()
-    keep = all(coord[d] == 0 for d in plan.decision.extra["partial_dims"])
-    return rule.run_without_bias(func, args, kwargs, call, slot, keep, mint)
+    return rule.bias_once(func, args, kwargs, plan, mint)

@@ -271,11 +271,7 @@ def _embeddingrule_expand_vocab(rule, func, args, kwargs, plan):  # pylint: disa
 @implements("torch", EinsumRule, "add_bias_once")
 def _einsumrule_add_bias_once(rule, func, args, kwargs, plan):
     """Output is Partial: run without the bias term, add it on mesh coordinate 0 only."""
-    call = plan.call
-    slot = plan.decision.extra["bias"]
-    coord = plan.mesh.get_coordinate()
-    keep = all(coord[d] == 0 for d in plan.decision.extra["partial_dims"])
-    return rule.run_without_bias(func, args, kwargs, call, slot, keep, torch)
+    return rule.bias_once(func, args, kwargs, plan, torch)
 
 
 # ---------------------------------------------------------------------- random_ops

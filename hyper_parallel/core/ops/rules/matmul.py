@@ -156,6 +156,14 @@ class EinsumRule(OpRule):
             else:
                 need[slot][d] = Replicate()
 
+    def bias_once(self, func, args, kwargs, plan, ops):  # pylint: disable=too-many-arguments
+        """The ``add_bias_once`` expand of every backend: the output is Partial, so run the op without its
+        bias term and add the bias on mesh coordinate 0 only (``ops``: the framework namespace that
+        :meth:`run_without_bias` computes with, ``torch`` or ``mindspore.mint``)."""
+        coord = plan.mesh.get_coordinate()
+        keep = all(coord[d] == 0 for d in plan.decision.extra["partial_dims"])
+        return self.run_without_bias(func, args, kwargs, plan.call, plan.decision.extra["bias"], keep, ops)
+
     def run_without_bias(self, func, args, kwargs, call, slot, keep, torch):  # pylint: disable=too-many-arguments
         """Subclasses: compute the op without its bias, adding the bias only when ``keep``."""
         raise call.fail("this op has no bias term")
