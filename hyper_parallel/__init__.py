@@ -95,6 +95,10 @@ _LAZY = {
     "apply_activation_policy": "hyper_parallel.activation",
     # distributed checkpoint (save/load/... stay in hyper_parallel.checkpoint)
     "CheckpointManager": "hyper_parallel.checkpoint",
+    # auto-parallel (search/ParallelPlan/the rest stay in hyper_parallel.auto_parallel)
+    "estimate_memory": "hyper_parallel.auto_parallel",
+    "estimate_step_time": "hyper_parallel.auto_parallel",
+    "balance_stages": "hyper_parallel.auto_parallel",
 }
 
 __all__ = ["Layout", "Partial", "Placement", "Replicate", "Shard", *sorted(_LAZY)]
