@@ -11,16 +11,18 @@ What MindSpore 2.10 offers on CPU (``mccl``), measured in this repository's ST:
 
   - *reduce-scatter* = all-reduce of the whole tensor + local slice: ring bytes per rank
     ``2 (n-1)/n * S`` instead of ``(n-1)/n * S`` (2x);
-  - *all-to-all* = all-gather along the concat dim + local slice along the split dim: bytes
-    ``(n-1) * L`` instead of ``(n-1)/n * L`` for a local shard of ``L`` bytes (n x);
+  - *all-to-all* on 2 ranks = all-gather along the concat dim + local slice along the split dim: bytes
+    ``L`` instead of ``L/2`` (2x, one call); from 3 ranks on, one broadcast per ordered pair over the
+    pair's 2-rank group (sorted pair order): exactly the native ``(n-1)/n * L``;
   - *all-gather over a sub-group* (the primitive accepts only the world group on CPU) = all-reduce
     of a zero buffer holding each rank's block: ``2 (n-1) * L`` instead of ``(n-1) * L`` (2x);
   - *point-to-point* (:func:`point_to_point`) = broadcast from the source over the group: every
     rank of the group receives the ``S`` bytes, not just the destination;
   - *uneven all-to-all* (:func:`raw_all_to_all_single`, expert parallel) = all-gather of the ranks'
-    split-size vectors (``n`` int32 each), then all-gather of every rank's rows padded to the largest
-    row count ``R`` + local slicing: ``(n-1) * R`` rows per rank instead of the rows actually sent
-    elsewhere; it is synchronous (``Platform.all_to_all_single_start`` returns a completed handle).
+    split-size vectors (``n`` int32 each), then on 2 ranks an all-gather of every rank's rows padded to
+    the largest row count ``R`` + local slicing (``R`` rows instead of the rows sent to the peer), from 3
+    ranks on the pairwise broadcasts of the rows actually sent; it is synchronous
+    (``Platform.all_to_all_single_start`` returns a completed handle).
 
 Uneven shards (``chunk`` sizes, empty chunks included) are padded to the largest chunk for the
 transport and trimmed afterwards; dtypes the CPU all-gather kernel lacks travel in an exact wider
@@ -33,7 +35,7 @@ MindSpore's all-gather has no CPU backward, so every adjoint here is written out
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import mindspore as ms
@@ -207,12 +209,65 @@ def raw_reduce_scatter(x, op: str, group: MsGroup, dim: int, sizes: Sequence[int
     return chunk_of(full, dim, sizes, index)
 
 
+#: the platform's group factory ``new_group(ranks)`` (set by ``platform.py``: this module never imports it)
+_GROUP_FACTORY: list = []
+
+
+def set_group_factory(new_group) -> None:
+    """Install the factory that creates (once per rank tuple) the pair groups of the pairwise exchange."""
+    _GROUP_FACTORY[:] = [new_group]
+
+
+def _pairwise(send: Sequence[Any], recv_shapes: Sequence[Tuple[int, ...]], dtype, group: MsGroup) -> List[Any]:
+    """Exchange ``send[j]`` (this rank's piece for group member ``j``) with every member by one broadcast per
+    ordered pair over the pair's 2-rank group, pairs in sorted order (deadlock-free: every rank meets its
+    pairs in the same global order); empty pieces are skipped (both sides know the sizes). Returns the
+    piece received from each member (this rank's own piece at its index). Bytes per rank: exactly what a
+    native all-to-all sends, ``(n-1)/n`` of the local tensor for even splits."""
+    me_global = _my_rank()
+    me = group.ranks.index(me_global)
+    out: List[Any] = [None] * group.size
+    out[me] = send[me]
+    for a in range(group.size):
+        for b in range(a + 1, group.size):
+            if me not in (a, b):
+                continue
+            pair = pair_group(group.ranks[a], group.ranks[b], _GROUP_FACTORY[0])
+            for src, dst in ((a, b), (b, a)):
+                shape = recv_shapes[src] if me == dst else tuple(send[dst].shape)
+                if not int(np.prod(shape)):
+                    if me == dst:
+                        out[src] = mint.zeros(shape, dtype=dtype)
+                    continue
+                buf = send[dst].copy() if me == src else mint.zeros(shape, dtype=dtype)
+                raw_broadcast(buf, group.ranks[src], pair)
+                if me == dst:
+                    out[src] = buf
+    return out
+
+
+def _use_pairwise(group: MsGroup, dtype) -> bool:
+    """Pairwise broadcasts from 3 ranks on (the all-gather emulation sends n x the native bytes; at 2 ranks
+    it is exactly 2x and one call instead of two)."""
+    return group.size >= 3 and bool(_GROUP_FACTORY) and dtype not in _BITS64 and dtype not in _GATHER_WIRE
+
+
 def raw_all_to_all(x, group: MsGroup, split_dim: int, concat_dim: int, split_sizes: Sequence[int],
                    concat_sizes: Sequence[int], index: int):
     """``x`` is chunk ``index`` along ``concat_dim`` and whole along ``split_dim``; return it whole along
-    ``concat_dim`` and chunk ``index`` along ``split_dim`` (emulated: all-gather + slice)."""
-    whole = raw_all_gather(x, group, concat_dim, concat_sizes)
-    return chunk_of(whole, split_dim, split_sizes, index)
+    ``concat_dim`` and chunk ``index`` along ``split_dim``. Emulated: all-gather + slice on 2 ranks (2x the
+    native bytes), pairwise broadcasts from 3 ranks on (the native bytes)."""
+    if not _use_pairwise(group, x.dtype):
+        whole = raw_all_gather(x, group, concat_dim, concat_sizes)
+        return chunk_of(whole, split_dim, split_sizes, index)
+    send = [chunk_of(x, split_dim, split_sizes, j) for j in range(group.size)]
+    shapes = []
+    for j in range(group.size):
+        shape = list(x.shape)
+        shape[split_dim], shape[concat_dim] = split_sizes[index], concat_sizes[j]
+        shapes.append(tuple(shape))
+    got = _pairwise(send, shapes, x.dtype, group)
+    return mint.cat(got, concat_dim)
 
 
 def raw_broadcast(x, src: int, group: MsGroup):
@@ -284,8 +339,13 @@ def raw_all_to_all_single(x, group: MsGroup, output_split_sizes: Sequence[int], 
     if sent_here != [int(v) for v in output_split_sizes]:
         raise ValueError(f"all_to_all_single: output_split_sizes {list(output_split_sizes)} on rank {me} do not match "
                          f"what the ranks send to it {sent_here}")
-    top = int(splits.sum(1).max())
     rest = tuple(x.shape[1:])
+    if _use_pairwise(group, x.dtype):  # the rows actually sent, one broadcast per ordered pair
+        offsets = np.concatenate([[0], np.cumsum(input_split_sizes)[:-1]])
+        send = [mint.narrow(x, 0, int(o), int(c)) for o, c in zip(offsets, input_split_sizes)]
+        got = _pairwise(send, [(c,) + rest for c in sent_here], x.dtype, group)
+        return mint.cat(got, 0)
+    top = int(splits.sum(1).max())
     if top == 0 or sum(sent_here) == 0:
         if top:  # the others still take part in the gather
             raw_all_gather(_pad_to(x, 0, top), group, 0, (top,) * n)

@@ -204,3 +204,4 @@ class MindSporePlatform(Platform):
 
 #: the one instance (``hyper_parallel.platform.get_platform("mindspore")`` returns it)
 PLATFORM = MindSporePlatform()
+C.set_group_factory(PLATFORM.new_group)
