@@ -17,7 +17,8 @@ from torch import nn
 
 from hyper_parallel.kernels import apply_rotary_emb
 from hyper_parallel.models.deepseek_v3.args import FLAVORS, DeepseekV3Config, yarn_mscale
-from hyper_parallel.models.llama3.model import (LlamaForCausalLM, LlamaMLP, LlamaModel, LlamaRMSNorm, attention)
+from hyper_parallel.models.llama3.model import (LlamaForCausalLM, LlamaMLP, LlamaModel, LlamaRMSNorm, LlamaRotary,
+                                               attention)
 from hyper_parallel.moe._torch.moe import MoE
 
 __all__ = ["DeepseekV3ForCausalLM", "DeepseekV3Config", "FLAVORS", "DeepseekV3Attention", "DeepseekV3Rotary",
@@ -51,18 +52,22 @@ def yarn_inv_freq(config: DeepseekV3Config) -> "tuple[torch.Tensor, float]":
     return inv, factor
 
 
-class DeepseekV3Rotary(nn.Module):
-    """cos/sin tables of the decoupled RoPE key/query part (default or YaRN frequencies)."""
+class DeepseekV3Rotary(LlamaRotary):
+    """cos/sin tables of the decoupled RoPE key/query part (default or YaRN frequencies; under YaRN the
+    tables are multiplied by its magnitude factor)."""
 
     def __init__(self, config: DeepseekV3Config) -> None:
-        super().__init__()
-        dim = config.qk_rope_head_dim
+        self.magnitude = 1.0
+        super().__init__(config)
+
+    def inverse_frequencies(self) -> torch.Tensor:
+        """Default or YaRN inverse frequencies of the ``qk_rope_head_dim`` dims (sets ``magnitude``)."""
+        config = self.config
         if config.rope_type == "yarn":
             inv, self.magnitude = yarn_inv_freq(config)
-        else:
-            inv = 1.0 / (config.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
-            self.magnitude = 1.0
-        self.register_buffer("inv_freq", inv, persistent=False)
+            return inv
+        dim = config.qk_rope_head_dim
+        return 1.0 / (config.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
 
     def forward(self, positions: torch.Tensor):
         """(cos, sin) of shape ``[seq, 1, rope_dim]`` (``[batch, seq, 1, rope_dim]`` for ``[batch, seq]``)."""

@@ -62,11 +62,22 @@ class LlamaRotary(nn.Module):
 
     def __init__(self, config: LlamaConfig) -> None:
         super().__init__()
+        self.config = config
+        self.register_buffer("inv_freq", self.inverse_frequencies(), persistent=False)
+
+    def inverse_frequencies(self) -> torch.Tensor:
+        """``theta ** (-2i / head_dim)`` (Llama 3.1-scaled with ``rope_type="llama3"``), on the default device."""
+        config = self.config
         inv = 1.0 / (config.rope_theta ** (torch.arange(0, config.head_dim, 2, dtype=torch.int64).float()
                                            / config.head_dim))
         if getattr(config, "rope_type", "default") == "llama3":
             inv = llama3_scaled_inv_freq(inv, config)
-        self.register_buffer("inv_freq", inv, persistent=False)
+        return inv
+
+    def init_buffers(self, device) -> None:
+        """Recompute ``inv_freq`` on ``device`` (after construction on the meta device)."""
+        with torch.device(device):
+            self.register_buffer("inv_freq", self.inverse_frequencies(), persistent=False)
 
     def forward(self, positions: torch.Tensor):
         """(cos, sin) of shape ``[seq, 1, head_dim]`` for positions ``[seq]`` (``[batch, seq, 1, head_dim]``

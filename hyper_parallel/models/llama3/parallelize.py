@@ -147,7 +147,7 @@ def _dense_dims(mesh):
 
 
 def parallelize_llama_moe(model, mesh, *, ep: int, loss_parallel: bool = False, async_dispatch: bool = True,
-                          attention_plan=None):
+                          attention_plan=None, before_fsdp=None):
     """EP + FSDP + TP for a Llama with MoE layers (``TINY_CONFIGS["debug_moe"]``); returns the model.
 
     ``mesh`` is 1-D (data parallel) or 2-D with dims ``("dp", "tp")``. With ``tp > 1``: tensor +
@@ -174,6 +174,8 @@ def parallelize_llama_moe(model, mesh, *, ep: int, loss_parallel: bool = False, 
         retie_embeddings(model)
     parallelize_module(model, expert_mesh["ep"], {"model.layers.*.mlp.experts": ExpertParallel(
         async_dispatch=async_dispatch)})
+    if before_fsdp is not None:  # e.g. materialise a meta-device model's local shards
+        before_fsdp(model)
     flat = mesh._flatten("dp_tp") if tp > 1 else dp_mesh  # pylint: disable=protected-access
     for i, layer in enumerate(model.model.layers):
         if cfg.is_moe_layer(i):
@@ -230,7 +232,7 @@ def _moe_dense_mesh(world_mesh, dims):
 def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: bool = True,
                        loss_parallel: bool = False, cp_method: str = "ring", async_cp: bool = False,
                        cp_load_balance="headtail", activation=None, async_dispatch: bool = True,
-                       attention_plan=None, **fsdp_kwargs):
+                       attention_plan=None, init_seed=None, **fsdp_kwargs):
     """The registry's ``parallelize_fn`` (``get_model_spec("llama3").parallelize_fn``): apply every
     parallelism of ``parallel_dims`` (a ``hyper_parallel.models.ParallelDims``) to ``model`` on
     ``world_mesh`` (``parallel_dims.build_mesh()``), TorchTitan order: TP + SP (+ loss parallel) on
@@ -239,21 +241,32 @@ def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: b
     layer and on the root (``fsdp_kwargs`` go to ``fully_shard``). A model with MoE layers
     (``config.moe``) takes :func:`parallelize_llama_moe` with ``ep=parallel_dims.ep`` on the
     ``(dp_shard, tp)`` mesh. ``attention_plan(config, sequence_parallel)``: TP entries replacing Llama's
-    q/k/v/o ones (a model with another attention). Returns the model (apply it to each pipeline stage
-    module under PP)."""
+    q/k/v/o ones (a model with another attention). ``init_seed``: the model was built on the meta device
+    (``hyper_parallel.models.init.init_empty_weights``): after TP/CP/EP and before the activation policy
+    and FSDP, ``init_parameters(model, seed=init_seed)`` materialises each rank's local shards (the
+    same full weights on any layout). Returns the model (apply it to each pipeline stage module under
+    PP)."""
     dims = parallel_dims
+
+    def before_fsdp(module) -> None:
+        if init_seed is not None:
+            from hyper_parallel.models.init import init_parameters
+            init_parameters(module, seed=init_seed)
+        if activation is not None:
+            from hyper_parallel.activation import apply_activation_policy
+            apply_activation_policy(module, activation)
+
     if model.config.moe is not None:
         if dims.cp > 1 or dims.dp_replicate > 1 or dims.pp > 1:
             raise ValueError(f"parallelize_llama3: a model with MoE layers supports dp_shard x tp x ep only, got "
                              f"{dims}")
-        if activation is not None:
-            from hyper_parallel.activation import apply_activation_policy
-            apply_activation_policy(model, activation)
         mesh = _moe_dense_mesh(world_mesh, dims)
         if mesh is None:  # one rank: nothing to distribute
+            before_fsdp(model)
             return model
         return parallelize_llama_moe(model, mesh, ep=dims.ep, loss_parallel=loss_parallel,
-                                     async_dispatch=async_dispatch, attention_plan=attention_plan)
+                                     async_dispatch=async_dispatch, attention_plan=attention_plan,
+                                     before_fsdp=before_fsdp)
     if dims.tp > 1:
         _check_divisible(model.config, dims.tp, attention=attention_plan is None)
         parallelize_module(model, world_mesh["tp"], with_attention_plan(
@@ -261,9 +274,7 @@ def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: b
         retie_embeddings(model)
     if dims.cp > 1:
         parallelize_module(model, world_mesh["cp"], llama_cp_plan(cp_method, async_cp, cp_load_balance))
-    if activation is not None:
-        from hyper_parallel.activation import apply_activation_policy
-        apply_activation_policy(model, activation)
+    before_fsdp(model)
     shard_mesh = fsdp_mesh_of(world_mesh, dims)
     if shard_mesh is not None:
         from hyper_parallel.fsdp._torch.fully_shard import fully_shard

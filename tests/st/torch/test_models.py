@@ -72,3 +72,40 @@ def test_registry_parallelize_fn_trains_like_one_process(model_name, flavor, lay
         full = p.full_tensor() if isinstance(p, hp.DTensor) else p
         torch.testing.assert_close(full, dict(ref.named_parameters())[name].detach(), rtol=1e-3, atol=1e-3,
                                    msg=lambda m: f"{model_name}/{flavor} {layout} {name}: {m}")
+
+
+@pytest.mark.parametrize("model_name, flavor, layout", [
+    ("llama3", "debug", {"tp": 2}),
+    ("qwen3", "debug", {"tp": 2}),
+    ("qwen3", "debug", {"dp_shard": 2}),
+    ("qwen3_moe", "debug", {"dp_shard": 2, "ep": 2}),
+    ("deepseek_v3", "debug", {"tp": 2, "ep": 2}),
+])
+@multi_rank(world_size=2, timeout=300)
+def test_meta_init_gives_the_same_weights_on_every_layout(model_name, flavor, layout):
+    """Built on the meta device, parallelised, then ``init_parameters``: the full weights equal a single
+    process's bit for bit (and training still runs)."""
+    import torch
+    import hyper_parallel as hp
+    from hyper_parallel.models import ParallelDims, get_model_spec
+    from hyper_parallel.models.init import init_empty_weights, init_parameters
+    spec = get_model_spec(model_name)
+    with init_empty_weights():
+        single = spec.build(flavor)
+        ours = spec.build(flavor)
+    assert all(p.is_meta for p in ours.parameters())
+    init_parameters(single, seed=7)
+    dims = ParallelDims(world_size=2, **layout)
+    mesh = dims.build_mesh("cpu")
+    spec.parallelize_fn(ours, mesh, dims, init_seed=7)  # TP/EP on meta, then init, then FSDP
+    want = dict(single.named_parameters())
+    sharded = 0
+    for name, p in ours.named_parameters():
+        assert not p.is_meta, name
+        if isinstance(p, hp.DTensor):
+            sharded += any(not pl.is_replicate() for pl in p.placements)
+            p = p.full_tensor()
+        assert torch.equal(p.detach(), want[name].detach()), f"{model_name} {layout}: {name} differs"
+    assert sharded > 0
+    ids = torch.randint(0, spec.config(flavor).vocab_size, (2, 8))
+    spec.loss_fn(ours(ids), ids).backward()

@@ -96,3 +96,38 @@ def test_config_from_hf_round_trips(model_name):
     config = spec.config("debug")
     adapter = spec.state_dict_adapter(config)
     assert spec.state_dict_adapter.config_from_hf(adapter.hf_config()) == config
+
+
+# one published size per family in CI (docs/models.md lists every flavor's count)
+REAL_SIZES = [("llama3", "8B"), ("qwen3", "0.6B"), ("qwen3_moe", "30B-A3B"), ("deepseek_v3", "671B")]
+#: published totals (Llama 3.1 8B's model card) where they count the same tensors as the model
+PUBLISHED = {("llama3", "8B"): 8_030_261_248}
+
+
+def _count(model):
+    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+
+
+@pytest.mark.parametrize("model_name, flavor", REAL_SIZES)
+def test_real_sizes_build_on_meta_with_hf_parameter_counts(model_name, flavor):
+    from hyper_parallel.models.init import init_empty_weights
+    from hyper_parallel.testing.memory import AllocationTracker
+    spec = get_model_spec(model_name)
+    with AllocationTracker() as tracker:
+        tracker.mark("before")
+        with init_empty_weights():
+            ours = spec.build(flavor)
+        tracker.mark("after")
+    assert all(p.is_meta for p in ours.parameters())
+    assert tracker.peak("before", "after") < 1 << 20, "meta construction allocated memory"
+    adapter = spec.state_dict_adapter(spec.config(flavor))
+    hf_dict = dict(adapter.hf_config())
+    model_type = hf_dict.pop("model_type")
+    hf_dict.pop("architectures")
+    with torch.device("meta"):
+        hf = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(model_type, **hf_dict))
+    ours_n, hf_n = _count(ours), _count(hf)
+    print(f"{model_name}/{flavor}: {ours_n:,} parameters (transformers: {hf_n:,})")
+    assert ours_n == hf_n
+    if (model_name, flavor) in PUBLISHED:
+        assert ours_n == PUBLISHED[model_name, flavor]
