@@ -15,10 +15,10 @@ from hyper_parallel.models.registry import get_model_spec, list_models, register
 from hyper_parallel.models.spec import MESH_DIM_ORDER, ModelSpec, ParallelDims, fsdp_mesh, merge_mesh_dims
 
 if TYPE_CHECKING:  # static analysers see the lazy names; nothing is imported at run time
-    from hyper_parallel.models.init import init_empty_weights, init_on_device, init_parameters
+    from hyper_parallel.models._torch.init import init_empty_weights, init_on_device, init_parameters
 
-_LAZY = {"init_empty_weights": "hyper_parallel.models.init", "init_on_device": "hyper_parallel.models.init",
-         "init_parameters": "hyper_parallel.models.init"}
+_INIT = "hyper_parallel.models._torch.init"
+_LAZY = {"init_empty_weights": _INIT, "init_on_device": _INIT, "init_parameters": _INIT}
 __all__ = ["get_model_spec", "list_models", "register_model_spec", "ModelSpec", "ParallelDims", "MESH_DIM_ORDER",
            "merge_mesh_dims", "fsdp_mesh", *sorted(_LAZY)]
 

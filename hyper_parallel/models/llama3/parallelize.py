@@ -242,7 +242,7 @@ def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: b
     (``config.moe``) takes :func:`parallelize_llama_moe` with ``ep=parallel_dims.ep`` on the
     ``(dp_shard, tp)`` mesh. ``attention_plan(config, sequence_parallel)``: TP entries replacing Llama's
     q/k/v/o ones (a model with another attention). ``init_seed``: the model was built on the meta device
-    (``hyper_parallel.models.init.init_empty_weights``): after TP/CP/EP and before the activation policy
+    (``hyper_parallel.models.init_empty_weights``): after TP/CP/EP and before the activation policy
     and FSDP, ``init_parameters(model, seed=init_seed)`` materialises each rank's local shards (the
     same full weights on any layout). Returns the model (apply it to each pipeline stage module under
     PP)."""
@@ -250,7 +250,7 @@ def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: b
 
     def before_fsdp(module) -> None:
         if init_seed is not None:
-            from hyper_parallel.models.init import init_parameters
+            from hyper_parallel.models._torch.init import init_parameters
             init_parameters(module, seed=init_seed)
         if activation is not None:
             from hyper_parallel.activation import apply_activation_policy

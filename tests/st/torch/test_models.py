@@ -88,7 +88,7 @@ def test_meta_init_gives_the_same_weights_on_every_layout(model_name, flavor, la
     import torch
     import hyper_parallel as hp
     from hyper_parallel.models import ParallelDims, get_model_spec
-    from hyper_parallel.models.init import init_empty_weights, init_parameters
+    from hyper_parallel.models import init_empty_weights, init_parameters
     spec = get_model_spec(model_name)
     with init_empty_weights():
         single = spec.build(flavor)

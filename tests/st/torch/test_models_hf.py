@@ -110,7 +110,7 @@ def _count(model):
 
 @pytest.mark.parametrize("model_name, flavor", REAL_SIZES)
 def test_real_sizes_build_on_meta_with_hf_parameter_counts(model_name, flavor):
-    from hyper_parallel.models.init import init_empty_weights
+    from hyper_parallel.models import init_empty_weights
     from hyper_parallel.testing.memory import AllocationTracker
     spec = get_model_spec(model_name)
     with AllocationTracker() as tracker:
