@@ -38,6 +38,26 @@ def _flops_per_token(cfg: Any, n_params: int, seq_len: int) -> float:
     return 6.0 * n_params + 12.0 * layers * hidden * seq_len
 
 
+def _restarted_attempt_store() -> None:
+    """After a torchrun restart, join the process group through a store prefix of this attempt.
+
+    The restarted workers meet on the agent's store; keys the previous attempt's dead workers wrote there can
+    be read before the new workers overwrite them, and gloo then waits on a dead peer's address. A prefix per
+    ``TORCHELASTIC_RESTART_COUNT`` keeps the attempts apart."""
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    if attempt == "0" or "MASTER_ADDR" not in os.environ:
+        return
+    from datetime import timedelta  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.platform.base import collective_timeout_seconds  # noqa  # pylint: disable=C0415
+    timeout = timedelta(seconds=collective_timeout_seconds("torch"))
+    world, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, is_master=False,
+                          timeout=timeout)
+    dist.init_process_group("gloo" if not torch.cuda.is_available() else "nccl",
+                            store=dist.PrefixStore(f"hp_train_attempt_{attempt}", store), rank=rank,
+                            world_size=world, timeout=timeout)
+
+
 class TorchTrainerBackend:
     """See :class:`hyper_parallel.trainer.api.TrainerBackend`."""
 
@@ -71,6 +91,7 @@ class TorchTrainerBackend:
         par = self.config.parallelism
         if self.trainer.distributed:
             if not dist.is_initialized():
+                _restarted_attempt_store()
                 import hyper_parallel as hp  # pylint: disable=import-outside-toplevel
                 hp.init_process_group("gloo" if not torch.cuda.is_available() else "nccl")
                 self._init_mode = True
