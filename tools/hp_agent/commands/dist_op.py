@@ -45,18 +45,29 @@ def cli_group() -> None:
 
 
 @cli_group.command("analyze")
-@click.argument("ops", nargs=-1, required=True)
+@click.argument("ops", nargs=-1)
 @click.option("--force", is_flag=True, help="Overwrite a confirmed plan (it becomes a draft again).")
+@click.option("--from-coverage", "coverage", type=click.Path(dir_okay=False), default=None,
+              help="Batch: every op docs/op_coverage.md marks unsupported (no distributed rule).")
+@click.option("--family", default=None, help="With --from-coverage: torch, nn.functional, special, linalg or fft.")
+@click.option("--limit", type=int, default=None, help="With --from-coverage: at most N ops.")
 @json_option
 @internal_errors
-def analyze_cmd(ops: Tuple[str, ...], force: bool, as_json: bool) -> None:
+def analyze_cmd(ops: Tuple[str, ...], force: bool, coverage: str, family: str, limit: int, as_json: bool) -> None:
     """Probe OPS (torch names; spellings of one op share a plan) and write plans/<op>.md, status draft."""
     from hp_agent.dist_op.analyze import analyze
     layout = _layout()
+    if bool(ops) == bool(coverage):
+        _refuse(ValueError("name op(s) or pass --from-coverage FILE (not both)"))
     try:
-        results = analyze(list(ops), layout, force=force)
+        if coverage:
+            results, skipped = _analyze_batch(layout, Path(coverage), family, limit, force)
+        else:
+            results, skipped = analyze(list(ops), layout, force=force), []
     except (AnalyzeError, PlanError) as exc:
         _refuse(exc)
+    for op, why in skipped:
+        err_console.print(f"hp-agent dist-op: {op}: skipped: {why}")
     if as_json:
         click.echo(json.dumps({"ok": True, "plans": [r.to_dict() for r in results]}, indent=2))
         return
@@ -68,14 +79,69 @@ def analyze_cmd(ops: Tuple[str, ...], force: bool, as_json: bool) -> None:
                "`hp-agent dist-op confirm <plan>`.")
 
 
-@cli_group.command("confirm")
-@click.argument("plan")
-@click.option("--by", "who", default="", help="Who confirms (default: the git user).")
+def _analyze_batch(layout, coverage: Path, family: str, limit: int, force: bool):
+    """Analyse each unsupported op of a coverage report on its own (one op's refusal skips that op only)."""
+    from hp_agent.dist_op.analyze import analyze
+    from hp_agent.dist_op.batch import unsupported_ops
+    results, skipped = [], []
+    for op in unsupported_ops(coverage if coverage.is_absolute() else layout.root / coverage, family, limit):
+        try:
+            results.extend(analyze([op], layout, force=force))
+        except (AnalyzeError, PlanError) as exc:
+            skipped.append((op, str(exc)))
+    return results, skipped
+
+
+@cli_group.command("review")
+@click.argument("plans", nargs=-1)
 @json_option
 @internal_errors
-def confirm_cmd(plan: str, who: str, as_json: bool) -> None:
+def review_cmd(plans: Tuple[str, ...], as_json: bool) -> None:
+    """One summary of PLANS (default: every draft plan): op, path and rule, accepted strategies, conditions,
+    open [TBD] - to decide and confirm a batch in one pass."""
+    from hp_agent.dist_op.batch import review_rows
+    layout = _layout()
+    paths = [_plan_path(layout, p) for p in plans] or [
+        p for p in sorted(layout.path(layout.plans_dir).glob("*.md")) if not p.name.endswith(".report.md")]
+    try:
+        loaded = [load_plan(p) for p in paths]
+    except PlanError as exc:
+        _refuse(exc)
+    rows = review_rows([p for p in loaded if plans or plan_state(p) == "draft"])
+    if as_json:
+        click.echo(json.dumps({"ok": True, "plans": rows}, indent=2))
+        return
+    _print_review(rows)
+
+
+def _print_review(rows) -> None:
+    for r in rows:
+        click.echo(f"{r['op']} [{r['status']}] path {r['path']} {r['rule']}"
+                   + ("" if r["differentiable"] else ", forward-only (no derivative)"))
+        click.echo(f"  strategies: {', '.join(r['strategies']) or 'none'}")
+        for c in r["conditions"]:
+            click.echo(f"  generalised: {c}")
+        for t in r["tbd"]:
+            click.echo(f"  {t}")
+    click.echo(f"{len(rows)} plan(s); decide, then `hp-agent dist-op confirm --batch FILE [--set KEY=VALUE]`.")
+
+
+@cli_group.command("confirm")
+@click.argument("plan", required=False)
+@click.option("--by", "who", default="", help="Who confirms (default: the git user).")
+@click.option("--batch", "batch", type=click.Path(dir_okay=False), default=None,
+              help="Confirm every plan listed in this file (one path a line).")
+@click.option("--set", "decisions", multiple=True, help="With --batch: KEY=VALUE decided for every plan first.")
+@json_option
+@internal_errors
+def confirm_cmd(plan: str, who: str, batch: str, decisions: Tuple[str, ...], as_json: bool) -> None:
     """Record who confirmed PLAN, when, and its sha256 (refused while [TBD] remain)."""
     layout = _layout()
+    if bool(plan) == bool(batch):
+        _refuse(ValueError("name a plan or pass --batch FILE (not both)"))
+    if batch:
+        _confirm_batch(layout, Path(batch), who, decisions, as_json)
+        return
     try:
         parsed = load_plan(_plan_path(layout, plan))
         record = confirm_plan(parsed, who or git_identity(layout.root))
@@ -86,6 +152,22 @@ def confirm_cmd(plan: str, who: str, as_json: bool) -> None:
         click.echo(json.dumps({"ok": True, "plan": str(parsed.path), **record}, indent=2))
     else:
         click.echo(f"{parsed.path}: confirmed by {record['by']} at {record['at']} (sha256 {record['sha256'][:12]})")
+
+
+def _confirm_batch(layout, batch: Path, who: str, decisions: Tuple[str, ...], as_json: bool) -> None:
+    from hp_agent.dist_op.batch import confirm_batch, read_batch
+    try:
+        records = confirm_batch(read_batch(batch), who or git_identity(layout.root), decisions)
+    except PlanError as exc:
+        _refuse(exc)
+    ok = all(r["confirmed"] for r in records)
+    if as_json:
+        click.echo(json.dumps({"ok": ok, "plans": records}, indent=2))
+    else:
+        for r in records:
+            click.echo(f"{r['plan']}: " + (f"confirmed by {r['by']} at {r['at']} (sha256 {r['sha256'][:12]})"
+                                           if r["confirmed"] else f"NOT confirmed: {r['error']}"))
+    sys.exit(EXIT_OK if ok else EXIT_FINDINGS)
 
 
 @cli_group.command("set")
@@ -140,14 +222,21 @@ def status_cmd(as_json: bool) -> None:
 
 
 @cli_group.command("dev")
-@click.argument("plan")
+@click.argument("plan", required=False)
 @click.option("--continue", "resume", is_flag=True, help="Keep the files (your fix) and re-run every step.")
+@click.option("--batch", "batch", type=click.Path(dir_okay=False), default=None,
+              help="Every plan listed in this file: all UT in one pytest run, all ST in one (one worker pool).")
 @json_option
 @internal_errors
-def dev_cmd(plan: str, resume: bool, as_json: bool) -> None:
+def dev_cmd(plan: str, resume: bool, batch: str, as_json: bool) -> None:
     """From a confirmed PLAN: write rule/YAML/UT/ST, run UT, torch gloo ST and gate checks, write the report."""
     from hp_agent.dist_op.runner import dev
     layout = _layout()
+    if bool(plan) == bool(batch):
+        _refuse(ValueError("name a plan or pass --batch FILE (not both)"))
+    if batch:
+        _dev_batch(layout, Path(batch), as_json)
+        return
     try:
         result = dev(load_plan(_plan_path(layout, plan)), layout, resume=resume)
     except PlanError as exc:
@@ -196,6 +285,24 @@ def synth_cmd(ops: Tuple[str, ...], no_opinfo: bool, as_json: bool) -> None:
             for q in r.questions:
                 click.echo(f"  [TBD] {q}")
     sys.exit(EXIT_OK if all(r.entry for r in results) else EXIT_FINDINGS)
+
+
+def _dev_batch(layout, batch: Path, as_json: bool) -> None:
+    from hp_agent.dist_op.batch import dev_batch, read_batch
+    try:
+        rows = dev_batch(read_batch(batch), layout, progress=None if as_json else click.echo)
+    except PlanError as exc:
+        _refuse(exc)
+    ok = all(r.green for r in rows)
+    if as_json:
+        click.echo(json.dumps({"ok": ok, "ops": [r.to_dict() for r in rows]}, indent=2))
+    else:
+        click.echo("| op | UT | ST | machine time (s) | human actions | result |")
+        click.echo("|---|---|---|---|---|---|")
+        for r in rows:
+            click.echo(f"| `{r.op}` | {r.ut} | {r.st} | {r.seconds:.1f} | {r.human_actions} | "
+                       f"{'GREEN' if r.green else 'FAILED'} |")
+    sys.exit(EXIT_OK if ok else EXIT_FINDINGS)
 
 
 @cli_group.command("verify")

@@ -1,0 +1,211 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Batch mode: many ops at once, one decision per batch.
+
+* :func:`unsupported_ops` reads ``docs/op_coverage.md`` (``make coverage``) and lists the torch names of
+  the OpInfo ops with no distributed rule (``--family``: the OpInfo namespace, ``torch`` for top-level ops,
+  ``nn.functional``, ``special``, ``linalg``, ``fft``; ``--limit``);
+* :func:`review_rows` summarises plans (op, status, path and rule, accepted strategies, conditions, open
+  ``[TBD]``) so a reviewer decides a whole batch in one pass;
+* :func:`confirm_batch` applies the reviewer's decisions (``KEY=VALUE``) to every plan of a batch file and
+  confirms each (who, when and the sha256 recorded per plan);
+* :func:`dev_batch` scaffolds every plan, then runs all their UT in one pytest process and all their ST in
+  one (one gloo worker pool), and reports per op: machine time, human actions, result.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+from hp_agent.dist_op.layout import Layout
+from hp_agent.dist_op.plan import Plan, PlanError, confirm_plan, find_tbd, load_plan, plan_state, set_field, slug_of
+from hp_agent.dist_op.scaffold import scaffold
+
+__all__ = ["unsupported_ops", "torch_name", "review_rows", "confirm_batch", "dev_batch", "BatchRow", "read_batch"]
+
+_ROW = re.compile(r"^\| `([^`]+)` \| (.*)$")
+
+
+def torch_name(opinfo: str) -> Optional[str]:
+    """The torch callable an OpInfo name stands for (``nn.functional.x`` -> ``torch.nn.functional.x``), or
+    None for variants, private ops and names torch does not have."""
+    import torch
+    if "." in opinfo and opinfo.split(".")[0] not in ("nn", "special", "linalg", "fft"):
+        return None  # a variant (max.reduction_with_dim): its base op has its own row
+    if opinfo.startswith("_"):
+        return None
+    obj: Any = torch
+    for part in opinfo.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return f"torch.{opinfo}" if callable(obj) else None
+
+
+def _family(opinfo: str) -> str:
+    head = opinfo.split(".")[0]
+    if opinfo.startswith("nn.functional."):
+        return "nn.functional"
+    return head if head in ("special", "linalg", "fft") else "torch"
+
+
+def unsupported_ops(coverage: Path, family: Optional[str] = None, limit: Optional[int] = None) -> List[str]:
+    """Torch names of the ops ``coverage`` marks unsupported (no distributed rule), in file order."""
+    if not coverage.is_file():
+        raise PlanError(f"{coverage}: no coverage report (run make coverage)")
+    names = []
+    for line in coverage.read_text(encoding="utf-8").splitlines():
+        m = _ROW.match(line)
+        if not m:
+            continue
+        cells = [c.strip() for c in m.group(2).split(" | ")]
+        if len(cells) < 4 or cells[3] != "unsupported":
+            continue
+        if family is not None and _family(m.group(1)) != family:
+            continue
+        name = torch_name(m.group(1))
+        if name is not None and name not in names:
+            names.append(name)
+        if limit is not None and len(names) >= limit:
+            break
+    return names
+
+
+def read_batch(path: Path) -> List[Path]:
+    """Plan paths listed in a batch file (one a line; ``#`` comments and blank lines ignored)."""
+    if not path.is_file():
+        raise PlanError(f"{path}: no such batch file (one plan path a line)")
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            plan = Path(line) if Path(line).is_absolute() else path.parent / line
+            if not plan.is_file():
+                plan = Path.cwd() / line
+            if not plan.is_file():
+                raise PlanError(f"{path}: plan {line!r} does not exist")
+            out.append(plan)
+    if not out:
+        raise PlanError(f"{path}: the batch lists no plan")
+    return out
+
+
+def review_rows(plans: Sequence[Plan]) -> List[Dict[str, Any]]:
+    """One summary row per plan: what a reviewer decides on."""
+    rows = []
+    for plan in plans:
+        m = plan.meta
+        accepted = m.get("accepted") or []
+        strategies = sorted({",".join(a["input"]) + "->" + ",".join(a["output"]) for a in accepted})
+        conditions = [line[len("- generalised: "):] for line in plan.body.splitlines()
+                      if line.startswith("- generalised: ")]
+        rows.append({"op": plan.op, "status": plan_state(plan), "path": m.get("path"),
+                     "rule": (m.get("rule") or {}).get("class"), "strategies": strategies,
+                     "conditions": conditions, "tbd": find_tbd(plan),
+                     "differentiable": (m.get("derivation") or {}).get("differentiable", True)})
+    return rows
+
+
+def confirm_batch(plans: Sequence[Path], who: str, decisions: Sequence[str]) -> List[Dict[str, Any]]:
+    """Apply ``decisions`` (``KEY=VALUE``) to every plan, then confirm each; a plan with ``[TBD]`` left is
+    refused by name (the others are still confirmed)."""
+    out = []
+    for path in plans:
+        plan = load_plan(path)
+        for assignment in decisions:
+            set_field(plan, assignment)
+        try:
+            record = confirm_plan(plan, who)
+        except PlanError as exc:
+            plan.save(path)
+            out.append({"plan": str(path), "op": plan.op, "confirmed": False, "error": str(exc)})
+            continue
+        plan.save(path)
+        out.append({"plan": str(path), "op": plan.op, "confirmed": True, **record})
+    return out
+
+
+@dataclass
+class BatchRow:
+    """One op of a ``dev --batch`` run."""
+
+    op: str
+    ut: str
+    st: str
+    seconds: float
+    human_actions: str
+
+    @property
+    def green(self) -> bool:
+        """UT and ST passed."""
+        return self.ut == self.st == "passed"
+
+    def to_dict(self) -> Dict[str, Any]:
+        """JSON form."""
+        return {"op": self.op, "ut": self.ut, "st": self.st, "seconds": round(self.seconds, 1),
+                "human_actions": self.human_actions, "green": self.green}
+
+
+def _junit(path: Path) -> Dict[str, tuple]:
+    """pytest node (``test_x[op]``) -> (outcome, seconds) from a JUnit XML report."""
+    out: Dict[str, tuple] = {}
+    if not path.is_file():
+        return out
+    for case in ET.parse(path).getroot().iter("testcase"):
+        outcome = "passed"
+        if case.find("failure") is not None or case.find("error") is not None:
+            outcome = "failed"
+        elif case.find("skipped") is not None:
+            outcome = "skipped (not allowed)"
+        out[case.get("name", "")] = (outcome, float(case.get("time", 0.0)))
+    return out
+
+
+def _pytest(layout: Layout, nodes: List[str], report: Path, timeout: float) -> Dict[str, tuple]:
+    argv = [layout.interpreter, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+            f"--junitxml={report}", *nodes]
+    try:
+        subprocess.run(argv, cwd=layout.root, env=layout.test_env(), capture_output=True, text=True,
+                       timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        pass  # the nodes without a result are reported as not run
+    return _junit(report)
+
+
+def _actions(plan: Plan) -> str:
+    """Human actions recorded for the plan: the confirmation (and the decisions before it)."""
+    conf = plan.meta.get("confirmation") or {}
+    return f"confirmed by {conf.get('by', '?')}" if conf else "not confirmed"
+
+
+def dev_batch(plans: Sequence[Path], layout: Layout, progress=None) -> List[BatchRow]:
+    """Scaffold every confirmed plan, then one pytest process for all UT and one for all ST."""
+    loaded = []
+    for path in plans:
+        plan = load_plan(path)
+        if plan_state(plan) != "confirmed":
+            raise PlanError(f"{path}: plan is {plan_state(plan)}; confirm it first (confirm --batch)")
+        loaded.append(plan)
+    start = time.monotonic()
+    files = [scaffold(plan, layout) for plan in loaded]
+    scaffold_s = (time.monotonic() - start) / max(len(loaded), 1)
+    work = layout.path(".gate")
+    work.mkdir(exist_ok=True)
+    if progress:
+        progress(f"UT of {len(loaded)} op(s) in one pytest process")
+    ut = _pytest(layout, [f.ut_test for f in files], work / "dist-op-batch-ut.xml", 600)
+    if progress:
+        progress(f"ST of {len(loaded)} op(s) in one pytest process (one gloo pool)")
+    st = _pytest(layout, [f.st_test for f in files], work / "dist-op-batch-st.xml", 1800)
+    rows = []
+    for plan in loaded:
+        slug = slug_of(plan.op)
+        u = ut.get(f"test_plan_cases[{slug}]", ("not run", 0.0))
+        s = st.get(f"test_plan_parity[{slug}]", ("not run", 0.0))
+        rows.append(BatchRow(plan.op, u[0], s[0], scaffold_s + u[1] + s[1], _actions(plan)))
+    return rows
