@@ -17,9 +17,8 @@ from torch import nn
 
 from hyper_parallel.kernels import apply_rotary_emb
 from hyper_parallel.models.deepseek_v3.args import FLAVORS, DeepseekV3Config, yarn_mscale
-from hyper_parallel.models.llama3.model import (LlamaForCausalLM, LlamaMLP, LlamaModel, LlamaRMSNorm, LlamaRotary,
-                                               attention)
-from hyper_parallel.moe._torch.moe import MoE
+from hyper_parallel.models.llama3.model import (LlamaDecoderLayer, LlamaForCausalLM, LlamaModel, LlamaRMSNorm,
+                                               LlamaRotary, attention)
 
 __all__ = ["DeepseekV3ForCausalLM", "DeepseekV3Config", "FLAVORS", "DeepseekV3Attention", "DeepseekV3Rotary",
            "apply_interleaved_rotary", "yarn_inv_freq"]
@@ -130,22 +129,10 @@ class DeepseekV3Attention(nn.Module):
         return self.o_proj(attention(q, k, v, mask, scale=self.scale))
 
 
-class DeepseekV3DecoderLayer(nn.Module):
+class DeepseekV3DecoderLayer(LlamaDecoderLayer):
     """Pre-norm MLA + MLP (dense for the first ``first_k_dense_layers`` layers, MoE after)."""
 
-    def __init__(self, config: DeepseekV3Config, index: int = 0) -> None:
-        super().__init__()
-        self.input_layernorm = LlamaRMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.self_attn = DeepseekV3Attention(config)
-        self.post_attention_layernorm = LlamaRMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.mlp = MoE(config.moe) if config.is_moe_layer(index) else LlamaMLP(config)
-
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                mask: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """Residual stream in, residual stream out."""
-        a = self.input_layernorm(x)
-        x = x + (self.self_attn(a, cos, sin) if mask is None else self.self_attn(a, cos, sin, mask))
-        return x + self.mlp(self.post_attention_layernorm(x))
+    attention_cls = DeepseekV3Attention
 
 
 class DeepseekV3Model(LlamaModel):

@@ -157,12 +157,14 @@ class LlamaMLP(nn.Module):
 
 
 class LlamaDecoderLayer(nn.Module):
-    """Pre-norm attention + MLP (or MoE) block."""
+    """Pre-norm attention + MLP (or MoE) block; a model family with another attention sets ``attention_cls``."""
+
+    attention_cls = LlamaAttention
 
     def __init__(self, config: LlamaConfig, index: int = 0) -> None:
         super().__init__()
         self.input_layernorm = LlamaRMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.self_attn = LlamaAttention(config)
+        self.self_attn = self.attention_cls(config)
         self.post_attention_layernorm = LlamaRMSNorm(config.hidden_size, config.rms_norm_eps)
         self.mlp = MoE(config.moe) if config.is_moe_layer(index) else LlamaMLP(config)
 
