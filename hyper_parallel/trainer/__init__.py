@@ -16,7 +16,7 @@ _LAZY = {
     "LLMTrainer": "hyper_parallel.trainer.api",
     "TrainerBackend": "hyper_parallel.trainer.api",
     "register_backend": "hyper_parallel.trainer.api",
-    "ParallelDims": "hyper_parallel.trainer.parallel_dims",
+    "ParallelDims": "hyper_parallel.models.parallel_dims",
     "JobConfig": "hyper_parallel.trainer.config",
     "ConfigError": "hyper_parallel.trainer.config",
     "load_config": "hyper_parallel.trainer.config",

@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from hyper_parallel.trainer.config import ConfigError, JobConfig, load_config, parse_overrides
+from hyper_parallel.trainer.config import ConfigError, JobConfig, load_config, parallel_degrees, parse_overrides
 
 __all__ = ["main", "launch_command"]
 
@@ -146,7 +146,7 @@ def run(cfg: JobConfig) -> int:
         trainer.setup()
         dims = trainer.backend.dims
         trainer.log(f"[bold]hp-train[/bold] {cfg.job.name}: {cfg.model.name}/{cfg.model.flavor} on "
-                    f"{trainer.backend.world_size} ranks, mesh {dict(dims.mesh_dims)} (ep {dims.ep}), vocab "
+                    f"{trainer.backend.world_size} ranks, mesh {dict(dims.mesh_dims())} (ep {dims.ep}), vocab "
                     f"{trainer.dataset.vocab_size} (BPE), {trainer.dataset.num_train} training sequences of "
                     f"{cfg.training.seq_len} tokens")
         history = trainer.train()
@@ -177,6 +177,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(json.dumps(config_to_dict(cfg), indent=2))
             return 0
         if not _under_launcher():
+            try:
+                parallel_degrees(cfg.parallelism, cfg.job.nproc)
+            except ValueError as exc:
+                raise ConfigError(f"{cfg.source}: [parallelism] on job.nproc = {cfg.job.nproc} ranks: {exc}") from None
             cmd = launch_command(cfg, argv, args.max_restarts)
             sys.stdout.flush()
             if shutil.which(cmd[0]) is None and not os.path.isfile(cmd[0]):

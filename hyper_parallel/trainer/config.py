@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 __all__ = ["ConfigError", "JobConfig", "ModelSection", "ParallelismSection", "TrainingSection", "CheckpointSection",
            "DataSection", "MetricsSection", "FaultSection", "DemoSection", "JobSection", "load_config",
-           "parse_config", "parse_overrides", "config_to_dict"]
+           "parse_config", "parse_overrides", "config_to_dict", "parallel_degrees"]
 
 MIXED_PRECISION = ("fp32", "bf16")
 BACKENDS = ("torch", "mindspore")
@@ -231,14 +231,20 @@ def _check_positive(src: str, key: str, value: float, minimum: float = 1) -> Non
 
 
 def _validate_parallelism(src: str, par: ParallelismSection) -> None:
-    for key in ("dp_replicate", "dp_shard", "cp", "tp", "pp", "ep"):
-        value = getattr(par, key)
-        if value == 0 or value < -1:
-            raise ConfigError(f"{src}: parallelism.{key}: expected a positive int or -1 (inferred), got {value}")
-    if par.ep == -1:
-        raise ConfigError(f"{src}: parallelism.ep: -1 is not allowed (ep borrows ranks; give it explicitly)")
+    try:  # the one validator of the degrees (the product is checked against the world size at launch)
+        parallel_degrees(par)
+    except ValueError as exc:
+        raise ConfigError(f"{src}: [parallelism]: {exc}") from None
     _check_positive(src, "parallelism.pp_microbatches", par.pp_microbatches)
     _check_choice(src, "parallelism.cp_method", par.cp_method, ("ring", "allgather", "alltoall"))
+
+
+def parallel_degrees(par: ParallelismSection, world_size: Optional[int] = None) -> Dict[str, int]:
+    """The ``[parallelism]`` degrees checked by ``hyper_parallel.models.parallel_dims.check_degrees`` (with
+    ``world_size``: the ``-1`` inferred and the product checked); a ``ValueError`` naming the degree."""
+    from hyper_parallel.models.parallel_dims import check_degrees  # pure module
+    return check_degrees({k: getattr(par, k) for k in ("dp_replicate", "dp_shard", "cp", "tp", "pp", "ep")},
+                         world_size)
 
 
 def _validate(cfg: JobConfig) -> JobConfig:

@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 
 from hyper_parallel.trainer.models import build_model_config, model_spec
-from hyper_parallel.trainer.parallel_dims import ParallelDims
+from hyper_parallel.models.parallel_dims import ParallelDims
 
 __all__ = ["TorchTrainerBackend", "measure_peak_flops"]
 
@@ -142,18 +142,15 @@ class TorchTrainerBackend:
                 from hyper_parallel.activation import apply_activation_policy  # noqa  # pylint: disable=C0415
                 apply_activation_policy(model, activation)
             return model
-        from hyper_parallel.models import ParallelDims as ModelDims  # pylint: disable=import-outside-toplevel
-        model_dims = ModelDims(world_size=dims.world_size, dp_replicate=dims.dp_replicate, dp_shard=dims.dp_shard,
-                               cp=dims.cp, tp=dims.tp, pp=dims.pp, ep=dims.ep)
         spec, world = model_spec(cfg.model.name), dims.mesh("world")
         kwargs = dict(sequence_parallel=par.sequence_parallel, cp_method=par.cp_method, activation=activation)
         if not dims.pp_enabled:
-            return spec.parallelize_fn(model, world, model_dims, **kwargs)
+            return spec.parallelize_fn(model, world, dims, **kwargs)
         loss_fn = type(model).loss
-        self._schedule, parts = spec.pipelining_fn(model, world, model_dims, schedule=par.pp_schedule,
+        self._schedule, parts = spec.pipelining_fn(model, world, dims, schedule=par.pp_schedule,
                                                    n_microbatches=par.pp_microbatches,
                                                    loss_fn=lambda out, tgt: loss_fn(out.float(), tgt))
-        self._stages = [spec.parallelize_fn(part, world, model_dims, **kwargs) for part in parts]
+        self._stages = [spec.parallelize_fn(part, world, dims, **kwargs) for part in parts]
         self._pp_group = dims.mesh("pp").get_group(0)
         self._pp_first = any(getattr(p.model, "embed_tokens", None) is not None for p in self._stages)
         self._pp_last = any(getattr(p, "lm_head", None) is not None for p in self._stages)

@@ -29,8 +29,7 @@ def _train(model, steps, ids, labels, loss_fn, lr=1e-2):
     ("qwen3_moe", "debug", {"tp": 2, "ep": 2}),
     ("deepseek_v3", "debug", {"dp_shard": 2, "ep": 2}),
     ("deepseek_v3", "debug", {"tp": 2, "ep": 2}),
-    ("qwen3_moe", "debug", {"tp": 2, "ep": 2, "trainer_dims": True}),
-    ("qwen3", "debug", {"dp_shard": 2, "trainer_dims": True}),
+    ("qwen3_moe", "debug", {"tp": 2, "ep": 2, "bare_mesh": True}),
 ])
 @multi_rank(world_size=2, timeout=300)
 def test_registry_parallelize_fn_trains_like_one_process(model_name, flavor, layout):
@@ -42,12 +41,11 @@ def test_registry_parallelize_fn_trains_like_one_process(model_name, flavor, lay
     from hyper_parallel.models import ParallelDims, get_model_spec
     spec = get_model_spec(model_name)
     layout = dict(layout)
-    if layout.pop("trainer_dims", False):  # the trainer's own ParallelDims (its mesh omits size-1 dims)
-        from hyper_parallel.trainer import ParallelDims as TrainerDims
-        dims = TrainerDims(**{"dp_shard": 1, **layout, "world_size": 2})
-    else:
-        dims = ParallelDims(world_size=2, **layout)
+    bare = layout.pop("bare_mesh", False)
+    dims = ParallelDims(world_size=2, **layout)
     mesh = dims.build_mesh("cpu")
+    if bare:  # a user's world mesh without the size-1 dims (here only ("tp",))
+        mesh = hp.init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
     torch.manual_seed(0)
     moe = spec.config(flavor).moe
     # the auxiliary load-balancing loss sees each rank's tokens only: switched off to compare the main loss

@@ -1,33 +1,11 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""UT: the model registry, ModelSpec and ParallelDims (pure logic, no processes)."""
+"""UT: the model registry and ModelSpec (pure logic, no processes); ParallelDims: test_parallel_dims.py."""
 import dataclasses
 
 import pytest
 
-from hyper_parallel.models import ModelSpec, ParallelDims, get_model_spec, list_models, register_model_spec
-
-
-def test_parallel_dims_infers_dp_shard_and_orders_mesh_dims():
-    dims = ParallelDims(world_size=16, dp_replicate=2, cp=2, tp=2)
-    assert dims.dp_shard == 2 and dims.dp == 4 and dims.fsdp_enabled
-    assert dims.mesh_dims() == [("dp_replicate", 2), ("dp_shard", 2), ("cp", 2), ("tp", 2)]
-    assert ParallelDims(world_size=4, pp=2, tp=2).mesh_dims() == [("pp", 2), ("dp_shard", 1), ("tp", 2)]
-    assert ParallelDims(world_size=1).mesh_dims() == [("dp_shard", 1)]
-    assert not ParallelDims(world_size=2, tp=2).fsdp_enabled
-
-
-@pytest.mark.parametrize("kwargs, message", [
-    ({"world_size": 6, "tp": 4}, "world_size=6 is not divisible by dp_replicate \\* cp \\* tp \\* pp = 4"),
-    ({"world_size": 8, "dp_shard": 2, "tp": 2}, "= 4 != world_size=8"),
-    ({"world_size": 4, "tp": 0}, "tp=0.*positive int"),
-    ({"world_size": 4, "tp": 2, "etp": 4}, "etp=4.*expected 1 or tp=2"),
-    ({"world_size": 4, "ep": 3}, "ep=3.*must divide dp_shard \\* cp \\* tp = 4"),
-    ({"world_size": 4, "dp_shard": 0}, "dp_shard=0.*positive int or -1"),
-])
-def test_parallel_dims_bad_degrees_name_the_field(kwargs, message):
-    with pytest.raises(ValueError, match=message):
-        ParallelDims(**kwargs)
+from hyper_parallel.models import ModelSpec, get_model_spec, list_models, register_model_spec
 
 
 def test_registry_returns_llama3_spec_and_rejects_unknown_names():

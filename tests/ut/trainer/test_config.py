@@ -49,8 +49,8 @@ def test_typed_values_and_defaults(tmp_path):
     ("[job]\nname = 3\n", "job.name: expected a string"),
     ("[job]\nbackend = 'jax'\n", "job.backend: expected one of"),
     ("[job]\nnproc = 0\n", "job.nproc: expected a value >= 1"),
-    ("[parallelism]\ntp = 0\n", "parallelism.tp: expected a positive int or -1"),
-    ("[parallelism]\nep = -1\n", "parallelism.ep: -1 is not allowed"),
+    ("[parallelism]\ntp = 0\n", "[parallelism]: ParallelDims(tp=0): expected a positive int or -1"),
+    ("[parallelism]\nep = -1\n", "[parallelism]: ParallelDims(ep=-1): ep cannot be inferred"),
     ("[parallelism]\ncp_method = 'x'\n", "parallelism.cp_method"),
     ("[parallelism]\npp_microbatches = 0\n", "parallelism.pp_microbatches"),
     ("[checkpoint]\nasync_mode = 'maybe'\n", "checkpoint.async_mode"),
@@ -128,3 +128,13 @@ def test_hp_train_bad_config_exits_2_without_traceback(tmp_path):
                           "--training.steps", "4", "--check"], capture_output=True, text=True, env=env, timeout=60,
                          check=False)
     assert out.returncode == 0 and '"steps": 4' in out.stdout
+
+
+def test_hp_train_checks_the_degrees_product_on_job_nproc_before_launching(tmp_path, monkeypatch, capsys):
+    from hyper_parallel.trainer.cli import main
+    for k in ("RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(k, raising=False)
+    path = _write(tmp_path, "[job]\nnproc = 2\n[parallelism]\ndp_shard = 1\ntp = 4\n")
+    assert main(["--config", path]) == 2
+    assert (f"hp-train: error: {path}: [parallelism] on job.nproc = 2 ranks: ParallelDims: pp(1)*dp_replicate(1)*"
+            f"dp_shard(1)*cp(1)*tp(4) = 4 does not match world_size 2") in capsys.readouterr().err
