@@ -30,11 +30,11 @@ from torch.utils._pytree import tree_flatten, tree_map
 from hyper_parallel.core.placement import Replicate, Shard
 from hyper_parallel.core.spec import DTensorSpec
 from hyper_parallel.fsdp.api import MixedPrecisionPolicy, OffloadPolicy, CPUOffloadPolicy, post_forward_group_size
-from hyper_parallel.fsdp._torch.unit import UNSHARDED, FSDPUnit, MeshInfo, ParamInfo
+from hyper_parallel.fsdp._torch.unit import SHARDED, UNSHARDED, FSDPUnit, MeshInfo, ParamInfo
 from hyper_parallel.platform.torch.recompute import parameter_communication
 from hyper_parallel.platform.torch.dtensor import DTensor, as_dtensor
 
-__all__ = ["fully_shard", "FSDPModule", "UnshardHandle"]
+__all__ = ["fully_shard", "FSDPModule", "UnshardHandle", "write_local_shard"]
 
 _STATE_ATTR = "_hp_fsdp_state"
 _CLASSES: Dict[type, type] = {}
@@ -168,6 +168,11 @@ def _pre_forward(module: nn.Module, args, kwargs):
     if state.is_root:
         root.root_pre_forward()
     unit = state.unit
+    if unit is not None and unit.pending_init:
+        names = [i.fqn for i in unit.infos if i.pending_init]
+        raise RuntimeError(f"fully_shard: {type(module).__name__} was sharded from meta-device parameters and "
+                           f"{len(names)} of them have no values yet ({', '.join(names[:3])}...); call "
+                           "hyper_parallel.models.init_parameters(model) (or write_local_shard) before the forward")
     if unit is not None:
         # during backward this forward is a recomputation (activation checkpointing): units resharded
         # now could be ones backward is using, and the forward order's prefetch does not apply
@@ -461,6 +466,7 @@ def _build_params(unit: FSDPUnit, originals: Dict[str, torch.Tensor]) -> None:
             with DisableTorchFunctionSubclass():
                 fulls.append(p.view_as(p))
         bucket.shard_from(fulls)
+        unit.pending_init += sum(info.pending_init for info in bucket.infos)
         for info in bucket.infos:
             info.spec = _spec_for(info, unit.mi)
             with DisableTorchFunctionSubclass():
@@ -474,6 +480,29 @@ def _build_params(unit: FSDPUnit, originals: Dict[str, torch.Tensor]) -> None:
             if info.requires_grad:
                 info.unsharded.register_post_accumulate_grad_hook(functools.partial(_grad_hook, hook_state))
         bucket.free_unsharded()
+
+
+def write_local_shard(param: torch.Tensor, local: torch.Tensor) -> bool:
+    """Give a ``fully_shard`` -ed parameter this rank's shard values in place (``local``: the local
+    shard of ``param``'s global spec, e.g. drawn by ``shard_values``); the way a model sharded on the
+    meta device gets its weights. Returns False (and does nothing) when ``param`` is not a sharded
+    parameter of a ``fully_shard`` unit. Call it before the unit's first forward."""
+    info = param.__dict__.get("_hp_fsdp_info")
+    if info is None:
+        return False
+    if info.unit.state != SHARDED:
+        raise RuntimeError(f"write_local_shard({info.fqn}): its fully_shard unit is unsharded (state "
+                           f"{info.unit.state!r}); write shard values before the forward or after reshard()")
+    with DisableTorchFunctionSubclass():
+        shape = tuple(info.local.shape)
+        value = local.view_as(local) if isinstance(local, DTensor) else local
+    if tuple(value.shape) != shape:
+        raise ValueError(f"write_local_shard({info.fqn}): expected a local shard of shape {list(shape)}, got "
+                         f"{list(value.shape)}")
+    with torch.no_grad(), DisableTorchFunctionSubclass():
+        info.local.copy_(value)
+    info.mark_written()
+    return True
 
 
 def _device_of(mesh) -> torch.device:

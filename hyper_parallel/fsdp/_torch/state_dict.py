@@ -105,6 +105,7 @@ def set_model_state_dict(model: nn.Module, state_dict: Dict[str, Any], *, strict
         local = _local_value(v, info, k)
         with torch.no_grad(), DisableTorchFunctionSubclass():
             info.local.copy_(local)
+        info.mark_written()
     result = model.load_state_dict(rest, strict=False)
     missing = [k for k in result.missing_keys if k not in state_dict]
     if strict and (missing or result.unexpected_keys):

@@ -66,7 +66,7 @@ class ParamInfo:
     """One managed parameter: where it is registered, its global spec and its TP spec (if any)."""
 
     __slots__ = ("locations", "fqn", "shape", "dtype", "requires_grad", "tp_spec", "spec", "sharded",
-                 "local", "unsharded", "full_view", "unit")
+                 "local", "unsharded", "full_view", "unit", "pending_init")
 
     def __init__(self, locations: List[Tuple[torch.nn.Module, str]], fqn: str, param: torch.Tensor) -> None:
         self.locations = locations
@@ -83,6 +83,13 @@ class ParamInfo:
         self.unsharded: Optional[torch.nn.Parameter] = None
         self.full_view: Optional[torch.Tensor] = None
         self.unit: Optional["FSDPUnit"] = None
+        self.pending_init = False  # built from a meta-device parameter: its shard awaits its values
+
+    def mark_written(self) -> None:
+        """The shard received its values (after a meta-device build): the unit may run forward."""
+        if self.pending_init:
+            self.pending_init = False
+            self.unit.pending_init -= 1
 
 
 def _reduce_mode(group) -> str:
@@ -186,7 +193,10 @@ class Bucket:  # pylint: disable=too-many-instance-attributes
                 start = min(idx * lay.rows[i], info.shape[0])
                 off = lay.offsets[i]
                 local = self.sharded[off:off + rows * lay.inner[i]].view((rows,) + info.shape[1:])
-                local.copy_(full.detach().narrow(0, start, rows))
+                if full.is_meta:  # meta-device model: the shard is filled later (write_local_shard)
+                    info.pending_init = True
+                else:
+                    local.copy_(full.detach().narrow(0, start, rows))
                 info.local = local
                 uoff = lay.unsharded_range(i)[0]
                 info.full_view = self.unsharded[uoff:uoff + lay.full_numel(i)].view(info.shape)
@@ -387,6 +397,7 @@ class FSDPUnit:  # pylint: disable=too-many-instance-attributes
         self.buckets = [Bucket([infos[i] for i in idx], mi, mp, device, offload, pin)
                         for idx in _bucket_indices(infos, direct_min_numel(device))]
         self.state = SHARDED
+        self.pending_init = 0  # parameters built from meta tensors whose shard was not written yet
         self.pf_k = mi.pf_k
         self.requires_grad_sync = True
         self.is_last_backward = True

@@ -17,9 +17,11 @@ from typing import Dict, Iterator
 
 import torch
 from torch import nn
+from torch._C import DisableTorchFunctionSubclass
 
 from hyper_parallel.core import random as _rng
 from hyper_parallel.core.random import MASK64
+from hyper_parallel.fsdp._torch.fully_shard import write_local_shard
 from hyper_parallel.platform.torch.dtensor import DTensor, as_dtensor
 from hyper_parallel.platform.torch.random import reference_values, shard_values
 
@@ -87,7 +89,10 @@ def init_parameters(model: nn.Module, *, seed: int = 0, std: float = 0.02, devic
     otherwise, each parameter from its own counter-based stream (:func:`parameter_seed`), so a global
     element's value does not depend on the layout. Meta parameters are materialised on ``device``
     (default: the CPU, or the mesh's device for DTensors), only their local shards; tied parameters
-    stay tied; meta buffers are rebuilt (``init_buffers(device)`` of their module). Returns ``model``."""
+    stay tied; meta buffers are rebuilt (``init_buffers(device)`` of their module). Parameters of a
+    ``fully_shard`` unit (sharded on the meta device) are written in place into the unit's shard buffer
+    (:func:`hyper_parallel.fsdp._torch.fully_shard.write_local_shard`), so the plan can be applied in
+    any order: TP, EP, FSDP, then ``init_parameters``. Returns ``model``."""
     device = torch.device(device) if device is not None else None
     done: Dict[int, nn.Parameter] = {}
     for mod_name, module in model.named_modules():
@@ -96,9 +101,16 @@ def init_parameters(model: nn.Module, *, seed: int = 0, std: float = 0.02, devic
                 setattr(module, name, done[id(param)])
                 continue
             fqn = f"{mod_name}.{name}" if mod_name else name
+            kind = "ones" if _is_norm(module) else "normal"
+            if "_hp_fsdp_info" in param.__dict__:  # fully_shard-ed: fill its shard of the flat buffer in place
+                with DisableTorchFunctionSubclass():
+                    local_device = param.view_as(param).device
+                write_local_shard(param, _values(param, kind, parameter_seed(seed, fqn), std, local_device))
+                done[id(param)] = param
+                continue
             target = device or (torch.device(param._spec.mesh.device_type)  # pylint: disable=protected-access
                                 if isinstance(param, DTensor) else torch.device("cpu"))
-            value = _values(param, "ones" if _is_norm(module) else "normal", parameter_seed(seed, fqn), std, target)
+            value = _values(param, kind, parameter_seed(seed, fqn), std, target)
             new = nn.Parameter(value, requires_grad=param.requires_grad)
             done[id(param)] = new
             setattr(module, name, new)

@@ -242,16 +242,13 @@ def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: b
     (``config.moe``) takes :func:`parallelize_llama_moe` with ``ep=parallel_dims.ep`` on the
     ``(dp_shard, tp)`` mesh. ``attention_plan(config, sequence_parallel)``: TP entries replacing Llama's
     q/k/v/o ones (a model with another attention). ``init_seed``: the model was built on the meta device
-    (``hyper_parallel.models.init_empty_weights``): after TP/CP/EP and before the activation policy
-    and FSDP, ``init_parameters(model, seed=init_seed)`` materialises each rank's local shards (the
-    same full weights on any layout). Returns the model (apply it to each pipeline stage module under
+    (``hyper_parallel.models.init_empty_weights``): after the whole plan (TP/CP/EP and FSDP applied on
+    the meta device), ``init_parameters(model, seed=init_seed)`` materialises only each rank's local
+    shards (the same full weights on any layout). Returns the model (apply it to each pipeline stage module under
     PP)."""
     dims = parallel_dims
 
     def before_fsdp(module) -> None:
-        if init_seed is not None:
-            from hyper_parallel.models._torch.init import init_parameters
-            init_parameters(module, seed=init_seed)
         if activation is not None:
             from hyper_parallel.activation import apply_activation_policy
             apply_activation_policy(module, activation)
@@ -263,10 +260,10 @@ def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: b
         mesh = _moe_dense_mesh(world_mesh, dims)
         if mesh is None:  # one rank: nothing to distribute
             before_fsdp(model)
-            return model
-        return parallelize_llama_moe(model, mesh, ep=dims.ep, loss_parallel=loss_parallel,
-                                     async_dispatch=async_dispatch, attention_plan=attention_plan,
-                                     before_fsdp=before_fsdp)
+        else:
+            parallelize_llama_moe(model, mesh, ep=dims.ep, loss_parallel=loss_parallel, async_dispatch=async_dispatch,
+                                  attention_plan=attention_plan, before_fsdp=before_fsdp)
+        return _init_local_shards(model, init_seed)
     if dims.tp > 1:
         _check_divisible(model.config, dims.tp, attention=attention_plan is None)
         parallelize_module(model, world_mesh["tp"], with_attention_plan(
@@ -282,6 +279,13 @@ def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: b
         for layer in (layers.values() if hasattr(layers, "values") else layers):
             fully_shard(layer, mesh=shard_mesh, **fsdp_kwargs)
         fully_shard(model, mesh=shard_mesh, **fsdp_kwargs)
+    return _init_local_shards(model, init_seed)
+
+
+def _init_local_shards(model, init_seed):
+    if init_seed is not None:
+        from hyper_parallel.models._torch.init import init_parameters
+        init_parameters(model, seed=init_seed)
     return model
 
 

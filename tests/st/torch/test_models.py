@@ -107,3 +107,37 @@ def test_meta_init_gives_the_same_weights_on_every_layout(model_name, flavor, la
     assert sharded > 0
     ids = torch.randint(0, spec.config(flavor).vocab_size, (2, 8))
     spec.loss_fn(ours(ids), ids).backward()
+
+
+@multi_rank(world_size=2, timeout=300)
+def test_fully_shard_on_a_meta_model_then_init_parameters():
+    """``fully_shard`` applied to a meta-device model keeps only empty shard slots; a forward before
+    ``init_parameters`` is refused; ``init_parameters`` writes each rank's shard in place (the unit's
+    flat buffer) and the full weights, the loss and the gradients equal one process's."""
+    import torch
+    import hyper_parallel as hp
+    from hyper_parallel.models import get_model_spec, init_empty_weights, init_parameters
+    spec = get_model_spec("qwen3")  # tied embeddings: one parameter at two places
+    with init_empty_weights():
+        single = spec.build("debug")
+        ours = spec.build("debug")
+    init_parameters(single, seed=11)
+    mesh = hp.init_device_mesh("cpu", (2,))
+    for layer in ours.model.layers:
+        hp.fully_shard(layer, mesh=mesh)
+    hp.fully_shard(ours, mesh=mesh)
+    ids = torch.randint(0, spec.config("debug").vocab_size, (2, 8))
+    with pytest.raises(RuntimeError, match="init_parameters"):
+        ours(ids)
+    init_parameters(ours, seed=11)
+    assert ours.lm_head.weight is ours.model.embed_tokens.weight
+    want = dict(single.named_parameters())
+    for name, p in ours.named_parameters():
+        assert isinstance(p, hp.DTensor) and p.to_local().numel() <= -(-want[name].numel() // 2), name
+        assert torch.equal(p.full_tensor(), want[name].detach()), f"{name} differs"
+    loss, ref_loss = spec.loss_fn(ours(ids), ids), spec.loss_fn(single(ids), ids)
+    assert torch.equal(loss.detach(), ref_loss.detach())  # same ids on both ranks: the same loss
+    loss.backward()
+    ref_loss.backward()
+    for name, p in ours.named_parameters():
+        torch.testing.assert_close(p.grad.full_tensor(), want[name].grad, rtol=1e-5, atol=1e-7, msg=name)
