@@ -17,21 +17,21 @@ depends on where it sits in a local shard, so every layout yields bit-identical 
   ``median + sigma * tan(pi (u - 1/2))``, log-normal ``exp(normal)`` (polynomial ``exp``);
 * integers in ``[low, high)``: ``low + floor(u * (high - low))`` with a 53-bit ``u`` (lanes 0 and 1).
 
-Factories :func:`rand` and :func:`randn` build DTensors directly from a global shape, a mesh and
-placements, generating only the local shard.
+The factories ``hyper_parallel.rand`` / ``randn`` (``platform/torch/factories.py``) build DTensors from a
+global shape, a mesh and placements with :func:`shard_values`, generating only the local shard.
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Sequence, Tuple
 
 import torch
 
 from hyper_parallel.core import random as _core
-from hyper_parallel.core.placement import Partial, Replicate
-from hyper_parallel.core.spec import DTensorSpec, normalize_placements
+from hyper_parallel.core.placement import Partial
+from hyper_parallel.core.spec import DTensorSpec
 
-__all__ = ["random_bits", "global_counters", "uniform_from_bits", "shard_values", "keep_mask", "rand", "randn",
+__all__ = ["random_bits", "global_counters", "uniform_from_bits", "shard_values", "keep_mask",
            "reference_values", "holds_values", "exponential_from_uniform"]
 
 _TWO_PI = 2.0 * math.pi
@@ -281,39 +281,3 @@ def keep_mask(spec: DTensorSpec, coord: Sequence[int], p: float, dtype: torch.dt
     counters = global_counters(spec.shape, local_shape, offset, base, device)
     keep = random_bits(seed, _core.LANE_UNIFORM, counters) >= _threshold(p)  # == (u >= p), u = bits / 2**32
     return keep.to(dtype)
-
-
-# ---------------------------------------------------------------------- factories
-def _factory(kind: str, shape, device_mesh, placements, dtype, requires_grad: bool, params: tuple):
-    from hyper_parallel.platform.torch.dtensor import as_dtensor
-    if isinstance(shape, int):
-        shape = (shape,)
-    shape = tuple(int(s) for s in shape)
-    if any(s < 0 for s in shape):
-        raise ValueError(f"{kind} factory: negative size in shape {list(shape)}")
-    if device_mesh is None:
-        raise ValueError(f"{kind} factory (device_mesh): a DeviceMesh is required")
-    if placements is None:
-        placements = (Replicate(),) * device_mesh.ndim
-    placements = normalize_placements(placements, device_mesh.ndim, len(shape), f"{kind} factory placements")
-    if any(isinstance(p, Partial) for p in placements):
-        raise ValueError(f"{kind} factory placements {placements}: a fresh random tensor is Replicate or Shard, "
-                         "not Partial")
-    dtype = dtype or torch.get_default_dtype()
-    spec = DTensorSpec(device_mesh, placements, shape)
-    local = shard_values(kind, spec, device_mesh.get_coordinate(), dtype, device_mesh.device_type, params)
-    local.requires_grad_(requires_grad)
-    return as_dtensor(local, spec)
-
-
-def rand(shape, device_mesh=None, placements=None, *, dtype: Optional[torch.dtype] = None,
-         requires_grad: bool = False):
-    """A DTensor of uniform ``[0, 1)`` values with global ``shape`` on ``device_mesh`` with ``placements``
-    (default Replicate); the same global values for a given seed on any mesh and placements."""
-    return _factory("uniform", shape, device_mesh, placements, dtype, requires_grad, (0.0, 1.0))
-
-
-def randn(shape, device_mesh=None, placements=None, *, dtype: Optional[torch.dtype] = None,
-          requires_grad: bool = False):
-    """A DTensor of standard normal values with global ``shape`` (see :func:`rand`)."""
-    return _factory("normal", shape, device_mesh, placements, dtype, requires_grad, (0.0, 1.0))

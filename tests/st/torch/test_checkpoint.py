@@ -299,7 +299,7 @@ def _run_steps(model, opt, sched, loader, mesh, steps, manager=None, first=1):
     losses = []
     for step in range(first, first + steps):
         ids = loader.next(rank, world)
-        noise = hp.rand((6,), mesh, [Shard(0)]).full_tensor().sum()
+        noise = hp.rand((6,), device_mesh=mesh, placements=[Shard(0)]).full_tensor().sum()
         from hyper_parallel.models.llama3 import LlamaForCausalLM
         loss = LlamaForCausalLM.loss(model(ids)[:, :-1], ids[:, 1:]) * (1 + 0.01 * noise)
         loss.backward()

@@ -223,9 +223,9 @@ def test_factories_successive_calls_and_seeding():
     mesh = hp.init_device_mesh("cpu", (2,))
     hp.manual_seed(7)
     assert get_rng_state() == (7, 0)
-    a = hp.rand((9, 4), mesh, [Shard(0)])
-    b = hp.rand((9, 4), mesh, [Shard(1)])
-    c = hp.randn(33, mesh, [Shard(0)], dtype=torch.float64, requires_grad=True)
+    a = hp.rand((9, 4), device_mesh=mesh, placements=[Shard(0)])
+    b = hp.rand((9, 4), device_mesh=mesh, placements=[Shard(1)])
+    c = hp.randn(33, device_mesh=mesh, placements=[Shard(0)], dtype=torch.float64, requires_grad=True)
     assert a.placements == (Shard(0),) and tuple(a.shape) == (9, 4) and tuple(a.to_local().shape) == ((5, 4), (4, 4))[
         mesh.get_coordinate()[0]]
     assert c.requires_grad and c.is_leaf and c.dtype == torch.float64
@@ -234,14 +234,14 @@ def test_factories_successive_calls_and_seeding():
     torch.testing.assert_close(c.full_tensor().detach(), ref("normal", (33,), (7, 72), torch.float64), rtol=0, atol=0)
     assert not torch.equal(a.full_tensor(), b.full_tensor())  # successive calls differ
     hp.manual_seed(7)  # re-seeding replays the stream
-    assert torch.equal(hp.rand((9, 4), mesh, [Replicate()]).full_tensor(), a.full_tensor())
+    assert torch.equal(hp.rand((9, 4), device_mesh=mesh, placements=[Replicate()]).full_tensor(), a.full_tensor())
     hp.manual_seed(8)
-    assert not torch.equal(hp.rand((9, 4), mesh, [Replicate()]).full_tensor(), a.full_tensor())
+    assert not torch.equal(hp.rand((9, 4), device_mesh=mesh, placements=[Replicate()]).full_tensor(), a.full_tensor())
     x = hp.distribute_tensor(torch.zeros(6, 6), mesh, [Shard(0)])
     first, second = torch.rand_like(x).full_tensor(), torch.rand_like(x).full_tensor()
     assert not torch.equal(first, second)
     with pytest.raises(ValueError, match="not Partial"):
-        hp.rand((4,), mesh, [hp.Partial()])
+        hp.rand((4,), device_mesh=mesh, placements=[hp.Partial()])
 
 
 @multi_rank(world_size=2, timeout=120)
