@@ -168,12 +168,8 @@ def _pre_forward(module: nn.Module, args, kwargs):
     if state.is_root:
         root.root_pre_forward()
     unit = state.unit
-    if unit is not None and unit.pending_init:
-        names = [i.fqn for i in unit.infos if i.pending_init]
-        raise RuntimeError(f"fully_shard: {type(module).__name__} was sharded from meta-device parameters and "
-                           f"{len(names)} of them have no values yet ({', '.join(names[:3])}...); call "
-                           "hyper_parallel.models.init_parameters(model) (or write_local_shard) before the forward")
     if unit is not None:
+        _check_initialised(module, unit)
         # during backward this forward is a recomputation (activation checkpointing): units resharded
         # now could be ones backward is using, and the forward order's prefetch does not apply
         recompute = root.in_backward
@@ -193,6 +189,16 @@ def _pre_forward(module: nn.Module, args, kwargs):
     if mp.cast_forward_inputs and mp.param_dtype is not None:
         args, kwargs = _cast((args, kwargs), mp.param_dtype)
     return args, kwargs
+
+
+def _check_initialised(module: nn.Module, unit: FSDPUnit) -> None:
+    """Refuse a forward while parameters sharded from meta tensors have no values."""
+    if not unit.pending_init:
+        return
+    names = [i.fqn for i in unit.infos if i.pending_init]
+    raise RuntimeError(f"fully_shard: {type(module).__name__} was sharded from meta-device parameters and "
+                       f"{len(names)} of them have no values yet ({', '.join(names[:3])}...); call "
+                       "hyper_parallel.models.init_parameters(model) (or write_local_shard) before the forward")
 
 
 def _forward_targets(root: FSDPState, unit: FSDPUnit) -> List[FSDPUnit]:
