@@ -44,7 +44,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-__all__ = ["OUTCOMES", "IMPLS", "RANDOM", "UNINITIALISED", "NONDETERMINISTIC", "OpResult", "CoverageReport",
+__all__ = ["OUTCOMES", "IMPLS", "PeerError", "WrongResult",
+           "RANDOM", "UNINITIALISED", "NONDETERMINISTIC", "OpResult", "CoverageReport",
            "classify_error",
            "op_names", "run_op_samples", "run_coverage", "render_markdown", "main"]
 
@@ -98,11 +99,12 @@ class OpResult:
     skipped: int = 0
     wrong: int = 0
 
-    def add(self, config: str, outcome: str, detail: str = "") -> None:
-        """Count one run; keep a short message for the first few non-passing runs. A failed run whose
-        message is an ``AssertionError`` (a value, shape or dtype that differs) counts as a wrong result."""
+    def add(self, config: str, outcome: str, detail: str = "", wrong: bool = False) -> None:
+        """Count one run; keep a short message for the first few non-passing runs. ``wrong``: a failed run
+        whose gathered output differs from the single-device result (:class:`WrongResult`) — not an error
+        raised on this rank or a peer rank (:class:`PeerError`), which is a failed run only."""
         self.counts[config][outcome] += 1
-        if outcome == "failed" and detail.startswith("AssertionError"):
+        if outcome == "failed" and wrong:
             self.wrong += 1
         if detail and outcome != "passed" and len(self.details) < 3:
             self.details.append(f"{config}: {detail[:_DETAIL_CHARS]}")
@@ -203,6 +205,14 @@ def _has_sparse(obj: Any) -> bool:
     return any(isinstance(t, torch.Tensor) and t.layout != torch.strided for t in _flatten(obj))
 
 
+class PeerError(RuntimeError):
+    """Another rank's op call raised (this rank's did not): a failed run, never a wrong value."""
+
+
+class WrongResult(AssertionError):
+    """The gathered output differs from the single-device result (value, shape, dtype or count)."""
+
+
 def _agree(error: Optional[BaseException]) -> None:
     """Every rank learns whether any rank's op call raised, before any rank gathers outputs.
 
@@ -220,7 +230,7 @@ def _agree(error: Optional[BaseException]) -> None:
     if error is not None:
         raise error
     rank, message = next((r, m) for r, m in enumerate(everyone) if m is not None)
-    raise AssertionError(f"rank {rank} raised {message}")
+    raise PeerError(f"rank {rank} raised {message}")
 
 
 def _synced(obj: Any) -> Any:
@@ -264,21 +274,24 @@ def _gather(obj: Any, impl: str = "hp") -> List[Any]:
 
 
 def _compare(got: List[Any], want: List[Any], values: bool) -> None:
-    """Raise AssertionError unless ``got`` matches ``want`` (values, or shape and dtype only)."""
+    """Raise :class:`WrongResult` unless ``got`` matches ``want`` (values, or shape and dtype only)."""
     import torch
     if len(got) != len(want):
-        raise AssertionError(f"{len(got)} outputs, expected {len(want)}")
+        raise WrongResult(f"{len(got)} outputs, expected {len(want)}")
     for k, (g, w) in enumerate(zip(got, want)):
         if isinstance(w, torch.Tensor):
             if not isinstance(g, torch.Tensor):
-                raise AssertionError(f"output {k}: {type(g).__name__}, expected a tensor")
+                raise WrongResult(f"output {k}: {type(g).__name__}, expected a tensor")
             if g.shape != w.shape or g.dtype != w.dtype:
-                raise AssertionError(f"output {k}: shape/dtype {tuple(g.shape)}/{g.dtype}, expected "
+                raise WrongResult(f"output {k}: shape/dtype {tuple(g.shape)}/{g.dtype}, expected "
                                      f"{tuple(w.shape)}/{w.dtype}")
             if values:
-                torch.testing.assert_close(g, w, rtol=RTOL, atol=ATOL, equal_nan=True, check_device=False)
+                try:
+                    torch.testing.assert_close(g, w, rtol=RTOL, atol=ATOL, equal_nan=True, check_device=False)
+                except AssertionError as exc:
+                    raise WrongResult(str(exc)) from None
         elif values and g != w:
-            raise AssertionError(f"output {k}: {g!r} != {w!r}")
+            raise WrongResult(f"output {k}: {g!r} != {w!r}")
 
 
 def _run_config(op, sample, mesh, config: str, random_op: bool, impl: str = "hp") -> List[Any]:
@@ -335,7 +348,8 @@ def _run_sample(result: OpResult, op, sample_input, mesh, kind: str, impl: str =
         except Exception as exc:  # pylint: disable=broad-except  # classified: unsupported or failed
             if _is_fatal(exc):
                 raise  # the ranks' collectives no longer line up: end this op's case (the pool restarts)
-            result.add(config, classify_error(exc, impl), f"{type(exc).__name__}: {exc}".replace("\n", " "))
+            result.add(config, classify_error(exc, impl), f"{type(exc).__name__}: {exc}".replace("\n", " "),
+                       wrong=isinstance(exc, WrongResult))
 
 
 def _mesh(mesh_shape: Tuple[int, ...], impl: str):

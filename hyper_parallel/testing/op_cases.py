@@ -13,8 +13,13 @@ the tier's single test module parametrizes over the files of its folder:
   no combination may fail or be refused, and at least ``native_min`` must run without communication.
 
 UT file keys: ``op``, ``plan``, ``names``, ``positions``/``defaults`` (the non-tensor arguments' positional
-indices and defaults), ``accepted`` and ``rejected``. ST file keys: ``op``, ``plan``, ``names``, ``cases``
-(``shape`` or ``shapes``, ``kwargs``, ``native_min``, optional ``grad``, ``low``/``high`` value range).
+indices and defaults), ``accepted`` and ``rejected`` (an accepted scenario whose ``output`` is
+``["dynamic"]`` expects every input gathered and the output specs taken from the local result: the
+``expand_replicated`` decision of ``ReplicateRule``). ST file keys: ``op``, ``plan``, ``names``, ``cases``
+(``shape`` or ``shapes``, ``kwargs``, ``native_min``, optional ``grad``, ``low``/``high`` value range; or
+``opinfo`` + ``sample``: PyTorch's OpInfo sample number ``sample`` of that OpInfo name, float32 on CPU,
+generated with seed 0 — for ops whose valid inputs random tensors do not give; optional ``max_combos``
+and ``partial`` bound the placement combinations).
 
 Importing this module is cheap (standard library and PyYAML); torch is imported by the ST check only.
 """
@@ -26,7 +31,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Sequence
 
 __all__ = ["OpCases", "CaseFileError", "load_op_cases", "check_rule_cases", "check_parity_cases", "rule_call",
-           "parse_placement"]
+           "parse_placement", "opinfo_case"]
 
 _UT_KEYS = frozenset({"op", "plan", "names", "positions", "defaults", "accepted", "rejected"})
 _ST_KEYS = frozenset({"op", "plan", "names", "cases"})
@@ -100,8 +105,8 @@ def rule_call(name: str, case: Dict[str, Any], placements: Sequence[str], positi
     from hyper_parallel.core.ops.rule import OpCall, TensorArg
     shapes = case.get("shapes") or [case["shape"]]
     args, kwargs = [("__tensor__", i) for i in range(len(shapes))], dict(case["kwargs"])
-    if positional and kwargs:
-        last = max(positions[k] for k in kwargs)
+    if positional and any(k in positions for k in kwargs):  # keyword-only arguments stay keywords
+        last = max(positions[k] for k in kwargs if k in positions)
         by_pos = {index: key for key, index in positions.items()}
         for i in range(len(shapes), last + 1):
             key = by_pos[i]
@@ -119,6 +124,10 @@ def _check_accepted(rule: Any, name: str, case: Dict[str, Any], cases: OpCases, 
     decision = rule.infer(rule_call(name, case, case["input"], positional, data["positions"], data["defaults"]))
     got = [d[0].short() for d in decision.inputs]
     assert got == case["need"], f"{where}: requires {got}, the plan says {case['need']}"
+    if case["output"] == ["dynamic"]:
+        assert decision.outputs is None and decision.expand == "expand_replicated", \
+            f"{where}: outputs {decision.outputs!r} expand {decision.expand!r}, the plan says replicated at run time"
+        return
     placements, shape = decision.outputs
     assert [p.short() for p in placements] == case["output"], \
         f"{where}: output {[p.short() for p in placements]}, the plan says {case['output']}"
@@ -172,6 +181,58 @@ def _inputs(case: Dict[str, Any]) -> List[Any]:
     return [torch.rand(shape) * (high - low) + low for shape in (case.get("shapes") or [case["shape"]])]
 
 
+def _opinfo_sample(name: str, index: int) -> Any:
+    """OpInfo ``name``'s dense float32 CPU sample number ``index`` (seed 0)."""
+    import itertools
+    import torch
+    from torch.testing._internal.common_methods_invocations import op_db
+    info = next((o for o in op_db if (o.name + (f".{o.variant_test_name}" if o.variant_test_name else "")) == name),
+                None)
+    if info is None:
+        raise CaseFileError(f"opinfo {name!r}: not an OpInfo name of this torch")
+    torch.manual_seed(0)
+    dense = [s for s in itertools.islice(info.sample_inputs("cpu", torch.float32, requires_grad=False), 24)
+             if all(not isinstance(t, torch.Tensor) or t.layout == torch.strided for t in [s.input, *s.args])]
+    if index >= len(dense):
+        raise CaseFileError(f"opinfo {name!r}: sample {index} does not exist ({len(dense)} dense samples)")
+    return info, dense[index]
+
+
+def _is_seq(x: Any) -> bool:
+    return type(x) in (list, tuple)  # pylint: disable=unidiomatic-typecheck  # not named tuples
+
+
+def _tensor_slots(args: List[Any]) -> List[Any]:
+    """(position, index in a list or None) of each tensor argument."""
+    import torch
+    slots = []
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor):
+            slots.append((i, None))
+        elif _is_seq(a):
+            slots += [(i, j) for j, t in enumerate(a) if isinstance(t, torch.Tensor)]
+    return slots
+
+
+def opinfo_case(name: str, index: int) -> Any:
+    """``(tensors, call)``: the tensors of OpInfo ``name``'s sample ``index`` (float32, CPU, seed 0) and
+    ``call(*tensors)`` running the op with them in their places (lists of tensors included)."""
+    info, sample = _opinfo_sample(name, index)
+    args, kwargs = [sample.input, *sample.args], dict(sample.kwargs)
+    slots = _tensor_slots(args)
+    tensors = [args[i] if j is None else args[i][j] for i, j in slots]
+
+    def call(*ts):
+        a = [list(x) if _is_seq(x) else x for x in args]
+        for (i, j), t in zip(slots, ts):
+            if j is None:
+                a[i] = t
+            else:
+                a[i][j] = t
+        return info.op(*[type(x)(y) if _is_seq(x) else y for x, y in zip(args, a)], **kwargs)
+    return [t.detach().clone() for t in tensors], call
+
+
 def check_parity_cases(cases: OpCases) -> int:
     """ST of one op (call it on every rank of a 2-rank gloo pool): ``check_op`` per name and case. Returns
     the number of placement combinations checked; raises AssertionError naming the case on the first failure."""
@@ -182,11 +243,15 @@ def check_parity_cases(cases: OpCases) -> int:
         fn = _function(name)
         for k, case in enumerate(cases.data["cases"]):
             torch.manual_seed(k)
-            tensors = _inputs(case)
-            report = check_op(name, lambda *ts, kw=case["kwargs"], f=fn: f(*ts, **kw), tensors,
-                              grad=bool(case.get("grad", True)))
+            if "opinfo" in case:
+                tensors, call = opinfo_case(case["opinfo"], int(case["sample"]))
+            else:
+                tensors, call = _inputs(case), (lambda *ts, kw=case["kwargs"], f=fn: f(*ts, **kw))
+            report = check_op(name, call, tensors, grad=bool(case.get("grad", True)),
+                              partial=bool(case.get("partial", True)), max_combos=case.get("max_combos"))
             report.raise_if_failed()
-            where = f"{name} shapes {[list(t.shape) for t in tensors]} {case['kwargs']} ({cases.where})"
+            where = f"{name} shapes {[list(t.shape) for t in tensors]} {case.get('kwargs', case.get('opinfo'))} " \
+                f"({cases.where})"
             assert not report.rejected, f"{where}: refused {report.rejected[:3]}"
             assert report.native >= case["native_min"], \
                 f"{where}: {report.native} native combos, the plan expects at least {case['native_min']}"

@@ -12,11 +12,12 @@
 import pytest
 
 from hyper_parallel.core.ops.rule import OpCall, RuleError, TensorArg
-from hyper_parallel.core.ops.rules.table import FactorRule, StrategyTableRule, parse_strategy
+from hyper_parallel.core.ops.rules.table import FactorRule, ReplicateRule, StrategyTableRule, parse_strategy
 from hyper_parallel.core.placement import Partial, Replicate, Shard
 from hyper_parallel.testing import multi_rank
 
-from hp_agent.dist_op.synth import conditions, emit, equation_strategies, factor_equation, permutation, synthesize
+from hp_agent.dist_op.synth import (conditions, emit, equation_strategies, extra_arguments, factor_equation,
+                                    permutation, synthesize)
 
 
 def _r(*shape):
@@ -121,6 +122,46 @@ def test_strategy_table_rule_keeps_gathers_and_refuses():
         parse_strategy("S(x)->R")
 
 
+def test_unknown_signature_falls_back_to_replicate_and_replicate_rule_gathers():
+    rule = StrategyTableRule("torch.rot90", **ROT90, fallback="replicate")
+    keep = rule.infer(_call("torch.rot90", [(4, 6)], [(Shard(0),)]))
+    assert keep.inputs == [(Shard(0),)] and keep.outputs == ((Shard(1),), (6, 4))  # the table still decides
+    other = rule.infer(_call("torch.rot90", [(4, 6)], [(Shard(0),)], kwargs={"k": 2}))  # not in the table
+    assert other.inputs == [(Replicate(),)] and other.outputs is None and other.expand == "expand_replicated"
+    with pytest.raises(RuleError, match="fallback"):
+        StrategyTableRule("x", **ROT90, fallback="guess")
+    rep = ReplicateRule("torch.linalg.det")
+    d = rep.infer(_call("torch.linalg.det", [(2, 3, 3), (3,)], [(Shard(0), Partial("sum")), (Replicate(),) * 2],
+                        mesh=(2, 2)))
+    assert d.inputs == [(Replicate(),) * 2] * 2 and d.outputs is None and d.expand == "expand_replicated"
+    inplace = ReplicateRule("Tensor.zero_")
+    assert inplace.infer(_call("Tensor.zero_", [(4,)], [(Replicate(),)])).inputs == [(Replicate(),)]
+    with pytest.raises(RuleError, match="in-place op on a sharded"):
+        inplace.infer(_call("Tensor.zero_", [(4,)], [(Shard(0),)]))
+
+
+def test_emit_falls_back_to_replicate_only_where_no_table_fits():
+    import torch
+    # arguments a signature cannot key (interpolate's size/mode): all-R probed only, ReplicateRule
+    sample = ([_r(1, 2, 6)], {"size": 9, "mode": "linear"})
+    assert extra_arguments([sample]) == ["mode", "size"]
+    synth = synthesize("torch.nn.functional.interpolate", torch.nn.functional.interpolate, [sample],
+                       use_opinfo=False, replicate_only=True)
+    synth.extra_args = extra_arguments([sample])
+    assert synth.table() == {"3": ["R->R"]}
+    assert emit(synth, {}) == ({"rule": "ReplicateRule", "module": "hyper_parallel.core.ops.rules.table"}, [])
+    # a nondeterministic op accepts nothing, not even R -> R: no entry, a question
+    noisy = synthesize("noisy", lambda t: t + torch.rand(t.shape), [([_r(4, 6)], {})], use_opinfo=False,
+                       replicate_only=True)
+    entry, questions = emit(noisy, {})
+    assert entry is None and any("R -> R is not accepted" in q for q in questions)
+    # a table that explains every signature keeps its sharded strategies and replicates other signatures
+    flip = synthesize("torch.flip", torch.flip, [([_r(4, 6)], {"dims": [0]})], use_opinfo=False)
+    entry, _ = emit(flip, {"dims": (1, None)})
+    assert entry["rule"] == "StrategyTableRule" and entry["options"]["fallback"] == "replicate"
+    assert "S(1)->S(1)" in entry["options"]["table"]["2;dims=[0]"]
+
+
 def test_factor_rule_checks_the_equation_and_the_ranks():
     rule = FactorRule("torch.outer", equation="i,j->ij")
     d = rule.infer(_call("torch.outer", [(4,), (5,)], [(Replicate(),), (Shard(0),)]))
@@ -148,6 +189,9 @@ def _parity(name, rule, options):
         if name == "torch.outer":
             report = check_op(name, torch.outer, [_r(4), _r(5)])
             want = 4  # R,R / S(0),R / R,S(0) / P,R / R,P: every combination but P,P runs without communication
+        elif name == "torch.linalg.det":
+            report = check_op(name, torch.linalg.det, [_r(4, 3, 3)])
+            want = 1  # R only: every other placement is gathered first
         else:
             report = check_op(name, lambda t: torch.rot90(t, 1, [0, 1]), [_r(4, 5)])
             want = 3  # R, S(0), P(sum)
@@ -163,6 +207,7 @@ def _parity(name, rule, options):
 
 @pytest.mark.parametrize("name, rule, options", [
     ("torch.outer", "FactorRule", {"equation": "i,j->ij"}),
+    ("torch.linalg.det", "ReplicateRule", {}),
     ("torch.rot90", "StrategyTableRule", ROT90),
 ])
 def test_emitted_rules_match_single_device_on_two_ranks(name, rule, options):

@@ -46,10 +46,22 @@ def test_result_status_and_markdown_totals():
     text = cov.render_markdown(report)
     assert "hyper-parallel 1 ops pass every run (1 failed runs, 0 of them wrong results), torch DTensor 3 " \
            "(0 failed runs, 0 of them wrong results, 1 ops" in text
-    broken.add("S(0)", "failed", "AssertionError: values differ")
+    broken.add("S(0)", "failed", "PeerError: rank 1 raised RuntimeError: shard too small")  # a peer's error
+    assert report.totals()["wrong"] == 0  # a failed run, not a wrong value
+    broken.add("S(0)", "failed", "WrongResult: values differ", wrong=True)
     assert report.totals()["wrong"] == 1
     assert "does not (2): `b`, `c`." in text and "torch DTensor does not (0): none." in text
     assert "| `d` | 1 | 0 / 1 / 0 | 0 / 0 / 1 | fail | unsupported | R: why |" in text
+
+
+def test_only_a_differing_output_is_a_wrong_result():
+    import torch
+    with pytest.raises(cov.WrongResult):
+        cov._compare([torch.ones(2)], [torch.zeros(2)], values=True)  # pylint: disable=protected-access
+    with pytest.raises(cov.WrongResult, match="shape/dtype"):
+        cov._compare([torch.ones(3)], [torch.ones(2)], values=False)  # pylint: disable=protected-access
+    cov._compare([torch.ones(2)], [torch.ones(2)], values=True)  # pylint: disable=protected-access
+    assert not issubclass(cov.PeerError, AssertionError) and issubclass(cov.WrongResult, AssertionError)
 
 
 @multi_rank(world_size=2, timeout=300)

@@ -33,14 +33,14 @@ import hyper_parallel as hp
 from hyper_parallel.core.ops.registry import get_registry
 import hp_user_ext.rules as user_rules
 
-hp.register_op("torch.special.erfcx", user_rules.SameLayoutRule)
+hp.register_op("torch.special.exp2", user_rules.SameLayoutRule)
 hp.init_process_group("gloo", rank=0, world_size=1, init_method="file://" + sys.argv[1])
 mesh = hp.init_device_mesh("cpu", (1,))
-x = torch.linspace(-1.0, 1.0, 8).reshape(2, 4)
+x = torch.linspace(0.5, 1.5, 8).reshape(2, 4)  # inside psi and gammaln domain
 dx = hp.distribute_tensor(x, mesh, [hp.Shard(0)])
 out = {}
-for name, fn in (("torch.special.ndtr", torch.special.ndtr), ("torch.special.log_ndtr", torch.special.log_ndtr),
-                 ("torch.special.erfcx", torch.special.erfcx)):
+for name, fn in (("torch.special.psi", torch.special.psi), ("torch.special.gammaln", torch.special.gammaln),
+                 ("torch.special.exp2", torch.special.exp2)):
     y = fn(dx)
     out[name] = {"source": get_registry().entries[name].source, "type": type(y).__name__,
                  "placements": [str(p) for p in y.placements],
@@ -57,13 +57,13 @@ def _user_package(root):
     (pkg / "__init__.py").write_text(
         "from pathlib import Path\n\n\ndef registry_yaml():\n    return Path(__file__).with_name('ep.yaml')\n")
     (pkg / "rules.py").write_text(textwrap.dedent(RULES))
-    (pkg / "ep.yaml").write_text("torch.special.log_ndtr: {module: hp_user_ext.rules, rule: SameLayoutRule}\n")
+    (pkg / "ep.yaml").write_text("torch.special.gammaln: {module: hp_user_ext.rules, rule: SameLayoutRule}\n")
     info = root / "hp_user_ext-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hp-user-ext\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[hyper_parallel.ops]\nuser = hp_user_ext:registry_yaml\n")
     env_yaml = root / "env_ops.yaml"
-    env_yaml.write_text("__default__: {module: hp_user_ext.rules}\ntorch.special.ndtr: {rule: SameLayoutRule}\n")
+    env_yaml.write_text("__default__: {module: hp_user_ext.rules}\ntorch.special.psi: {rule: SameLayoutRule}\n")
     return env_yaml
 
 
@@ -76,10 +76,10 @@ def test_environment_entry_point_and_register_op_rules_outside_the_package(tmp_p
                           timeout=180, env=env, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["torch.special.ndtr"]["source"] == str(env_yaml)
-    assert out["torch.special.log_ndtr"]["source"].endswith("hp_user_ext/ep.yaml")
-    assert out["torch.special.erfcx"]["source"] == "<register_op>"
-    for name in ("torch.special.ndtr", "torch.special.log_ndtr", "torch.special.erfcx"):
+    assert out["torch.special.psi"]["source"] == str(env_yaml)
+    assert out["torch.special.gammaln"]["source"].endswith("hp_user_ext/ep.yaml")
+    assert out["torch.special.exp2"]["source"] == "<register_op>"
+    for name in ("torch.special.psi", "torch.special.gammaln", "torch.special.exp2"):
         assert out[name] == {"source": out[name]["source"], "type": "DTensor", "placements": ["Shard(dim=0)"],
                              "equal": True}, (name, out[name])
-    assert out["calls"] == ["torch.special.erfcx", "torch.special.log_ndtr", "torch.special.ndtr"]
+    assert out["calls"] == ["torch.special.exp2", "torch.special.gammaln", "torch.special.psi"]

@@ -89,6 +89,8 @@ def _analyze_batch(layout, coverage: Path, family: str, limit: int, force: bool)
             results.extend(analyze([op], layout, force=force))
         except (AnalyzeError, PlanError) as exc:
             skipped.append((op, str(exc)))
+        except Exception as exc:  # pylint: disable=broad-except  # one op's crash (a torch error) skips that op
+            skipped.append((op, f"analysis raised {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"))
     return results, skipped
 
 

@@ -83,6 +83,33 @@ def _differentiable(op: str, deriv) -> bool:
     return backward_runs(resolve_torch(op), tensors, dict(case.kwargs))
 
 
+#: value ranges tried for the ST inputs of shape-only cases, in order (the default first)
+VALUE_RANGES = ((0.5, 1.5), (0.1, 0.9), (1.5, 2.5), (-0.9, -0.1))
+
+
+def _value_range(plan, fn) -> None:
+    """Give the plan's shape-only ST cases the first value range in which the op's output is finite
+    (``acos`` needs [-1, 1], ``acosh`` >= 1): random inputs outside the domain would compare NaNs."""
+    import torch
+    for case in plan.meta.get("st_cases") or []:
+        if "opinfo" in case:
+            continue
+        shapes = case.get("shapes") or [case["shape"]]
+        for low, high in VALUE_RANGES:
+            torch.manual_seed(0)
+            tensors = [torch.rand(s) * (high - low) + low for s in shapes]
+            try:
+                with torch.no_grad():
+                    out = fn(*tensors, **case.get("kwargs", {}))
+            except Exception:  # pylint: disable=broad-except  # not valid here: try the next range
+                continue
+            outs = [o for o in (out if isinstance(out, (tuple, list)) else [out]) if isinstance(o, torch.Tensor)]
+            if all(not o.is_floating_point() or bool(torch.isfinite(o).all()) for o in outs):
+                if (low, high) != VALUE_RANGES[0]:
+                    case["low"], case["high"] = low, high
+                break
+
+
 def analyze(names: List[str], layout: Layout, force: bool = False) -> List[AnalyzeResult]:
     """Analyse every op group and write ``plans/<op>.md`` (status draft); refuses registered ops and,
     unless ``force``, overwriting a confirmed plan."""
@@ -108,6 +135,7 @@ def analyze(names: List[str], layout: Layout, force: bool = False) -> List[Analy
             synthesis = synth_op(group[0])
         plan = build_plan(group, ifaces, main, scope, questions, layout, synthesis=synthesis,
                           differentiable=_differentiable(group[0], main))
+        _value_range(plan, resolve_torch(group[0]))
         target = layout.path(layout.plans_dir) / f"{slug_of(group[0])}.md"
         if target.exists() and not force and "status: confirmed" in target.read_text(encoding="utf-8"):
             raise AnalyzeError(f"{target}: a confirmed plan exists; pass --force to re-analyse (it becomes a draft)")

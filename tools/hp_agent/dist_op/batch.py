@@ -47,6 +47,31 @@ def torch_name(opinfo: str) -> Optional[str]:
     return f"torch.{opinfo}" if callable(obj) else None
 
 
+_DISPATCH = re.compile(r"no distributed rule for ([A-Za-z_][\w.]*?)\.? Register")
+
+
+def _dispatch_name(opinfo: str, problem: str) -> Optional[str]:
+    """For an OpInfo name :func:`torch_name` cannot map (a variant, a Tensor method): the base op of a
+    variant (``nn.functional.interpolate.area`` -> ``torch.nn.functional.interpolate``), else the name the
+    dispatcher reported in the coverage row (``TensorBase.bool`` -> ``Tensor.bool``); None for private
+    and ``torch._C`` names."""
+    if "." in opinfo:
+        base = torch_name(opinfo.rsplit(".", 1)[0])
+        if base is not None:
+            return base
+    m = _DISPATCH.search(problem)
+    if m is None:
+        return None
+    name = m.group(1)
+    if name.startswith("TensorBase."):
+        name = "Tensor." + name[len("TensorBase."):]
+    if name.startswith("Tensor.") and not name.split(".", 1)[1].startswith("_"):
+        return name
+    if name.startswith("torch.") and not any(part.startswith("_") for part in name.split(".")):
+        return name
+    return None
+
+
 def _family(opinfo: str) -> str:
     head = opinfo.split(".")[0]
     if opinfo.startswith("nn.functional."):
@@ -68,7 +93,7 @@ def unsupported_ops(coverage: Path, family: Optional[str] = None, limit: Optiona
             continue
         if family is not None and _family(m.group(1)) != family:
             continue
-        name = torch_name(m.group(1))
+        name = torch_name(m.group(1)) or _dispatch_name(m.group(1), cells[-1])
         if name is not None and name not in names:
             names.append(name)
         if limit is not None and len(names) >= limit:

@@ -210,8 +210,17 @@ def _synthesised(synthesis: Any) -> Dict[str, Any]:
     if entry is None:
         return {"path": f"{TBD} the synthesis could not be expressed as data: which path?", "base_class": TBD,
                 "template": None, "options": {}, "reason": TBD}
+    if entry["rule"] == "ReplicateRule":
+        why = (f"its samples carry arguments {synthesis.synthesis.extra_args} a signature cannot key"
+               if synthesis.synthesis.extra_args else "no table of sharded strategies explains every signature "
+               "(output shapes no input dim gives)")
+        return _path("A", "ReplicateRule", entry["module"], {}, None,
+                     f"the probe matched no closed form and {why}; strategy synthesis "
+                     f"({synthesis.synthesis.samples} sample calls, OpInfo {synthesis.sources['opinfo']}) accepts "
+                     "R -> R on every signature and generator: inputs gathered, the op runs whole on every rank, "
+                     "outputs replicated (`ReplicateRule`: correct, not sharded compute)")
     what = (f"factor rule `{entry['options']['equation']}`" if entry["rule"] == "FactorRule" else
-            f"strategy table of {len(entry['options']['table'])} signature(s)")
+            f"strategy table of {len(entry['options']['table'])} signature(s), other signatures replicated")
     return _path("A", entry["rule"], entry["module"], entry["options"], None,
                  f"the probe matched no closed form; strategy synthesis ({synthesis.synthesis.samples} sample calls, "
                  f"OpInfo {synthesis.sources['opinfo']}, every value generator agreeing on 2 and 3 ranks) gives a "
@@ -235,13 +244,37 @@ def _synthesis_body(synthesis: Any) -> str:
 def _use_synthesis_cases(meta: Dict[str, Any], synthesis: Any, differentiable: bool) -> None:
     """UT/ST cases of a synthesised plan: each table row on its evidence sample; forward-only ST when
     backward does not run on the op."""
-    if synthesis.entry is not None:
+    if synthesis.entry is not None and synthesis.entry["rule"] == "ReplicateRule":
+        meta["accepted"], meta["st_cases"] = _replicate_cases(synthesis.synthesis)
+        meta["rejected"] = []
+        meta["ut_cases"] = [f"accepted[{i}]" for i in range(len(meta["accepted"]))]
+    elif synthesis.entry is not None:
         meta["accepted"], meta["st_cases"] = synthesis.synthesis.plan_cases()
         meta["rejected"] = []
         meta["ut_cases"] = [f"accepted[{i}]" for i in range(len(meta["accepted"]))]
     if not differentiable or synthesis.synthesis.differentiable is False:
         meta["derivation"]["differentiable"] = False
         meta["st_cases"] = [dict(c, grad=False) for c in meta["st_cases"]]
+
+
+def _replicate_cases(synth: Any, limit: int = 3) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+    """(UT scenarios, ST cases) of a ReplicateRule plan: per signature, all-R and all-S(0) inputs are both
+    gathered and the output specs come from the local result; ST on OpInfo's own samples (valid inputs),
+    placements R and S(d) (at most 8 combinations per sample), forward and, where backward ran, backward."""
+    accepted = []
+    for key in sorted(synth.strategies)[:limit]:
+        shapes_in = [list(x) for x in synth.shapes[key][0][0]]
+        for fill in ("R", "S(0)"):
+            inputs = ["R" if fill == "R" or not shape else fill for shape in shapes_in]
+            accepted.append({"shapes": shapes_in, "kwargs": {}, "input": inputs, "need": ["R"] * len(shapes_in),
+                             "output": ["dynamic"], "out_shape": []})
+    grad = synth.differentiable is True
+    if synth.opinfo:
+        st = [{"opinfo": synth.opinfo, "sample": k, "native_min": 1, "max_combos": 8, "partial": False,
+               "grad": grad} for k in range(min(3, max(synth.samples, 1)))]
+    else:
+        st = [dict(c, native_min=1, max_combos=8, partial=False, grad=grad) for c in synth.plan_cases()[1]]
+    return accepted, st
 
 
 def build_plan(group: List[str], ifaces: Dict[str, Interface], deriv: Derivation, ms_scope: Dict[str, Any],

@@ -40,7 +40,7 @@ from hp_agent.dist_op.probe import collect_tensors, probe_call
 
 __all__ = ["Strategy", "Synthesis", "GENERATORS", "LAYOUT_KWARGS", "synthesize", "opinfo_samples", "sweep",
            "factor_equation", "equation_strategies", "conditions", "signature", "permutation", "shape_expressions",
-           "emit", "synth_op", "OpSynthesis"]
+           "emit", "synth_op", "OpSynthesis", "extra_arguments", "SYNTH_BUDGET", "opinfo_name"]
 
 LAYOUT_KWARGS = ("dim", "dims", "dim0", "dim1", "k", "keepdim", "p", "start_dim", "end_dim", "diagonal", "offset")
 INPUT_PARTIALS = ("sum", "avg", "max", "min")
@@ -74,6 +74,10 @@ class Synthesis:
     integer_output: bool = False
     samples: int = 0
     errors: List[str] = field(default_factory=list)
+    replicate_only: bool = False
+    budget_hit: bool = False
+    extra_args: List[str] = field(default_factory=list)
+    opinfo: Optional[str] = None
 
     def plan_cases(self, limit: int = 4) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
         """(accepted UT scenarios, ST cases) for a plan: per signature (up to ``limit``, tensors passed
@@ -101,32 +105,46 @@ class Synthesis:
 
 
 # ---------------------------------------------------------------------- samples
-def _opinfo(op: str) -> Optional[Any]:
+def _opinfos(op: str) -> List[Any]:
+    """OpInfo entries of ``op``: the plain one first, then its variants (``interpolate.area`` ...)."""
     from torch.testing._internal.common_methods_invocations import op_db
     base = op.split(".")[-1]
     names = {op, base, op.replace("torch.", "", 1), op.replace("torch.nn.functional.", "nn.functional.", 1),
-             op.replace("torch.special.", "special.", 1), op.replace("torch.linalg.", "linalg.", 1)}
-    return next((o for o in op_db if o.name in names and not o.variant_test_name), None)
+             op.replace("torch.special.", "special.", 1), op.replace("torch.linalg.", "linalg.", 1),
+             op.replace("torch.fft.", "fft.", 1), op.replace("Tensor.", "", 1)}
+    found = [o for o in op_db if o.name in names]
+    return sorted(found, key=lambda o: bool(o.variant_test_name))
+
+
+def _opinfo(op: str) -> Optional[Any]:
+    found = _opinfos(op)
+    return found[0] if found else None
+
+
+def opinfo_name(op: str) -> Optional[str]:
+    """The OpInfo name (``name.variant``) whose samples :func:`opinfo_samples` draws first, or None."""
+    info = _opinfo(op)
+    return None if info is None else info.name + (f".{info.variant_test_name}" if info.variant_test_name else "")
 
 
 def opinfo_samples(op: str, limit: int = 6) -> List[Tuple[list, dict]]:
     """Float32 CPU samples of ``op`` from PyTorch's OpInfo database as ``(args, kwargs)`` (empty when the
-    database does not cover the op)."""
+    database does not cover the op); an op with only variants draws from each variant in turn."""
     import torch
-    info = _opinfo(op)
-    if info is None:
-        return []
     out = []
     torch.manual_seed(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for s in itertools.islice(info.sample_inputs("cpu", torch.float32, requires_grad=False), limit * 3):
-            args = [s.input, *s.args]
-            if any(isinstance(t, torch.Tensor) and t.layout != torch.strided for t in args):
-                continue
-            out.append((args, dict(s.kwargs)))
-            if len(out) >= limit:
-                break
+    for info in _opinfos(op):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for s in itertools.islice(info.sample_inputs("cpu", torch.float32, requires_grad=False), limit * 3):
+                args = [s.input, *s.args]
+                if any(isinstance(t, torch.Tensor) and t.layout != torch.strided for t in args):
+                    continue
+                out.append((args, dict(s.kwargs)))
+                if len(out) >= limit:
+                    return out
+        if out:  # the plain op's samples, or the first variant's that has any
+            return out
     return out
 
 
@@ -336,19 +354,30 @@ def _flat(out: Any) -> list:
 def synthesize(op: str, fn: Callable, samples: Optional[Sequence[Tuple[list, dict]]] = None, *,
                ranks: Sequence[int] = (2, 3), generators: Sequence[str] = GENERATORS,
                partials: Sequence[str] = INPUT_PARTIALS, use_opinfo: bool = True,
-               layout_kwargs: Sequence[str] = LAYOUT_KWARGS, max_samples: int = 12, distinct: bool = True) -> Synthesis:
+               layout_kwargs: Sequence[str] = LAYOUT_KWARGS, max_samples: int = 12, distinct: bool = True,
+               budget: Optional[float] = None, replicate_only: bool = False) -> Synthesis:
     """Every accepted strategy of ``fn`` per signature (see the module docstring); ``distinct``: add each
-    sample's distinct-sizes variant (:func:`distinct_sizes`)."""
+    sample's distinct-sizes variant (:func:`distinct_sizes`); ``budget``: seconds after which no further
+    sample call starts (the calls left are named in ``errors``); ``replicate_only``: probe only the
+    all-``R`` combination (for ops whose other arguments the signature cannot carry: see :func:`emit`)."""
+    import time
+    start = time.monotonic()
     pool: List[Tuple[list, dict]] = list(opinfo_samples(op)) if use_opinfo else []
     pool += list(samples or [])
     # each sample followed by its distinct-sizes variant (so a capped run still has both)
-    pool = [v for s in pool for v in (s, distinct_sizes(fn, s) if distinct else None) if v is not None]
+    if distinct and not replicate_only:
+        pool = [v for s in pool for v in (s, distinct_sizes(fn, s)) if v is not None]
     result = Synthesis(op)
-    calls = [call for sample in pool for call in sweep(fn, sample, layout_kwargs)]
-    for args, kwargs in calls:
+    result.replicate_only = replicate_only
+    calls = pool if replicate_only else [call for sample in pool for call in sweep(fn, sample, layout_kwargs)]
+    for n, (args, kwargs) in enumerate(calls):
         if result.samples >= max_samples * 4:
             break
-        _one_call(result, fn, args, kwargs, (ranks, generators, partials, layout_kwargs))
+        if budget is not None and time.monotonic() - start > budget:
+            result.errors.append(f"time budget of {budget:g} s reached: {len(calls) - n} sample call(s) not probed")
+            result.budget_hit = True
+            break
+        _one_call(result, fn, args, kwargs, (ranks, generators, partials, layout_kwargs, replicate_only))
     return result
 
 
@@ -356,7 +385,7 @@ def _one_call(result: Synthesis, fn: Callable, args: list, kwargs: dict, how: tu
     """Synthesise one sample call into ``result`` (strategies intersected per signature)."""
     import torch
     from hp_agent.dist_op.probe import _get  # pylint: disable=import-outside-toplevel,protected-access
-    ranks, generators, partials, layout_kwargs = how
+    ranks, generators, partials, layout_kwargs, replicate_only = how
     try:
         with torch.no_grad():
             ref = _flat(fn(*args, **kwargs))
@@ -370,6 +399,8 @@ def _one_call(result: Synthesis, fn: Callable, args: list, kwargs: dict, how: tu
     tensors = [_get(args, kwargs, loc) for loc in locs]
     key = signature(args, kwargs, layout_kwargs)
     combos = [tuple(c) for c in itertools.product(*[_candidates(t, partials) for t in tensors])]
+    if replicate_only:
+        combos = [tuple("R" for _ in tensors)]
     agreed = _agreed(fn, args, kwargs, combos, ranks, generators)
     found = {Strategy(c, _best(v)) for c, v in agreed.items() if _partials_consistent(c, _best(v))}
     _record(result, key, tensors, kwargs, [o for o in ref if isinstance(o, torch.Tensor)], found)
@@ -601,7 +632,7 @@ def _with_defaults(key: str, layout: Dict[str, Tuple[int, Any]]) -> str:
 def _tables(synth: Synthesis, shapes: Dict[str, Any], spec: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     """Strategy and shape tables keyed by the full signature (every layout argument, defaults filled in)."""
     table, shape_table = {}, {}
-    for key in sorted(set(synth.strategies) & set(shapes)):
+    for key in sorted(k for k in set(synth.strategies) & set(shapes) if synth.strategies[k]):  # evidence only
         full = _with_defaults(key, spec)
         table[full] = [s.text() for s in synth.strategies[key]]
         shape_table[full] = shapes[key]
@@ -612,12 +643,40 @@ def emit(synth: Synthesis, layout: Dict[str, Tuple[int, Any]]) -> Tuple[Optional
     """The registry entry (rule, module, options) that executes the synthesis as data, and the open
     questions (an entry is None when the synthesis cannot be expressed: then a person decides).
 
-    ``layout``: position and default of each layout argument the op has (from its interface)."""
+    ``layout``: position and default of each layout argument the op has (from its interface).
+
+    In order: a :class:`FactorRule` equation; a :class:`StrategyTableRule` table with ``fallback: replicate``
+    (a call whose signature the table lacks runs replicated, never refused, never guessed); a
+    :class:`ReplicateRule` when the table cannot be written (output shapes that no input dim explains, or
+    arguments the signature cannot carry: :attr:`Synthesis.extra_args`) but every signature accepts
+    ``R -> R`` on every generator."""
     if not synth.strategies:
         return None, ["no sample call ran: nothing was synthesised"]
-    equation = factor_equation(synth)
+    equation = factor_equation(synth) if not synth.extra_args else None
     if equation is not None and not layout:
         return {"rule": "FactorRule", "module": TABLE_MODULE, "options": {"equation": equation}}, []
+    entry, problems = (None, [f"arguments {synth.extra_args} change the result but are not layout arguments: a "
+                                "table keyed by ranks and layout arguments would generalise over them"]) \
+        if synth.extra_args or synth.replicate_only else _table_entry(synth, layout)
+    if entry is not None:
+        return entry, []
+    if _replicates(synth):
+        return {"rule": "ReplicateRule", "module": TABLE_MODULE}, []
+    return None, problems + ["R -> R is not accepted on every signature (a nondeterministic or failing op)"]
+
+
+def _replicates(synth: Synthesis) -> bool:
+    """Some signature accepts the all-``R`` strategy with replicated outputs, and every signature that
+    accepts anything accepts it (a signature with no accepted strategy at all — an empty output, values no
+    generator could make valid — is no evidence either way)."""
+    def has_r(rows: List[Strategy]) -> bool:
+        return any(all(p == "R" for p in s.inputs) and all(o == "R" for o in s.outputs) for s in rows)
+    tables = [rows for rows in synth.strategies.values() if rows]
+    return bool(tables) and all(has_r(rows) for rows in tables)
+
+
+def _table_entry(synth: Synthesis, layout: Dict[str, Tuple[int, Any]]) -> Tuple[Optional[Dict[str, Any]], List[str]]:
+    """The :class:`StrategyTableRule` entry (``fallback: replicate``), or None and why not."""
     shapes, problems = shape_expressions(synth)
     used = sorted({p.split("=", 1)[0] for key in synth.strategies for p in key.split(";")[1:]})
     missing = [u for u in used if u not in layout]
@@ -628,7 +687,8 @@ def emit(synth: Synthesis, layout: Dict[str, Tuple[int, Any]]) -> Tuple[Optional
     if problems or not table:
         return None, problems or ["no signature could be expressed"]
     return {"rule": "StrategyTableRule", "module": TABLE_MODULE,
-            "options": {"layout": {u: list(v) for u, v in spec.items()}, "table": table, "shapes": shape_table}}, []
+            "options": {"layout": {u: list(v) for u, v in spec.items()}, "table": table, "shapes": shape_table,
+                        "fallback": "replicate"}}, []
 
 
 @dataclass
@@ -650,6 +710,7 @@ class OpSynthesis:
         return {"op": self.op, "samples": s.samples, "sources": self.sources, "differentiable": s.differentiable,
                 "integer_output": s.integer_output, "table": s.table(), "evidence": dict(sorted(s.evidence.items())),
                 "equation": self.equation, "conditions": self.conditions, "entry": self.entry,
+                "replicate_only": s.replicate_only, "extra_args": s.extra_args, "budget_hit": s.budget_hit,
                 "questions": self.questions, "seconds": round(self.seconds, 2)}
 
 
@@ -677,8 +738,32 @@ def _with_layout_defaults(sample: Tuple[list, dict], layout: Dict[str, Tuple[int
     return args, kw
 
 
-def synth_op(op: str, use_opinfo: bool = True, ranks: Sequence[int] = (2, 3)) -> OpSynthesis:
-    """Synthesise ``op`` (a torch name) from OpInfo's samples and the pipeline's own, and emit its entry."""
+def extra_arguments(pool: Sequence[Tuple[list, dict]], layout_kwargs: Sequence[str] = LAYOUT_KWARGS) -> List[str]:
+    """Non-tensor arguments of the samples that are not layout arguments (positions as ``#i``, keywords by
+    name): a table keyed by ranks and layout arguments cannot tell their values apart."""
+    import torch
+    found = []
+
+    def tensor_like(v: Any) -> bool:
+        return isinstance(v, torch.Tensor) or (type(v) in (list, tuple) and bool(v)  # pylint: disable=unidiomatic-typecheck
+                                               and all(isinstance(t, torch.Tensor) for t in v))
+    for args, kwargs in pool:
+        found += [f"#{i}" for i, a in enumerate(args) if not tensor_like(a) and a is not None]
+        found += [k for k, v in kwargs.items() if k not in layout_kwargs and not tensor_like(v) and v is not None]
+    return sorted(set(found))
+
+
+#: seconds of synthesis per op after which no further sample call starts (the median target is 60 s per op)
+SYNTH_BUDGET = 20.0
+
+
+def synth_op(op: str, use_opinfo: bool = True, ranks: Sequence[int] = (2, 3),
+             budget: Optional[float] = SYNTH_BUDGET) -> OpSynthesis:
+    """Synthesise ``op`` (a torch name) from OpInfo's samples and the pipeline's own, and emit its entry.
+
+    Fast paths: an op whose samples carry non-layout arguments (``extra_arguments``) is probed for the
+    all-``R`` strategy only (its entry can only be :class:`ReplicateRule`); every op stops starting sample
+    calls after ``budget`` seconds."""
     import time
     from hp_agent.dist_op.interface import resolve_torch, torch_interface
     from hp_agent.dist_op.samples import samples_for
@@ -693,7 +778,10 @@ def synth_op(op: str, use_opinfo: bool = True, ranks: Sequence[int] = (2, 3)) ->
     except Exception:  # pylint: disable=broad-except  # the schema gave no sample: OpInfo's only
         own = []
     pool = [_with_layout_defaults(_keywordize(s, iface, LAYOUT_KWARGS), layout) for s in from_db + own]
-    synth = synthesize(op, fn, pool, ranks=ranks, use_opinfo=False)
+    extra = extra_arguments(pool)
+    synth = synthesize(op, fn, pool, ranks=ranks, use_opinfo=False, budget=budget, replicate_only=bool(extra))
+    synth.extra_args = extra
+    synth.opinfo = opinfo_name(op) if from_db else None
     entry, questions = emit(synth, layout)
     return OpSynthesis(op, synth, factor_equation(synth), conditions(synth), entry, questions,
                        {"opinfo": len(from_db), "pipeline": len(own)}, time.monotonic() - start)

@@ -22,7 +22,14 @@ results assemble to the global result; what it finds is written into the op's re
   dim, the inputs' current placements are kept when the table has them; else the strategy that keeps the
   most inputs and gathers (``Replicate``) the rest; a tensor dim already sharded by an earlier mesh dim is
   gathered on later ones. A signature the table does not hold is refused with a ``RuleError`` (never a
-  guess).
+  guess) — unless the entry says ``fallback: replicate``: then that call runs as :class:`ReplicateRule` does;
+* :class:`ReplicateRule` — what the synthesis emits when every signature's only strategies are ``R -> R``
+  (and ``Partial`` inputs reduced first), or its sharded strategies cannot be written as a table that
+  covers every call: every input is gathered (``Replicate``), each rank runs the whole op, and every tensor
+  output is ``Replicate`` with the shape the local run returns. Always correct for a deterministic op (each
+  rank computes the single-device result); it communicates (one all-gather per sharded input), so it is
+  the coverage floor, not a fast path. An in-place op (name ending in ``_``) on an input that is not
+  replicated is refused: gathering would copy it, and the shards would never see the update.
 """
 from __future__ import annotations
 
@@ -33,7 +40,7 @@ from hyper_parallel.core.ops.rule import Decision, OpCall, OpRule, RuleError
 from hyper_parallel.core.ops.rules.matmul import EinsumRule, _Problem
 from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
 
-__all__ = ["FactorRule", "StrategyTableRule", "parse_strategy", "signature_of"]
+__all__ = ["FactorRule", "StrategyTableRule", "ReplicateRule", "parse_strategy", "signature_of"]
 
 _EQUATION = re.compile(r"^([a-z]*)(,[a-z]*)*->[a-z]*$")
 _PLACEMENT = re.compile(r"^(R|S\((\d+)\)|P\((sum|avg|max|min)\))$")
@@ -115,12 +122,54 @@ def signature_of(ranks: Sequence[int], layout: Dict[str, Any]) -> str:
     return ";".join(parts)
 
 
-class StrategyTableRule(OpRule):
-    """Per-signature strategy table (options ``layout``, ``table``, ``shapes``; see the module docstring)."""
+def _replicated(rule: OpRule, call: OpCall) -> Decision:
+    """Every input gathered, the outputs replicated with their local shapes (see :class:`ReplicateRule`)."""
+    if rule.op.endswith("_") and any(t.is_dtensor and any(not isinstance(p, Replicate) for p in t.placements)
+                                     for t in call.tensors[:1]):
+        raise call.fail("an in-place op on a sharded or partial tensor runs only on replicated inputs (gathering "
+                        "would update a copy); redistribute the input to Replicate first")
+    return Decision(inputs=[(Replicate(),) * call.mesh_ndim for _ in call.tensors], outputs=None,
+                    expand="expand_replicated")
+
+
+def _wrap_replicated(out: Any, plan: Any) -> Any:
+    """Every tensor of ``out`` (nested lists/tuples kept) as a replicated DTensor of its local shape."""
+    platform = plan.platform
+    if platform.is_tensor(out):
+        from hyper_parallel.core.spec import DTensorSpec
+        return platform.wrap_local(out, DTensorSpec(plan.mesh, (Replicate(),) * plan.mesh.ndim, tuple(out.shape)))
+    if isinstance(out, (list, tuple)) and not hasattr(out, "_fields"):
+        return type(out)(_wrap_replicated(o, plan) for o in out)
+    if isinstance(out, tuple):  # a named tuple (torch.return_types): same type, fields wrapped
+        return type(out)([_wrap_replicated(o, plan) for o in out])
+    return out
+
+
+class ReplicateRule(OpRule):
+    """Inputs gathered, the whole op on every rank, outputs replicated (see the module docstring)."""
+
+    cache_args = ()
 
     @classmethod
     def allowed_options(cls):
-        return ("layout", "table", "shapes")
+        return ()
+
+    def infer(self, call: OpCall) -> Decision:
+        """Replicate every input; the output specs come from the local result (``expand_replicated``)."""
+        return _replicated(self, call)
+
+    def expand_replicated(self, func, args, kwargs, plan):
+        """Run the op on the replicated inputs; wrap each tensor output as ``Replicate``."""
+        return _wrap_replicated(func(*args, **kwargs), plan)
+
+
+class StrategyTableRule(OpRule):
+    """Per-signature strategy table (options ``layout``, ``table``, ``shapes``, ``fallback``; see the module
+    docstring)."""
+
+    @classmethod
+    def allowed_options(cls):
+        return ("layout", "table", "shapes", "fallback")
 
     def __init__(self, op: str, **options: Any) -> None:
         super().__init__(op, **options)
@@ -139,6 +188,9 @@ class StrategyTableRule(OpRule):
                 raise RuleError(f"{op}: signature {key!r} has strategies but no output shape in option shapes")
             self.table[key] = [parse_strategy(r, f"{op}: table[{key!r}]") for r in rows]
         self.shapes = shapes
+        self.fallback = options.get("fallback")
+        if self.fallback not in (None, "replicate"):
+            raise RuleError(f"{op}: option fallback={self.fallback!r}: expected 'replicate' or no fallback")
 
     def _key(self, call: OpCall) -> str:
         ranks = [t.ndim for t in call.tensors]
@@ -151,6 +203,8 @@ class StrategyTableRule(OpRule):
         """Input requirements and output specs from the table (see the module docstring)."""
         key = self._key(call)
         rows = self.table.get(key)
+        if rows is None and self.fallback == "replicate":
+            return _replicated(self, call)
         if rows is None:
             raise call.fail(f"no synthesised strategy for signature {key!r} (known: {sorted(self.table)[:6]}); "
                             "run hp-agent dist-op synth with a sample of this signature")
@@ -167,6 +221,10 @@ class StrategyTableRule(OpRule):
         shapes = [self._shape(call, key, k) for k in range(n_out)]
         specs = [(tuple(o), s) for o, s in zip(outs, shapes)]
         return Decision(inputs=[tuple(n) for n in need], outputs=specs[0] if n_out == 1 else specs)
+
+    def expand_replicated(self, func, args, kwargs, plan):
+        """A signature outside the table (``fallback: replicate``): as :class:`ReplicateRule`."""
+        return _wrap_replicated(func(*args, **kwargs), plan)
 
     @staticmethod
     def _current(call: OpCall, need: List[List[Placement]], i: int, d: int) -> str:
