@@ -159,6 +159,15 @@ class PipelineSchedule:  # pylint: disable=too-many-instance-attributes
             for s in self._stages:
                 s.grad_enabled = True
 
+    def set_requires_gradient_sync(self, requires_gradient_sync: bool) -> None:
+        """Gradient accumulation over several ``step()`` calls (FSDP's name): while False, ``step()`` leaves the
+        gradients of FSDP stages unreduced (accumulated unsharded, the parameters kept gathered, as between
+        microbatches) and the gradients of tied parameters unsummed; the next ``step()`` with True (the
+        default) reduces and sums the accumulated total once. Each ``step()`` still scales its microbatch losses
+        by ``1 / n_microbatches``: divide by the number of accumulated steps in ``loss_fn``."""
+        for s in self._stages:
+            s.requires_gradient_sync = bool(requires_gradient_sync)
+
     def _run(self, runner: RankRunner, args, kwargs, target, losses, return_outputs, loss_kwargs) -> Any:
         stage0 = self._stages[0]
         arg_mbs, kwarg_mbs, target_mbs = stage0.prepare_step(self, args, kwargs, target, losses)

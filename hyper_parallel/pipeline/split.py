@@ -9,9 +9,9 @@ into the module names each stage keeps.
 """
 from __future__ import annotations
 
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
-__all__ = ["split_layers", "module_names_per_stage", "stage_ids_of_rank"]
+__all__ = ["split_layers", "check_layers_per_stage", "module_names_per_stage", "stage_ids_of_rank"]
 
 
 def _stage_sizes(num_layers: int, num_stages: int, first_less: int, last_less: int) -> List[int]:
@@ -48,12 +48,40 @@ def split_layers(num_layers: int, num_stages: int, first_stage_less: int = 1, la
     return out
 
 
+def check_layers_per_stage(layers_per_stage: Sequence[int], num_layers: int, num_stages: int,
+                           what: str = "layers_per_stage") -> List[List[int]]:
+    """Layer indices of every stage from an explicit split (``[3, 5]``: layers 0-2 on stage 0, 3-7 on stage 1).
+
+    The split must have one entry per stage (``num_stages``: pipeline degree x stages per rank) and sum to
+    ``num_layers``; the first and last stage may hold 0 layers (embedding / head only), the others at least one.
+    Errors (``ValueError``) start with ``what`` (the config key that holds the split)."""
+    sizes = list(layers_per_stage)
+    if any(isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in sizes):
+        raise ValueError(f"{what}: expected non-negative ints, got {sizes}")
+    if len(sizes) != num_stages:
+        raise ValueError(f"{what}: {sizes} has {len(sizes)} entries; expected one per pipeline stage: {num_stages}")
+    if sum(sizes) != num_layers:
+        raise ValueError(f"{what}: {sizes} sums to {sum(sizes)} layers; the model has {num_layers}")
+    if any(n < 1 for n in sizes[1:-1]):
+        raise ValueError(f"{what}: {sizes}: only the first and the last stage may hold 0 layers")
+    out, start = [], 0
+    for size in sizes:
+        out.append(list(range(start, start + size)))
+        start += size
+    return out
+
+
 def module_names_per_stage(num_layers: int, num_stages: int, *, layer_prefix: str = "layers",
                            first: Sequence[str] = ("tok_embeddings",), last: Sequence[str] = ("norm", "output"),
-                           first_stage_less: int = 1, last_stage_less: int = 1) -> List[List[str]]:
+                           first_stage_less: int = 1, last_stage_less: int = 1,
+                           layers_per_stage: Optional[Sequence[int]] = None) -> List[List[str]]:
     """Module names each stage keeps: ``first`` on stage 0, its layers as ``<layer_prefix>.<i>``, ``last``
-    on the last stage (TorchTitan's ``module_fqns_per_model_part``)."""
-    layers = split_layers(num_layers, num_stages, first_stage_less, last_stage_less)
+    on the last stage (TorchTitan's ``module_fqns_per_model_part``). ``layers_per_stage`` gives the split
+    explicitly (:func:`check_layers_per_stage`); otherwise :func:`split_layers` balances it."""
+    if layers_per_stage is not None:
+        layers = check_layers_per_stage(layers_per_stage, num_layers, num_stages)
+    else:
+        layers = split_layers(num_layers, num_stages, first_stage_less, last_stage_less)
     out = []
     for s, ids in enumerate(layers):
         names = list(first) if s == 0 else []

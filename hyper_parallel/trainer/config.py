@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 __all__ = ["ConfigError", "JobConfig", "ModelSection", "ParallelismSection", "TrainingSection", "CheckpointSection",
            "DataSection", "MetricsSection", "FaultSection", "DemoSection", "JobSection", "load_config",
-           "parse_config", "parse_overrides", "config_to_dict", "parallel_degrees"]
+           "parse_config", "parse_overrides", "config_to_dict", "parallel_degrees", "pipeline_stages"]
 
 MIXED_PRECISION = ("fp32", "bf16")
 BACKENDS = ("torch", "mindspore")
@@ -52,7 +52,10 @@ class ModelSection:
 
 @dataclass
 class ParallelismSection:
-    """``[parallelism]``: the degrees of :class:`hyper_parallel.trainer.ParallelDims` (``-1`` infers one)."""
+    """``[parallelism]``: the degrees of :class:`hyper_parallel.trainer.ParallelDims` (``-1`` infers one) and
+    their options. ``pp_layers_per_stage`` splits the decoder layers over the pipeline stages explicitly (one
+    entry per stage: ``pp`` x the schedule's stages per rank, summing to the model's layer count; empty: the
+    balanced TorchTitan split)."""
 
     dp_replicate: int = 1
     dp_shard: int = -1
@@ -64,6 +67,7 @@ class ParallelismSection:
     cp_method: str = "ring"
     pp_schedule: str = "1F1B"
     pp_microbatches: int = 2
+    pp_layers_per_stage: List[int] = field(default_factory=list)
 
 
 @dataclass
@@ -236,7 +240,36 @@ def _validate_parallelism(src: str, par: ParallelismSection) -> None:
     except ValueError as exc:
         raise ConfigError(f"{src}: [parallelism]: {exc}") from None
     _check_positive(src, "parallelism.pp_microbatches", par.pp_microbatches)
+    _validate_stage_split(src, par)
     _check_choice(src, "parallelism.cp_method", par.cp_method, ("ring", "allgather", "alltoall"))
+
+
+def pipeline_stages(par: ParallelismSection, pp: Optional[int] = None) -> int:
+    """How many pipeline stages ``[parallelism]`` makes: ``pp`` x the schedule's stages per rank (1 for
+    single-stage schedules such as 1F1B/GPipe, 2 for the interleaved and V ones)."""
+    from hyper_parallel.pipeline.schedules import SCHEDULES, canonical_schedule_name  # pure module
+    kind = SCHEDULES[canonical_schedule_name(par.pp_schedule)]
+    per_rank = kind.fixed_v or (2 if kind.multi else 1)
+    return (par.pp if pp is None else pp) * per_rank
+
+
+def _validate_stage_split(src: str, par: ParallelismSection) -> None:
+    try:
+        stages = pipeline_stages(par)
+    except ValueError as exc:
+        raise ConfigError(f"{src}: parallelism.pp_schedule: {exc}") from None
+    split = par.pp_layers_per_stage
+    if not split:
+        return
+    if par.pp == 1:
+        raise ConfigError(f"{src}: parallelism.pp_layers_per_stage: {split} given but parallelism.pp = 1 (no "
+                          f"pipeline); remove it or set pp")
+    if any(n < 0 for n in split):
+        raise ConfigError(f"{src}: parallelism.pp_layers_per_stage: expected non-negative ints, got {split}")
+    if par.pp > 1 and len(split) != stages:
+        raise ConfigError(f"{src}: parallelism.pp_layers_per_stage: {split} has {len(split)} entries; expected one "
+                          f"per pipeline stage: pp {par.pp} x {stages // par.pp} stage(s) per rank "
+                          f"({par.pp_schedule}) = {stages}")
 
 
 def parallel_degrees(par: ParallelismSection, world_size: Optional[int] = None) -> Dict[str, int]:

@@ -4,7 +4,7 @@
 import pytest
 import torch
 
-from hyper_parallel.pipeline.split import module_names_per_stage, split_layers, stage_ids_of_rank
+from hyper_parallel.pipeline.split import check_layers_per_stage, module_names_per_stage, split_layers, stage_ids_of_rank
 
 
 @pytest.mark.parametrize("layers,stages,first,last,want", [
@@ -56,3 +56,24 @@ def test_module_split_keeps_names_and_forward():
         pipeline_module_split(model, [["model.nothing"]])
     with pytest.raises(ValueError, match="more than one stage"):
         pipeline_module_split(model, [["lm_head"], ["lm_head"]])
+
+
+def test_explicit_layers_per_stage():
+    assert check_layers_per_stage([3, 5], 8, 2) == [[0, 1, 2], [3, 4, 5, 6, 7]]
+    assert check_layers_per_stage([0, 2], 2, 2) == [[], [0, 1]]
+    names = module_names_per_stage(2, 2, layer_prefix="model.layers", first=("embed",), last=("head",),
+                                   layers_per_stage=[2, 0])
+    assert names == [["embed", "model.layers.0", "model.layers.1"], ["head"]]
+
+
+@pytest.mark.parametrize("split, layers, stages, needle", [
+    ([3, 4], 8, 2, "pp_split: [3, 4] sums to 7 layers; the model has 8"),
+    ([8], 8, 2, "pp_split: [8] has 1 entries; expected one per pipeline stage: 2"),
+    ([4, 0, 4], 8, 3, "pp_split: [4, 0, 4]: only the first and the last stage may hold 0 layers"),
+    ([4, -1, 5], 8, 3, "pp_split: expected non-negative ints, got [4, -1, 5]"),
+    ([4, True], 5, 2, "pp_split: expected non-negative ints"),
+])
+def test_explicit_layers_per_stage_errors(split, layers, stages, needle):
+    with pytest.raises(ValueError) as err:
+        check_layers_per_stage(split, layers, stages, what="pp_split")
+    assert needle in str(err.value)

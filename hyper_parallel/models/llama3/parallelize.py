@@ -190,9 +190,10 @@ def parallelize_llama_moe(model, mesh, *, ep: int, loss_parallel: bool = False, 
 
 def pipeline_llama(model, *, schedule: str = "1F1B", n_microbatches: int, pp_group=None,
                    stages_per_rank: Optional[int] = None, first_stage_less: int = 1, last_stage_less: int = 1,
-                   loss_fn=None, **schedule_kwargs):
+                   layers_per_stage=None, loss_fn=None, **schedule_kwargs):
     """Split the Llama into pipeline stages (TorchTitan way: layers per stage, the first and last stage
-    lighter by ``first_stage_less`` / ``last_stage_less`` layers for the embedding and the head), build this
+    lighter by ``first_stage_less`` / ``last_stage_less`` layers for the embedding and the head; or the
+    explicit ``layers_per_stage`` list, one entry per stage summing to the layer count), build this
     rank's ``PipelineStage`` s and the ``schedule``. Returns ``(schedule, stage_modules)``; apply TP/FSDP to
     the stage modules before calling ``step``. ``loss_fn`` defaults to the model's next-token loss."""
     import torch.distributed as dist
@@ -207,7 +208,8 @@ def pipeline_llama(model, *, schedule: str = "1F1B", n_microbatches: int, pp_gro
     plan = generate_schedule(cls.schedule_name, pp, n_microbatches, v)
     names = module_names_per_stage(model.config.num_hidden_layers, plan.num_stages, layer_prefix="model.layers",
                                    first=("model.embed_tokens",), last=("model.norm", "lm_head"),
-                                   first_stage_less=first_stage_less, last_stage_less=last_stage_less)
+                                   first_stage_less=first_stage_less, last_stage_less=last_stage_less,
+                                   layers_per_stage=layers_per_stage)
     mine = [s for s in range(plan.num_stages) if plan.stage_to_rank[s] == rank]
     parts = pipeline_module_split(model, names, mine)
     stages = [PipelineStage(part, s, plan.num_stages, "cpu", group=pp_group) for part, s in zip(parts, mine)]

@@ -71,6 +71,9 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
         self.is_first, self.is_last = stage_index == 0, stage_index == num_stages - 1
         self.pass_kwargs_to_all = False
         self.uses_fsdp = False
+        # schedule.set_requires_gradient_sync: nothing to defer here (no FSDP, no tied sums); gradients
+        # accumulate in self._grads over steps until zero_grad()
+        self.requires_gradient_sync = True
         self.weights = self.submod.trainable_params()
         self._grads: List[Optional[ms.Tensor]] = [None] * len(self.weights)
         self.in_meta = self.out_meta = None

@@ -154,6 +154,7 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
         self._local_error = ""
         self._ties: List[Tuple[Any, List[torch.Tensor]]] = []
         self.grad_enabled = True  # False while the schedule runs eval() (forward only)
+        self.requires_gradient_sync = True  # False: step() defers FSDP reduction and tie sums (accumulation)
 
     # ------------------------------------------------------------------ setup
     def _handshake(self, stage_index, num_stages) -> None:
@@ -336,7 +337,7 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
 
     def end_step(self) -> None:
         """Sum tied gradients (not after eval); drop what the step no longer needs."""
-        if self.grad_enabled:
+        if self.grad_enabled and self.requires_gradient_sync:
             self._reduce_ties()
         self._cache.clear()
         self._plans.clear()
@@ -399,8 +400,9 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
 
     def reduce_grad(self) -> None:
         """End of the stage's backward work in this step: an FSDP stage reduces its gradients now (once);
-        parameters tied with another stage get their gradients summed with it (see ``tie_parameters``)."""
-        if self.uses_fsdp:
+        parameters tied with another stage get their gradients summed with it (see ``tie_parameters``). While
+        ``requires_gradient_sync`` is False (gradient accumulation) both wait for a later step."""
+        if self.uses_fsdp and self.requires_gradient_sync:
             self.submod.reduce_gradients()
             self.submod.set_reshard_after_backward(True)
 

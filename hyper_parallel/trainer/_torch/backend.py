@@ -84,6 +84,7 @@ class TorchTrainerBackend:
         self._stages: List[Any] = []
         self._pp_group = None
         self._pp_first = self._pp_last = False
+        self._pp_loss_scale = 1.0
 
     # ------------------------------------------------------------------ process group / meshes
     def init_distributed(self) -> None:
@@ -98,12 +99,7 @@ class TorchTrainerBackend:
             self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         self.dims = ParallelDims(dp_replicate=par.dp_replicate, dp_shard=par.dp_shard, cp=par.cp, tp=par.tp,
                                  pp=par.pp, ep=par.ep, world_size=self.world_size)
-        if self.dims.pp_enabled and self.config.metrics.eval_every:
-            raise ValueError("metrics.eval_every: held-out evaluation under pipeline parallel (pp > 1) is not "
-                             "supported; set metrics.eval_every = 0")
-        if self.dims.pp_enabled and self.config.training.grad_accum != 1:
-            raise ValueError("training.grad_accum: under pipeline parallel the micro-batches are "
-                             "parallelism.pp_microbatches; set training.grad_accum = 1")
+        self._check_pp_batch()
         local = int(os.environ.get("LOCAL_WORLD_SIZE", self.world_size if self.trainer.distributed else 1))
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, local)))
         if self.config.training.deterministic:
@@ -114,6 +110,19 @@ class TorchTrainerBackend:
             self._cp_mesh = self.dims.mesh("cp")
             loss_mesh = self.dims.mesh("loss")
             self._loss_group = loss_mesh.get_group(0) if loss_mesh is not None else None
+
+    def _check_pp_batch(self) -> None:
+        """Under PP each accumulation step's rows are split into ``pp_microbatches``: they must divide evenly."""
+        t, par = self.config.training, self.config.parallelism
+        if not self.dims.pp_enabled:
+            return
+        per_rank = t.global_batch // max(1, self.dims.dp)
+        if t.global_batch % self.dims.dp or per_rank % (t.grad_accum * par.pp_microbatches):
+            raise ValueError(f"training.global_batch={t.global_batch}: under pipeline parallel each data-parallel "
+                             f"rank's {t.global_batch / self.dims.dp:g} sequences are split into training.grad_accum "
+                             f"{t.grad_accum} x parallelism.pp_microbatches {par.pp_microbatches} microbatches; "
+                             f"make global_batch a multiple of dp {self.dims.dp} x {t.grad_accum} x "
+                             f"{par.pp_microbatches}")
 
     def barrier(self) -> None:
         """All ranks meet."""
@@ -147,9 +156,16 @@ class TorchTrainerBackend:
         if not dims.pp_enabled:
             return spec.parallelize_fn(model, world, dims, **kwargs)
         loss_fn = type(model).loss
-        self._schedule, parts = spec.pipelining_fn(model, world, dims, schedule=par.pp_schedule,
-                                                   n_microbatches=par.pp_microbatches,
-                                                   loss_fn=lambda out, tgt: loss_fn(out.float(), tgt))
+        split = None
+        if par.pp_layers_per_stage:  # checked against this model's layer count, naming the key
+            from hyper_parallel.pipeline.split import check_layers_per_stage  # noqa  # pylint: disable=C0415
+            from hyper_parallel.trainer.config import pipeline_stages  # pylint: disable=import-outside-toplevel
+            check_layers_per_stage(par.pp_layers_per_stage, model.config.num_hidden_layers,
+                                   pipeline_stages(par, dims.pp), what="parallelism.pp_layers_per_stage")
+            split = list(par.pp_layers_per_stage)
+        self._schedule, parts = spec.pipelining_fn(  # losses scaled by 1/grad_accum while training
+            model, world, dims, schedule=par.pp_schedule, n_microbatches=par.pp_microbatches,
+            layers_per_stage=split, loss_fn=lambda out, tgt: loss_fn(out.float(), tgt) * self._pp_loss_scale)
         self._stages = [spec.parallelize_fn(part, world, dims, **kwargs) for part in parts]
         self._pp_group = dims.mesh("pp").get_group(0)
         self._pp_first = any(getattr(p.model, "embed_tokens", None) is not None for p in self._stages)
@@ -160,19 +176,36 @@ class TorchTrainerBackend:
         parts = self.model if isinstance(self.model, list) else [self.model]
         return [p for part in parts for p in part.parameters()]
 
-    def _pp_step(self, rows: List[List[int]]) -> float:
-        """One pipeline step over this rank's rows (the schedule splits them into micro-batches); the mean
-        micro-batch loss, broadcast over the pipeline ranks."""
+    def _pp_pass(self, rows: List[List[int]], train: bool) -> float:
+        """One schedule pass over ``rows`` (split into ``pp_microbatches``): ``step`` (forward + backward) or
+        ``eval`` (the forward-only schedule); the mean microbatch loss on the last stage's rank, else 0."""
         batch = torch.tensor(rows, dtype=torch.long)
         losses: List[Any] = []
+        run = self._schedule.step if train else self._schedule.eval
         with self._autocast():
-            self._schedule.step(batch[:, :-1] if self._pp_first else None,
-                                target=batch[:, 1:] if self._pp_last else None, losses=losses,
-                                return_outputs=False)
-        value = torch.tensor([sum(float(x) for x in losses) / len(losses) if losses else 0.0],
-                             dtype=torch.float64)
-        dist.all_reduce(value, group=self._pp_group)  # only the last stage's rank holds the loss
-        return value.item()
+            run(batch[:, :-1] if self._pp_first else None, target=batch[:, 1:] if self._pp_last else None,
+                losses=losses, return_outputs=False)
+        return sum(float(x) for x in losses) / len(losses) if losses else 0.0
+
+    def _pp_all_ranks(self, value: float) -> float:
+        """``value`` of the last stage's rank on every pipeline rank (the others contribute 0)."""
+        t = torch.tensor([value], dtype=torch.float64)
+        dist.all_reduce(t, group=self._pp_group)
+        return t.item()
+
+    def _pp_step(self, rows: List[List[int]]) -> float:
+        """One pipeline training step over this rank's rows: ``grad_accum`` schedule passes of
+        ``pp_microbatches`` microbatches each; FSDP reduction and tied-gradient sums wait for the last pass
+        (``set_requires_gradient_sync``). The mean microbatch loss, on every pipeline rank."""
+        accum = self.config.training.grad_accum
+        micro = len(rows) // accum
+        total = 0.0
+        self._pp_loss_scale = 1.0 / accum
+        for i in range(accum):
+            self._schedule.set_requires_gradient_sync(i == accum - 1)
+            total += self._pp_pass(rows[i * micro:(i + 1) * micro], train=True)  # already / accum
+        self._pp_loss_scale = 1.0
+        return self._pp_all_ranks(total)
 
     def setup(self, dataset: Any) -> None:
         """Model sized to the tokenizer, parallelised; activation policy; optimizer and schedule."""
@@ -266,6 +299,8 @@ class TorchTrainerBackend:
     def eval_loss(self, rows: List[List[int]]) -> float:
         """Held-out loss of this batch (mean over the data-parallel ranks). MoE routing counts of the evaluation
         forward are discarded: they must not move the expert biases (a resumed run would differ)."""
+        if self._schedule is not None:  # the schedule's forward-only pass over the stages
+            return self._mean_over_loss_ranks(self._pp_all_ranks(self._pp_pass(rows, train=False)))
         counts = [m.tokens_per_expert.clone() for _, m in self._moe]
         loss = self._loss(rows).item()
         for (_, m), c in zip(self._moe, counts):

@@ -22,9 +22,9 @@ SMALL_DATA = [("data.max_corpus_mb", 0.3), ("training.seq_len", 32), ("training.
               ("optimizer.total_steps", 100)]
 
 
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("hp_data_cache"))
+@pytest.fixture
+def cache_dir(trainer_cache_dir):
+    return trainer_cache_dir
 
 
 def _config(name, out, cache, **extra):
@@ -40,14 +40,13 @@ def test_config_runs_and_matches_one_process(tmp_path, cache_dir, name):
     """Each 2-rank config trains 3 steps; its losses equal one process training the same global batches."""
     import torch.distributed as dist
     from hyper_parallel.trainer.api import LLMTrainer, derived_config
-    pipelined = load_config(os.path.join(ROOT, "configs", name)).parallelism.pp > 1  # no eval under PP
     cfg = _config(name, str(tmp_path / "run"), cache_dir, training__steps=3, checkpoint__enable=False,
-                  metrics__eval_every=0 if pipelined else 2, metrics__profile_steps=[2])
+                  metrics__eval_every=2, metrics__profile_steps=[2])
     trainer = LLMTrainer(cfg)
     history = trainer.train()
     assert [m["step"] for m in history] == [1, 2, 3]
     assert all(m["tokens_per_s"] > 0 and m["grad_norm"] > 0 for m in history)
-    assert ("eval_loss" in history[1]) != pipelined and "profile_trace" in history[1]
+    assert "eval_loss" in history[1] and "profile_trace" in history[1]
     assert os.path.getsize(history[1]["profile_trace"]) > 0
     if dist.get_rank() == 0:
         single_cfg = derived_config(cfg, parallelism={"dp_shard": -1, "tp": 1, "cp": 1, "ep": 1, "pp": 1},
@@ -56,6 +55,43 @@ def test_config_runs_and_matches_one_process(tmp_path, cache_dir, name):
         single = LLMTrainer(single_cfg, distributed=False).train()
         for a, b in zip(history, single):
             assert abs(a["loss"] - b["loss"]) <= 2e-5 * abs(b["loss"]), (name, a["step"], a["loss"], b["loss"])
+    dist.barrier()
+
+
+def _one_process(cfg, out, **metrics):
+    from hyper_parallel.trainer.api import LLMTrainer, derived_config
+    single_cfg = derived_config(cfg, parallelism={"dp_shard": -1, "tp": 1, "cp": 1, "ep": 1, "pp": 1,
+                                                  "pp_layers_per_stage": []},
+                                training={"grad_accum": 1},
+                                metrics={"jsonl": False, "plot": False, "profile_steps": [], **metrics},
+                                job={"out_dir": out})
+    return LLMTrainer(single_cfg, distributed=False).train()
+
+
+def _close(a, b, rtol=2e-5):
+    return abs(a - b) <= rtol * abs(b)
+
+
+@multi_rank(world_size=2, timeout=240)
+def test_pp_grad_accum_eval_and_stage_split_match_one_process(tmp_path, cache_dir):
+    """pp=2 with training.grad_accum = 2 (2 schedule passes of 2 microbatches per step), the forward-only eval
+    schedule every 2 steps and parallelism.pp_layers_per_stage = [2, 0] (both layers on the first stage): the
+    losses and the eval loss equal one process training the same global batches without accumulation."""
+    import torch.distributed as dist
+    from hyper_parallel.trainer.api import LLMTrainer
+    cfg = _config("pp.toml", str(tmp_path / "run"), cache_dir, training__steps=3, training__grad_accum=2,
+                  parallelism__pp_microbatches=2, parallelism__pp_layers_per_stage=[2, 0], metrics__eval_every=2,
+                  metrics__plot=False)
+    trainer = LLMTrainer(cfg)
+    history = trainer.train()
+    layers = sum(len(part.model.layers) for part in trainer.backend.model)
+    assert layers == (2 if dist.get_rank() == 0 else 0), layers
+    assert "eval_loss" in history[1] and "eval_loss" not in history[0]
+    if dist.get_rank() == 0:
+        single = _one_process(cfg, str(tmp_path / "single"), eval_every=2)
+        for a, b in zip(history, single):
+            assert _close(a["loss"], b["loss"]), (a["step"], a["loss"], b["loss"])
+        assert _close(history[1]["eval_loss"], single[1]["eval_loss"]), (history[1]["eval_loss"], single[1])
     dist.barrier()
 
 

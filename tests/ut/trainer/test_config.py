@@ -53,6 +53,18 @@ def test_typed_values_and_defaults(tmp_path):
     ("[parallelism]\nep = -1\n", "[parallelism]: ParallelDims(ep=-1): ep cannot be inferred"),
     ("[parallelism]\ncp_method = 'x'\n", "parallelism.cp_method"),
     ("[parallelism]\npp_microbatches = 0\n", "parallelism.pp_microbatches"),
+    ("[parallelism]\npp = 2\npp_schedule = 'zigzag'\n", "parallelism.pp_schedule: unknown schedule 'zigzag'"),
+    ("[parallelism]\npp_layers_per_stage = [1, 1]\n", "parallelism.pp_layers_per_stage: [1, 1] given but "
+                                                     "parallelism.pp = 1"),
+    ("[parallelism]\npp = 2\npp_layers_per_stage = [1, -1]\n", "parallelism.pp_layers_per_stage: expected "
+                                                               "non-negative ints, got [1, -1]"),
+    ("[parallelism]\npp = 2\npp_layers_per_stage = [1, 1, 1]\n", "parallelism.pp_layers_per_stage: [1, 1, 1] "
+                                                                 "has 3 entries; expected one per pipeline stage: "
+                                                                 "pp 2 x 1 stage(s) per rank (1F1B) = 2"),
+    ("[parallelism]\npp = 2\npp_schedule = 'Interleaved1F1B'\npp_layers_per_stage = [1, 1]\n",
+     "has 2 entries; expected one per pipeline stage: pp 2 x 2 stage(s) per rank (Interleaved1F1B) = 4"),
+    ("[parallelism]\npp = 2\npp_layers_per_stage = ['a', 1]\n", "parallelism.pp_layers_per_stage[0]: expected "
+                                                                "an int"),
     ("[checkpoint]\nasync_mode = 'maybe'\n", "checkpoint.async_mode"),
     ("[checkpoint]\ninterval = 0\n", "checkpoint.interval"),
     ("[checkpoint]\nkeep_latest_k = -1\n", "checkpoint.keep_latest_k"),
@@ -138,3 +150,14 @@ def test_hp_train_checks_the_degrees_product_on_job_nproc_before_launching(tmp_p
     assert main(["--config", path]) == 2
     assert (f"hp-train: error: {path}: [parallelism] on job.nproc = 2 ranks: ParallelDims: pp(1)*dp_replicate(1)*"
             f"dp_shard(1)*cp(1)*tp(4) = 4 does not match world_size 2") in capsys.readouterr().err
+
+
+def test_stage_split_key_parses_and_counts_stages(tmp_path):
+    from hyper_parallel.trainer.config import pipeline_stages
+    cfg = load_config(_write(tmp_path, "[parallelism]\npp = 2\npp_layers_per_stage = [2, 0]\n"))
+    assert cfg.parallelism.pp_layers_per_stage == [2, 0] and pipeline_stages(cfg.parallelism) == 2
+    cfg = load_config(_write(tmp_path, "[parallelism]\ndp_shard = 1\npp = -1\npp_schedule = 'zbv'\n"
+                                       "pp_layers_per_stage = [1, 1, 1, 1]\n"))  # pp inferred: checked at launch
+    assert pipeline_stages(cfg.parallelism, pp=2) == 4
+    cfg = load_config(None, parse_overrides(["--parallelism.pp", "2", "--parallelism.pp_layers_per_stage", "[3, 5]"]))
+    assert cfg.parallelism.pp_layers_per_stage == [3, 5]

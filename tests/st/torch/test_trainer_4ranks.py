@@ -1,0 +1,50 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""The trainer's 4-rank configs (configs/*_4ranks.toml: job.nproc = 4) for 3 CI-sized steps on 4 gloo ranks, each
+next to one process training the same global batches. pp_fsdp_4ranks runs with training.grad_accum = 2 and the
+forward-only eval schedule: FSDP stages defer their reduce-scatter to the last accumulation pass."""
+import glob
+import os
+
+import pytest
+
+from hyper_parallel.testing import multi_rank
+from hyper_parallel.trainer.config import load_config
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+FOUR_RANK = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "configs", "*.toml"))
+                   if load_config(p).job.nproc == 4 and load_config(p).job.backend == "torch")
+SMALL = {"data.max_corpus_mb": 0.3, "training.seq_len": 32, "training.global_batch": 8, "optimizer.total_steps": 100,
+         "metrics.progress": False, "metrics.plot": False, "demo.resume_steps": 0, "demo.compare_steps": 0,
+         "checkpoint.enable": False, "training.steps": 3, "metrics.eval_every": 2, "model.flavor": "debug"}
+EXTRA = {"pp_fsdp_4ranks.toml": {"training.grad_accum": 2, "parallelism.pp_microbatches": 2}}
+
+
+def test_the_4_rank_configs_are_found():
+    assert FOUR_RANK == ["fsdp_tp_4ranks.toml", "pp_fsdp_4ranks.toml"], FOUR_RANK
+
+
+@pytest.fixture
+def cache_dir(trainer_cache_dir):
+    return trainer_cache_dir
+
+
+@pytest.mark.parametrize("name", FOUR_RANK)
+@multi_rank(world_size=4, timeout=300)
+def test_4rank_config_matches_one_process(tmp_path, cache_dir, name):
+    import torch.distributed as dist
+    from hyper_parallel.trainer.api import LLMTrainer, derived_config
+    overrides = {**SMALL, **EXTRA.get(name, {}), "job.out_dir": str(tmp_path / "run"), "data.cache_dir": cache_dir}
+    cfg = load_config(os.path.join(ROOT, "configs", name), list(overrides.items()))
+    history = LLMTrainer(cfg).train()
+    assert [m["step"] for m in history] == [1, 2, 3] and "eval_loss" in history[1]
+    if dist.get_rank() == 0:
+        single_cfg = derived_config(cfg, parallelism={"dp_shard": -1, "tp": 1, "cp": 1, "ep": 1, "pp": 1},
+                                    training={"grad_accum": 1}, metrics={"jsonl": False},
+                                    job={"out_dir": str(tmp_path / "single")})
+        single = LLMTrainer(single_cfg, distributed=False).train()
+        rtol = 2e-5 if cfg.training.mixed_precision == "fp32" else 2e-3  # bf16 sums in other orders
+        for a, b in zip(history, single):
+            assert abs(a["loss"] - b["loss"]) <= rtol * abs(b["loss"]), (name, a["step"], a["loss"], b["loss"])
+        assert abs(history[1]["eval_loss"] - single[1]["eval_loss"]) <= rtol * abs(single[1]["eval_loss"])
+    dist.barrier()
