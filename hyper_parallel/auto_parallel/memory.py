@@ -248,7 +248,8 @@ class _RankParts:  # pylint: disable=too-many-instance-attributes
     logits: float
     fsdp: bool
     grads_pre: bool = False
-    grads_in_flight: int = 2
+    head_grad_full: float = 0.0
+    staging: float = 0.0
 
     def kept(self, act: Tuple[int, int]) -> int:
         """Bytes a layer keeps until its backward (its input only under full recomputation)."""
@@ -257,30 +258,58 @@ class _RankParts:  # pylint: disable=too-many-instance-attributes
 
 def _forward(walk: _Walk, r: _RankParts) -> None:
     for n, act, _ in r.runs:
-        walk.add("activations", n * r.kept(act))
-        walk.at("forward", fsdp_buffers=r.root_full + 2 * r.gather, temporaries=act[0] if r.full else 0)
+        # a unit starts: the previous one is resharded, its prefetched all-gather output is copied into its
+        # unsharded buffer while the next unit's prefetch is in flight (root + three unit-sized buffers)
+        walk.add("activations", (n - 1) * r.kept(act))
+        walk.at("forward", fsdp_buffers=r.root_full + 3 * r.gather + r.staging)
+        walk.add("activations", r.kept(act))
+        walk.at("forward", fsdp_buffers=r.root_full + 2 * r.gather + r.staging, temporaries=act[0] if r.full else 0)
     walk.add("activations", r.head_saved)
     walk.at("forward (loss)", temporaries=r.logits)
     walk.add("grads", r.edge_grads if r.has_head and not r.grads_pre else 0)
+    walk.add("fsdp_buffers", r.head_grad_full)
     walk.at("backward start", fsdp_buffers=r.root_full + r.gather, temporaries=2 * r.logits)
     walk.add("activations", -r.head_saved)
 
 
 def _backward(walk: _Walk, r: _RankParts, gb: int) -> None:
-    if r.grads_pre:
-        gb = 0  # the gradients exist already (added at the start)
-    for n, act, unit in reversed(r.runs):
-        # the unit's gathered parameters, the prefetched next unit, its full-size gradients and the previous
-        # unit's gradients still in their asynchronous reduce-scatter
-        buffers = r.root_full + 2 * r.gather + r.grads_in_flight * unit[1] * gb if r.fsdp else 0
+    sharded_gb = 0 if r.grads_pre else gb  # with grads_pre the sharded gradients exist already
+    in_flight = 0.0  # the full-size gradients of the unit above in their asynchronous reduction
+    for j, (n, act, unit) in enumerate(reversed(r.runs)):
+        full_grad = unit[1] * gb if r.fsdp else 0.0
         recompute = act[0] if r.full else 0
-        walk.at("backward", fsdp_buffers=buffers, temporaries=recompute)
-        walk.add("activations", -(n - 1) * r.kept(act))
-        walk.add("grads", (n - 1) * unit[0] * gb)
-        walk.at("backward", fsdp_buffers=buffers, temporaries=recompute)
+        last_run = j == len(r.runs) - 1
+        done = 0  # layers of this run whose backward finished
+        # between the run's second and second-to-last layer memory changes linearly: check the ends
+        for pos in sorted({0, min(1, n - 1), max(n - 2, 0), n - 1}):
+            walk.add("activations", -(pos - done) * r.kept(act))
+            walk.add("grads", (pos - done) * unit[0] * sharded_gb)
+            in_flight = full_grad if pos > 0 else in_flight
+            done = pos
+            bottom = last_run and pos == n - 1  # no unit below to prefetch
+            _fsdp_backward_points(walk, r, r.kept(act), full_grad, in_flight, recompute, not bottom)
         walk.add("activations", -r.kept(act))
-        walk.add("grads", unit[0] * gb)
+        walk.add("grads", unit[0] * sharded_gb)
+        in_flight = full_grad
+    walk.add("fsdp_buffers", -r.head_grad_full)
     walk.add("grads", 0 if r.has_head or r.grads_pre else r.edge_grads)
+
+
+def _fsdp_backward_points(walk: _Walk, r: _RankParts, kept: float, full_grad: float, in_flight: float,
+                          recompute: float, prefetch: bool) -> None:
+    """A layer's backward under FSDP (``fully_shard`` on torch): the root unit and this unit gathered, the
+    unit below prefetched (its all-gather output waiting to be copied), this unit's full-size gradients and
+    the reduction of the unit above still in flight (``in_flight``), with ``comm_staging`` the prefetch's
+    staging copy; then its post-backward hook packs the gradients for their reduction (one more full-size
+    buffer) after the layer's activations are freed."""
+    if not r.fsdp:
+        walk.at("backward", temporaries=recompute)
+        return
+    gathered = r.root_full + r.gather + (r.gather + r.staging if prefetch else 0.0)
+    walk.at("backward", fsdp_buffers=gathered + full_grad + in_flight, temporaries=recompute)
+    walk.add("activations", -kept)
+    walk.at("backward (gradient reduction)", fsdp_buffers=gathered + 2 * full_grad + in_flight)
+    walk.add("activations", kept)
 
 
 def _parts(spec: ModelShape, plan: ParallelPlan, train: TrainConfig, runs, edge: float, has_head: bool,
@@ -296,9 +325,10 @@ def _parts(spec: ModelShape, plan: ParallelPlan, train: TrainConfig, runs, edge:
         root_full=edge * pb if fsdp else 0.0, edge_grads=edge / plan.fsdp * train.grad_bytes,
         head_saved=(vocab_tokens + batch * train.seq_len * 3 * spec.hidden_size) * cb if has_head else 0,
         logits=vocab_tokens * cb, grads_pre=grads_pre,
-        # recomputation in backward delays FSDP's reduce-scatter waits: one more full-size gradient in flight
-        # (measured on the small Llama, FSDP over 2 ranks)
-        grads_in_flight=3 if plan.activation == "full" else 2)
+        # the root unit's head and final norm gradients stay full-size until its reduction after the embedding
+        head_grad_full=((spec.head_params() - spec.hidden_size) / plan.tp + spec.hidden_size) * train.grad_bytes
+        if fsdp and has_head else 0.0,
+        staging=max((u[1] for _, _, u in runs), default=0.0) * pb if fsdp and train.comm_staging else 0.0)
 
 
 def _rank_peak(spec: ModelShape, plan: ParallelPlan, train: TrainConfig, stages: Sequence[int],

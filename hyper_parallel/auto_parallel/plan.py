@@ -109,6 +109,9 @@ class TrainConfig:
     ``compute_bytes`` the activation dtype size (2 for bf16 mixed precision); ``optimizer`` is
     ``adamw`` (2 fp32 states), ``muon`` (1 fp32 momentum) or ``sgd`` (none); ``moe_imbalance`` is the
     routing imbalance factor (tokens of the busiest expert / the average) used for EP memory and time.
+    ``comm_staging``: the collective library copies an all-gather's output through a buffer of its own
+    (gloo on CPU does; NCCL/HCCL write in place): one more unit-sized buffer while an FSDP prefetch is in
+    flight (the worst case: the peer rank reaches the collective late).
     """
 
     global_batch: int
@@ -118,6 +121,7 @@ class TrainConfig:
     grad_bytes: int = 4
     compute_bytes: int = 4
     moe_imbalance: float = 1.0
+    comm_staging: bool = False
 
     def __post_init__(self) -> None:
         for name in ("global_batch", "seq_len", "param_bytes", "grad_bytes", "compute_bytes"):

@@ -3,10 +3,11 @@
 """Run a :class:`ParallelPlan` for real on the tiny Llama and measure peak memory and step time.
 
 Called on every rank of an initialised process group (``hyper_parallel.testing.run_on_ranks`` or
-torchrun). The tracked memory is the CPU allocator's live bytes (``AllocationTracker``) relative to
-just before the model is built, so it holds parameters, gradients, optimizer states, activations,
-FSDP buffers and temporaries; the peak is taken over the steady-state steps (optimizer states
-exist). Step time: the median over the timed steps of the slowest rank, measured after the tracked
+torchrun). The tracked memory is the CPU allocator's live bytes (``AllocationTracker(by_pointer=True)``:
+allocation events replayed by address, so a buffer that a gloo worker thread frees unseen does not make
+the total drift) relative to just before the model is built, so it holds parameters, gradients,
+optimizer states, activations, FSDP buffers and temporaries; the peak is the highest of the
+steady-state steps (optimizer states exist), each step's peak is returned too. Step time: the median over the timed steps of the slowest rank, measured after the tracked
 steps without the profiler.
 """
 from __future__ import annotations
@@ -133,7 +134,7 @@ def measure_plan(config, plan: ParallelPlan, train: TrainConfig, *, tracked_step
     if plan.world_size != world:
         raise ValueError(f"measure_plan: the plan uses {plan.world_size} ranks, the process group has {world}")
     gc.collect()  # what an earlier run in this process left behind must not be freed inside the session
-    with AllocationTracker() as tracker:
+    with AllocationTracker(by_pointer=True) as tracker:
         runner, params = build_parallel_model(config, plan)
         opt = torch.optim.AdamW(params, lr=1e-4, foreach=False)
         for step in range(1 + tracked_steps):
@@ -143,8 +144,9 @@ def measure_plan(config, plan: ParallelPlan, train: TrainConfig, *, tracked_step
             opt.step()
             opt.zero_grad(set_to_none=True)
         tracker.mark("end")
-    peak = max(tracker.peak(f"step{s}", f"step{s + 1}" if s + 1 <= tracked_steps else "end")
-               for s in range(1, tracked_steps + 1))
+    step_peaks = [tracker.peak(f"step{s}", f"step{s + 1}" if s + 1 <= tracked_steps else "end")
+                  for s in range(1, tracked_steps + 1)]
+    peak = max(step_peaks)
     times: List[float] = []
     for step in range(timed_steps):
         ids, labels = _batch(config, plan, train, 10 + step)
@@ -157,10 +159,11 @@ def measure_plan(config, plan: ParallelPlan, train: TrainConfig, *, tracked_step
         if world > 1:
             dist.barrier()
         times.append(time.perf_counter() - t0)
-    peaks = [peak] * world
+    peaks = [(peak, step_peaks)] * world
     if world > 1:
-        dist.all_gather_object(peaks, peak)
-    return {"peak_bytes": peaks, "step_s": statistics.median(times), "step_s_all": times, "ranks": world}
+        dist.all_gather_object(peaks, (peak, step_peaks))
+    return {"peak_bytes": [p for p, _ in peaks], "step_peaks": [s for _, s in peaks],
+            "step_s": statistics.median(times), "step_s_all": times, "ranks": world}
 
 
 def measure_flavor(flavor: str, plan: ParallelPlan, train: TrainConfig, **kwargs: Any) -> Dict[str, Any]:

@@ -130,3 +130,19 @@ def test_parse_bytes_and_bad_inputs():
         estimate_memory(ONE, ParallelPlan(tp=3), TrainConfig(1, 6))
     with pytest.raises(ValueError, match="ClusterSpec.mfu"):
         ClusterSpec(1, 1, 1, 1.0, 1.0, 1.0, mfu=2.0)
+
+
+def test_fsdp_buffers_at_the_gradient_reduction_by_hand():
+    """Three layers under FSDP over 2 ranks, one token per rank (activations negligible): the peak is the middle
+    layer's post-backward hook, which holds the root unit gathered (embedding 128 + head 136 params = 1056 B),
+    the head's full-size gradients (136 * 4 = 544 B), and five layer-unit-sized buffers of 496 * 4 = 1984 B:
+    its own gathered parameters, the prefetched layer below, its full-size gradients, their packed copy for
+    the reduction and the layer above's packed gradients still in their asynchronous reduction; a collective
+    library that stages the all-gather output (gloo) adds a sixth."""
+    three = ModelShape(16, 8, 12, 3, 2, 1, 4)
+    unit = 496 * 4
+    est = estimate_memory(three, ParallelPlan(dp_shard=2), TrainConfig(global_batch=2, seq_len=1))
+    assert est.phase == "backward (gradient reduction)"
+    assert est.components["fsdp_buffers"] == 1056 + 544 + 5 * unit == 11520
+    staged = estimate_memory(three, ParallelPlan(dp_shard=2), TrainConfig(2, 1, comm_staging=True))
+    assert staged.components["fsdp_buffers"] == 11520 + unit
