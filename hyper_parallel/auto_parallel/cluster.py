@@ -73,7 +73,10 @@ class ClusterSpec:  # pylint: disable=too-many-instance-attributes
             experts) that hides under compute: ~1 on GPUs with separate copy engines, 0 on CPUs where gloo
             and the compute share the same cores.
         host_cores: physical cores shared by all ranks of one host when the "devices" are CPU processes;
-            ranks beyond it divide the compute rate (``None`` on accelerators).
+            ranks beyond it share them: every rank's compute, eager dispatch and collective work runs
+            ``ranks / host_cores`` times slower (``None`` on accelerators).
+        fsdp_reduce: how FSDP reduces gradients: ``reduce_scatter`` (NCCL/HCCL) or ``all_reduce`` (what
+            ``fully_shard`` does on gloo, whose ring all-reduce beats its reduce-scatter; twice the bytes).
         name: a label for tables.
     """
 
@@ -88,6 +91,7 @@ class ClusterSpec:  # pylint: disable=too-many-instance-attributes
     op_overhead: float = 5e-6
     comm_overlap: float = 1.0
     host_cores: Union[int, None] = None
+    fsdp_reduce: str = "reduce_scatter"
     name: str = "custom"
 
     def __post_init__(self) -> None:
@@ -101,6 +105,9 @@ class ClusterSpec:  # pylint: disable=too-many-instance-attributes
                 raise ValueError(f"ClusterSpec.{f}: expected a positive number, got {value!r}")
         if not 0.0 < self.mfu <= 1.0:
             raise ValueError(f"ClusterSpec.mfu: expected a fraction in (0, 1], got {self.mfu!r}")
+        if self.fsdp_reduce not in ("reduce_scatter", "all_reduce"):
+            raise ValueError(f"ClusterSpec.fsdp_reduce: expected 'reduce_scatter' or 'all_reduce', got "
+                             f"{self.fsdp_reduce!r}")
         if not 0.0 <= self.comm_overlap <= 1.0:
             raise ValueError(f"ClusterSpec.comm_overlap: expected a fraction in [0, 1], got {self.comm_overlap!r}")
 
@@ -109,12 +116,16 @@ class ClusterSpec:  # pylint: disable=too-many-instance-attributes
         mem = self.device_memory if device_memory is None else parse_bytes(device_memory)
         return replace(self, num_devices=num_devices, device_memory=mem)
 
+    def host_share(self, ranks_on_host: int = 1) -> float:
+        """How many times slower a rank's CPU work runs when ``ranks_on_host`` ranks share ``host_cores``
+        cores (1.0 when every rank has a core, or on accelerators)."""
+        if self.host_cores is not None and ranks_on_host > self.host_cores:
+            return ranks_on_host / self.host_cores
+        return 1.0
+
     def compute_rate(self, ranks_on_host: int = 1) -> float:
         """Achieved FLOP/s of one rank when ``ranks_on_host`` ranks share a host."""
-        share = 1.0
-        if self.host_cores is not None and ranks_on_host > self.host_cores:
-            share = self.host_cores / ranks_on_host
-        return self.peak_flops * self.mfu * share
+        return self.peak_flops * self.mfu / self.host_share(ranks_on_host)
 
     def bandwidth(self, group_size: int, stride: int = 1) -> float:
         """Link bandwidth of a group of ``group_size`` ranks ``stride`` apart in rank order."""
@@ -170,6 +181,7 @@ CLUSTER_PRESETS: Dict[str, ClusterSpec] = {
     "h100": ClusterSpec(8, 8, 80 * 10 ** 9, 989e12, 450e9, 50e9, latency=6.6e-6, name="H100-80GB"),
     "h200": ClusterSpec(8, 8, 141 * 10 ** 9, 989e12, 450e9, 50e9, latency=6.6e-6, name="H200-141GB"),
     "ascend910b": ClusterSpec(8, 8, 64 * GIB, 313e12, 196e9, 25e9, latency=8e-6, name="Ascend-910B"),
-    "cpu-gloo-2core": ClusterSpec(2, 2, 24 * GIB, 60e9, 2.0e9, 2.0e9, latency=60e-6, mfu=1.0, op_overhead=12e-6,
-                                  comm_overlap=0.0, host_cores=2, name="cpu-gloo-2core (measured)"),
+    "cpu-gloo-2core": ClusterSpec(2, 1024, 24 * GIB, 60e9, 2.0e9, 2.0e9, latency=60e-6, mfu=1.0, op_overhead=12e-6,
+                                  comm_overlap=0.0, host_cores=2, fsdp_reduce="all_reduce",
+                                  name="cpu-gloo-2core (measured)"),
 }

@@ -89,37 +89,45 @@ def _stage_cost(spec: ModelShape, plan: ParallelPlan, train: TrainConfig, cluste
     flops = sum(layer_flops(spec, i, tokens, seq, plan.tp, imbalance) for i in layers)
     flops += head_flops(spec, tokens, plan.tp) if last else 0.0
     ranks_on_host = min(plan.world_size, cluster.devices_per_node)
+    share = cluster.host_share(ranks_on_host)  # oversubscribed CPU cores: every rank's CPU work is slower
     ops = sum(OPS_PER_MOE_LAYER if spec.is_moe_layer(i) else OPS_PER_LAYER for i in layers) + (8 if last else 0)
     ops += 3 if first else 0
-    compute = flops / cluster.compute_rate(ranks_on_host) + ops * cluster.op_overhead
-    tp = _tp_layer_comm(spec, plan, train, tokens, cluster) * len(layers)
+    compute = flops / cluster.compute_rate(ranks_on_host) + ops * cluster.op_overhead * share
+    tp = _tp_layer_comm(spec, plan, train, tokens, cluster) * len(layers) * share
     cp = 0.0
     if plan.cp > 1:
         kv = 2 * tokens * spec.kv_size * train.compute_bytes
-        cp = len(layers) * (plan.cp - 1) * collective_time("p2p", kv, 2, cluster)
+        cp = len(layers) * (plan.cp - 1) * collective_time("p2p", kv, 2, cluster) * share
     ep = 0.0
     moe_layers = [i for i in layers if spec.is_moe_layer(i)]
     if plan.ep > 1 and moe_layers:
         a2a = tokens * spec.top_k * spec.hidden_size * train.compute_bytes * imbalance
         hide = cluster.comm_overlap if spec.num_shared_experts else 0.0
-        ep = len(moe_layers) * 2 * collective_time("all_to_all", a2a, plan.ep, cluster) * (1 - hide)
+        ep = len(moe_layers) * 2 * collective_time("all_to_all", a2a, plan.ep, cluster) * (1 - hide) * share
     return {"compute": compute, "tp_comm": tp, "cp_comm": cp, "ep_comm": ep}
 
 
-def _fsdp_comm(spec: ModelShape, plan: ParallelPlan, train: TrainConfig, cluster: ClusterSpec, layers: List[int]
-               ) -> float:
+def _fsdp_comm(spec: ModelShape, plan: ParallelPlan, train: TrainConfig, cluster: ClusterSpec, layers: List[int],
+               first: bool, last: bool) -> float:
+    """FSDP's exposed collective time per step: every layer unit gathered twice (forward, and again in
+    backward after resharding) and reduced once (``cluster.fsdp_reduce``), the root unit (embedding, head)
+    gathered once (kept from forward to backward) and reduced once; prefetched gathers hide by
+    ``comm_overlap`` except the first."""
     if plan.fsdp == 1:
         return 0.0
-    total, first = 0.0, 0.0
+    reduce_kind = cluster.fsdp_reduce
+    total, first_gather = 0.0, 0.0
     for i in layers:
         _, unit = local_layer_params(spec, i, plan)
         gather = collective_time("all_gather", unit * train.param_bytes, plan.fsdp, cluster)
-        scatter = collective_time("reduce_scatter", unit * train.grad_bytes, plan.fsdp, cluster)
-        total += 2 * gather + scatter
-        first = first or gather
-    edge = (spec.embedding_params() + spec.head_params()) / plan.tp
-    total += 2 * collective_time("all_gather", edge * train.param_bytes, plan.fsdp, cluster)
-    return first + (total - first) * (1 - cluster.comm_overlap)
+        total += 2 * gather + collective_time(reduce_kind, unit * train.grad_bytes, plan.fsdp, cluster)
+        first_gather = first_gather or gather
+    edge = ((spec.embedding_params() if first else 0) + (spec.head_params() if last else 0)) / plan.tp
+    if edge:
+        total += (collective_time("all_gather", edge * train.param_bytes, plan.fsdp, cluster)
+                  + collective_time(reduce_kind, edge * train.grad_bytes, plan.fsdp, cluster))
+    share = cluster.host_share(min(plan.world_size, cluster.devices_per_node))
+    return share * (first_gather + (total - first_gather) * (1 - cluster.comm_overlap))
 
 
 def _owners(plan: ParallelPlan) -> Dict[int, List[int]]:
@@ -169,6 +177,7 @@ def estimate_step_time(model_config, plan: ParallelPlan, train_config: TrainConf
     fwd = {s: sum(c.values()) for s, c in costs.items()}
     bwd = {s: 2 * c["compute"] + c["tp_comm"] + 2 * c["cp_comm"] + c["ep_comm"] + recompute * sum(c.values())
            for s, c in costs.items()}
+    share = cluster.host_share(min(plan.world_size, cluster.devices_per_node))
     owners = _owners(plan)
     busiest = max(owners, key=lambda r: sum(fwd[s] + bwd[s] for s in owners[r]))
     mine = owners[busiest]
@@ -181,7 +190,7 @@ def estimate_step_time(model_config, plan: ParallelPlan, train_config: TrainConf
     if plan.pp > 1:
         batch = train.global_batch // plan.dp // m
         act = batch * train.seq_len // plan.cp * spec.hidden_size * train.compute_bytes / plan.tp
-        p2p = collective_time("p2p", act, 2, cluster, stride=plan.world_size // plan.pp)
+        p2p = collective_time("p2p", act, 2, cluster, stride=plan.world_size // plan.pp) * share
         makespan = _pipeline(plan, fwd, bwd, p2p)
         parts["pp_comm"] = 2 * m * p2p
         parts["bubble"] = max(0.0, makespan - busy - parts["pp_comm"])
@@ -189,13 +198,13 @@ def estimate_step_time(model_config, plan: ParallelPlan, train_config: TrainConf
         makespan = busy
         parts["pp_comm"] = parts["bubble"] = 0.0
     my_layers = [i for s in mine for i in layers[s]]
-    parts["fsdp_comm"] = _fsdp_comm(spec, plan, train, cluster, my_layers)
+    parts["fsdp_comm"] = _fsdp_comm(spec, plan, train, cluster, my_layers, 0 in mine, last in mine)
     local = sum(local_layer_params(spec, i, plan)[0] for i in my_layers)
     dp_bytes = local * train.grad_bytes
-    parts["dp_comm"] = collective_time("all_reduce", dp_bytes, plan.dp_replicate, cluster,
-                                       stride=plan.world_size // plan.dp_replicate)
+    parts["dp_comm"] = share * collective_time("all_reduce", dp_bytes, plan.dp_replicate, cluster,
+                                               stride=plan.world_size // plan.dp_replicate)
     tensors = 9 * len(my_layers) + 3
     parts["optimizer"] = (local * 10 / cluster.compute_rate(min(plan.world_size, cluster.devices_per_node))
-                          + tensors * OPS_PER_PARAM_UPDATE * cluster.op_overhead)
+                          + tensors * OPS_PER_PARAM_UPDATE * cluster.op_overhead * share)
     step = makespan + parts["fsdp_comm"] + parts["dp_comm"] + parts["optimizer"]
     return TimeEstimate(step, parts, parts["bubble"] / step if step else 0.0)

@@ -16,7 +16,9 @@ from typing import Dict
 
 from hyper_parallel.auto_parallel.cluster import GIB, ClusterSpec
 
-__all__ = ["measure_compute", "measure_allreduce", "calibrate"]
+__all__ = ["measure_compute", "measure_allreduce", "calibrate", "HOST_RANKS"]
+
+HOST_RANKS = 1024  # a calibrated CPU spec puts any number of ranks on this one host
 
 
 def _best(fn, repeats: int) -> float:
@@ -84,7 +86,9 @@ def calibrate(world_size: int = 2) -> ClusterSpec:
     link = run_on_ranks(measure_allreduce, world_size=world_size, timeout=120)
     cores = os.cpu_count() or 1
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else 16 * GIB
-    return ClusterSpec(num_devices=world_size, devices_per_node=max(world_size, cores), device_memory=int(mem),
+    # every rank runs on this one host (devices_per_node: no inter-node links); ranks beyond its cores share
+    # them (host_cores); fully_shard reduces gradients by all-reduce on gloo
+    return ClusterSpec(num_devices=world_size, devices_per_node=HOST_RANKS, device_memory=int(mem),
                        peak_flops=compute["flops"], intra_node_bw=link["bandwidth"], inter_node_bw=link["bandwidth"],
                        latency=link["latency"], mfu=1.0, op_overhead=compute["op_overhead"], comm_overlap=0.0,
-                       host_cores=cores, name=f"cpu-gloo-{cores}core (measured)")
+                       host_cores=cores, fsdp_reduce="all_reduce", name=f"cpu-gloo-{cores}core (measured)")
