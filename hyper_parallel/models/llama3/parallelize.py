@@ -12,7 +12,7 @@ from hyper_parallel.tp import (ColwiseParallel, PrepareModuleInput, RowwiseParal
 
 __all__ = ["llama_tp_plan", "llama_cp_plan", "parallelize_llama", "llama_moe_tp_plan", "parallelize_llama_moe",
            "pipeline_llama", "parallelize_llama3", "pipeline_llama3", "qk_norm_plan",
-           "with_attention_plan", "retie_embeddings"]
+           "with_attention_plan", "retie_embeddings", "stage_plan"]
 
 
 def llama_tp_plan(sequence_parallel: bool = True, loss_parallel: bool = False, fused_sp_grad: bool = True) -> dict:
@@ -89,6 +89,43 @@ def retie_embeddings(model) -> None:
         model.lm_head.weight = model.model.embed_tokens.weight
 
 
+def _held_layers(model) -> set:
+    layers = model.model.layers
+    return set(layers.keys()) if hasattr(layers, "keys") else {str(i) for i in range(len(layers))}
+
+
+def stage_plan(model, plan: dict, sequence_parallel: bool = False) -> dict:
+    """``plan`` without the entries of modules a pipeline stage module does not hold (``pipeline_llama``
+    sets the embedding / final norm / head of other stages to None and keeps some layers only): the
+    embedding's entry on a non-first stage, the head's before the last, ``model.layers.<i>...`` entries
+    of layers held elsewhere (``model.layers.*...`` when the stage holds no layer). Every other key is
+    kept, so a mistyped key still fails in ``parallelize_module``. A whole model keeps its plan.
+
+    With ``sequence_parallel`` a stage without the embedding receives the previous stage's residual
+    stream as its local sequence shard; the stage gathers it on entry (``model``: the decoder computes
+    RoPE positions from the sequence length) and shards it again before its first layer."""
+    inner = model.model
+    absent = [name for name, mod in (("model.embed_tokens", inner.embed_tokens), ("model.norm", inner.norm),
+                                     ("lm_head", model.lm_head)) if mod is None]
+    held = _held_layers(model)
+    out = {}
+    for key, style in plan.items():
+        if any(key == a or key.startswith(a + ".") for a in absent):
+            continue
+        if key.startswith("model.layers."):
+            index = key.split(".")[2]
+            if (index == "*" and not held) or (index != "*" and index not in held):
+                continue
+        out[key] = style
+    if sequence_parallel and "model.embed_tokens" in absent and held:
+        first = min(held, key=int)
+        out["model"] = PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),),
+                                          use_local_output=True)
+        out[f"model.layers.{first}"] = PrepareModuleInput(input_layouts=(Replicate(),),
+                                                          desired_input_layouts=(Shard(1),), use_local_output=True)
+    return out
+
+
 def _check_divisible(cfg, n: int, attention: bool = True) -> None:
     sizes = [("intermediate_size", cfg.intermediate_size), ("vocab_size", cfg.vocab_size)]
     if attention:
@@ -107,11 +144,12 @@ def parallelize_llama(model, tp_mesh=None, *, sequence_parallel: bool = True, lo
     the FSDP mesh spans the CP ranks too, as TorchTitan's ``dp_shard x cp``). Returns the model."""
     if tp_mesh is not None:
         _check_divisible(model.config, tp_mesh.size())
-        parallelize_module(model, tp_mesh, {**llama_tp_plan(sequence_parallel, loss_parallel, fused_sp_grad),
-                                            **qk_norm_plan(model.config)})
+        parallelize_module(model, tp_mesh, stage_plan(model, {
+            **llama_tp_plan(sequence_parallel, loss_parallel, fused_sp_grad), **qk_norm_plan(model.config)},
+            sequence_parallel))
         retie_embeddings(model)
     if cp_mesh is not None:
-        parallelize_module(model, cp_mesh, llama_cp_plan(cp_method, async_cp, cp_load_balance))
+        parallelize_module(model, cp_mesh, stage_plan(model, llama_cp_plan(cp_method, async_cp, cp_load_balance)))
     if fsdp_mesh is not None:
         from hyper_parallel.fsdp._torch.fully_shard import fully_shard
         for layer in model.model.layers:
@@ -170,7 +208,8 @@ def parallelize_llama_moe(model, mesh, *, ep: int, loss_parallel: bool = False, 
     expert_mesh = init_expert_mesh(mesh.device_type, dp_shard=dp, tp=tp, ep=ep)
     if tp > 1:
         _check_divisible(cfg, tp, attention=attention_plan is None)
-        parallelize_module(model, tp_mesh, llama_moe_tp_plan(cfg, loss_parallel, attention_plan))
+        parallelize_module(model, tp_mesh, stage_plan(model, llama_moe_tp_plan(cfg, loss_parallel, attention_plan),
+                                                      sequence_parallel=True))
         retie_embeddings(model)
     parallelize_module(model, expert_mesh["ep"], {"model.layers.*.mlp.experts": ExpertParallel(
         async_dispatch=async_dispatch)})
@@ -213,9 +252,34 @@ def pipeline_llama(model, *, schedule: str = "1F1B", n_microbatches: int, pp_gro
     mine = [s for s in range(plan.num_stages) if plan.stage_to_rank[s] == rank]
     parts = pipeline_module_split(model, names, mine)
     stages = [PipelineStage(part, s, plan.num_stages, "cpu", group=pp_group) for part, s in zip(parts, mine)]
+    if getattr(model.config, "tie_word_embeddings", False):
+        _tie_across_stages(parts, mine, plan, stages, pp_group)
     loss = loss_fn if loss_fn is not None else type(model).loss
     sched = cls(stages if cls.multi else stages[0], n_microbatches, loss_fn=loss, **schedule_kwargs)
     return sched, parts
+
+
+def _tie_across_stages(parts, mine, plan, stages, pp_group) -> None:
+    """Tied embeddings under PP: the embedding (first stage) and the head (last stage) are copies of one
+    weight. On one rank the head takes the embedding's Parameter; on two ranks both stages sum their
+    gradients over the pipeline group every step (``PipelineStage.tie_parameters``; a pipeline group of
+    more ranks would need a 2-rank group: refused)."""
+    import torch.distributed as dist
+    last = plan.num_stages - 1
+    first_rank, last_rank = plan.stage_to_rank[0], plan.stage_to_rank[last]
+    if first_rank == last_rank:
+        if 0 in mine:
+            parts[mine.index(last)].lm_head.weight = parts[mine.index(0)].model.embed_tokens.weight
+        return
+    if dist.get_world_size(pp_group) != 2:
+        raise ValueError(f"pipeline_llama: tied embeddings with the first and last stage on different ranks need a "
+                         f"2-rank pipeline group, got {dist.get_world_size(pp_group)} ranks (untie the embeddings: "
+                         "tie_word_embeddings=False)")
+    for part, s, stage in zip(parts, mine, stages):  # getters: TP / FSDP replace the parameters later
+        if s == 0:
+            stage.tie_parameters([lambda part=part: part.model.embed_tokens.weight], pp_group)
+        elif s == last:
+            stage.tie_parameters([lambda part=part: part.lm_head.weight], pp_group)
 
 
 def _moe_dense_mesh(world_mesh, dims):
@@ -268,11 +332,13 @@ def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: b
         return _init_local_shards(model, init_seed)
     if dims.tp > 1:
         _check_divisible(model.config, dims.tp, attention=attention_plan is None)
-        parallelize_module(model, world_mesh["tp"], with_attention_plan(
-            llama_tp_plan(sequence_parallel, loss_parallel), model.config, attention_plan, sequence_parallel))
+        parallelize_module(model, world_mesh["tp"], stage_plan(model, with_attention_plan(
+            llama_tp_plan(sequence_parallel, loss_parallel), model.config, attention_plan, sequence_parallel),
+            sequence_parallel))
         retie_embeddings(model)
     if dims.cp > 1:
-        parallelize_module(model, world_mesh["cp"], llama_cp_plan(cp_method, async_cp, cp_load_balance))
+        parallelize_module(model, world_mesh["cp"], stage_plan(model, llama_cp_plan(cp_method, async_cp,
+                                                                                   cp_load_balance)))
     before_fsdp(model)
     shard_mesh = fsdp_mesh_of(world_mesh, dims)
     if shard_mesh is not None:

@@ -21,6 +21,7 @@ import zlib
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
+from torch._C import DisableTorchFunctionSubclass
 import torch.distributed as dist
 from torch import nn
 
@@ -411,19 +412,21 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
         the input embedding on the first stage, the output head on the last): at the end of every step their
         gradients are summed over ``group`` (the ranks holding the copies, each tying the same number of
         parameters in the same order), so the copies, equal at the start, stay equal. Copies on one rank
-        (the V placement puts the first and last stage on rank 0) should simply share one Parameter."""
+        (the V placement puts the first and last stage on rank 0) should simply share one Parameter.
+        An entry may be a getter (a callable returning the parameter) when TP / FSDP will replace the
+        parameter after the stage is built; DTensor gradients are summed shard by shard (the copies must
+        have the same layout, as a vocabulary-sharded embedding and head do)."""
         self._ties.append((group, list(params)))
 
     def _reduce_ties(self) -> None:
         for group, params in self._ties:
             for p in params:
-                grad = p.grad if p.grad is not None else torch.zeros_like(p)
-                total = self.platform.all_reduce(grad.detach(), "sum", group)
-                with torch.no_grad():
-                    if p.grad is None:
-                        p.grad = total
-                    else:
-                        p.grad.copy_(total)
+                p = p() if callable(p) else p  # a getter: the parameter as it is now (after TP / FSDP)
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+                with torch.no_grad(), DisableTorchFunctionSubclass():  # a DTensor gradient: its local shard
+                    local = p.grad.view_as(p.grad)
+                    local.copy_(self.platform.all_reduce(local.detach(), "sum", group))
 
     def _fsdp_modules(self):
         from hyper_parallel.fsdp._torch.fully_shard import FSDPModule  # pylint: disable=import-outside-toplevel
