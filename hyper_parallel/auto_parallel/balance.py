@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple, Union
 
-__all__ = ["LayerCost", "balance_stages", "stage_times"]
+__all__ = ["LayerCost", "balance_stages", "stage_times", "balanced_layers_per_stage"]
 
 
 @dataclass(frozen=True)
@@ -116,3 +116,20 @@ def stage_times(layer_costs: Sequence[Union[float, LayerCost, Tuple[float, float
         out.append(sum(c.time for c in costs[start:start + s]))
         start += s
     return out
+
+
+def balanced_layers_per_stage(model_config, plan, train_config, cluster, memory_limits=None) -> List[int]:
+    """Decoder layers per pipeline stage for ``plan`` (``ParallelPlan``): :func:`balance_stages` over the
+    estimated forward + backward time of the embedding, every decoder layer and the head
+    (:func:`~hyper_parallel.auto_parallel.time_model.part_costs`), the embedding counted on the first stage
+    and the head on the last one; the trainer's ``parallelism.pp_layers_per_stage``."""
+    from hyper_parallel.auto_parallel.time_model import part_costs  # pylint: disable=import-outside-toplevel
+    if plan.num_stages < 2:
+        raise ValueError(f"balanced_layers_per_stage: plan {plan.label()} has no pipeline (pp={plan.pp})")
+    costs = part_costs(model_config, plan, train_config, cluster)
+    if len(costs) < plan.num_stages:
+        raise ValueError(f"balanced_layers_per_stage: {len(costs) - 2} layers cannot fill {plan.num_stages} stages")
+    sizes = balance_stages(costs, plan.num_stages, memory_limits)
+    sizes[0] -= 1  # the embedding
+    sizes[-1] -= 1  # the head
+    return sizes

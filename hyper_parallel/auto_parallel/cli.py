@@ -138,14 +138,22 @@ def main(ctx: click.Context, model: Optional[str], flavor: Optional[str], device
 
 
 def _write(path: str, shape: ModelShape, best, train: TrainConfig, cluster: ClusterSpec) -> None:
+    import dataclasses  # pylint: disable=import-outside-toplevel
     name, _, flav = shape.name.partition(":")
-    header = [f"written by hp-auto-parallel: {best.plan.label()} on {cluster.num_devices} x {cluster.name}",
-              f"estimated peak memory per device {best.memory.gib():.4f} GiB (at {best.memory.phase}), "
-              f"step {best.time.step_s:.4g} s, pipeline bubble {100 * best.time.bubble_fraction:.1f} %"]
-    if best.plan.pp > 1:
-        from hyper_parallel.auto_parallel.memory import stage_layers  # pylint: disable=import-outside-toplevel
-        header.append(f"decoder layers per stage: {[len(s) for s in stage_layers(shape.num_layers, best.plan)]}")
-    tables = trainer_config(name, flav or "default", best.plan, train)
+    plan, memory, step = best.plan, best.memory, best.time
+    if plan.pp > 1:  # the stage split balanced on the estimated part times, re-estimated with it
+        from hyper_parallel.auto_parallel.balance import balanced_layers_per_stage  # pylint: disable=C0415
+        from hyper_parallel.auto_parallel.memory import estimate_memory  # pylint: disable=import-outside-toplevel
+        from hyper_parallel.auto_parallel.time_model import estimate_step_time  # pylint: disable=C0415
+        plan = dataclasses.replace(plan, layers_per_stage=tuple(balanced_layers_per_stage(shape, plan, train,
+                                                                                           cluster)))
+        memory, step = estimate_memory(shape, plan, train), estimate_step_time(shape, plan, train, cluster)
+    header = [f"written by hp-auto-parallel: {plan.label()} on {cluster.num_devices} x {cluster.name}",
+              f"estimated peak memory per device {memory.gib():.4f} GiB (at {memory.phase}), "
+              f"step {step.step_s:.4g} s, pipeline bubble {100 * step.bubble_fraction:.1f} %"]
+    if plan.pp > 1:
+        header.append(f"decoder layers per stage (balanced on estimated times): {list(plan.layers_per_stage)}")
+    tables = trainer_config(name, flav or "default", plan, train)
     Path(path).write_text(to_toml(tables, header="\n".join(header)), encoding="utf-8")
 
 

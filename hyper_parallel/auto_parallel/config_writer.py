@@ -6,8 +6,9 @@ The tables are the ones ``hyper_parallel.trainer.config.parse_config`` reads: ``
 the plan's world size), ``[model]`` (name, flavor), ``[parallelism]`` (the ``ParallelDims`` degrees,
 ``pp_schedule``/``pp_microbatches``, ``sequence_parallel``), ``[training]`` (``global_batch``,
 ``seq_len``, ``steps``, ``mixed_precision``), ``[optimizer]`` and ``[activation]`` (the
-``hyper_parallel.activation`` block). The estimates and a balanced ``layers_per_stage`` split go in
-the header comments (the trainer splits stages itself). The TOML is written by a small emitter for
+``hyper_parallel.activation`` block). A plan with ``layers_per_stage`` writes it as
+``parallelism.pp_layers_per_stage`` (decoder layers per pipeline stage, read by the trainer); the
+estimates go in the header comments. The TOML is written by a small emitter for
 flat tables of scalars and lists, which is all a trainer config holds.
 """
 from __future__ import annotations
@@ -29,6 +30,8 @@ def trainer_config(model: str, flavor: str, plan: ParallelPlan, train: TrainConf
     if plan.pp > 1:
         par["pp_schedule"] = plan.schedule
         par["pp_microbatches"] = plan.microbatches
+        if plan.layers_per_stage is not None:
+            par["pp_layers_per_stage"] = list(plan.layers_per_stage)
     return {
         "job": {"name": name, "nproc": plan.world_size, "out_dir": f"runs/{name}"},
         "model": {"name": model, "flavor": flavor},

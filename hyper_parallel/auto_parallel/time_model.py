@@ -26,7 +26,7 @@ from hyper_parallel.auto_parallel.memory import cached_schedule, check_divisible
 from hyper_parallel.auto_parallel.plan import ParallelPlan, TrainConfig
 from hyper_parallel.auto_parallel.shape import ModelShape, model_shape
 
-__all__ = ["TimeEstimate", "estimate_step_time", "layer_flops", "head_flops", "OPS_PER_LAYER"]
+__all__ = ["TimeEstimate", "estimate_step_time", "layer_flops", "head_flops", "part_costs", "OPS_PER_LAYER"]
 
 # aten calls of one Llama decoder layer's forward (norms 2x5, 4 projections, rotary 2x6, SDPA, SwiGLU 5,
 # residuals 2, views ~8); backward runs about twice as many. Counted with TorchDispatchMode on the tiny Llama.
@@ -163,6 +163,24 @@ def _simulate(name: str, pp: int, m: int, v: int, stage_f: Tuple[float, ...], st
     return simulate_schedule(sched, cost, comm_latency=p2p).makespan
 
 
+def _forward_backward(c: Dict[str, float], recompute: float) -> Tuple[float, float]:
+    """Forward and backward seconds of one microbatch from :func:`_stage_cost`'s parts (the backward does
+    twice the matmul work and passes the CP ring twice; a full recomputation repeats the forward)."""
+    fwd = sum(c.values())
+    return fwd, 2 * c["compute"] + c["tp_comm"] + 2 * c["cp_comm"] + c["ep_comm"] + recompute * fwd
+
+
+def part_costs(model_config, plan: ParallelPlan, train_config: TrainConfig, cluster: ClusterSpec) -> List[float]:
+    """Forward + backward seconds of one microbatch on one rank for every part a pipeline splits: the
+    embedding, each decoder layer, then the final norm + head + loss (``len = num_layers + 2``), the input of
+    :func:`~hyper_parallel.auto_parallel.balance.balance_stages`."""
+    spec = model_shape(model_config)
+    recompute = 1.0 if plan.activation == "full" else 0.0
+    parts = [([], True, False)] + [([i], False, False) for i in range(spec.num_layers)] + [([], False, True)]
+    return [sum(_forward_backward(_stage_cost(spec, plan, train_config, cluster, ids, first, last), recompute))
+            for ids, first, last in parts]
+
+
 def estimate_step_time(model_config, plan: ParallelPlan, train_config: TrainConfig, cluster: ClusterSpec
                        ) -> TimeEstimate:
     """Seconds per training step of ``plan`` on ``cluster`` with a per-component breakdown (module docstring)."""
@@ -174,9 +192,8 @@ def estimate_step_time(model_config, plan: ParallelPlan, train_config: TrainConf
     last = plan.num_stages - 1
     costs = {s: _stage_cost(spec, plan, train, cluster, ids, s == 0, s == last) for s, ids in enumerate(layers)}
     recompute = 1.0 if plan.activation == "full" else 0.0
-    fwd = {s: sum(c.values()) for s, c in costs.items()}
-    bwd = {s: 2 * c["compute"] + c["tp_comm"] + 2 * c["cp_comm"] + c["ep_comm"] + recompute * sum(c.values())
-           for s, c in costs.items()}
+    fwd = {s: _forward_backward(c, recompute)[0] for s, c in costs.items()}
+    bwd = {s: _forward_backward(c, recompute)[1] for s, c in costs.items()}
     share = cluster.host_share(min(plan.world_size, cluster.devices_per_node))
     owners = _owners(plan)
     busiest = max(owners, key=lambda r: sum(fwd[s] + bwd[s] for s in owners[r]))

@@ -7,8 +7,8 @@ torchrun). The tracked memory is the CPU allocator's live bytes (``AllocationTra
 allocation events replayed by address, so a buffer that a gloo worker thread frees unseen does not make
 the total drift) relative to just before the model is built, so it holds parameters, gradients,
 optimizer states, activations, FSDP buffers and temporaries; the peak is the highest of the
-steady-state steps (optimizer states exist), each step's peak is returned too. Step time: the median over the timed steps of the slowest rank, measured after the tracked
-steps without the profiler.
+steady-state steps (optimizer states exist), each step's peak is returned too. Step time: the median
+over the timed steps of the slowest rank, measured after the tracked steps without the profiler.
 """
 from __future__ import annotations
 

@@ -148,3 +148,37 @@ def test_plan_label_and_explicit_stage_split():
     assert est.per_rank[0] > est.per_rank[1]  # three layers and 2 in-flight microbatches on stage 0
     with pytest.raises(ValueError, match="sums to 3"):
         estimate_memory(SMALL, ParallelPlan(pp=2, microbatches=2, layers_per_stage=[2, 1]), TrainConfig(8, 64))
+
+
+def test_balanced_layers_per_stage_gives_the_heavy_head_stage_fewer_layers():
+    """vocab 8192 makes the head cost several layers: the last stage takes fewer decoder layers, the
+    embedding (cheap) barely moves the first; the split is balance_stages over part_costs."""
+    from hyper_parallel.auto_parallel.balance import balanced_layers_per_stage
+    from hyper_parallel.auto_parallel.time_model import part_costs
+    shape = ModelShape(8192, 256, 688, 8, 8, 4, 32)
+    plan, train = ParallelPlan(pp=2, microbatches=2), TrainConfig(8, 64)
+    cluster = CLUSTER_PRESETS["cpu-gloo-2core"].with_devices(2)
+    costs = part_costs(shape, plan, train, cluster)
+    assert len(costs) == 10 and costs[-1] > 2 * costs[1] > 0 and costs[0] < costs[1]
+    split = balanced_layers_per_stage(shape, plan, train, cluster)
+    assert sum(split) == 8 and split[0] > split[1]
+    assert [split[0] + 1, split[1] + 1] == balance_stages(costs, 2)
+    with pytest.raises(ValueError, match="no pipeline"):
+        balanced_layers_per_stage(shape, ParallelPlan(), train, cluster)
+
+
+def test_cli_writes_the_balanced_stage_split_the_trainer_reads(tmp_path):
+    out = tmp_path / "pp.toml"
+    res = CliRunner().invoke(main, ["--model", "llama3", "--flavor", "small", "--devices", "2", "--memory", "1GiB",
+                                    "--cluster", "cpu-gloo-2core", "--global-batch", "8", "--seq-len", "64",
+                                    "-c", "pp=2", "-c", "schedule=1F1B", "--write-config", str(out)])
+    assert res.exit_code == 0, res.output
+    cfg = tomllib.loads(out.read_text())
+    from hyper_parallel.auto_parallel.balance import balanced_layers_per_stage
+    from hyper_parallel.trainer.config import parse_config
+    job = parse_config(cfg, str(out))
+    best = search(SMALL, CLUSTER_PRESETS["cpu-gloo-2core"].with_devices(2, "1GiB"), 8, 64,
+                  {"pp": 2, "schedule": "1F1B"})[0].plan
+    expected = balanced_layers_per_stage(SMALL, best, TrainConfig(8, 64), CLUSTER_PRESETS["cpu-gloo-2core"])
+    assert cfg["parallelism"]["pp_layers_per_stage"] == expected and sum(expected) == 4
+    assert list(job.parallelism.pp_layers_per_stage) == expected and job.parallelism.pp == 2
