@@ -22,6 +22,9 @@ _BUILTIN: Dict[str, str] = {
     "deepseek_v3": "hyper_parallel.models.deepseek_v3",
 }
 _REGISTERED: Dict[str, ModelSpec] = {}
+#: (name, backend) -> module defining ``MODEL_SPEC`` for a backend other than torch
+_BUILTIN_BACKENDS: Dict[tuple, str] = {("llama3", "mindspore"): "hyper_parallel.models.llama3._mindspore"}
+_BACKEND_SPECS: Dict[tuple, ModelSpec] = {}
 
 
 def register_model_spec(spec: ModelSpec, *, override: bool = False) -> ModelSpec:
@@ -40,8 +43,11 @@ def list_models() -> List[str]:
     return sorted(set(_BUILTIN) | set(_REGISTERED))
 
 
-def get_model_spec(name: str) -> ModelSpec:
-    """The :class:`ModelSpec` of model ``name`` (imports a built-in model's package on first use)."""
+def get_model_spec(name: str, backend: str = "torch") -> ModelSpec:
+    """The :class:`ModelSpec` of model ``name`` (imports a built-in model's package on first use);
+    ``backend="mindspore"``: the MindSpore implementation (``llama3`` has one)."""
+    if backend != "torch":
+        return _backend_spec(name, backend)
     spec = _REGISTERED.get(name)
     if spec is not None:
         return spec
@@ -50,4 +56,18 @@ def get_model_spec(name: str) -> ModelSpec:
         raise KeyError(f"get_model_spec: unknown model {name!r}; known models: {list_models()}")
     spec = importlib.import_module(module).MODEL_SPEC
     _REGISTERED[name] = spec
+    return spec
+
+
+def _backend_spec(name: str, backend: str) -> ModelSpec:
+    key = (name, backend)
+    spec = _BACKEND_SPECS.get(key)
+    if spec is not None:
+        return spec
+    module = _BUILTIN_BACKENDS.get(key)
+    if module is None:
+        have = sorted(f"{n} ({b})" for n, b in _BUILTIN_BACKENDS)
+        raise KeyError(f"get_model_spec: model {name!r} has no {backend} implementation; {backend} models: {have}")
+    spec = importlib.import_module(module).MODEL_SPEC
+    _BACKEND_SPECS[key] = spec
     return spec

@@ -49,6 +49,9 @@ def register_backend(name: str, factory: "str | Callable[[Any], Any]") -> None:
     _BACKENDS[name] = factory
 
 
+register_backend("mindspore", "hyper_parallel.trainer._mindspore.backend:MindSporeTrainerBackend")
+
+
 def get_backend_factory(name: str) -> Callable[[Any], Any]:
     """The factory registered for ``name`` (``[job] backend``)."""
     factory = _BACKENDS.get(name)

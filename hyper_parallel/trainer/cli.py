@@ -137,10 +137,10 @@ def _demo_phases(trainer: Any, history: Sequence[Dict[str, Any]]) -> bool:
     return ok
 
 
-def run(cfg: JobConfig) -> int:
+def run(cfg: JobConfig, distributed: bool = True) -> int:
     """Train as ``cfg`` says (inside a launched job), then the demo phases; returns the exit status."""
     from hyper_parallel.trainer.api import LLMTrainer  # pylint: disable=import-outside-toplevel
-    trainer = LLMTrainer(cfg)
+    trainer = LLMTrainer(cfg, distributed=distributed)
     start = time.perf_counter()
     try:
         trainer.setup()
@@ -176,6 +176,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from hyper_parallel.trainer.config import config_to_dict  # pylint: disable=import-outside-toplevel
             print(json.dumps(config_to_dict(cfg), indent=2))
             return 0
+        if cfg.job.backend == "mindspore":  # MindSpore cluster launch: hyper_parallel/trainer/_mindspore/launch.py
+            from hyper_parallel.trainer._mindspore.launch import run_mindspore  # noqa  # pylint: disable=C0415
+            return run_mindspore(cfg, argv, run, args.max_restarts)
         if not _under_launcher():
             try:
                 parallel_degrees(cfg.parallelism, cfg.job.nproc)

@@ -313,13 +313,19 @@ def _apply_sequence(style, module: nn.Cell, device_mesh: "DeviceMesh") -> nn.Cel
         pl = Shard(seq % len(xd.shape))
         if xd.placements != (pl,):
             xd = xd.redistribute(device_mesh, [pl])
-        for n in names:  # shadow each Parameter with itself plus a gradient all-reduce (parameter hook migration)
-            cell.__dict__[n] = plat.grad_all_reduce(cell._params[n], group)  # pylint: disable=protected-access
+        # shadow each Parameter with itself plus a gradient all-reduce (parameter hook migration); under
+        # fully_shard the value shadowed is the gathered one fully_shard installed, restored afterwards
+        saved = {n: cell.__dict__[n] for n in names if n in cell.__dict__}
+        for n in names:
+            cell.__dict__[n] = plat.grad_all_reduce(saved.get(n, cell._params[n]), group)  # noqa  # pylint: disable=W0212
         try:
             y = inner(xd.to_local(), *args, **kwargs)
         finally:
             for n in names:
-                cell.__dict__.pop(n, None)
+                if n in saved:
+                    cell.__dict__[n] = saved[n]
+                else:
+                    cell.__dict__.pop(n, None)
         out = DTensor(y, DTensorSpec(device_mesh, (pl,), tuple(xd.shape[:-1]) + (y.shape[-1],)))
         return out.to_local() if style.use_local_output else out
 

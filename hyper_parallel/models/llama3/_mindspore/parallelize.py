@@ -1,0 +1,56 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""The TP (+ sequence parallel, + loss parallel) and FSDP plan of the MindSpore Llama (the model code never
+mentions a mesh): the torch plan's styles (``llama_tp_plan``) applied by ``hyper_parallel.tp`` 's MindSpore
+styles, then ``fully_shard`` (``hyper_parallel.fsdp._mindspore``) per decoder layer and on the root."""
+from __future__ import annotations
+
+from hyper_parallel.models.llama3.parallelize import llama_tp_plan
+from hyper_parallel.models.spec import fsdp_mesh as fsdp_mesh_of
+
+__all__ = ["parallelize_llama3", "llama_tp_plan", "UNSUPPORTED_DIMS"]
+
+#: degrees the MindSpore plan refuses (their implementations are torch-only)
+UNSUPPORTED_DIMS = ("cp", "pp", "ep")
+
+
+def _check(model, world_mesh, dims) -> None:
+    for name in UNSUPPORTED_DIMS:
+        if getattr(dims, name, 1) > 1:
+            raise ValueError(f"parallelize_llama3 (MindSpore): parallel degree {name}={getattr(dims, name)} is not "
+                             f"supported on MindSpore (TP, FSDP and HSDP are); set parallelism.{name} = 1")
+    if dims.tp > 1 and dims.dp_replicate > 1:
+        raise ValueError("parallelize_llama3 (MindSpore): TP with dp_replicate > 1 (HSDP x TP) is not supported by "
+                         "MindSpore fully_shard; set parallelism.dp_replicate = 1")
+    cfg = model.config
+    if dims.tp > 1:
+        for what in ("num_attention_heads", "num_key_value_heads", "intermediate_size", "vocab_size"):
+            if getattr(cfg, what) % dims.tp:
+                raise ValueError(f"parallelize_llama3 (MindSpore): {what}={getattr(cfg, what)} is not divisible by "
+                                 f"the TP degree {dims.tp}")
+    names = tuple(world_mesh.mesh_dim_names or ())
+    if dims.tp > 1 and "tp" not in names:
+        raise ValueError(f"parallelize_llama3 (MindSpore): the world mesh {names} has no 'tp' dimension")
+
+
+def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: bool = True,
+                       loss_parallel: bool = False, activation=None, **fsdp_kwargs):
+    """The MindSpore registry entry's ``parallelize_fn``: TP + SP (+ loss parallel: the logits stay a
+    ``Shard(-1)`` DTensor for ``LlamaForCausalLM.loss``) on ``world_mesh["tp"]``, then FSDP (HSDP with
+    ``dp_replicate > 1``) per decoder layer and on the root over ``dp_shard`` (``fsdp_kwargs`` go to
+    ``fully_shard``). ``parallel_dims``: ``hyper_parallel.models.ParallelDims`` or the trainer's. Context,
+    pipeline and expert parallel and ``activation`` policies are refused with an error naming the key."""
+    if activation:
+        raise ValueError("parallelize_llama3 (MindSpore): an activation policy ([activation]) is not supported by "
+                         "the MindSpore trainer path; remove the [activation] section")
+    _check(model, world_mesh, parallel_dims)
+    if parallel_dims.tp > 1:
+        from hyper_parallel.tp import parallelize_module  # pylint: disable=import-outside-toplevel
+        parallelize_module(model, world_mesh["tp"], llama_tp_plan(sequence_parallel, loss_parallel))
+    shard_mesh = fsdp_mesh_of(world_mesh, parallel_dims)
+    if shard_mesh is not None:
+        from hyper_parallel.fsdp._mindspore.fully_shard import fully_shard  # pylint: disable=import-outside-toplevel
+        for layer in model.model.layers:
+            fully_shard(layer, mesh=shard_mesh, **fsdp_kwargs)
+        fully_shard(model, mesh=shard_mesh, **fsdp_kwargs)
+    return model

@@ -1,0 +1,214 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""The MindSpore trainer backend: the mccl process group, the ``(dp_shard, tp)`` mesh, the MindSpore Llama 3
+(``get_model_spec("llama3", backend="mindspore")``) with its TP + sequence-parallel + FSDP plan, the
+MindSpore AdamW/Muon and LR schedule of ``hyper_parallel.optim`` (same factories and formulas as torch),
+clipping by the global norm of the sharded gradients, gradient accumulation, and checkpoints through
+``hyper_parallel.checkpoint`` 's MindSpore save/load. Mirrors ``hyper_parallel.trainer._torch.backend``.
+
+Initial weights: when torch is importable the model starts from the torch model's weights for the same
+seed (``torch.manual_seed(job.seed)`` then the torch constructor, as the torch backend builds it), so a
+MindSpore run and a torch run of one config start from the same point; else from the MindSpore model's own
+seeded, layout-independent init. Either way every rank builds the full weights before sharding.
+"""
+from __future__ import annotations
+
+import resource
+import time
+from typing import Any, Dict, List
+
+import mindspore as ms
+import numpy as np
+
+from hyper_parallel.trainer._mindspore.launch import check_mindspore_config
+from hyper_parallel.trainer.models import build_model_config
+from hyper_parallel.trainer.parallel_dims import ParallelDims
+
+__all__ = ["MindSporeTrainerBackend", "torch_initial_weights"]
+
+
+def torch_initial_weights(name: str, mcfg: Any, seed: int) -> Any:
+    """``{name: ndarray}`` of the torch model's initial weights for ``seed`` (what the torch backend starts
+    from), or None when torch is not installed."""
+    try:
+        import torch  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        return None
+    from hyper_parallel.models import get_model_spec  # pylint: disable=import-outside-toplevel
+    torch.manual_seed(seed)
+    model = get_model_spec(name).model_cls(mcfg)
+    return {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+
+
+def _flops_per_token(cfg: Any, n_params: int, seq_len: int) -> float:
+    """6 N + 12 L H S (the torch backend's estimate)."""
+    return 6.0 * n_params + 12.0 * cfg.num_hidden_layers * cfg.hidden_size * seq_len
+
+
+class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
+    """See :class:`hyper_parallel.trainer.api.TrainerBackend`; ``[job] backend = "mindspore"``."""
+
+    name = "mindspore"
+
+    def __init__(self, trainer: Any) -> None:
+        check_mindspore_config(trainer.config)
+        self.trainer = trainer
+        self.config = trainer.config
+        self.rank = 0
+        self.world_size = 1
+        self.dims: Any = None
+        self.mesh: Any = None
+        self.model: Any = None
+        self.optimizer: Any = None
+        self.scheduler: Any = None
+        self.dp_rank = 0
+        self.dp_size = 1
+        self.flops_per_token = 0.0
+        self.peak_flops = 0.0
+        self._plat: Any = None
+        self._world_group: Any = None
+        self._specs: Dict[str, Any] = {}
+        self._grad_fn: Any = None
+
+    # ------------------------------------------------------------------ process group / meshes
+    def init_distributed(self) -> None:
+        """Join the mccl process group started by the launcher; the world mesh of the config's degrees."""
+        par = self.config.parallelism
+        ms.set_context(mode=ms.PYNATIVE_MODE)
+        ms.set_device("CPU")
+        if self.trainer.distributed:
+            import hyper_parallel as hp  # pylint: disable=import-outside-toplevel
+            from hyper_parallel.platform import get_platform  # pylint: disable=import-outside-toplevel
+            self._plat = get_platform("mindspore")
+            if not self._plat.is_initialized():
+                hp.init_process_group(platform="mindspore")
+            self.rank, self.world_size = self._plat.get_rank(), self._plat.get_world_size()
+            self._world_group = self._plat.new_group(range(self.world_size))
+        self.dims = ParallelDims(dp_replicate=par.dp_replicate, dp_shard=par.dp_shard, cp=par.cp, tp=par.tp,
+                                 pp=par.pp, ep=par.ep, world_size=self.world_size)
+        if self.trainer.distributed:
+            from hyper_parallel.core.device_mesh import init_device_mesh  # pylint: disable=import-outside-toplevel
+            names, sizes = zip(*self.dims.mesh_dims)
+            self.mesh = init_device_mesh("cpu", sizes, mesh_dim_names=names, platform="mindspore")
+            self.dp_rank, self.dp_size = self.dims.dp_rank(self.rank), self.dims.dp
+
+    def barrier(self) -> None:
+        """All ranks meet."""
+        if self.trainer.distributed:
+            self._plat.barrier()
+
+    # ------------------------------------------------------------------ model / optimizer
+    def _build_model(self, vocab_size: int) -> Any:
+        from hyper_parallel.models import get_model_spec  # pylint: disable=import-outside-toplevel
+        cfg = self.config
+        name = "llama3" if cfg.model.name == "llama" else cfg.model.name
+        mcfg = build_model_config(name, cfg.model.flavor, vocab_size=vocab_size,
+                                  max_position_embeddings=max(cfg.training.seq_len, 128))
+        spec = get_model_spec(name, backend="mindspore")
+        model = spec.model_cls(mcfg, seed=cfg.job.seed)
+        weights = torch_initial_weights(name, mcfg, cfg.job.seed)
+        if weights is not None:
+            model.load_numpy(weights)
+        n_params = sum(int(np.prod(p.shape)) for p in model.get_parameters())
+        self.flops_per_token = _flops_per_token(mcfg, n_params, cfg.training.seq_len)
+        return model, spec
+
+    def setup(self, dataset: Any) -> None:
+        """Model sized to the tokenizer, parallelised (TP + SP, FSDP); optimizer and schedule."""
+        cfg = self.config
+        model, spec = self._build_model(dataset.vocab_size)
+        if self.trainer.distributed:
+            from hyper_parallel.models import ParallelDims as ModelDims  # pylint: disable=import-outside-toplevel
+            dims = self.dims
+            model_dims = ModelDims(world_size=dims.world_size, dp_replicate=dims.dp_replicate,
+                                   dp_shard=dims.dp_shard, cp=dims.cp, tp=dims.tp, pp=dims.pp, ep=dims.ep)
+            model = spec.parallelize_fn(model, self.mesh, model_dims,
+                                        sequence_parallel=cfg.parallelism.sequence_parallel)
+        self.model = model
+        from hyper_parallel.optim._mindspore.factory import (get_hyper_lr_scheduler,  # noqa  # pylint: disable=C0415
+                                                             get_hyper_optimizer)
+        from hyper_parallel.optim._mindspore.optimizers import parameter_specs  # pylint: disable=C0415
+        ocfg = dict(cfg.optimizer)
+        ocfg.setdefault("total_steps", cfg.training.steps)
+        self.optimizer = get_hyper_optimizer(model, ocfg)
+        self.scheduler = get_hyper_lr_scheduler(self.optimizer, ocfg)
+        self._specs = parameter_specs(model)
+        self._grad_fn = ms.value_and_grad(self._scaled_loss, None, list(self.optimizer.parameters))
+
+    def checkpoint_states(self) -> Dict[str, Any]:
+        """Model, optimizer and LR schedule as ``Stateful`` s (no RNG: the MindSpore model draws none)."""
+        from hyper_parallel.checkpoint import ModelState, OptimizerState  # pylint: disable=import-outside-toplevel
+        return {"model": ModelState(self.model), "optim": OptimizerState(self.model, self.optimizer),
+                "lr_scheduler": self.scheduler}
+
+    # ------------------------------------------------------------------ steps
+    @staticmethod
+    def _tensors(rows: List[List[int]]):
+        batch = np.asarray(rows, dtype=np.int32)
+        return ms.Tensor(batch[:, :-1]), ms.Tensor(batch[:, 1:])
+
+    def _loss(self, ids, labels):
+        return type(self.model).loss(self.model(ids), labels)
+
+    def _scaled_loss(self, ids, labels, scale):
+        return self._loss(ids, labels) * scale
+
+    def _mean_over_ranks(self, value: float) -> float:
+        """The loss averaged over the data-parallel ranks (TP ranks hold the same value: averaging over the
+        world is the same)."""
+        if not self.trainer.distributed or self.world_size == 1:
+            return value
+        from hyper_parallel.platform.mindspore.collectives import raw_all_reduce  # noqa  # pylint: disable=C0415
+        total = raw_all_reduce(ms.Tensor([value], ms.float32), "sum", self._world_group)
+        return float(total.asnumpy()[0]) / self.world_size
+
+    def train_step(self, rows: List[List[int]]) -> Dict[str, Any]:
+        """Forward/backward over ``grad_accum`` micro-batches (gradients summed), clip, optimizer and LR steps."""
+        t = self.config.training
+        start = time.perf_counter()
+        micro = len(rows) // t.grad_accum
+        scale = ms.Tensor(1.0 / t.grad_accum, ms.float32)
+        total, grads = 0.0, None
+        for i in range(t.grad_accum):
+            loss, g = self._grad_fn(*self._tensors(rows[i * micro:(i + 1) * micro]), scale)
+            total += float(loss.asnumpy())
+            grads = list(g) if grads is None else [a + b for a, b in zip(grads, g)]
+        params = list(self.optimizer.parameters)
+        grad_norm = 0.0
+        if t.clip_grad_norm > 0:
+            from hyper_parallel.optim._mindspore.clip import clip_grad_norm  # pylint: disable=C0415
+            grads, grad_norm = clip_grad_norm(params, grads, t.clip_grad_norm, self._specs,
+                                              self._world_group if self.trainer.distributed else None,
+                                              self.world_size)
+        lr = self.scheduler.get_last_lr()[0]
+        self.optimizer.step(tuple(grads))
+        self.scheduler.step()
+        compute = time.perf_counter() - start
+        return {"loss": self._mean_over_ranks(total), "grad_norm": grad_norm, "lr": lr, "compute_s": compute}
+
+    def eval_loss(self, rows: List[List[int]]) -> float:
+        """Held-out loss of this batch (mean over the ranks); no gradient."""
+        return self._mean_over_ranks(float(self._loss(*self._tensors(rows)).asnumpy()))
+
+    # ------------------------------------------------------------------ monitors
+    def peak_memory_mib(self) -> float:
+        """Peak resident set of this process (MindSpore's CPU backend keeps tensors in host memory)."""
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    def moe_stats(self) -> Dict[str, Any]:
+        """The MindSpore Llama has no MoE layers."""
+        return {}
+
+    def start_profiler(self) -> Any:
+        """Refused when the config is checked (``metrics.profile_steps``)."""
+        raise ValueError("metrics.profile_steps: profiling is not supported by the MindSpore trainer backend")
+
+    def stop_profiler(self, prof: Any, path: str) -> None:
+        """Refused when the config is checked (``metrics.profile_steps``)."""
+        raise ValueError(f"metrics.profile_steps: profiling ({prof!r} -> {path}) is not supported by the MindSpore "
+                         "trainer backend")
+
+    def shutdown(self) -> None:
+        """Leave the process group at a barrier (the launcher ends the cluster)."""
+        if self.trainer.distributed and self._plat is not None and self._plat.is_initialized():
+            self._plat.barrier()

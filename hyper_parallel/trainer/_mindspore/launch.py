@@ -1,0 +1,165 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""``hp-train`` with ``[job] backend = "mindspore"``: what the MindSpore path refuses, and the cluster launch.
+
+``hp-train --config FILE`` started by hand validates the config and then starts the MindSpore cluster itself
+with MindSpore's dynamic-cluster variables (what ``msrun`` does): one scheduler process (``MS_ROLE=MS_SCHED``)
+and ``job.nproc`` workers (``MS_ROLE=MS_WORKER``, ``MS_NODE_ID`` = rank) on 127.0.0.1 and a free port; each
+worker runs ``hp-train`` again (it sees ``MS_ROLE`` and trains). Rank 0 prints the progress; a failing
+rank ends the others. ``job.nproc = 1`` trains in this process without a cluster. Under ``msrun`` (the
+variables already set) ``hp-train`` trains directly: ``msrun --worker_num 4 --local_worker_num 4
+--master_port 8118 --join True $(which hp-train) --config configs/mindspore_tp_fsdp.toml``.
+Standard library only (no MindSpore import here).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import traceback
+from typing import Callable, List, Optional, Sequence
+
+from hyper_parallel.trainer.config import ConfigError, JobConfig
+
+__all__ = ["check_mindspore_config", "run_mindspore", "launch_cluster", "run_worker"]
+
+_SCHED_CODE = "from mindspore.communication import init; init()"
+#: after one worker fails, how long the others get to finish before they are ended
+_GRACE_S = 10.0
+
+
+def _refuse(cfg: JobConfig, key: str, why: str) -> ConfigError:
+    return ConfigError(f"{cfg.source}: {key}: {why} (job.backend = 'mindspore'; the torch backend has it)")
+
+
+def check_mindspore_config(cfg: JobConfig) -> None:
+    """Refuse, naming the key, what the MindSpore trainer path cannot do: pipeline, context and expert parallel,
+    HSDP x TP, bf16, compile, activation policies, profiling, fault injection, models other than the dense
+    ``llama3`` flavors."""
+    par, tr = cfg.parallelism, cfg.training
+    for key, why in (("pp", "pipeline parallel"), ("cp", "context parallel"), ("ep", "expert parallel")):
+        if getattr(par, key) != 1:
+            raise _refuse(cfg, f"parallelism.{key}", f"{why} is not supported on MindSpore; set it to 1")
+    if par.dp_replicate != 1 and par.tp != 1:
+        raise _refuse(cfg, "parallelism.dp_replicate", "HSDP together with TP is not supported by MindSpore "
+                      "fully_shard; set it to 1")
+    if cfg.model.name not in ("llama3", "llama"):
+        raise _refuse(cfg, "model.name", f"{cfg.model.name!r} has no MindSpore implementation; use 'llama3'")
+    if "moe" in cfg.model.flavor:
+        raise _refuse(cfg, "model.flavor", f"{cfg.model.flavor!r} is a MoE flavor; the MindSpore Llama is dense "
+                      "(use 'debug' or 'small')")
+    if tr.mixed_precision != "fp32":
+        raise _refuse(cfg, "training.mixed_precision", f"{tr.mixed_precision!r} is not supported (MindSpore's CPU "
+                      "kernels have no bf16 matmul); use 'fp32'")
+    if tr.compile:
+        raise _refuse(cfg, "training.compile", "torch.compile does not apply; set it to false")
+    if cfg.activation:
+        raise _refuse(cfg, "activation", "activation policies are not wired into the MindSpore trainer; remove the "
+                      "[activation] section")
+    if cfg.metrics.profile_steps:
+        raise _refuse(cfg, "metrics.profile_steps", "the profiler callback is torch-only; set it to []")
+    if cfg.fault.kill_at_step:
+        raise _refuse(cfg, "fault.kill_at_step", "the killed-rank restart runs under torchrun only; set it to 0")
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(role: str, port: int, world: int, rank: Optional[int]) -> dict:
+    env = dict(os.environ)
+    threads = max(1, (os.cpu_count() or 1) // max(1, world))
+    env.update({"MS_ROLE": role, "MS_SCHED_HOST": "127.0.0.1", "MS_SCHED_PORT": str(port),
+                "MS_WORKER_NUM": str(world), "HYPER_PARALLEL_BACKEND": "mindspore",
+                "GLOG_v": env.get("GLOG_v", "3"), "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", str(threads))})
+    if rank is not None:
+        env.update({"MS_NODE_ID": str(rank), "RANK_ID": str(rank)})
+    return env
+
+
+def _end(procs: Sequence[subprocess.Popen]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+    for p in procs:
+        p.wait()
+
+
+def _wait_workers(workers: List[subprocess.Popen]) -> int:
+    """The first non-zero exit code (the others are ended ``_GRACE_S`` after it), else 0."""
+    failed_at: Optional[float] = None
+    code = 0
+    while True:
+        codes = [w.poll() for w in workers]
+        if all(c is not None for c in codes):
+            return code or next((c for c in codes if c), 0)
+        bad = [c for c in codes if c]
+        if bad and failed_at is None:
+            failed_at, code = time.monotonic(), bad[0]
+        if failed_at is not None and time.monotonic() - failed_at > _GRACE_S:
+            _end(workers)
+            return code
+        time.sleep(0.2)
+
+
+def launch_cluster(argv: Sequence[str], nproc: int) -> int:
+    """Start the scheduler and ``nproc`` workers running ``hp-train argv``; returns the job's exit code."""
+    port = _free_port()
+    procs: List[subprocess.Popen] = []
+    try:
+        procs.append(subprocess.Popen(  # pylint: disable=consider-using-with
+            [sys.executable, "-c", _SCHED_CODE], env=_env("MS_SCHED", port, nproc, None), stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True))
+        for rank in range(nproc):
+            procs.append(subprocess.Popen(  # pylint: disable=consider-using-with
+                [sys.executable, "-m", "hyper_parallel.trainer.cli", *argv],
+                env=_env("MS_WORKER", port, nproc, rank), start_new_session=True))
+        return _wait_workers(procs[1:])
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        _end(procs)
+
+
+def run_mindspore(cfg: JobConfig, argv: Sequence[str], run: Callable[..., int], max_restarts: int = 0) -> int:
+    """``hp-train``'s MindSpore path: train here (under a launcher, or ``job.nproc = 1``) with ``run(cfg,
+    distributed=...)``, or start the cluster."""
+    check_mindspore_config(cfg)
+    if max_restarts:
+        raise ConfigError(f"{cfg.source}: --max-restarts: restarts are torchrun's; not available with "
+                          "job.backend = 'mindspore'")
+    if os.environ.get("MS_ROLE") == "MS_SCHED":  # msrun runs the script in its scheduler process too
+        from mindspore.communication import init  # pylint: disable=import-outside-toplevel
+        init()
+        return 0
+    if os.environ.get("MS_ROLE") == "MS_WORKER":
+        run_worker(cfg, run)
+    if cfg.job.nproc == 1:
+        os.environ.setdefault("HYPER_PARALLEL_BACKEND", "mindspore")
+        return run(cfg, distributed=False)
+    sys.stdout.flush()
+    return launch_cluster(list(argv), cfg.job.nproc)
+
+
+def run_worker(cfg: JobConfig, run: Callable[..., int]) -> None:
+    """A cluster worker: ``run(cfg)``, then leave with its exit code without MindSpore's cluster teardown (it
+    can hang once a peer has gone); a bad value is reported as hp-train reports it (exit code 2)."""
+    try:
+        code = run(cfg, distributed=True)
+    except ValueError as exc:
+        print(f"hp-train: error: {exc}", file=sys.stderr)
+        code = 2
+    except BaseException:  # pylint: disable=broad-except  # reported, then the process leaves
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # pylint: disable=protected-access

@@ -1,0 +1,49 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""UT (pure): what ``job.backend = "mindspore"`` refuses, each with an error naming the key, and hp-train's
+exit code 2 for it (no launch)."""
+import re
+
+import pytest
+
+from hyper_parallel.trainer.config import ConfigError, load_config
+
+CONFIG = "configs/mindspore_tp_fsdp.toml"
+
+REFUSED = [
+    ("parallelism.pp", 2, "pipeline parallel"),
+    ("parallelism.cp", 2, "context parallel"),
+    ("parallelism.ep", 2, "expert parallel"),
+    ("parallelism.dp_replicate", 2, "HSDP together with TP"),
+    ("model.name", "qwen3", "no MindSpore implementation"),
+    ("model.flavor", "debug_moe", "MoE flavor"),
+    ("training.mixed_precision", "bf16", "bf16"),
+    ("training.compile", True, "torch.compile"),
+    ("metrics.profile_steps", [2], "profiler"),
+    ("fault.kill_at_step", 2, "torchrun"),
+]
+
+
+@pytest.mark.parametrize("key,value,why", REFUSED)
+def test_mindspore_refuses_naming_the_key(key, value, why):
+    from hyper_parallel.trainer._mindspore.launch import check_mindspore_config
+    overrides = [(key, value)]
+    if key == "parallelism.dp_replicate":
+        overrides.append(("parallelism.dp_shard", 1))
+    cfg = load_config(CONFIG, overrides)
+    with pytest.raises(ConfigError, match=re.escape(key) + ": .*" + re.escape(why)):
+        check_mindspore_config(cfg)
+
+
+def test_the_config_itself_passes_and_hp_train_exits_2_on_a_refused_key(capsys):
+    from hyper_parallel.trainer._mindspore.launch import check_mindspore_config
+    from hyper_parallel.trainer.cli import main
+    cfg = load_config(CONFIG)
+    check_mindspore_config(cfg)
+    assert (cfg.job.backend, cfg.job.nproc, cfg.parallelism.dp_shard, cfg.parallelism.tp) == ("mindspore", 4, 2, 2)
+    assert main(["--config", CONFIG, "--parallelism.pp", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "parallelism.pp: pipeline parallel is not supported on MindSpore" in err and "Traceback" not in err
+    with pytest.raises(ConfigError, match="--max-restarts"):
+        from hyper_parallel.trainer._mindspore.launch import run_mindspore
+        run_mindspore(cfg, [], lambda *a, **k: 0, max_restarts=1)
