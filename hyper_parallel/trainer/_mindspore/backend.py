@@ -13,6 +13,7 @@ seeded, layout-independent init. Either way every rank builds the full weights b
 """
 from __future__ import annotations
 
+import os
 import resource
 import time
 from typing import Any, Dict, List
@@ -52,6 +53,11 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
 
     def __init__(self, trainer: Any) -> None:
         check_mindspore_config(trainer.config)
+        if trainer.distributed and "MS_ROLE" not in os.environ:  # no MindSpore cluster around this process
+            if trainer.config.job.nproc != 1:
+                raise ValueError(f"job.nproc = {trainer.config.job.nproc}: a MindSpore run on several ranks starts "
+                                 "under hp-train (which launches the cluster) or msrun")
+            trainer.distributed = False  # job.nproc = 1: this process alone, no process group
         self.trainer = trainer
         self.config = trainer.config
         self.rank = 0
