@@ -178,7 +178,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 0
         if cfg.job.backend == "mindspore":  # MindSpore cluster launch: hyper_parallel/trainer/_mindspore/launch.py
             from hyper_parallel.trainer._mindspore.launch import run_mindspore  # noqa  # pylint: disable=C0415
-            return run_mindspore(cfg, argv, run, args.max_restarts)
+            return run_mindspore(cfg, [sys.executable, "-m", "hyper_parallel.trainer.cli", *argv], run,
+                                 args.max_restarts)
         if not _under_launcher():
             try:
                 parallel_degrees(cfg.parallelism, cfg.job.nproc)

@@ -23,7 +23,7 @@ import numpy as np
 
 from hyper_parallel.trainer._mindspore.launch import check_mindspore_config
 from hyper_parallel.trainer.models import build_model_config
-from hyper_parallel.trainer.parallel_dims import ParallelDims
+from hyper_parallel.models.parallel_dims import ParallelDims
 
 __all__ = ["MindSporeTrainerBackend", "torch_initial_weights"]
 
@@ -93,9 +93,7 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         self.dims = ParallelDims(dp_replicate=par.dp_replicate, dp_shard=par.dp_shard, cp=par.cp, tp=par.tp,
                                  pp=par.pp, ep=par.ep, world_size=self.world_size)
         if self.trainer.distributed:
-            from hyper_parallel.core.device_mesh import init_device_mesh  # pylint: disable=import-outside-toplevel
-            names, sizes = zip(*self.dims.mesh_dims)
-            self.mesh = init_device_mesh("cpu", sizes, mesh_dim_names=names, platform="mindspore")
+            self.mesh = self.dims.build_mesh("cpu", platform="mindspore")
             self.dp_rank, self.dp_size = self.dims.dp_rank(self.rank), self.dims.dp
 
     def barrier(self) -> None:
@@ -124,11 +122,7 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         cfg = self.config
         model, spec = self._build_model(dataset.vocab_size)
         if self.trainer.distributed:
-            from hyper_parallel.models import ParallelDims as ModelDims  # pylint: disable=import-outside-toplevel
-            dims = self.dims
-            model_dims = ModelDims(world_size=dims.world_size, dp_replicate=dims.dp_replicate,
-                                   dp_shard=dims.dp_shard, cp=dims.cp, tp=dims.tp, pp=dims.pp, ep=dims.ep)
-            model = spec.parallelize_fn(model, self.mesh, model_dims,
+            model = spec.parallelize_fn(model, self.mesh, self.dims,
                                         sequence_parallel=cfg.parallelism.sequence_parallel)
         self.model = model
         from hyper_parallel.optim._mindspore.factory import (get_hyper_lr_scheduler,  # noqa  # pylint: disable=C0415

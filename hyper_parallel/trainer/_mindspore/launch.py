@@ -110,8 +110,9 @@ def _wait_workers(workers: List[subprocess.Popen]) -> int:
         time.sleep(0.2)
 
 
-def launch_cluster(argv: Sequence[str], nproc: int) -> int:
-    """Start the scheduler and ``nproc`` workers running ``hp-train argv``; returns the job's exit code."""
+def launch_cluster(command: Sequence[str], nproc: int) -> int:
+    """Start the scheduler and ``nproc`` workers each running ``command`` (``hp-train ARGS``); returns the job's
+    exit code."""
     port = _free_port()
     procs: List[subprocess.Popen] = []
     try:
@@ -120,7 +121,7 @@ def launch_cluster(argv: Sequence[str], nproc: int) -> int:
             stderr=subprocess.DEVNULL, start_new_session=True))
         for rank in range(nproc):
             procs.append(subprocess.Popen(  # pylint: disable=consider-using-with
-                [sys.executable, "-m", "hyper_parallel.trainer.cli", *argv],
+                list(command),
                 env=_env("MS_WORKER", port, nproc, rank), start_new_session=True))
         return _wait_workers(procs[1:])
     except KeyboardInterrupt:
@@ -129,9 +130,9 @@ def launch_cluster(argv: Sequence[str], nproc: int) -> int:
         _end(procs)
 
 
-def run_mindspore(cfg: JobConfig, argv: Sequence[str], run: Callable[..., int], max_restarts: int = 0) -> int:
+def run_mindspore(cfg: JobConfig, command: Sequence[str], run: Callable[..., int], max_restarts: int = 0) -> int:
     """``hp-train``'s MindSpore path: train here (under a launcher, or ``job.nproc = 1``) with ``run(cfg,
-    distributed=...)``, or start the cluster."""
+    distributed=...)``, or start the cluster whose workers run ``command`` (this hp-train command line)."""
     check_mindspore_config(cfg)
     if max_restarts:
         raise ConfigError(f"{cfg.source}: --max-restarts: restarts are torchrun's; not available with "
@@ -146,7 +147,7 @@ def run_mindspore(cfg: JobConfig, argv: Sequence[str], run: Callable[..., int], 
         os.environ.setdefault("HYPER_PARALLEL_BACKEND", "mindspore")
         return run(cfg, distributed=False)
     sys.stdout.flush()
-    return launch_cluster(list(argv), cfg.job.nproc)
+    return launch_cluster(command, cfg.job.nproc)
 
 
 def run_worker(cfg: JobConfig, run: Callable[..., int]) -> None:
