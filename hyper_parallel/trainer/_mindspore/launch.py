@@ -6,10 +6,8 @@
 with MindSpore's dynamic-cluster variables (what ``msrun`` does): one scheduler process (``MS_ROLE=MS_SCHED``)
 and ``job.nproc`` workers (``MS_ROLE=MS_WORKER``, ``MS_NODE_ID`` = rank) on 127.0.0.1 and a free port; each
 worker runs ``hp-train`` again (it sees ``MS_ROLE`` and trains). Rank 0 prints the progress; a failing
-rank ends the others. ``job.nproc = 1`` trains in this process without a cluster. Under ``msrun`` (the
-variables already set) ``hp-train`` trains directly: ``msrun --worker_num 4 --local_worker_num 4
---master_port 8118 --join True $(which hp-train) --config configs/mindspore_tp_fsdp.toml``.
-Standard library only (no MindSpore import here).
+rank ends the others. ``job.nproc = 1`` trains in this process without a cluster. Inside a MindSpore cluster
+(``MS_ROLE`` set, e.g. by ``msrun``) ``hp-train`` trains directly. No MindSpore import at module level.
 """
 from __future__ import annotations
 
