@@ -23,6 +23,9 @@ __all__ = ["ConfigError", "JobConfig", "ModelSection", "ParallelismSection", "Tr
            "parse_config", "parse_overrides", "config_to_dict", "parallel_degrees", "pipeline_stages"]
 
 MIXED_PRECISION = ("fp32", "bf16")
+#: ``training.compile_backend``: TorchInductor (generated C++/OpenMP kernels on CPU) or AOTAutograd without code
+#: generation (the same graph capture, seconds instead of a minute: for quick checks)
+COMPILE_BACKENDS = ("inductor", "aot_eager")
 BACKENDS = ("torch", "mindspore")
 ASYNC_MODES = ("disabled", "async")
 
@@ -72,7 +75,8 @@ class ParallelismSection:
 
 @dataclass
 class TrainingSection:
-    """``[training]``: the loop. ``global_batch`` sequences of ``seq_len`` tokens per step, whatever the layout."""
+    """``[training]``: the loop. ``global_batch`` sequences of ``seq_len`` tokens per step, whatever the layout.
+    ``compile``: ``torch.compile`` each decoder block (``compile_backend``: ``inductor`` or ``aot_eager``)."""
 
     steps: int = 100
     global_batch: int = 8
@@ -81,6 +85,7 @@ class TrainingSection:
     mixed_precision: str = "fp32"
     clip_grad_norm: float = 1.0
     compile: bool = False
+    compile_backend: str = "inductor"
     deterministic: bool = True
 
 
@@ -289,6 +294,7 @@ def _validate(cfg: JobConfig) -> JobConfig:
     for key in ("steps", "global_batch", "seq_len", "grad_accum"):
         _check_positive(src, f"training.{key}", getattr(tr, key))
     _check_choice(src, "training.mixed_precision", tr.mixed_precision, MIXED_PRECISION)
+    _check_choice(src, "training.compile_backend", tr.compile_backend, COMPILE_BACKENDS)
     if tr.clip_grad_norm < 0:
         raise ConfigError(f"{src}: training.clip_grad_norm: expected >= 0 (0 disables clipping), got "
                           f"{tr.clip_grad_norm}")

@@ -210,12 +210,12 @@ class TorchTrainerBackend:
     def setup(self, dataset: Any) -> None:
         """Model sized to the tokenizer, parallelised; activation policy; optimizer and schedule."""
         cfg = self.config
-        model = self._parallelize(self._build_model(dataset.vocab_size))
+        base = self._build_model(dataset.vocab_size)
         if cfg.training.compile:
-            for part in (model if isinstance(model, list) else [model]):
-                layers = part.model.layers
-                for layer in (layers.values() if hasattr(layers, "values") else layers):
-                    layer.compile()
+            self._check_compile()
+        model = self._parallelize(base)
+        if cfg.training.compile:
+            self._compile_blocks(model if isinstance(model, list) else [model])
         self.model = model
         from hyper_parallel.optim.api import get_hyper_lr_scheduler, get_hyper_optimizer  # noqa
         ocfg = dict(cfg.optimizer)
@@ -228,6 +228,34 @@ class TorchTrainerBackend:
         elif self._moe:  # one process inside a running job: the same rule on this process's counts alone
             self.optimizer.register_step_pre_hook(lambda *_: self._local_bias_update())
         self.peak_flops = measure_peak_flops()
+
+    def _check_compile(self) -> None:
+        """``training.compile`` runs where each decoder block computes on plain tensors: FSDP/HSDP (the block's
+        parameters are gathered before its forward), data parallel, pipeline stages, one process. Refused with
+        the reason elsewhere."""
+        dims = self.dims
+        if dims.tp > 1 or dims.cp > 1:
+            raise ValueError(f"training.compile: not with tp={dims.tp} / cp={dims.cp}: under TP/CP the blocks compute "
+                             f"on hyper_parallel DTensors, whose every op is dispatched in Python through "
+                             f"__torch_function__ (sharding rules, redistributes), which TorchDynamo does not trace "
+                             f"into a graph; compile runs with FSDP/HSDP, DP and PP layouts (or set "
+                             f"training.compile = false)")
+        if self._moe:
+            raise ValueError("training.compile: not for a model with MoE layers: their blocks route a data-dependent "
+                             "number of tokens to each expert (a new shape, so a recompile, almost every step) "
+                             "and run expert-parallel all-to-alls inside the block; set training.compile = false")
+
+    def _compile_blocks(self, parts: List[Any]) -> None:
+        """``torch.compile`` each decoder block's ``forward`` (TorchTitan: per block, so the repeated blocks share
+        one compiled graph); module hooks (FSDP gather/reduce, activation checkpointing) stay eager around
+        it. The fused C++ kernels are loaded first, so their one-time loading is not traced."""
+        from hyper_parallel.kernels import build_info  # pylint: disable=import-outside-toplevel
+        build_info()
+        backend = self.config.training.compile_backend
+        for part in parts:
+            layers = part.model.layers
+            for layer in (layers.values() if hasattr(layers, "values") else layers):
+                layer.forward = torch.compile(layer.forward, backend=backend)
 
     def _local_bias_update(self) -> None:
         from hyper_parallel.moe.balance import bias_update  # pylint: disable=import-outside-toplevel

@@ -46,6 +46,7 @@ def test_typed_values_and_defaults(tmp_path):
     ("[training]\nclip_grad_norm = -1.0\n", "training.clip_grad_norm: expected >= 0"),
     ("[training]\nsteps = 0\n", "training.steps: expected a value >= 1"),
     ("[training]\nmixed_precision = 'fp16'\n", "training.mixed_precision: expected one of ['fp32', 'bf16']"),
+    ("[training]\ncompile_backend = 'tvm'\n", "training.compile_backend: expected one of ['inductor', 'aot_eager']"),
     ("[job]\nname = 3\n", "job.name: expected a string"),
     ("[job]\nbackend = 'jax'\n", "job.backend: expected one of"),
     ("[job]\nnproc = 0\n", "job.nproc: expected a value >= 1"),
