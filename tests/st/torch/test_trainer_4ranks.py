@@ -21,7 +21,7 @@ EXTRA = {"pp_fsdp_4ranks.toml": {"training.grad_accum": 2, "parallelism.pp_micro
 
 
 def test_the_4_rank_configs_are_found():
-    assert FOUR_RANK == ["fsdp_tp_4ranks.toml", "pp_fsdp_4ranks.toml"], FOUR_RANK
+    assert FOUR_RANK == ["fsdp_tp_4ranks.toml", "pp_fsdp_4ranks.toml", "pp_tp_4ranks.toml"], FOUR_RANK
 
 
 @pytest.fixture
