@@ -1,8 +1,9 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""The trainer's 4-rank configs (configs/*_4ranks.toml: job.nproc = 4) for 3 CI-sized steps on 4 gloo ranks, each
-next to one process training the same global batches. pp_fsdp_4ranks runs with training.grad_accum = 2 and the
-forward-only eval schedule: FSDP stages defer their reduce-scatter to the last accumulation pass."""
+"""ParallelDims' named meshes on 4 ranks, and the trainer's 4-rank configs (configs/*_4ranks.toml: job.nproc = 4)
+for 3 CI-sized steps on 4 gloo ranks, each next to one process training the same global batches. pp_fsdp_4ranks
+runs with training.grad_accum = 2 and the forward-only eval schedule: FSDP stages defer their reduce-scatter to the
+last accumulation pass."""
 import glob
 import os
 
@@ -48,3 +49,39 @@ def test_4rank_config_matches_one_process(tmp_path, cache_dir, name):
             assert abs(a["loss"] - b["loss"]) <= rtol * abs(b["loss"]), (name, a["step"], a["loss"], b["loss"])
         assert abs(history[1]["eval_loss"] - single[1]["eval_loss"]) <= rtol * abs(single[1]["eval_loss"])
     dist.barrier()
+
+
+@multi_rank(world_size=4, timeout=120)
+def test_parallel_dims_builds_the_named_meshes_once():
+    """ParallelDims on 4 ranks: the world mesh and the named sub-meshes (sliced, merged, HSDP's 2-D FSDP mesh)
+    hold the ranks TorchTitan's layout says; build_mesh returns the same world mesh again."""
+    import torch.distributed as dist
+    from hyper_parallel.models import ParallelDims
+    from hyper_parallel.models.parallel_dims import merge_mesh_dims
+
+    def ranks(mesh):
+        return list(mesh.topology.ranks)
+
+    rank = dist.get_rank()
+    hsdp = ParallelDims(dp_replicate=2, dp_shard=-1, cp=1, tp=1, pp=1, ep=1, world_size=4)
+    world = hsdp.build_mesh("cpu")
+    assert hsdp.build_mesh("cpu") is world and world.mesh_dim_names == ("dp_replicate", "dp_shard")
+    fsdp = hsdp.mesh("fsdp")
+    assert fsdp.mesh_dim_names == ("dp_replicate", "dp_shard") and fsdp.shape == (2, 2)
+    assert ranks(hsdp.mesh("dp")) == [0, 1, 2, 3] and hsdp.mesh("loss") is hsdp.mesh("dp_cp")
+    assert ranks(hsdp.mesh("dp_shard")) == [rank // 2 * 2, rank // 2 * 2 + 1]
+    assert ranks(hsdp.mesh("dp_replicate")) == [rank % 2, rank % 2 + 2]
+    assert hsdp.mesh("tp") is None and hsdp.mesh("cp") is None and hsdp.mesh("pp") is None
+    fsdp_cp = ParallelDims(dp_shard=2, cp=2, world_size=4)
+    fsdp_cp.build_mesh("cpu")
+    assert ranks(fsdp_cp.mesh("dp_shard_cp")) == [0, 1, 2, 3] and fsdp_cp.mesh("fsdp").ndim == 1
+    assert ranks(fsdp_cp.mesh("cp")) == [rank // 2 * 2, rank // 2 * 2 + 1]
+    assert ranks(fsdp_cp.mesh("dp")) == [rank % 2, rank % 2 + 2] and ranks(fsdp_cp.mesh("loss")) == [0, 1, 2, 3]
+    pp_tp = ParallelDims(dp_shard=1, pp=2, tp=2, world_size=4)
+    world = pp_tp.build_mesh("cpu")
+    assert world.mesh_dim_names == ("pp", "dp_shard", "tp") and pp_tp.mesh("fsdp") is None
+    assert ranks(pp_tp.mesh("pp")) == [rank % 2, rank % 2 + 2] and ranks(pp_tp.mesh("tp")) == [rank // 2 * 2,
+                                                                                                rank // 2 * 2 + 1]
+    assert pp_tp.mesh("dp") is None and pp_tp.mesh("loss") is None
+    with pytest.raises(ValueError, match="merge_mesh_dims: \\('pp', 'tp'\\) are not adjacent dims"):
+        merge_mesh_dims(world, ("pp", "tp"), "pp_tp")
