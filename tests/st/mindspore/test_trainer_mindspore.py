@@ -36,8 +36,19 @@ def _losses(out: Path):
     return [json.loads(line)["loss"] for line in lines]
 
 
+def _warm_tokenizer_cache():
+    """Train (or find) the config's BPE tokenizer here, so the ranks do not wait on rank 0 training it."""
+    from hyper_parallel.trainer.config import load_config
+    from hyper_parallel.trainer.data import prepare_dataset
+    cfg = load_config(str(CONFIG), [("training.seq_len", 32)])
+    d = cfg.data
+    prepare_dataset(d.source, d.paths, text_key=d.text_key, tokenizer=d.tokenizer, vocab_size=d.vocab_size,
+                    max_corpus_mb=d.max_corpus_mb, cache_dir=d.cache_dir, seq_len=32, eval_fraction=d.eval_fraction)
+
+
 def _runs(tmp_path_factory):
     if not _RUNS:
+        _warm_tokenizer_cache()
         base = tmp_path_factory.mktemp("ms_trainer")
         four = _hp_train(base / "four")
         assert four.returncode == 0, f"4-rank MindSpore hp-train failed:\n{four.stdout[-4000:]}\n{four.stderr[-6000:]}"
