@@ -23,12 +23,16 @@ reduced, averaged shard gradients, as torch's ``param.grad`` after backward.
 
 Pitfalls of that migration, documented in ``docs/fsdp.md``: the gather must run inside the function
 being differentiated (it is an op of the tape), so every forward gathers again (``unshard()`` installs
-gathered values for reading, e.g. evaluation); the tape keeps the gathered parameters that backward reads
-until the unit's backward, like any saved activation, so ``reshard_after_forward`` (True, False or an
-int) is validated as on torch but only wrapping the unit with ``activation.checkpoint_wrapper``
-(MindSpore recompute) frees them after forward (the recomputation gathers again in backward); and
-MindSpore's CPU collectives are synchronous, so forward prefetching issues the next unit's all-gather
-early without overlapping it.
+gathered values for reading, e.g. evaluation), except after a backward told ``set_is_last_backward(False)``,
+which keeps the gathered buffers for the next forward; the tape would keep the gathered parameters that
+backward reads until the unit's backward, like any saved activation, so a unit that reshards after forward
+(``reshard_after_forward`` True or an int > 1; never the outermost unit, as on torch) runs its forward under
+``mindspore.saved_tensors_hooks``: the tape keeps a small record in place of each gathered parameter, and
+backward all-gathers the unit again (once, on first use, or earlier from ``set_modules_to_backward_prefetch``)
+and hands the parameters out (an int ``k`` therefore frees the whole unit and gathers it from the whole shard
+group, not 1/k). Units inside a recompute cell (``activation.checkpoint_wrapper``) or a cell with its own
+saved-tensor hooks leave their saved tensors to MindSpore, whose innermost hooks win. MindSpore's CPU
+collectives are synchronous, so prefetching orders the gathers without overlapping them.
 """
 from __future__ import annotations
 
@@ -39,6 +43,7 @@ import mindspore as ms
 from mindspore import mint, nn, ops
 # MindSpore's PyNative custom-autograd base (the one platform/mindspore/collectives.py uses)
 from mindspore.common._grad_function import _Function  # pylint: disable=import-error,no-name-in-module
+from mindspore.graph.api import _pynative_executor  # pylint: disable=import-error,no-name-in-module
 
 from hyper_parallel.core.placement import Replicate, Shard
 from hyper_parallel.core.spec import DTensorSpec
@@ -52,6 +57,41 @@ _STATE_ATTR = "_hp_fsdp_state"
 _SPECS_ATTR = "_hp_param_specs"
 _CLASSES: Dict[type, type] = {}
 _FLOATS = (ms.float16, ms.float32, ms.float64, ms.bfloat16)
+#: counters of ``FSDPModule.fsdp_stats()``
+STATS = ("all_gathers", "backward_all_gathers", "reduce_scatters", "kept_local", "freed_after_forward")
+#: (address, shape, dtype) of a gathered parameter in a forward that reshards -> (unit, bucket, index)
+_GATHERED: Dict[tuple, tuple] = {}
+
+
+def _saved_key(t) -> tuple:
+    return (t.data_ptr(), tuple(t.shape), t.dtype)
+
+
+class _Saved:  # pylint: disable=too-few-public-methods
+    """What the tape keeps for a gathered parameter of a resharding unit: where to find it again."""
+
+    __slots__ = ("unit", "bucket", "index")
+
+    def __init__(self, unit: "_Unit", bucket: int, index: int) -> None:
+        self.unit, self.bucket, self.index = unit, bucket, index
+
+
+def _pack(t):
+    """Saved-tensor pack hook: a gathered parameter of a resharding unit is kept as a :class:`_Saved`."""
+    hit = _GATHERED.get(_saved_key(t)) if isinstance(t, ms.Tensor) else None
+    if hit is None:
+        return t
+    unit = hit[0]
+    unit.packed += 1
+    unit.stats["freed_after_forward"] += 1
+    return _Saved(*hit)
+
+
+def _unpack(obj):
+    """Saved-tensor unpack hook: gather a resharded unit again (once per backward) and hand its parameter."""
+    if isinstance(obj, _Saved):
+        return obj.unit.backward_param(obj.bucket, obj.index)
+    return obj
 
 
 # ---------------------------------------------------------------------- parameters and buckets
@@ -84,6 +124,7 @@ class _Bucket:
         self.compute_dtype = mp.param_dtype if mp.param_dtype is not None else dtype
         self.reduce_dtype = resolve_reduce_dtype(mp, self.compute_dtype)
         self.acc = None  # full flat gradient kept by backward passes without gradient sync
+        self.kept = None  # gathered buffer kept between backwards told set_is_last_backward(False)
 
     def flat_shard(self):
         """This rank's shards, each padded to its slot, concatenated (differentiable)."""
@@ -108,7 +149,9 @@ class _Bucket:
             rows = block.reshape(world * lay.rows[i], lay.inner[i])
             if rows.shape[0] != e.shape[0]:
                 rows = mint.narrow(rows, 0, 0, e.shape[0])
-            out.append(rows.reshape(e.shape))
+            # a tensor of its own, not a view of the gathered buffer: the tape saves a view under another
+            # address, and the saved-tensor pack hook recognises a gathered parameter by its address
+            out.append(rows.reshape(e.shape).copy())
         return out
 
     def reduce(self, grad, flat_dtype):
@@ -118,7 +161,9 @@ class _Bucket:
         if self.acc is not None:
             g = g + self.acc
             self.acc = None
-        if not unit.requires_grad_sync:
+        if unit.is_last_backward:  # the step's last backward: the unit reshards
+            self.kept = None
+        if not unit.is_last_backward or not unit.requires_grad_sync:
             self.acc = g
             unit.stats["kept_local"] += 1
             return mint.zeros((self.layout.total,), dtype=flat_dtype)
@@ -141,10 +186,15 @@ class FlatGather(_Function):  # pylint: disable=abstract-method  # forward(ctx, 
         ctx.bucket = bucket
         ctx.flat_dtype = flat.dtype
         unit = bucket.unit
+        if bucket.kept is not None:  # still gathered since a backward that was not the last one
+            return bucket.kept
         x = flat.astype(bucket.compute_dtype) if flat.dtype != bucket.compute_dtype else flat
         unit.stats["all_gathers"] += 1
         total = bucket.layout.total
-        return C.raw_all_gather(x, unit.shard_group, 0, (total,) * unit.shard_size)
+        out = C.raw_all_gather(x, unit.shard_group, 0, (total,) * unit.shard_size)
+        if not unit.is_last_backward:
+            bucket.kept = out
+        return out
 
     @staticmethod
     def backward(ctx, grad):  # pylint: disable=arguments-differ
@@ -172,10 +222,16 @@ class _Unit:  # pylint: disable=too-many-instance-attributes
         self.dp_size = mesh.size()
         self.scale = 1.0
         self.requires_grad_sync = True
+        self.is_last_backward = True
         self.forward_prefetch: List["_Unit"] = []
+        self.backward_prefetch: List["_Unit"] = []
         self.prefetched: Optional[List[Any]] = None
         self.manual: Optional[List[Any]] = None
-        self.stats = {"all_gathers": 0, "reduce_scatters": 0, "kept_local": 0}
+        self.under_recompute = False  # set by the root's forward: a recompute cell frees this unit already
+        self.packed = 0  # saved gathered parameters of this unit's forwards not yet unpacked by backward
+        self.backward_fulls: Optional[List[List[Any]]] = None  # the parameters gathered again in backward
+        self.pre_backward_done = False
+        self.stats = dict.fromkeys(STATS, 0)
         self.buckets = [_Bucket(self, d, [entries[i] for i in idx]) for d, idx in
                         dtype_groups([e.dtype for e in entries])]
 
@@ -192,6 +248,53 @@ class _Unit:  # pylint: disable=too-many-instance-attributes
         for e, full in fulls:
             for owner, leaf in e.owners:
                 owner.__dict__[leaf] = full
+
+    def reshards_after_forward(self, is_root: bool) -> bool:
+        """Whether this forward's saved gathered parameters are dropped and gathered again in backward."""
+        return (self.post_forward_k > 1 and not is_root and not self.under_recompute
+                and self.is_last_backward and all(b.kept is None for b in self.buckets))
+
+    def register_saved(self, fulls: Sequence[Tuple[_Entry, Any]]) -> None:
+        """Make the saved-tensor pack hook recognise this forward's gathered parameters."""
+        where = {id(e): (bi, i) for bi, b in enumerate(self.buckets) for i, e in enumerate(b.entries)}
+        for e, full in fulls:
+            _GATHERED[_saved_key(full)] = (self, *where[id(e)])
+
+    def unregister_saved(self, fulls: Sequence[Tuple[_Entry, Any]]) -> None:
+        """The gathered parameters of this forward are no longer recognised (their addresses may be reused)."""
+        for _, full in fulls:
+            _GATHERED.pop(_saved_key(full), None)
+
+    def backward_param(self, bucket: int, index: int):
+        """A saved gathered parameter for backward: all-gathers the unit again on first use."""
+        if self.backward_fulls is None:
+            self.backward_gather()
+        full = self.backward_fulls[bucket][index]
+        self.packed -= 1
+        if self.packed <= 0:  # every saved parameter of the unit handed out: drop the gathered copies
+            self.packed = 0
+            self.backward_fulls = None
+        return full
+
+    def backward_gather(self) -> None:
+        """All-gather the unit's parameters again for its backward (outside the autograd tape)."""
+        fulls = []
+        for b in self.buckets:
+            flat = ops.stop_gradient(b.flat_shard())
+            x = flat.astype(b.compute_dtype) if flat.dtype != b.compute_dtype else flat
+            gathered = C.raw_all_gather(x, self.shard_group, 0, (b.layout.total,) * self.shard_size)
+            fulls.append(b.unflatten(gathered))
+        self.stats["backward_all_gathers"] += 1
+        self.backward_fulls = fulls
+
+    def pre_backward(self) -> None:
+        """The first gradient of this unit's outputs arrived: all-gather the backward-prefetch targets."""
+        if self.pre_backward_done:
+            return
+        self.pre_backward_done = True
+        for target in self.backward_prefetch:
+            if target.packed > 0 and target.backward_fulls is None:
+                target.backward_gather()
 
     def uninstall(self) -> None:
         """The sharded ``Parameter`` s are what the owning cells see again."""
@@ -232,35 +335,101 @@ def _cast(tree: Any, dtype) -> Any:
     return tree
 
 
+def _frees_saved_tensors(cell: nn.Cell) -> bool:
+    """Whether MindSpore already handles the saved tensors of ``cell`` (recompute or saved-tensor hooks)."""
+    return (getattr(cell, "_recompute_cell", None) is not None
+            or getattr(cell, "_saved_tensors_pack_hook", None) is not None)
+
+
+def _begin_forward(root: nn.Cell) -> None:
+    """A new forward (or a recomputation) of the outermost unit: drop stale prefetches and backward
+    gathers, and mark the units that a recompute cell (or a cell's saved-tensor hooks) covers, whose
+    saved tensors FSDP must leave to MindSpore (the innermost saved-tensor hooks win)."""
+    def walk(cell: nn.Cell, covered: bool) -> None:
+        covered = covered or _frees_saved_tensors(cell)
+        st = cell.__dict__.get(_STATE_ATTR)
+        if st is not None and st.unit is not None:
+            u = st.unit
+            u.prefetched, u.backward_fulls, u.packed, u.under_recompute = None, None, 0, covered
+        for child in cell._cells.values():  # pylint: disable=protected-access
+            if child is not None:
+                walk(child, covered)
+
+    walk(root, False)
+
+
+def _hook_outputs(out: Any, unit: _Unit) -> None:
+    """Register the unit's pre-backward (backward prefetch) on its floating-point outputs."""
+    def hook(_grad):
+        unit.pre_backward()
+
+    for t in _tensors(out):
+        if t.dtype in _FLOATS:
+            t.register_hook(hook)
+
+
+def _tensors(tree: Any) -> List[Any]:
+    if isinstance(tree, ms.Tensor):
+        return [tree]
+    if isinstance(tree, (tuple, list)):
+        return [t for x in tree for t in _tensors(x)]
+    if isinstance(tree, dict):
+        return [t for x in tree.values() for t in _tensors(x)]
+    return []
+
+
+def _unit_forward(unit: _Unit, is_root: bool, run) -> Any:
+    """Gather (or take the prefetched / kept gather), prefetch, run ``run()`` with the gathered parameters
+    installed; a resharding unit runs it under saved-tensor hooks that drop its gathered parameters from
+    the tape (they are gathered again in backward)."""
+    fulls, unit.prefetched = (unit.prefetched or unit.gather()), None
+    unit.backward_fulls, unit.pre_backward_done = None, False
+    for target in unit.forward_prefetch:
+        if target.prefetched is None:
+            target.prefetched = target.gather()
+    unit.install(fulls)
+    grad = _pynative_executor.requires_grad()
+    reshard = grad and unit.reshards_after_forward(is_root)
+    try:
+        if not reshard:
+            out = run()
+        else:
+            unit.register_saved(fulls)
+            try:
+                with ms.saved_tensors_hooks(_pack, _unpack):
+                    out = run()
+            finally:
+                unit.unregister_saved(fulls)
+    finally:
+        unit.uninstall()
+        if unit.manual is not None:  # unsharded by hand: keep the values readable
+            unit.install(unit.manual)
+    if grad:
+        _hook_outputs(out, unit)
+    return out
+
+
 def _wrap_construct(cell: nn.Cell) -> None:
     inner = cell.construct
 
     def construct(self, *args, **kwargs):
         state: _State = self.__dict__[_STATE_ATTR]
-        unit = state.unit
-        if _State.depth[0] == 0:  # a new forward (or a recomputation): drop stale prefetches
-            for u in _units_below(self):
-                u.prefetched = None
+        is_root = _State.depth[0] == 0
+        if is_root:  # a new forward (or a recomputation)
+            _begin_forward(self)
+        mp = state.mp
+        if mp.cast_forward_inputs and mp.param_dtype is not None:
+            args, kwargs = _cast((args, kwargs), mp.param_dtype)
         _State.depth[0] += 1
         try:
-            if unit is not None:
-                fulls, unit.prefetched = (unit.prefetched or unit.gather()), None
-                for target in unit.forward_prefetch:
-                    if target.prefetched is None:
-                        target.prefetched = target.gather()
-                unit.install(fulls)
-            mp = state.mp
-            if mp.cast_forward_inputs and mp.param_dtype is not None:
-                args, kwargs = _cast((args, kwargs), mp.param_dtype)
-            out = inner(*args, **kwargs)
+            if state.unit is None:
+                out = inner(*args, **kwargs)
+            else:
+                out = _unit_forward(state.unit, is_root, lambda: inner(*args, **kwargs))
         finally:
             _State.depth[0] -= 1
-            if unit is not None:
-                unit.uninstall()
-                if unit.manual is not None:  # unsharded by hand: keep the values readable
-                    unit.install(unit.manual)
-        if state.mp.output_dtype is not None:
-            out = _cast(out, state.mp.output_dtype)
+        if mp.output_dtype is not None:
+            out = _cast(out, mp.output_dtype)
         return out
 
     cell.construct = types.MethodType(construct, cell)
@@ -313,32 +482,57 @@ class FSDPModule:
         for unit in self._fsdp_units(recurse):
             unit.scale = float(factor)
 
+    def set_is_last_backward(self, is_last_backward: bool, *, recurse: bool = True) -> None:
+        """Whether the next backward is the last one of the step (default True). When False, that backward
+        reduces nothing (it keeps the unsharded flat gradients locally and returns zero shard gradients, as
+        without gradient sync) and the units stay gathered: the next forward reuses the gathered buffers
+        without an all-gather and nothing is resharded after forward. The next backward with True adds what
+        was kept, reduces the sum once and reshards (pipeline microbatches)."""
+        for unit in self._fsdp_units(recurse):
+            unit.is_last_backward = bool(is_last_backward)
+
     def set_modules_to_forward_prefetch(self, modules: List["FSDPModule"]) -> None:
         """All-gather ``modules`` right after this cell's own all-gather in forward (their forward then
         uses that gather)."""
+        self._require_unit("set_modules_to_forward_prefetch").forward_prefetch = _units_of(
+            modules, "set_modules_to_forward_prefetch")
+
+    def set_modules_to_backward_prefetch(self, modules: List["FSDPModule"]) -> None:
+        """All-gather ``modules`` again in this cell's pre-backward (when the first gradient of its outputs
+        arrives) instead of when their own backward first reads a parameter. Only units that resharded after
+        forward gather in backward; MindSpore's CPU collectives are synchronous, so this orders the gathers
+        without overlapping them."""
+        self._require_unit("set_modules_to_backward_prefetch").backward_prefetch = _units_of(
+            modules, "set_modules_to_backward_prefetch")
+
+    def _require_unit(self, what: str) -> _Unit:
         units = self._fsdp_units(False)
         if not units:
-            raise ValueError(f"set_modules_to_forward_prefetch: {type(self).__name__} manages no parameters of its own")
-        if isinstance(modules, nn.Cell):
-            raise TypeError("set_modules_to_forward_prefetch(modules): expected a list of fully_shard cells, got "
-                            "one cell")
-        targets = []
-        for m in modules:
-            st = m.__dict__.get(_STATE_ATTR) if isinstance(m, nn.Cell) else None
-            if st is None:
-                raise ValueError(f"set_modules_to_forward_prefetch(modules): {type(m).__name__} is not a fully_shard "
-                                 "cell")
-            if st.unit is not None:
-                targets.append(st.unit)
-        units[0].forward_prefetch = targets
+            raise ValueError(f"{what}: {type(self).__name__} manages no parameters of its own")
+        return units[0]
 
     def fsdp_stats(self) -> Dict[str, int]:
-        """Collective counts of this cell's units so far (all_gathers, reduce_scatters, kept_local)."""
-        out = {"all_gathers": 0, "reduce_scatters": 0, "kept_local": 0}
+        """Counts of this cell's units so far: ``all_gathers`` (forward), ``backward_all_gathers`` (units
+        gathered again in backward after resharding), ``reduce_scatters``, ``kept_local`` (backwards without
+        reduction) and ``freed_after_forward`` (gathered parameters dropped from the tape after forward)."""
+        out = dict.fromkeys(STATS, 0)
         for unit in self._fsdp_units(True):
             for k, v in unit.stats.items():
                 out[k] += v
         return out
+
+
+def _units_of(modules, what: str) -> List[_Unit]:
+    if isinstance(modules, nn.Cell):
+        raise TypeError(f"{what}(modules): expected a list of fully_shard cells, got one cell")
+    targets = []
+    for m in modules:
+        st = m.__dict__.get(_STATE_ATTR) if isinstance(m, nn.Cell) else None
+        if st is None:
+            raise ValueError(f"{what}(modules): {type(m).__name__} is not a fully_shard cell")
+        if st.unit is not None:
+            targets.append(st.unit)
+    return targets
 
 
 # ---------------------------------------------------------------------- fully_shard

@@ -100,6 +100,8 @@ def fsdp_parity_check(mesh):
                                    "AdamW steps", **TOL)
     stats = net.fsdp_stats()
     assert stats["all_gathers"] == 3 * 3 and stats["reduce_scatters"] == 3 * 3, stats  # 3 units x 3 steps
+    # l1 and l2 reshard after forward (the root does not): their weights leave the tape, backward gathers again
+    assert stats["freed_after_forward"] == 2 * 3 and stats["backward_all_gathers"] == 2 * 3, stats
 
 
 def fsdp_accumulation_check(mesh):
@@ -124,7 +126,8 @@ def fsdp_accumulation_check(mesh):
             assert all(not np.any(g.asnumpy()) for g in grads), "a backward without sync returns zero shard gradients"
             assert net.fsdp_stats()["reduce_scatters"] == 0, net.fsdp_stats()
         total = list(grads) if total is None else [a + b for a, b in zip(total, grads)]
-    assert net.fsdp_stats() == {"all_gathers": 6, "reduce_scatters": 3, "kept_local": 3}, net.fsdp_stats()
+    assert net.fsdp_stats() == {"all_gathers": 6, "backward_all_gathers": 4, "reduce_scatters": 3, "kept_local": 3,
+                                "freed_after_forward": 4}, net.fsdp_stats()
     for p, g in zip(params, total):
         np.testing.assert_allclose(_full(net, p.name, g), 0.5 * want[p.name], err_msg=f"accumulated grad {p.name}",
                                    **TOL)
@@ -208,11 +211,104 @@ def fsdp_recompute_check(mesh):
     assert net.fsdp_stats()["all_gathers"] == 4, net.fsdp_stats()  # l1 gathered again by its recomputation
 
 
+def _grads(net, batch):
+    import mindspore as ms
+    x, y = (ms.Tensor(a) for a in batch)
+    return ms.value_and_grad(_loss_fn(net), None, net.trainable_params())(x, y)[1]
+
+
+def fsdp_last_backward_check(mesh):
+    """``set_is_last_backward(False)`` then True over two microbatches: the first backward reduces nothing and
+    returns zero shard gradients, the units stay gathered (the second forward all-gathers nothing and frees
+    nothing), the second reduces the sum once (= one process's summed gradients); a third forward gathers
+    again. Then ``reshard_after_forward=False``: nothing freed, nothing gathered in backward, same gradients."""
+    me = mesh.get_coordinate()[0]
+    ref, net = _net(), _sharded(mesh)
+    micro = [_batches(2, 21), _batches(2, 22)]
+    want = None
+    for batches in micro:
+        _, g = _ref_step(ref, batches)
+        want = g if want is None else {k: want[k] + g[k] for k in g}
+    net.set_is_last_backward(False)
+    first = _grads(net, micro[0][me])
+    assert all(not np.any(g.asnumpy()) for g in first), "a backward that is not the last returns zero gradients"
+    assert net.fsdp_stats() == {"all_gathers": 3, "backward_all_gathers": 0, "reduce_scatters": 0, "kept_local": 3,
+                                "freed_after_forward": 0}, net.fsdp_stats()
+    net.set_is_last_backward(True)
+    second = _grads(net, micro[1][me])
+    assert net.fsdp_stats() == {"all_gathers": 3, "backward_all_gathers": 0, "reduce_scatters": 3, "kept_local": 3,
+                                "freed_after_forward": 0}, net.fsdp_stats()
+    for p, a, b in zip(net.trainable_params(), first, second):
+        np.testing.assert_allclose(_full(net, p.name, a + b), want[p.name], err_msg=f"last-backward grad {p.name}",
+                                   **TOL)
+    _grads(net, micro[0][me])
+    assert net.fsdp_stats()["all_gathers"] == 6 and net.fsdp_stats()["backward_all_gathers"] == 2, net.fsdp_stats()
+    kept = _sharded(mesh, reshard_after_forward=False)
+    _, one = _ref_step(ref, micro[0])
+    grads = _grads(kept, micro[0][me])
+    for p, g in zip(kept.trainable_params(), grads):
+        np.testing.assert_allclose(_full(kept, p.name, g), one[p.name], err_msg=f"kept grad {p.name}", **TOL)
+    assert kept.fsdp_stats() == {"all_gathers": 3, "backward_all_gathers": 0, "reduce_scatters": 3, "kept_local": 0,
+                                 "freed_after_forward": 0}, kept.fsdp_stats()
+
+
+def fsdp_backward_prefetch_check(mesh):
+    """Without prefetch each resharded unit gathers again when its backward first reads a parameter
+    (l2, then l1: each right before its own reduction); ``net.set_modules_to_backward_prefetch([l2, l1])``
+    gathers both in the root's pre-backward, before any reduction; gradients equal one process's."""
+    events = []
+    for prefetch in (False, True):
+        ref, net = _net(), _sharded(mesh)
+        names = {id(net.l1): "l1", id(net.l2): "l2", id(net): "net"}
+        for cell in (net, net.l1, net.l2):
+            unit = cell.__dict__["_hp_fsdp_state"].unit
+            _trace(unit, names[id(cell)], events)
+        if prefetch:
+            net.set_modules_to_backward_prefetch([net.l2, net.l1])
+        events.clear()
+        batches = _batches(2, 23)
+        _, want = _ref_step(ref, batches)
+        grads = _grads(net, batches[mesh.get_coordinate()[0]])
+        for p, g in zip(net.trainable_params(), grads):
+            np.testing.assert_allclose(_full(net, p.name, g), want[p.name], err_msg=f"prefetch={prefetch} {p.name}",
+                                       **TOL)
+        expected = (["gather l2", "gather l1", "reduce l2", "reduce l1", "reduce net"] if prefetch else
+                    ["gather l2", "reduce l2", "gather l1", "reduce l1", "reduce net"])
+        assert events == expected, (prefetch, events)
+    for bad, kind in ((net.l1, TypeError), ([_net()], ValueError)):
+        try:
+            net.set_modules_to_backward_prefetch(bad)
+        except kind:
+            continue
+        raise AssertionError(f"set_modules_to_backward_prefetch({bad!r}) must raise {kind.__name__}")
+
+
+def _trace(unit, name, events):
+    """Record the unit's backward all-gathers and its reductions in ``events`` (instance-level wrappers)."""
+    gather = unit.backward_gather
+
+    def backward_gather():
+        events.append(f"gather {name}")
+        gather()
+
+    unit.backward_gather = backward_gather
+    for bucket in unit.buckets:
+        reduce = bucket.reduce
+
+        def traced(grad, flat_dtype, reduce=reduce):
+            events.append(f"reduce {name}")
+            return reduce(grad, flat_dtype)
+
+        bucket.reduce = traced
+
+
 FSDP_CHECKS = {"fsdp nested units, 3 AdamW steps": fsdp_parity_check,
                "fsdp accumulation without sync, gradient scaling": fsdp_accumulation_check,
                "fsdp mixed precision fp16/fp32": fsdp_mixed_precision_check,
                "fsdp forward prefetch, unshard/reshard, errors": fsdp_prefetch_unshard_check,
-               "fsdp under recompute": fsdp_recompute_check}
+               "fsdp under recompute": fsdp_recompute_check,
+               "fsdp set_is_last_backward, reshard_after_forward=False": fsdp_last_backward_check,
+               "fsdp backward prefetch order": fsdp_backward_prefetch_check}
 
 
 def run_fsdp_only():
