@@ -4,4 +4,11 @@
 from hyper_parallel.moe._mindspore.moe import (FeedForward, GroupedExperts, MoE, TokenChoiceTopKRouter, expert_parallel,
                                                update_expert_bias)
 
-__all__ = ["FeedForward", "GroupedExperts", "MoE", "TokenChoiceTopKRouter", "expert_parallel", "update_expert_bias"]
+# the names ``hyper_parallel.moe`` exports them under (its plain names are the torch classes)
+MindSporeMoE = MoE
+MindSporeTokenChoiceTopKRouter = TokenChoiceTopKRouter
+MindSporeGroupedExperts = GroupedExperts
+MindSporeFeedForward = FeedForward
+
+__all__ = ["FeedForward", "GroupedExperts", "MoE", "TokenChoiceTopKRouter", "expert_parallel", "update_expert_bias",
+           "MindSporeMoE", "MindSporeTokenChoiceTopKRouter", "MindSporeGroupedExperts", "MindSporeFeedForward"]
