@@ -45,17 +45,17 @@ from mindspore import mint, nn, ops
 from mindspore.common._grad_function import _Function  # pylint: disable=import-error,no-name-in-module
 from mindspore.graph.api import _pynative_executor  # pylint: disable=import-error,no-name-in-module
 
-from hyper_parallel.core.placement import Replicate, Shard
 from hyper_parallel.core.spec import DTensorSpec
-from hyper_parallel.fsdp.api import (FlatLayout, MixedPrecisionPolicy, OffloadPolicy, CPUOffloadPolicy, dtype_groups,
+from hyper_parallel.fsdp.api import (FlatLayout, MixedPrecisionPolicy, OffloadPolicy, dtype_groups,
                                      post_forward_group_size, resolve_reduce_dtype)
+from hyper_parallel.fsdp.units import (STATE_ATTR, check_fully_shard_args, check_shardable, collect_unit_params,
+                                       fsdp_class, prefetch_units, require_unit, sharded_param_spec)
 from hyper_parallel.platform.mindspore import collectives as C
 
 __all__ = ["fully_shard", "FSDPModule", "FlatGather", "UnshardHandle"]
 
-_STATE_ATTR = "_hp_fsdp_state"
+_STATE_ATTR = STATE_ATTR
 _SPECS_ATTR = "_hp_param_specs"
-_CLASSES: Dict[type, type] = {}
 _FLOATS = (ms.float16, ms.float32, ms.float64, ms.bfloat16)
 #: counters of ``FSDPModule.fsdp_stats()``
 STATS = ("all_gathers", "backward_all_gathers", "reduce_scatters", "kept_local", "freed_after_forward")
@@ -494,22 +494,16 @@ class FSDPModule:
     def set_modules_to_forward_prefetch(self, modules: List["FSDPModule"]) -> None:
         """All-gather ``modules`` right after this cell's own all-gather in forward (their forward then
         uses that gather)."""
-        self._require_unit("set_modules_to_forward_prefetch").forward_prefetch = _units_of(
-            modules, "set_modules_to_forward_prefetch")
+        require_unit(self, "set_modules_to_forward_prefetch").forward_prefetch = prefetch_units(
+            modules, "set_modules_to_forward_prefetch", nn.Cell, "cell")
 
     def set_modules_to_backward_prefetch(self, modules: List["FSDPModule"]) -> None:
         """All-gather ``modules`` again in this cell's pre-backward (when the first gradient of its outputs
         arrives) instead of when their own backward first reads a parameter. Only units that resharded after
         forward gather in backward; MindSpore's CPU collectives are synchronous, so this orders the gathers
         without overlapping them."""
-        self._require_unit("set_modules_to_backward_prefetch").backward_prefetch = _units_of(
-            modules, "set_modules_to_backward_prefetch")
-
-    def _require_unit(self, what: str) -> _Unit:
-        units = self._fsdp_units(False)
-        if not units:
-            raise ValueError(f"{what}: {type(self).__name__} manages no parameters of its own")
-        return units[0]
+        require_unit(self, "set_modules_to_backward_prefetch").backward_prefetch = prefetch_units(
+            modules, "set_modules_to_backward_prefetch", nn.Cell, "cell")
 
     def fsdp_stats(self) -> Dict[str, int]:
         """Counts of this cell's units so far: ``all_gathers`` (forward), ``backward_all_gathers`` (units
@@ -522,78 +516,22 @@ class FSDPModule:
         return out
 
 
-def _units_of(modules, what: str) -> List[_Unit]:
-    if isinstance(modules, nn.Cell):
-        raise TypeError(f"{what}(modules): expected a list of fully_shard cells, got one cell")
-    targets = []
-    for m in modules:
-        st = m.__dict__.get(_STATE_ATTR) if isinstance(m, nn.Cell) else None
-        if st is None:
-            raise ValueError(f"{what}(modules): {type(m).__name__} is not a fully_shard cell")
-        if st.unit is not None:
-            targets.append(st.unit)
-    return targets
-
-
 # ---------------------------------------------------------------------- fully_shard
-def _collect(cell: nn.Cell, ignored: set) -> List[_Entry]:
-    found: Dict[int, list] = {}
-
-    def walk(c: nn.Cell, prefix: str, top: bool) -> None:
-        if not top and _STATE_ATTR in c.__dict__:
-            return
-        specs = c.__dict__.get(_SPECS_ATTR, {})
-        for leaf, p in c._params.items():  # pylint: disable=protected-access
-            if p is None or id(p) in ignored:
-                continue
-            slot = found.setdefault(id(p), [p, [], prefix + leaf, specs.get(leaf)])
-            slot[1].append((c, leaf))
-        for name, child in c._cells.items():  # pylint: disable=protected-access
-            if child is not None:
-                walk(child, f"{prefix}{name}.", False)
-
-    walk(cell, "", True)
+def _collect(cell: nn.Cell, ignored_params) -> List[_Entry]:
+    found = collect_unit_params(cell, params=lambda c: c._params.items(),  # pylint: disable=protected-access
+                                children=lambda c: c._cells.items(),  # pylint: disable=protected-access
+                                ignored=ignored_params or ())
     entries = []
-    for p, owners, fqn, tp_spec in found.values():
-        if len(p.shape) == 0:
-            raise ValueError(f"fully_shard: parameter {fqn!r} is 0-dimensional; a 0-dimensional parameter cannot be "
-                             "sharded on dim 0 (pass it in ignored_params or give it shape (1,))")
-        entries.append(_Entry(fqn, owners, p, tp_spec))
+    for p, owners, fqn in found:
+        check_shardable(fqn, len(p.shape))
+        owner, leaf = owners[0]
+        entries.append(_Entry(fqn, owners, p, owner.__dict__.get(_SPECS_ATTR, {}).get(leaf)))
     return entries
-
-
-def _find_parent(dp_mesh, tp_mesh, fqn: str):
-    from hyper_parallel.core import device_mesh as dm
-    rank = C._my_rank()  # pylint: disable=protected-access
-
-    def same(sub, mesh):
-        return sub.shape == mesh.topology.shape and sub.ranks == mesh.topology.ranks
-
-    for parent in reversed(dm._MESHES):  # newest first  # pylint: disable=protected-access
-        topo = parent.topology
-        if topo.ndim != 2 or not topo.dim_names or parent.get_coordinate() is None:
-            continue
-        for a, b in ((0, 1), (1, 0)):
-            if same(topo.sub((a,), rank), dp_mesh) and same(topo.sub((b,), rank), tp_mesh):
-                return parent, topo.dim_names[a], topo.dim_names[b]
-    raise ValueError(f"fully_shard: parameter {fqn!r} is sharded by TP on {tp_mesh}; the data-parallel mesh {dp_mesh} "
-                     "and the TP mesh must be slices of one named 2-D mesh (e.g. mesh['dp'] and mesh['tp'])")
 
 
 def _spec_for(e: _Entry, mesh) -> DTensorSpec:
     """The global spec of a sharded parameter (plain FSDP, HSDP, or TP x FSDP)."""
-    if e.tp_spec is None:
-        placements = (Shard(0),) if mesh.ndim == 1 else (Replicate(), Shard(0))
-        return DTensorSpec(mesh, placements, e.shape)
-    tp = e.tp_spec
-    if mesh.ndim != 1 or tp.mesh.ndim != 1:
-        raise ValueError(f"fully_shard: parameter {e.fqn!r} is TP-sharded on {tp.mesh}; TP x FSDP needs a 1-D data-"
-                         f"parallel mesh and a 1-D TP mesh (HSDP with TP is not supported), got {mesh}")
-    parent, dp_name, tp_name = _find_parent(mesh, tp.mesh, e.fqn)
-    pl = tp.placements[0]
-    if isinstance(pl, Shard) and pl.dim == 0:  # FSDP splits the TP shard: TP is the outer split of dim 0
-        return DTensorSpec(parent[tp_name, dp_name], (Shard(0), Shard(0)), tp.shape)
-    return DTensorSpec(parent[dp_name, tp_name], (Shard(0), pl), tp.shape)
+    return sharded_param_spec(e.fqn, e.shape, e.tp_spec, mesh, C._my_rank())  # pylint: disable=protected-access
 
 
 def _shard_parameters(unit: _Unit) -> None:
@@ -618,20 +556,12 @@ def _default_mesh():
     return hp.init_device_mesh("cpu", (get_platform("mindspore").get_world_size(),), platform="mindspore")
 
 
-def _check_args(cell, mp_policy, offload_policy, mesh) -> None:
-    if not isinstance(cell, nn.Cell):
-        raise TypeError(f"fully_shard(module): expected a mindspore.nn.Cell, got {type(cell).__name__}")
-    if _STATE_ATTR in cell.__dict__:
-        raise ValueError(f"fully_shard(module): {type(cell).__name__} is already fully sharded")
-    if not isinstance(mp_policy, MixedPrecisionPolicy):
-        raise TypeError(f"fully_shard(mp_policy): expected a MixedPrecisionPolicy, got {mp_policy!r}")
-    if not isinstance(offload_policy, OffloadPolicy):
-        raise TypeError(f"fully_shard(offload_policy): expected an OffloadPolicy/CPUOffloadPolicy, got "
-                        f"{offload_policy!r}")
-    if isinstance(offload_policy, CPUOffloadPolicy):
-        raise ValueError("fully_shard(offload_policy=CPUOffloadPolicy()) is not supported on MindSpore because its "
-                         "CPU backend keeps every tensor in host memory already (nothing to offload) and device "
-                         "placement of MindSpore Parameters is not per tensor; use OffloadPolicy()")
+_NO_OFFLOAD = ("fully_shard(offload_policy=CPUOffloadPolicy()) is not supported on MindSpore because its CPU "
+               "backend keeps every tensor in host memory already (nothing to offload) and device placement of "
+               "MindSpore Parameters is not per tensor; use OffloadPolicy()")
+
+
+def _check_mesh(mesh) -> None:
     if mesh.ndim not in (1, 2):
         raise ValueError(f"fully_shard(mesh): expected a 1-D mesh (FSDP) or a 2-D (replicate, shard) mesh (HSDP), "
                          f"got {mesh.ndim}-D {mesh}")
@@ -658,17 +588,14 @@ def fully_shard(module: nn.Cell, *, mesh=None, reshard_after_forward: Any = True
     mp_policy = MixedPrecisionPolicy() if mp_policy is None else mp_policy
     offload_policy = OffloadPolicy() if offload_policy is None else offload_policy
     mesh = _default_mesh() if mesh is None else mesh
-    _check_args(module, mp_policy, offload_policy, mesh)
+    check_fully_shard_args(module, nn.Cell, "a mindspore.nn.Cell", mp_policy, offload_policy, _NO_OFFLOAD)
+    _check_mesh(mesh)
     k = post_forward_group_size(reshard_after_forward, mesh.shape[-1])
-    entries = _collect(module, {id(p) for p in (ignored_params or ())})
+    entries = _collect(module, ignored_params)
     unit = _Unit(module, entries, mesh, mp_policy, k) if entries else None
     if unit is not None:
         _shard_parameters(unit)
     module.__dict__[_STATE_ATTR] = _State(module, unit, mp_policy)
     _wrap_construct(module)
-    cls = type(module)
-    new_cls = _CLASSES.get(cls)
-    if new_cls is None:
-        new_cls = _CLASSES[cls] = type(f"FSDP{cls.__name__}", (FSDPModule, cls), {})
-    module.__class__ = new_cls
+    module.__class__ = fsdp_class(type(module), FSDPModule)
     return module

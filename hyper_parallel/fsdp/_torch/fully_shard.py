@@ -27,17 +27,17 @@ from torch import nn
 from torch._C import DisableTorchFunctionSubclass
 from torch.utils._pytree import tree_flatten, tree_map
 
-from hyper_parallel.core.placement import Replicate, Shard
 from hyper_parallel.core.spec import DTensorSpec
 from hyper_parallel.fsdp.api import MixedPrecisionPolicy, OffloadPolicy, CPUOffloadPolicy, post_forward_group_size
+from hyper_parallel.fsdp.units import (STATE_ATTR, check_fully_shard_args, check_shardable, collect_unit_params,
+                                       fsdp_class, prefetch_units, require_unit, sharded_param_spec)
 from hyper_parallel.fsdp._torch.unit import SHARDED, UNSHARDED, FSDPUnit, MeshInfo, ParamInfo
 from hyper_parallel.platform.torch.recompute import parameter_communication
 from hyper_parallel.platform.torch.dtensor import DTensor, as_dtensor
 
 __all__ = ["fully_shard", "FSDPModule", "UnshardHandle", "write_local_shard"]
 
-_STATE_ATTR = "_hp_fsdp_state"
-_CLASSES: Dict[type, type] = {}
+_STATE_ATTR = STATE_ATTR
 _DEFAULT_MESH: Dict[str, Any] = {}
 
 
@@ -361,33 +361,14 @@ class FSDPModule:
 
     def set_modules_to_forward_prefetch(self, modules: List["FSDPModule"]) -> None:
         """All-gather ``modules`` asynchronously right after this module's pre-forward unshard."""
-        self._require_unit("set_modules_to_forward_prefetch").forward_prefetch = _units_of(
-            modules, "set_modules_to_forward_prefetch")
+        require_unit(self, "set_modules_to_forward_prefetch").forward_prefetch = prefetch_units(
+            modules, "set_modules_to_forward_prefetch", nn.Module, "module")
 
     def set_modules_to_backward_prefetch(self, modules: List["FSDPModule"]) -> None:
         """All-gather ``modules`` asynchronously in this module's pre-backward (replaces the implicit
         prefetch of the previous module in forward order)."""
-        self._require_unit("set_modules_to_backward_prefetch").backward_prefetch = _units_of(
-            modules, "set_modules_to_backward_prefetch")
-
-    def _require_unit(self, what: str) -> FSDPUnit:
-        unit = self._fsdp_state().unit
-        if unit is None:
-            raise ValueError(f"{what}: {type(self).__name__} manages no parameters of its own")
-        return unit
-
-
-def _units_of(modules, what: str) -> List[FSDPUnit]:
-    if isinstance(modules, nn.Module):
-        raise TypeError(f"{what}(modules): expected a list of fully_shard modules, got one module")
-    out = []
-    for m in modules:
-        st = m.__dict__.get(_STATE_ATTR) if isinstance(m, nn.Module) else None
-        if st is None:
-            raise ValueError(f"{what}(modules): {type(m).__name__} is not a fully_shard module")
-        if st.unit is not None:
-            out.append(st.unit)
-    return out
+        require_unit(self, "set_modules_to_backward_prefetch").backward_prefetch = prefetch_units(
+            modules, "set_modules_to_backward_prefetch", nn.Module, "module")
 
 
 # ---------------------------------------------------------------------- fully_shard
@@ -402,65 +383,19 @@ def _default_mesh(device_type: str):
     return mesh
 
 
-def _collect_params(module: nn.Module, ignored: set):
-    entries: Dict[int, list] = {}
-
-    def walk(mod: nn.Module, prefix: str, top: bool) -> None:
-        if not top and _STATE_ATTR in mod.__dict__:
-            return
-        for name, p in mod._parameters.items():  # pylint: disable=protected-access
-            if p is None or id(p) in ignored or "_hp_fsdp_info" in p.__dict__:
-                continue
-            entries.setdefault(id(p), [p, [], prefix + name])[1].append((mod, name))
-        for cname, child in mod._modules.items():  # pylint: disable=protected-access
-            if child is not None:
-                walk(child, f"{prefix}{cname}.", False)
-
-    walk(module, "", True)
-    for p, _, fqn in entries.values():
-        if p.dim() == 0:
-            raise ValueError(f"fully_shard: parameter {fqn!r} is 0-dimensional; a 0-dimensional parameter cannot "
-                             "be sharded on dim 0 (pass it in ignored_params or give it shape (1,))")
-    infos = [ParamInfo(locs, fqn, p) for p, locs, fqn in entries.values()]
-    return infos, {fqn: p for p, _, fqn in entries.values()}
-
-
-def _find_parent(dp_mesh, tp_mesh):
-    from hyper_parallel.core import device_mesh as dm
-    rank = dist.get_rank()
-
-    def same(sub, mesh):
-        return sub.shape == mesh.topology.shape and sub.ranks == mesh.topology.ranks
-
-    for parent in reversed(dm._MESHES):  # newest first  # pylint: disable=protected-access
-        topo = parent.topology
-        if topo.ndim != 2 or not topo.dim_names or parent.get_coordinate() is None:
-            continue
-        for a, b in ((0, 1), (1, 0)):
-            if same(topo.sub((a,), rank), dp_mesh) and same(topo.sub((b,), rank), tp_mesh):
-                return parent, topo.dim_names[a], topo.dim_names[b]
-    raise ValueError(f"fully_shard: the data-parallel mesh {dp_mesh} and the TP mesh {tp_mesh} of a DTensor parameter "
-                     "must be slices of one named 2-D mesh (e.g. mesh['dp'] and mesh['tp'])")
+def _collect_params(module: nn.Module, ignored_params):
+    found = collect_unit_params(module, params=lambda m: m._parameters.items(),  # pylint: disable=protected-access
+                                children=lambda m: m._modules.items(),  # pylint: disable=protected-access
+                                skip=lambda p: "_hp_fsdp_info" in p.__dict__, ignored=ignored_params or ())
+    for p, _, fqn in found:
+        check_shardable(fqn, p.dim())
+    infos = [ParamInfo(locs, fqn, p) for p, locs, fqn in found]
+    return infos, {fqn: p for p, _, fqn in found}
 
 
 def _spec_for(info: ParamInfo, mi: MeshInfo) -> DTensorSpec:
     """The global spec of a sharded parameter (plain, HSDP or TP x FSDP)."""
-    mesh = mi.mesh
-    if info.tp_spec is None:
-        placements = (Shard(0),) if mesh.ndim == 1 else (Replicate(), Shard(0))
-        return DTensorSpec(mesh, placements, info.shape)
-    tp = info.tp_spec
-    if mesh.ndim != 1 or tp.mesh.ndim != 1:
-        raise ValueError(f"fully_shard: parameter {info.fqn!r} is a DTensor on {tp.mesh}; TP x FSDP needs a 1-D "
-                         f"data-parallel mesh and a 1-D TP mesh (HSDP with TP is not supported), got {mesh}")
-    pl = tp.placements[0]
-    if pl.is_partial():
-        raise ValueError(f"fully_shard: parameter {info.fqn!r} has a Partial placement {pl}; parameters must be "
-                         "Shard or Replicate")
-    parent, dp_name, tp_name = _find_parent(mesh, tp.mesh)
-    if isinstance(pl, Shard) and pl.dim == 0:  # FSDP splits the TP shard: TP is the outer split of dim 0
-        return DTensorSpec(parent[tp_name, dp_name], (Shard(0), Shard(0)), tp.shape)
-    return DTensorSpec(parent[dp_name, tp_name], (Shard(0), pl), tp.shape)
+    return sharded_param_spec(info.fqn, info.shape, info.tp_spec, mi.mesh, dist.get_rank())
 
 
 def _build_params(unit: FSDPUnit, originals: Dict[str, torch.Tensor]) -> None:
@@ -518,18 +453,6 @@ def _device_of(mesh) -> torch.device:
     return torch.device(mesh.device_type, mod.current_device())
 
 
-def _check_args(module, mp_policy, offload_policy) -> None:
-    if not isinstance(module, nn.Module):
-        raise TypeError(f"fully_shard(module): expected an nn.Module, got {type(module).__name__}")
-    if _STATE_ATTR in module.__dict__:
-        raise ValueError(f"fully_shard(module): {type(module).__name__} is already fully sharded")
-    if not isinstance(mp_policy, MixedPrecisionPolicy):
-        raise TypeError(f"fully_shard(mp_policy): expected a MixedPrecisionPolicy, got {mp_policy!r}")
-    if not isinstance(offload_policy, OffloadPolicy):
-        raise TypeError(f"fully_shard(offload_policy): expected an OffloadPolicy/CPUOffloadPolicy, got "
-                        f"{offload_policy!r}")
-
-
 def fully_shard(module: nn.Module, *, mesh=None, reshard_after_forward: Any = True,
                 mp_policy: Optional[MixedPrecisionPolicy] = None, offload_policy: Optional[OffloadPolicy] = None,
                 ignored_params: Optional[Iterable[nn.Parameter]] = None) -> nn.Module:
@@ -553,12 +476,11 @@ def fully_shard(module: nn.Module, *, mesh=None, reshard_after_forward: Any = Tr
     """
     mp_policy = MixedPrecisionPolicy() if mp_policy is None else mp_policy
     offload_policy = OffloadPolicy() if offload_policy is None else offload_policy
-    _check_args(module, mp_policy, offload_policy)
+    check_fully_shard_args(module, nn.Module, "an nn.Module", mp_policy, offload_policy)
     if mesh is None:
         from hyper_parallel.platform import get_platform
         mesh = _default_mesh(get_platform("torch").default_device_type())
-    ignored = {id(p) for p in (ignored_params or ())}
-    infos, originals = _collect_params(module, ignored)
+    infos, originals = _collect_params(module, ignored_params)
     mi = MeshInfo(mesh, post_forward_group_size(reshard_after_forward, mesh.shape[-1]))
     offload = isinstance(offload_policy, CPUOffloadPolicy)
     pin = offload and offload_policy.pin_memory
@@ -568,12 +490,7 @@ def fully_shard(module: nn.Module, *, mesh=None, reshard_after_forward: Any = Tr
     if unit is not None:
         _build_params(unit, originals)
         unit.swap_out()
-    cls = type(module)
-    new_cls = _CLASSES.get(cls)
-    if new_cls is None:
-        new_cls = type(f"FSDP{cls.__name__}", (FSDPModule, cls), {})
-        _CLASSES[cls] = new_cls
-    module.__class__ = new_cls
+    module.__class__ = fsdp_class(type(module), FSDPModule)
     module.register_forward_pre_hook(_pre_forward, prepend=True, with_kwargs=True)
     module.register_forward_hook(_post_forward)
     from hyper_parallel.fsdp._torch import optim as _optim

@@ -10,11 +10,11 @@ import contextlib
 import mindspore as ms
 from mindspore import mint, ops
 
-from hyper_parallel.core.placement import Shard
 from hyper_parallel.platform.mindspore import dispatch as _dispatch
 from hyper_parallel.platform.mindspore.collectives import raw_all_reduce
 from hyper_parallel.platform.mindspore.dtensor import DTensor
 from hyper_parallel.platform.mindspore.platform import PLATFORM
+from hyper_parallel.tp.loss_args import check_vocab_parallel_args, cross_entropy_call
 
 __all__ = ["vocab_parallel_cross_entropy", "loss_parallel"]
 
@@ -24,12 +24,7 @@ def vocab_parallel_cross_entropy(logits, target, *, ignore_index: int = -100, re
     """Cross-entropy over class dim -1 of a ``Shard(-1)`` MindSpore DTensor ``logits``; ``target`` holds class
     ids (plain tensor or replicated DTensor, shape = logits shape without the last dim). Returns a plain
     (replicated) MindSpore tensor; differentiable with respect to the local logits."""
-    if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f"vocab_parallel_cross_entropy(reduction={reduction!r}): expected mean, sum or none")
-    if not isinstance(logits, DTensor) or logits.device_mesh.ndim != 1 or \
-            logits.placements != (Shard(logits.ndim - 1),):
-        raise ValueError("vocab_parallel_cross_entropy: logits must be a DTensor sharded Shard(-1) on a 1-D mesh, "
-                         f"got {getattr(logits, 'placements', type(logits).__name__)}")
+    check_vocab_parallel_args(logits, reduction, DTensor)
     mesh = logits.device_mesh
     group = mesh.get_group(0)
     vocab = logits.shape[-1]
@@ -67,18 +62,9 @@ def vocab_parallel_cross_entropy(logits, target, *, ignore_index: int = -100, re
 
 
 def _handler(func, args, kwargs):  # pylint: disable=unused-argument
-    logits, target = args[0], args[1]
-    extra = dict(kwargs)
-    for name, value in zip(("weight", "ignore_index", "reduction", "label_smoothing"), args[2:]):
-        extra[name] = value
-    if extra.get("weight") is not None:
-        raise ValueError("loss_parallel cross_entropy: argument 'weight' is not supported")
-    if logits.ndim != 2:
-        raise ValueError("loss_parallel cross_entropy: pass (N, C) logits (cross_entropy's class dim is 1); for "
-                         "(B, S, V) call vocab_parallel_cross_entropy(logits, target), class dim -1")
-    return vocab_parallel_cross_entropy(logits, target, ignore_index=extra.get("ignore_index", -100),
-                                        reduction=extra.get("reduction", "mean"),
-                                        label_smoothing=extra.get("label_smoothing", 0.0))
+    logits, target, options = cross_entropy_call(
+        args, kwargs, ("weight", "ignore_index", "reduction", "label_smoothing"), ("weight",), "cross_entropy")
+    return vocab_parallel_cross_entropy(logits, target, **options)
 
 
 @contextlib.contextmanager

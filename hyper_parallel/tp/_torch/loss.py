@@ -15,11 +15,11 @@ from typing import Optional
 
 import torch.nn.functional as F
 
-from hyper_parallel.core.placement import Shard
 from hyper_parallel.platform import get_platform
 from hyper_parallel.platform.torch import dtensor as _dt
 from hyper_parallel.platform.torch.dispatch import install_registry
 from hyper_parallel.platform.torch.dtensor import DTensor
+from hyper_parallel.tp.loss_args import check_vocab_parallel_args, cross_entropy_call
 
 __all__ = ["vocab_parallel_cross_entropy", "loss_parallel"]
 
@@ -29,12 +29,7 @@ def vocab_parallel_cross_entropy(logits, target, *, ignore_index: int = -100, re
     """Cross-entropy over class dim -1 of a ``Shard(-1)`` DTensor ``logits``; ``target`` holds class ids
     (plain tensor or replicated DTensor, shape = logits shape without the last dim). Returns a plain
     (replicated) tensor."""
-    if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f"vocab_parallel_cross_entropy(reduction={reduction!r}): expected mean, sum or none")
-    if not isinstance(logits, DTensor) or logits.device_mesh.ndim != 1 or \
-            logits.placements != (Shard(logits.ndim - 1),):
-        raise ValueError("vocab_parallel_cross_entropy: logits must be a DTensor sharded Shard(-1) on a 1-D mesh, "
-                         f"got {getattr(logits, 'placements', type(logits).__name__)}")
+    check_vocab_parallel_args(logits, reduction, DTensor)
     plat = get_platform("torch")
     mesh = logits.device_mesh
     group = mesh.get_group(0)
@@ -73,20 +68,10 @@ def loss_parallel():
     previous: Optional[object] = _dt.DISPATCH_TABLE.get(F.cross_entropy)
 
     def handler(func, args, kwargs):  # pylint: disable=unused-argument
-        logits, target = args[0], args[1]
-        extra = dict(kwargs)
-        for name, value in zip(("weight", "size_average", "ignore_index", "reduce", "reduction", "label_smoothing"),
-                               args[2:]):
-            extra[name] = value
-        for unsupported in ("weight", "size_average", "reduce"):
-            if extra.get(unsupported) is not None:
-                raise ValueError(f"loss_parallel cross_entropy: argument {unsupported!r} is not supported")
-        if logits.ndim != 2:
-            raise ValueError("loss_parallel cross_entropy: pass (N, C) logits (F.cross_entropy's class dim is 1); "
-                             "for (B, S, V) call vocab_parallel_cross_entropy(logits, target), class dim -1")
-        return vocab_parallel_cross_entropy(logits, target, ignore_index=extra.get("ignore_index", -100),
-                                            reduction=extra.get("reduction", "mean"),
-                                            label_smoothing=extra.get("label_smoothing", 0.0))
+        logits, target, options = cross_entropy_call(
+            args, kwargs, ("weight", "size_average", "ignore_index", "reduce", "reduction", "label_smoothing"),
+            ("weight", "size_average", "reduce"), "F.cross_entropy")
+        return vocab_parallel_cross_entropy(logits, target, **options)
 
     _dt.DISPATCH_TABLE[F.cross_entropy] = handler
     try:
