@@ -13,25 +13,9 @@ import traceback
 
 import numpy as np
 
+from tests.st.mindspore.common import mlp as _mlp
+
 NAMES = ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias")
-
-
-def _mlp():
-    from mindspore import nn
-
-    class MLP(nn.Cell):
-        """Dense(8->16) -> ReLU -> Dense(16->8), named like the torch module of the test."""
-
-        def __init__(self):
-            super().__init__()
-            self.fc1 = nn.Dense(8, 16)
-            self.act = nn.ReLU()
-            self.fc2 = nn.Dense(16, 8)
-
-        def construct(self, x):
-            return self.fc2(self.act(self.fc1(x)))
-
-    return MLP()
 
 
 def _full(cell, name):

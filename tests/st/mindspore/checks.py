@@ -8,27 +8,10 @@ result is compared with the same computation on one process (forward and backwar
 """
 import itertools
 import time
-import traceback
 
 import numpy as np
 
-F32_TOL = dict(rtol=2e-5, atol=2e-5)
-
-
-def _setup():
-    import mindspore as ms
-    import hyper_parallel as hp
-    mesh = hp.init_device_mesh("cpu", (2,), platform="mindspore")
-    ms.set_seed(0)
-    return mesh
-
-
-def _record(results, name, fn):
-    try:
-        fn()
-        results[name] = "ok"
-    except Exception:  # pylint: disable=broad-except  # every failure is returned and asserted on by pytest
-        results[name] = "FAIL " + traceback.format_exc()
+from tests.st.mindspore.common import TOL as F32_TOL, mlp, record as _record, run_group, setup_mesh as _setup
 
 
 def _np(t):
@@ -407,23 +390,7 @@ def _namespace_check(mesh, x):
 
 
 def _mlp():
-    import mindspore as ms
-    from mindspore import nn
-
-    class MLP(nn.Cell):
-        """Dense(8->16) -> ReLU -> Dense(16->8)."""
-
-        def __init__(self):
-            super().__init__()
-            self.fc1 = nn.Dense(8, 16)
-            self.act = nn.ReLU()
-            self.fc2 = nn.Dense(16, 8)
-
-        def construct(self, x):
-            return self.fc2(self.act(self.fc1(x)))
-
-    ms.set_seed(42)
-    return MLP()
+    return mlp(seed=42)
 
 
 def _tp_check(mesh):
@@ -592,22 +559,11 @@ def run_ops_tp_suite():
     from tests.st.mindspore.fsdp_checks import FSDP_CHECKS
     from tests.st.mindspore.pipeline_checks import PIPELINE_CHECKS
     from tests.st.mindspore.tp_checks import TP_CHECKS, mint_rule_checks
-    start = time.perf_counter()
-    for name, fn in FSDP_CHECKS.items():
-        _record(results, name, lambda fn=fn: fn(mesh))
-    seconds["fsdp"] = time.perf_counter() - start
+    from tests.st.mindspore.moe_checks import MOE_CHECKS
+    seconds["fsdp"] = run_group(results, FSDP_CHECKS, mesh)
     start = time.perf_counter()
     mint_rule_checks(mesh, lambda name, fn: _record(results, name, fn))
-    for name, fn in TP_CHECKS.items():
-        _record(results, name, lambda fn=fn: fn(mesh))
-    seconds["tp completeness"] = time.perf_counter() - start
-    from tests.st.mindspore.moe_checks import MOE_CHECKS
-    start = time.perf_counter()
-    for name, fn in MOE_CHECKS.items():
-        _record(results, name, lambda fn=fn: fn(mesh))
-    seconds["moe"] = time.perf_counter() - start
-    start = time.perf_counter()
-    for name, fn in PIPELINE_CHECKS.items():
-        _record(results, name, fn)
-    seconds["pipeline"] = time.perf_counter() - start
+    seconds["tp completeness"] = time.perf_counter() - start + run_group(results, TP_CHECKS, mesh)
+    seconds["moe"] = run_group(results, MOE_CHECKS, mesh)
+    seconds["pipeline"] = run_group(results, PIPELINE_CHECKS)
     return {"results": results, "seconds": seconds}

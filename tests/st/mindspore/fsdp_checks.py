@@ -8,7 +8,7 @@ parameter and the parameters after AdamW steps must match.
 """
 import numpy as np
 
-TOL = dict(rtol=2e-5, atol=2e-5)
+from tests.st.mindspore.common import TOL, adamw_parity
 
 
 def _net(seed=5):
@@ -63,6 +63,10 @@ def _full(cell, name, value):
     return (DTensor(value, spec).full_tensor() if spec is not None else value).asnumpy()
 
 
+#: how fully_shard parity loops (``common.adamw_parity``) run the reference and read shards
+PARITY = {"full": _full, "ref_step": _ref_step, "loss_fn": _loss_fn}
+
+
 def _sharded(mesh, **kw):
     import hyper_parallel as hp
     net = _net()
@@ -74,30 +78,11 @@ def _sharded(mesh, **kw):
 
 def fsdp_parity_check(mesh):
     """Nested units (uneven and empty shards), 3 AdamW steps: losses, gradients, parameters vs one process."""
-    import mindspore as ms
-    from hyper_parallel.optim._mindspore.optimizers import AdamW
     me = mesh.get_coordinate()[0]
     ref, net = _net(), _sharded(mesh)
     assert type(net).__name__ == "FSDPNet" and tuple(net.l1.weight.shape) == ((3, 6) if me == 0 else (2, 6))
     assert tuple(net.l2.weight.shape) == ((1, 5) if me == 0 else (0, 5)), net.l2.weight.shape
-    opts = {"ref": AdamW(ref.trainable_params(), lr=0.05, weight_decay=0.1),
-            "net": AdamW(net.trainable_params(), lr=0.05, weight_decay=0.1)}
-    for step in range(3):
-        batches = _batches(2, 100 + step)
-        losses, want = _ref_step(ref, batches)
-        x, y = (ms.Tensor(a) for a in batches[me])
-        params = net.trainable_params()
-        loss, grads = ms.value_and_grad(_loss_fn(net), None, params)(x, y)
-        np.testing.assert_allclose(float(loss.asnumpy()), losses[me], err_msg=f"step {step} loss", **TOL)
-        for p, g in zip(params, grads):
-            assert tuple(g.shape) == tuple(p.shape), (p.name, g.shape, p.shape)
-            np.testing.assert_allclose(_full(net, p.name, g), want[p.name], err_msg=f"step {step} grad {p.name}",
-                                       **TOL)
-        opts["net"].step(grads)
-        opts["ref"].step([ms.Tensor(want[p.name]) for p in ref.trainable_params()])
-    for p, q in zip(ref.trainable_params(), net.trainable_params()):
-        np.testing.assert_allclose(_full(net, q.name, q.value()), p.value().asnumpy(), err_msg=f"{p.name} after 3 "
-                                   "AdamW steps", **TOL)
+    adamw_parity(ref, net, lambda step: _batches(2, 100 + step), me, "FSDP", weight_decay=0.1, **PARITY)
     stats = net.fsdp_stats()
     assert stats["all_gathers"] == 3 * 3 and stats["reduce_scatters"] == 3 * 3, stats  # 3 units x 3 steps
     # l1 and l2 reshard after forward (the root does not): their weights leave the tape, backward gathers again
@@ -165,12 +150,7 @@ def fsdp_prefetch_unshard_check(mesh):
     ref, net = _net(), _sharded(mesh)
     net.set_modules_to_forward_prefetch([net.l1, net.l2])
     batches = _batches(2, 13)
-    _, want = _ref_step(ref, batches)
-    x, y = (ms.Tensor(a) for a in batches[me])
-    params = net.trainable_params()
-    _, grads = ms.value_and_grad(_loss_fn(net), None, params)(x, y)
-    for p, g in zip(params, grads):
-        np.testing.assert_allclose(_full(net, p.name, g), want[p.name], err_msg=f"prefetched grad {p.name}", **TOL)
+    _check_grads(net, _grads(net, batches[me]), _ref_step(ref, batches)[1], "prefetched grad")
     assert net.fsdp_stats()["all_gathers"] == 3, net.fsdp_stats()
     net.l1.unshard()
     assert tuple(net.l1.weight.shape) == (5, 6)
@@ -196,25 +176,28 @@ def fsdp_prefetch_unshard_check(mesh):
 def fsdp_recompute_check(mesh):
     """A unit wrapped with activation.checkpoint_wrapper (MindSpore recompute): its forward, all-gather
     included, runs again in backward; gradients still match one process."""
-    import mindspore as ms
     from hyper_parallel.activation import checkpoint_wrapper
     me = mesh.get_coordinate()[0]
     ref, net = _net(), _sharded(mesh)
     checkpoint_wrapper(net.l1)
     batches = _batches(2, 17)
-    _, want = _ref_step(ref, batches)
-    x, y = (ms.Tensor(a) for a in batches[me])
-    params = net.trainable_params()
-    _, grads = ms.value_and_grad(_loss_fn(net), None, params)(x, y)
-    for p, g in zip(params, grads):
-        np.testing.assert_allclose(_full(net, p.name, g), want[p.name], err_msg=f"recomputed grad {p.name}", **TOL)
-    assert net.fsdp_stats()["all_gathers"] == 4, net.fsdp_stats()  # l1 gathered again by its recomputation
+    _check_grads(net, _grads(net, batches[me]), _ref_step(ref, batches)[1], "recomputed grad")
+    stats = net.fsdp_stats()
+    assert stats["all_gathers"] == 4, stats  # l1 gathered again by its recomputation
+    # recompute frees l1's saved tensors itself: only l2 leaves its weight to FSDP's saved-tensor hooks
+    assert stats["freed_after_forward"] == 1 and stats["backward_all_gathers"] == 1, stats
 
 
 def _grads(net, batch):
     import mindspore as ms
     x, y = (ms.Tensor(a) for a in batch)
     return ms.value_and_grad(_loss_fn(net), None, net.trainable_params())(x, y)[1]
+
+
+def _check_grads(net, grads, want, what):
+    """Every returned shard gradient, gathered, equals the one-process gradient ``want[name]``."""
+    for p, g in zip(net.trainable_params(), grads):
+        np.testing.assert_allclose(_full(net, p.name, g), want[p.name], err_msg=f"{what} {p.name}", **TOL)
 
 
 def fsdp_last_backward_check(mesh):
@@ -244,10 +227,7 @@ def fsdp_last_backward_check(mesh):
     _grads(net, micro[0][me])
     assert net.fsdp_stats()["all_gathers"] == 6 and net.fsdp_stats()["backward_all_gathers"] == 2, net.fsdp_stats()
     kept = _sharded(mesh, reshard_after_forward=False)
-    _, one = _ref_step(ref, micro[0])
-    grads = _grads(kept, micro[0][me])
-    for p, g in zip(kept.trainable_params(), grads):
-        np.testing.assert_allclose(_full(kept, p.name, g), one[p.name], err_msg=f"kept grad {p.name}", **TOL)
+    _check_grads(kept, _grads(kept, micro[0][me]), _ref_step(ref, micro[0])[1], "kept grad")
     assert kept.fsdp_stats() == {"all_gathers": 3, "backward_all_gathers": 0, "reduce_scatters": 3, "kept_local": 0,
                                  "freed_after_forward": 0}, kept.fsdp_stats()
 
@@ -267,11 +247,8 @@ def fsdp_backward_prefetch_check(mesh):
             net.set_modules_to_backward_prefetch([net.l2, net.l1])
         events.clear()
         batches = _batches(2, 23)
-        _, want = _ref_step(ref, batches)
-        grads = _grads(net, batches[mesh.get_coordinate()[0]])
-        for p, g in zip(net.trainable_params(), grads):
-            np.testing.assert_allclose(_full(net, p.name, g), want[p.name], err_msg=f"prefetch={prefetch} {p.name}",
-                                       **TOL)
+        _check_grads(net, _grads(net, batches[mesh.get_coordinate()[0]]), _ref_step(ref, batches)[1],
+                     f"prefetch={prefetch}")
         expected = (["gather l2", "gather l1", "reduce l2", "reduce l1", "reduce net"] if prefetch else
                     ["gather l2", "reduce l2", "gather l1", "reduce l1", "reduce net"])
         assert events == expected, (prefetch, events)
@@ -281,6 +258,40 @@ def fsdp_backward_prefetch_check(mesh):
         except kind:
             continue
         raise AssertionError(f"set_modules_to_backward_prefetch({bad!r}) must raise {kind.__name__}")
+
+
+def unsorted_mesh_check(_mesh):
+    """A mesh over unsorted ranks, DeviceMesh("cpu", [1, 0]) (coordinate 0 is rank 1): the collectives along it
+    follow the mesh order, not the sorted rank order (all-gather and its adjoint, all-to-all, reduce-scatter),
+    and fully_shard on it matches one process (rank 1 holds the first rows)."""
+    import mindspore as ms
+    from mindspore.communication import get_rank
+    from hyper_parallel import Partial, Replicate, Shard
+    from hyper_parallel.core.device_mesh import DeviceMesh
+    from hyper_parallel.platform.mindspore.dtensor import DTensor
+    mesh = DeviceMesh("cpu", [1, 0], platform="mindspore")
+    coord = 1 - get_rank()
+    assert mesh.get_coordinate() == (coord,), mesh.get_coordinate()
+    full = np.arange(24, dtype=np.float32).reshape(4, 6)
+    x = DTensor.from_local(ms.Tensor(full[2 * coord:2 * coord + 2]), mesh, [Shard(0)])
+    np.testing.assert_array_equal(x.full_tensor().asnumpy(), full)
+    np.testing.assert_array_equal(x.redistribute(mesh, [Shard(1)]).to_local().asnumpy(),
+                                  full[:, 3 * coord:3 * coord + 3])
+    part = DTensor.from_local(ms.Tensor(full * (coord + 1) / 3), mesh, [Partial()])
+    np.testing.assert_allclose(part.redistribute(mesh, [Shard(0)]).to_local().asnumpy(),
+                               full[2 * coord:2 * coord + 2], rtol=1e-6)
+    weight = ms.Tensor(full + 1)
+
+    def fn(local):
+        g = DTensor.from_local(local, mesh, [Shard(0)]).redistribute(mesh, [Replicate()])
+        return (g.to_local() * weight).sum()
+
+    grad = ms.grad(fn)(ms.Tensor(full[2 * coord:2 * coord + 2]))
+    np.testing.assert_array_equal(grad.asnumpy(), (full + 1)[2 * coord:2 * coord + 2])
+    ref, net = _net(), _sharded(mesh)
+    assert tuple(net.l1.weight.shape) == ((3, 6) if coord == 0 else (2, 6)), net.l1.weight.shape
+    batches = _batches(2, 29)
+    _check_grads(net, _grads(net, batches[coord]), _ref_step(ref, batches)[1], "unsorted mesh grad")
 
 
 def _trace(unit, name, events):
@@ -308,16 +319,11 @@ FSDP_CHECKS = {"fsdp nested units, 3 AdamW steps": fsdp_parity_check,
                "fsdp forward prefetch, unshard/reshard, errors": fsdp_prefetch_unshard_check,
                "fsdp under recompute": fsdp_recompute_check,
                "fsdp set_is_last_backward, reshard_after_forward=False": fsdp_last_backward_check,
-               "fsdp backward prefetch order": fsdp_backward_prefetch_check}
+               "fsdp backward prefetch order": fsdp_backward_prefetch_check,
+               "mesh over unsorted ranks [1, 0]: collectives and fully_shard": unsorted_mesh_check}
 
 
 def run_fsdp_only():
     """Entry for running these checks alone (development): one launch of 2 ranks."""
-    from tests.st.mindspore.checks import _record, _setup
-    mesh = _setup()
-    results = {}
-    for name, fn in FSDP_CHECKS.items():
-        _record(results, name, lambda fn=fn: fn(mesh))
-        if results[name] != "ok":  # the ranks' collectives may be out of step now
-            break
-    return {"results": results}
+    from tests.st.mindspore.common import run_only
+    return run_only(FSDP_CHECKS)

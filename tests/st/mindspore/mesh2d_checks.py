@@ -4,16 +4,16 @@
 mesh, each for 3 AdamW steps against one process on the data-parallel ranks' batches."""
 import numpy as np
 
-from tests.st.mindspore.fsdp_checks import TOL, _batches, _full, _loss_fn, _net, _ref_step
+from tests.st.mindspore.common import adamw_parity, record
+from tests.st.mindspore.fsdp_checks import PARITY, _batches, _net
 
 
 def hsdp_check():
     """HSDP on mesh (replicate=2, shard=2): nested units, uneven/empty shards, 3 AdamW steps vs one process
     on the 4 ranks' batches (the gradient is reduce-scattered within a shard pair and all-reduced across)."""
-    import mindspore as ms
     import hyper_parallel as hp
     from hyper_parallel import Replicate, Shard
-    from hyper_parallel.optim._mindspore.optimizers import AdamW, parameter_specs
+    from hyper_parallel.optim._mindspore.optimizers import parameter_specs
     mesh = hp.init_device_mesh("cpu", (2, 2), mesh_dim_names=("replicate", "shard"), platform="mindspore")
     from mindspore.communication import get_rank
     me = get_rank()
@@ -21,21 +21,7 @@ def hsdp_check():
     for cell in (net.l1, net.l2, net):
         hp.fully_shard(cell, mesh=mesh)
     assert parameter_specs(net)["l1.weight"].placements == (Replicate(), Shard(0))
-    opts = {"ref": AdamW(ref.trainable_params(), lr=0.05), "net": AdamW(net.trainable_params(), lr=0.05)}
-    for step in range(3):
-        batches = _batches(4, 200 + step)
-        losses, want = _ref_step(ref, batches)
-        params = net.trainable_params()
-        loss, grads = ms.value_and_grad(_loss_fn(net), None, params)(*(ms.Tensor(a) for a in batches[me]))
-        np.testing.assert_allclose(float(loss.asnumpy()), losses[me], err_msg=f"step {step} loss", **TOL)
-        for p, g in zip(params, grads):
-            np.testing.assert_allclose(_full(net, p.name, g), want[p.name], err_msg=f"step {step} grad {p.name}",
-                                       **TOL)
-        opts["net"].step(grads)
-        opts["ref"].step([ms.Tensor(want[p.name]) for p in ref.trainable_params()])
-    for p, q in zip(ref.trainable_params(), net.trainable_params()):
-        np.testing.assert_allclose(_full(net, q.name, q.value()), p.value().asnumpy(), err_msg=f"{p.name} after 3 "
-                                   "HSDP AdamW steps", **TOL)
+    adamw_parity(ref, net, lambda step: _batches(4, 200 + step), me, "HSDP", **PARITY)
 
 
 def _mlp(seed=9):
@@ -61,10 +47,9 @@ def _mlp(seed=9):
 def tp_fsdp_check():
     """TP (Colwise fc1, Rowwise fc2) on mesh['tp'] and fully_shard on mesh['dp'] of a named (dp=2, tp=2) mesh:
     composed layouts, 3 AdamW steps: loss, every gradient and parameter vs one process on the dp batches."""
-    import mindspore as ms
     import hyper_parallel as hp
     from hyper_parallel import Shard
-    from hyper_parallel.optim._mindspore.optimizers import AdamW, parameter_specs
+    from hyper_parallel.optim._mindspore.optimizers import parameter_specs
     from hyper_parallel.tp import ColwiseParallel, RowwiseParallel, parallelize_module
     mesh = hp.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"), platform="mindspore")
     dp = mesh.get_coordinate()[0]
@@ -75,21 +60,7 @@ def tp_fsdp_check():
     assert specs["fc1.weight"].placements == (Shard(0), Shard(0)), specs["fc1.weight"]  # (tp, dp) of dim 0
     assert specs["fc2.weight"].placements == (Shard(0), Shard(1)), specs["fc2.weight"]  # (dp: dim 0, tp: dim 1)
     assert tuple(net.fc1.weight.shape) == (2, 6) and tuple(net.fc2.weight.shape) == (3, 4), net.fc2.weight.shape
-    opts = {"ref": AdamW(ref.trainable_params(), lr=0.05), "net": AdamW(net.trainable_params(), lr=0.05)}
-    for step in range(3):
-        batches = _batches(2, 300 + step)
-        losses, want = _ref_step(ref, batches)
-        params = net.trainable_params()
-        loss, grads = ms.value_and_grad(_loss_fn(net), None, params)(*(ms.Tensor(a) for a in batches[dp]))
-        np.testing.assert_allclose(float(loss.asnumpy()), losses[dp], err_msg=f"step {step} loss", **TOL)
-        for p, g in zip(params, grads):
-            np.testing.assert_allclose(_full(net, p.name, g), want[p.name], err_msg=f"step {step} grad {p.name}",
-                                       **TOL)
-        opts["net"].step(grads)
-        opts["ref"].step([ms.Tensor(want[p.name]) for p in ref.trainable_params()])
-    for p, q in zip(ref.trainable_params(), net.trainable_params()):
-        np.testing.assert_allclose(_full(net, q.name, q.value()), p.value().asnumpy(), err_msg=f"{p.name} after 3 "
-                                   "TP x FSDP AdamW steps", **TOL)
+    adamw_parity(ref, net, lambda step: _batches(2, 300 + step), dp, "TP x FSDP", **PARITY)
 
 
 def all_to_all_4ranks_check():
@@ -141,12 +112,11 @@ def run_mesh2d_suite():
     """Every 2-D check (4 ranks); a failing check stops the suite (the ranks' collectives may be out of step)."""
     import time
     import hyper_parallel as hp
-    from tests.st.mindspore.checks import _record
     hp.init_process_group(platform="mindspore")
     results, seconds = {}, {}
     for name, fn in MESH2D_CHECKS.items():
         start = time.perf_counter()
-        _record(results, name, fn)
+        record(results, name, fn)
         seconds[name] = time.perf_counter() - start
         if results[name] != "ok":
             break

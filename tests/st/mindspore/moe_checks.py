@@ -108,9 +108,5 @@ MOE_CHECKS = {"moe ep=2 top-1, top-2 + shared, skewed top-1 router": moe_ep_chec
 
 def run_moe_only():
     """Entry for running these checks alone (development): one launch of 2 ranks."""
-    from tests.st.mindspore.checks import _record, _setup
-    mesh = _setup()
-    results = {}
-    for name, fn in MOE_CHECKS.items():
-        _record(results, name, lambda fn=fn: fn(mesh))
-    return {"results": results}
+    from tests.st.mindspore.common import run_only
+    return run_only(MOE_CHECKS)

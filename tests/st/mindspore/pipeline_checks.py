@@ -3,19 +3,9 @@
 """Pipeline checks run inside MindSpore ranks (one launch): GPipe and 1F1B on ``nn.Cell`` stages over
 the emulated point-to-point, each against the same model on one process over 2 steps with an odd
 microbatch count and gradient accumulation; plus the shared validator's and errors' behaviour."""
-import traceback
-
 import numpy as np
 
-TOL = dict(rtol=2e-5, atol=2e-5)
-
-
-def _record(results, name, fn):
-    try:
-        fn()
-        results[name] = "ok"
-    except Exception:  # pylint: disable=broad-except  # every failure is returned and asserted on by pytest
-        results[name] = "FAIL " + traceback.format_exc()
+from tests.st.mindspore.common import TOL, run_group
 
 
 def _cells(seed=0):
@@ -111,7 +101,5 @@ def run_pipeline_suite():
     import hyper_parallel as hp
     hp.init_device_mesh("cpu", (2,), platform="mindspore")
     results = {}
-    _record(results, "GPipe m=3", lambda: _parity("GPipe", 3))
-    _record(results, "1F1B m=3", lambda: _parity("1F1B", 3))
-    _record(results, "errors", _errors)
+    run_group(results, PIPELINE_CHECKS)
     return {"results": results}

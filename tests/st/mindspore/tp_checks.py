@@ -202,10 +202,9 @@ TP_CHECKS = {"tp sequence parallel + vocab embedding + loss parallel, 2 SGD step
 
 def run_tp_only():
     """Entry for running these checks alone (development): one launch of 2 ranks."""
-    from tests.st.mindspore.checks import _record, _setup
-    mesh = _setup()
+    from tests.st.mindspore.common import record, run_group, setup_mesh
+    mesh = setup_mesh()
     results = {}
-    mint_rule_checks(mesh, lambda name, fn: _record(results, name, fn))
-    for name, fn in TP_CHECKS.items():
-        _record(results, name, lambda fn=fn: fn(mesh))
+    mint_rule_checks(mesh, lambda name, fn: record(results, name, fn))
+    run_group(results, TP_CHECKS, mesh)
     return {"results": results}
