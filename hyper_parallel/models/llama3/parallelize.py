@@ -12,7 +12,7 @@ from hyper_parallel.tp import (ColwiseParallel, PrepareModuleInput, RowwiseParal
 
 __all__ = ["llama_tp_plan", "llama_cp_plan", "parallelize_llama", "llama_moe_tp_plan", "parallelize_llama_moe",
            "pipeline_llama", "parallelize_llama3", "pipeline_llama3", "qk_norm_plan",
-           "with_attention_plan", "retie_embeddings", "stage_plan"]
+           "with_attention_plan", "retie_embeddings", "stage_plan", "moe_stage_meshes"]
 
 
 def llama_tp_plan(sequence_parallel: bool = True, loss_parallel: bool = False, fused_sp_grad: bool = True) -> dict:
@@ -185,7 +185,7 @@ def _dense_dims(mesh):
 
 
 def parallelize_llama_moe(model, mesh, *, ep: int, loss_parallel: bool = False, async_dispatch: bool = True,
-                          attention_plan=None, before_fsdp=None):
+                          attention_plan=None, before_fsdp=None, expert_mesh=None, flat_mesh=None):
     """EP + FSDP + TP for a Llama with MoE layers (``TINY_CONFIGS["debug_moe"]``); returns the model.
 
     ``mesh`` is 1-D (data parallel) or 2-D with dims ``("dp", "tp")``. With ``tp > 1``: tensor +
@@ -196,7 +196,10 @@ def parallelize_llama_moe(model, mesh, *, ep: int, loss_parallel: bool = False, 
     shared experts are data parallel over all ``dp * tp`` ranks (``fully_shard`` on the flattened
     mesh); each decoder layer and the root are ``fully_shard`` -ed over ``dp``. Gradients come out as
     the average over the ``dp`` replicas of the loss. Register the expert-bias update with
-    ``hyper_parallel.moe.register_moe_load_balancing_hook(model, optimizer)``.
+    ``hyper_parallel.moe.register_moe_load_balancing_hook(model, optimizer)``. ``expert_mesh`` (dims
+    ``("efsdp", "ep")``) and ``flat_mesh`` (1-D over ``dp * tp``): given when ``mesh`` is a slice of a
+    larger world (pipeline stages; see :func:`moe_stage_meshes`), default built from ``mesh``. ``model``
+    may be a pipeline stage module (layers held elsewhere are skipped).
     """
     from hyper_parallel.fsdp._torch.fully_shard import fully_shard
     from hyper_parallel.moe._torch.styles import ExpertParallel, fully_shard_experts, init_expert_mesh
@@ -205,7 +208,8 @@ def parallelize_llama_moe(model, mesh, *, ep: int, loss_parallel: bool = False, 
         raise ValueError("parallelize_llama_moe: the model has no MoE layers (config.moe is None); use "
                          "parallelize_llama")
     dp_mesh, tp_mesh, dp, tp = _dense_dims(mesh)
-    expert_mesh = init_expert_mesh(mesh.device_type, dp_shard=dp, tp=tp, ep=ep)
+    if expert_mesh is None:
+        expert_mesh = init_expert_mesh(mesh.device_type, dp_shard=dp, tp=tp, ep=ep)
     if tp > 1:
         _check_divisible(cfg, tp, attention=attention_plan is None)
         parallelize_module(model, tp_mesh, stage_plan(model, llama_moe_tp_plan(cfg, loss_parallel, attention_plan),
@@ -215,8 +219,9 @@ def parallelize_llama_moe(model, mesh, *, ep: int, loss_parallel: bool = False, 
         async_dispatch=async_dispatch)})
     if before_fsdp is not None:  # e.g. materialise a meta-device model's local shards
         before_fsdp(model)
-    flat = mesh._flatten("dp_tp") if tp > 1 else dp_mesh  # pylint: disable=protected-access
-    for i, layer in enumerate(model.model.layers):
+    flat = dp_mesh if tp == 1 else flat_mesh or mesh._flatten("dp_tp")  # pylint: disable=protected-access
+    layers = model.model.layers
+    for i, layer in (((int(k), v) for k, v in layers.items()) if hasattr(layers, "items") else enumerate(layers)):
         if cfg.is_moe_layer(i):
             fully_shard_experts(layer.mlp.experts, expert_mesh, data_parallel_size=dp)
             for part in (layer.mlp.router, layer.mlp.shared_experts):
@@ -295,6 +300,35 @@ def _moe_dense_mesh(world_mesh, dims):
                       mesh_dim_names=("dp_shard", "tp"))
 
 
+def _reshaped(world_mesh, shape, names):
+    """A mesh over ``world_mesh``'s ranks in their row-major order with dims ``names`` of ``shape`` (every
+    rank builds the same one, so its groups are created in the same order everywhere)."""
+    from hyper_parallel.core.device_mesh import DeviceMesh
+    nested = list(world_mesh.topology.ranks)
+    for size in reversed(shape[1:]):
+        nested = [nested[i:i + size] for i in range(0, len(nested), size)]
+    return DeviceMesh(world_mesh.device_type, nested, mesh_dim_names=tuple(names), platform=world_mesh.platform)
+
+
+def moe_stage_meshes(world_mesh, dims):
+    """``(dense, expert, flat)`` meshes of :func:`parallelize_llama_moe` for this rank's pipeline stage in a
+    world ``(pp, dp_shard, tp)`` (size-1 dims may be absent): the ``(dp_shard, tp)`` slice (1-D
+    ``dp_shard`` without TP), the ``(efsdp, ep)`` expert slice and the 1-D ``dp_tp`` slice. Each is a
+    slice of a mesh every rank builds over the whole world, and the slices' own groups are created on
+    every rank in the same order (gloo / nccl group creation is collective)."""
+    from hyper_parallel.core.process_group import get_or_create_group
+    pp, dp, tp, ep = dims.pp, dims.dp_shard, dims.tp, dims.ep
+    block = dp * tp
+    ranks = list(world_mesh.topology.ranks)
+    for start in range(0, len(ranks), block):  # each stage's whole group, on every rank, in order
+        get_or_create_group(ranks[start:start + block], world_mesh.platform)
+    dense = _reshaped(world_mesh, (pp, dp, tp), ("pp", "dp_shard", "tp"))
+    dense = dense[("dp_shard", "tp")] if tp > 1 else dense["dp_shard"]
+    expert = _reshaped(world_mesh, (pp, block // ep, ep), ("pp", "efsdp", "ep"))[("efsdp", "ep")]
+    flat = _reshaped(world_mesh, (pp, block), ("pp", "dp_tp"))["dp_tp"]
+    return dense, expert, flat
+
+
 def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: bool = True,
                        loss_parallel: bool = False, cp_method: str = "ring", async_cp: bool = False,
                        cp_load_balance="headtail", activation=None, async_dispatch: bool = True,
@@ -320,15 +354,18 @@ def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: b
             apply_activation_policy(module, activation)
 
     if model.config.moe is not None:
-        if dims.cp > 1 or dims.dp_replicate > 1 or dims.pp > 1:
-            raise ValueError(f"parallelize_llama3: a model with MoE layers supports dp_shard x tp x ep only, got "
-                             f"{dims}")
-        mesh = _moe_dense_mesh(world_mesh, dims)
-        if mesh is None:  # one rank: nothing to distribute
+        if dims.cp > 1 or dims.dp_replicate > 1:
+            raise ValueError(f"parallelize_llama3: a model with MoE layers supports pp x dp_shard x tp x ep (no CP or "
+                             f"HSDP dp_replicate yet: the expert mesh and the experts' FSDP have no replicate / "
+                             f"cp dim), got {dims}")
+        meshes = moe_stage_meshes(world_mesh, dims) if dims.pp > 1 and dims.dp_shard * dims.tp > 1 else None
+        mesh = meshes[0] if meshes else _moe_dense_mesh(world_mesh, dims)
+        if mesh is None:  # one rank per stage: nothing to distribute
             before_fsdp(model)
         else:
             parallelize_llama_moe(model, mesh, ep=dims.ep, loss_parallel=loss_parallel, async_dispatch=async_dispatch,
-                                  attention_plan=attention_plan, before_fsdp=before_fsdp)
+                                  attention_plan=attention_plan, before_fsdp=before_fsdp,
+                                  expert_mesh=meshes[1] if meshes else None, flat_mesh=meshes[2] if meshes else None)
         return _init_local_shards(model, init_seed)
     if dims.tp > 1:
         _check_divisible(model.config, dims.tp, attention=attention_plan is None)

@@ -161,14 +161,20 @@ def pp_trains_like_one_process(model_name, world_size, layout, steps=5):
     (1e-5 of each tensor's largest). Returns the parameter gaps (:func:`_param_gap`) after the first and
     after the last step."""
     import copy
+    import dataclasses
     import torch
+    import torch.distributed as dist
     import hyper_parallel as hp
     from hyper_parallel.models import ParallelDims, get_model_spec
     spec = get_model_spec(model_name)
     dims = ParallelDims(world_size=world_size, pp=2, **layout)
     mesh = dims.build_mesh("cpu")
     torch.manual_seed(0)
-    ref = spec.build("debug", num_hidden_layers=4)
+    moe = spec.config("debug").moe  # MoE: no auxiliary loss (it would see each rank's tokens only)
+    ref = spec.build("debug", num_hidden_layers=4, **({"moe": dataclasses.replace(moe, aux_loss_coeff=0.0)}
+                                                      if moe is not None else {}))
+    dp = dims.dp_shard
+    rows = slice(0, 4) if dp == 1 else slice(2 * mesh.get_local_rank("dp_shard"), 2 * mesh.get_local_rank("dp_shard") + 2)
     sched, parts = spec.pipelining_fn(copy.deepcopy(ref), mesh, dims, schedule="1F1B", n_microbatches=2)
     parts = [spec.parallelize_fn(part, mesh, dims) for part in parts]
     first, last = mesh.get_local_rank("pp") == 0, mesh.get_local_rank("pp") == 1
@@ -181,11 +187,15 @@ def pp_trains_like_one_process(model_name, world_size, layout, steps=5):
     for step in range(steps):
         ids, labels = (torch.randint(0, ref.config.vocab_size, (4, 16), generator=g) for _ in range(2))
         losses = []
-        sched.step(ids if first else None, target=labels if last else None, losses=losses)
+        sched.step(ids[rows] if first else None, target=labels[rows] if last else None, losses=losses)
         ref_loss = spec.loss_fn(ref(ids), labels)
         ref_loss.backward()
         if last:
-            torch.testing.assert_close(sum(losses) / len(losses), ref_loss.detach(), rtol=1e-5, atol=0,
+            loss = (sum(losses) / len(losses)).detach()
+            if dp > 1:  # each data-parallel rank trained on its own rows
+                dist.all_reduce(loss, group=mesh["dp_shard"].get_group())
+                loss /= dp
+            torch.testing.assert_close(loss, ref_loss.detach(), rtol=1e-5, atol=0,
                                        msg=lambda m, s=step: f"{model_name} {layout} step {s}: {m}")
         for name, p in (((n, p) for part in parts for n, p in part.named_parameters()) if step == 0 else ()):
             ref_grad = want[name].grad
@@ -219,3 +229,13 @@ def check_pp_gaps(what, gaps):
 @multi_rank(world_size=2, timeout=300)
 def test_pp_1f1b_trains_like_one_process(model_name):
     check_pp_gaps(f"{model_name} PP=2", pp_trains_like_one_process(model_name, 2, {}))
+
+
+@multi_rank(world_size=2, timeout=120)
+def test_moe_with_hsdp_or_cp_is_refused_naming_the_degrees():
+    from hyper_parallel.models import ParallelDims, get_model_spec
+    spec = get_model_spec("qwen3_moe")
+    for layout in ({"dp_replicate": 2}, {"cp": 2}):
+        dims = ParallelDims(world_size=2, **layout)
+        with pytest.raises(ValueError, match=r"pp x dp_shard x tp x ep \(no CP or HSDP"):
+            spec.parallelize_fn(spec.build("debug"), dims.build_mesh("cpu"), dims)

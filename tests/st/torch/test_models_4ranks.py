@@ -109,10 +109,15 @@ def test_meta_plan_then_init_parameters_gives_one_process_weights(model_name, la
     torch.testing.assert_close(spec.loss_fn(ours(ids), ids), spec.loss_fn(single(ids), ids), rtol=1e-6, atol=0)
 
 
-@pytest.mark.parametrize("model_name", ["llama3", "qwen3"])
+@pytest.mark.parametrize("model_name, layout", [
+    ("llama3", {"tp": 2}),
+    ("qwen3", {"tp": 2}),
+    ("qwen3_moe", {"dp_shard": 2, "ep": 2}),
+])
 @multi_rank(world_size=4, timeout=300)
-def test_pp_x_tp_trains_like_one_process(model_name):
+def test_pp_x_tp_or_ep_trains_like_one_process(model_name, layout):
     """PP=2 (1F1B) x TP=2 (+SP): the TP plan skips what each stage does not hold (the embedding on stage 1,
-    the head on stage 0); qwen3's tied embedding / head are summed across the stages as TP shards."""
+    the head on stage 0); qwen3's tied embedding / head are summed across the stages as TP shards.
+    qwen3_moe: PP=2 x EP=2 x FSDP (each stage's experts expert-parallel over its dp_shard pair)."""
     from tests.st.torch.test_models import check_pp_gaps, pp_trains_like_one_process
-    check_pp_gaps(f"{model_name} PP=2 x TP=2", pp_trains_like_one_process(model_name, 4, {"tp": 2}))
+    check_pp_gaps(f"{model_name} PP=2 x {layout}", pp_trains_like_one_process(model_name, 4, layout))
