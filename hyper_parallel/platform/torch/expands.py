@@ -159,10 +159,11 @@ def _momentsrule_expand_moments(rule, func, args, kwargs, plan):  # pylint: disa
         parts = plat.all_gather(stats.unsqueeze(0), plan.mesh.get_group(d), 0, [1] * plan.mesh.shape[d], coord[d])
         stats = _merge_moments(parts)
     total, mean, m2 = stats[0], stats[1], stats[2]
+    mean = torch.where(total > 0, mean, torch.full_like(mean, float("nan")))  # like torch: an empty mean is NaN
     out = m2 / (total - extra["correction"]).clamp_min(0)
-    if rule.moment == "std":  # like torch: a zero std gets a zero (not NaN) gradient
-        positive = out > 0
-        out = torch.where(positive, out, torch.ones_like(out)).sqrt() * positive
+    if rule.moment == "std":  # like torch: a zero std gets a zero (not NaN) gradient; NaN/inf (dof <= 0) stay
+        zero = out == 0
+        out = torch.where(zero, torch.ones_like(out), out).sqrt() * ~zero
     if not extra["keepdim"]:
         out, mean = out.squeeze(dims), mean.squeeze(dims)
     return (out, mean) if rule.n_out == 2 else out
