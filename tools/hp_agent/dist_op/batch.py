@@ -65,8 +65,9 @@ def _dispatch_name(opinfo: str, problem: str) -> Optional[str]:
     name = m.group(1)
     if name.startswith("TensorBase."):
         name = "Tensor." + name[len("TensorBase."):]
-    if name.startswith("Tensor.") and not name.split(".", 1)[1].startswith("_"):
-        return name
+    method = name.split(".", 1)[1] if name.startswith("Tensor.") else ""
+    if method and (not method.startswith("_") or (method.startswith("__") and method.endswith("__"))):
+        return name  # a public method or an operator dunder (Tensor.__rmod__)
     if name.startswith("torch.") and not any(part.startswith("_") for part in name.split(".")):
         return name
     return None

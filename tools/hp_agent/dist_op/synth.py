@@ -725,7 +725,12 @@ def _keywordize(sample: Tuple[list, dict], iface: Any, layout_kwargs: Sequence[s
                 and not iface.params[i].keyword_only and i == cut - 1:
             kwargs[names[i]] = args[i]
             cut = i
-    return args[:cut], kwargs
+    args, kwargs = args[:cut], kwargs
+    for name in names[len(args):]:  # tensors passed by keyword (prelu's weight) go to their positions
+        if not isinstance(kwargs.get(name), torch.Tensor):
+            break
+        args.append(kwargs.pop(name))
+    return args, kwargs
 
 
 def _with_layout_defaults(sample: Tuple[list, dict], layout: Dict[str, Tuple[int, Any]]) -> Tuple[list, dict]:
