@@ -77,6 +77,9 @@ def test_pad_repeat_tile_and_repeat_interleave():
     assert infer("torch.nn.functional.pad", (4, 6), [P], (1, 1)).outputs == ((P,), (4, 8))
     assert infer("torch.nn.functional.pad", (4, 6), [P], (1, 1), value=2.0).inputs == [(R,)]
     assert infer("torch.nn.functional.pad", (4, 6), [S1], (0, 0, 1, 1), "reflect").outputs == ((S1,), (6, 6))
+    # reflect/replicate kernels refuse empty dims: a dim smaller than the mesh is gathered (a rank's shard is empty)
+    assert infer("torch.nn.functional.pad", (1, 6), [S0], (1, 1), "replicate").inputs == [(R,)]
+    assert infer("torch.nn.functional.pad", (1, 6), [S0], (1, 1)).inputs == [(S0,)]  # constant: empty is fine
     with pytest.raises(RuleError, match="pad must be a sequence of 2\\*k ints"):
         infer("torch.nn.functional.pad", (4, 6), [S1], (1,))
     assert infer("Tensor.repeat", (4, 6), [S0], 1, 2).outputs == ((S0,), (4, 12))

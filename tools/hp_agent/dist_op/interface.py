@@ -162,6 +162,11 @@ def torch_interface(name: str) -> Interface:
         schema = _from_schema(name)
         if schema is not None:
             iface = schema
+    if iface is None and name.startswith("Tensor.") and not base_name(name).startswith("_"):
+        # a builtin method with neither (Tensor.bool, Tensor.long: dtype conversions): self only, the
+        # OpInfo samples carry whatever else it takes
+        iface = Interface(name, f"{base_name(name)}(self, ...)", "Tensor method without a schema (self only)",
+                          [Param("self", "Tensor", None, False, False, True)])
     if iface is None:
         raise AnalyzeError(f"{name}: neither inspect.signature nor an aten schema describes it")
     if name.startswith("Tensor.") and iface.params and iface.params[0].name != "self":

@@ -32,6 +32,7 @@ ones; :func:`conditions` generalises a one-tensor op's strategies over ``dim`` i
 from __future__ import annotations
 
 import itertools
+import re
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -47,6 +48,7 @@ INPUT_PARTIALS = ("sum", "avg", "max", "min")
 GENERATORS = ("sample", "arange", "negative", "zeros_ones", "offset")
 MAX_COMBOS = 400
 TABLE_MODULE = "hyper_parallel.core.ops.rules.table"
+_PLACEMENT_TEXT = re.compile(r"^(R|S\(\d+\)|P\((sum|avg|max|min)\))$")
 
 
 @dataclass(frozen=True)
@@ -395,8 +397,10 @@ def _one_call(result: Synthesis, fn: Callable, args: list, kwargs: dict, how: tu
     locs = collect_tensors(args, kwargs)
     if not locs:
         return
-    result.samples += 1
     tensors = [_get(args, kwargs, loc) for loc in locs]
+    if any(t.numel() == 0 for t in tensors) or any(isinstance(o, torch.Tensor) and o.numel() == 0 for o in ref):
+        return  # an empty tensor assembles under every placement: no evidence, and it would pick a wrong "best"
+    result.samples += 1
     key = signature(args, kwargs, layout_kwargs)
     combos = [tuple(c) for c in itertools.product(*[_candidates(t, partials) for t in tensors])]
     if replicate_only:
@@ -670,13 +674,15 @@ def _replicates(synth: Synthesis) -> bool:
     accepts anything accepts it (a signature with no accepted strategy at all — an empty output, values no
     generator could make valid — is no evidence either way)."""
     def has_r(rows: List[Strategy]) -> bool:
-        return any(all(p == "R" for p in s.inputs) and all(o == "R" for o in s.outputs) for s in rows)
+        return any(all(p == "R" for p in s.inputs) and all(o in ("R", "value") for o in s.outputs) for s in rows)
     tables = [rows for rows in synth.strategies.values() if rows]
     return bool(tables) and all(has_r(rows) for rows in tables)
 
 
 def _table_entry(synth: Synthesis, layout: Dict[str, Tuple[int, Any]]) -> Tuple[Optional[Dict[str, Any]], List[str]]:
     """The :class:`StrategyTableRule` entry (``fallback: replicate``), or None and why not."""
+    if any(not _PLACEMENT_TEXT.match(o) for rows in synth.strategies.values() for st in rows for o in st.outputs):
+        return None, ["an output is not a tensor (a Python value): a table holds tensor placements only"]
     shapes, problems = shape_expressions(synth)
     used = sorted({p.split("=", 1)[0] for key in synth.strategies for p in key.split(";")[1:]})
     missing = [u for u in used if u not in layout]

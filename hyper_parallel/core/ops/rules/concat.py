@@ -123,6 +123,8 @@ class PadRule(OpRule):
             shape[k] += left + right
             if shape[k] < 0:
                 raise call.fail(f"padding {pad} makes dim {k} of size {x.shape[k]} negative")
+        if mode != "constant":  # reflect/replicate/circular kernels refuse empty dims: no rank may get an empty shard
+            padded |= {d for d in range(x.ndim) if any(x.shape[d] < n for n in call.mesh_shape)}
         need = _replicate_dims(_placements(call, x), padded)
         if mode == "constant" and value not in (None, 0, 0.0):
             need = _no_partial(need)
