@@ -29,10 +29,11 @@ backward reads until the unit's backward, like any saved activation, so a unit t
 (``reshard_after_forward`` True or an int > 1; never the outermost unit, as on torch) runs its forward under
 ``mindspore.saved_tensors_hooks``: the tape keeps a small record in place of each gathered parameter, and
 backward all-gathers the unit again (once, on first use, or earlier from ``set_modules_to_backward_prefetch``)
-and hands the parameters out (an int ``k`` therefore frees the whole unit and gathers it from the whole shard
-group, not 1/k). Units inside a recompute cell (``activation.checkpoint_wrapper``) or a cell with its own
-saved-tensor hooks leave their saved tensors to MindSpore, whose innermost hooks win. MindSpore's CPU
-collectives are synchronous, so prefetching orders the gathers without overlapping them.
+and hands the parameters out; with an int ``1 < k <`` shard size the unit keeps this rank's ``1/k`` of the
+gathered buffer after forward and backward gathers within its ``k``-rank group, as on torch. Units inside a
+recompute cell (``activation.checkpoint_wrapper``) or a cell with its own saved-tensor hooks leave their saved
+tensors to MindSpore, whose innermost hooks win. MindSpore's CPU collectives are synchronous, so prefetching
+orders the gathers without overlapping them.
 """
 from __future__ import annotations
 
@@ -125,6 +126,8 @@ class _Bucket:
         self.reduce_dtype = resolve_reduce_dtype(mp, self.compute_dtype)
         self.acc = None  # full flat gradient kept by backward passes without gradient sync
         self.kept = None  # gathered buffer kept between backwards told set_is_last_backward(False)
+        self.last_gathered = None  # the gathered buffer of the forward being set up
+        self.pf_shard = None  # reshard_after_forward=k: this rank's 1/k of the gathered buffer until backward
 
     def flat_shard(self):
         """This rank's shards, each padded to its slot, concatenated (differentiable)."""
@@ -219,6 +222,7 @@ class _Unit:  # pylint: disable=too-many-instance-attributes
         self.shard_size = mesh.shape[-1]
         self.index = coord[-1]
         self.replicate_group = mesh.get_group(0) if mesh.ndim == 2 and mesh.shape[0] > 1 else None
+        self.pf_group, self.pf_position = _post_forward_group(mesh, k) if 1 < k < self.shard_size else (None, 0)
         self.dp_size = mesh.size()
         self.scale = 1.0
         self.requires_grad_sync = True
@@ -240,8 +244,17 @@ class _Unit:  # pylint: disable=too-many-instance-attributes
         out = []
         for b in self.buckets:
             gathered = FlatGather.apply(b.flat_shard(), b)
+            b.last_gathered = gathered
             out.extend(zip(b.entries, b.unflatten(gathered)))
         return out
+
+    def keep_post_forward(self) -> None:
+        """``reshard_after_forward=k`` (1 < k < shard size): keep this rank's ``1/k`` of each gathered buffer
+        (its part for the ``k``-rank post-forward group), so that backward gathers within that group only."""
+        for b in self.buckets:
+            if b.last_gathered is not None:
+                off, length = b.layout.post_forward_range(self.post_forward_k, self.pf_position)
+                b.pf_shard = ops.stop_gradient(mint.narrow(b.last_gathered, 0, off, length)).copy()
 
     def install(self, fulls: Iterable[Tuple[_Entry, Any]]) -> None:
         """Shadow each sharded ``Parameter`` with its gathered value on every owning cell."""
@@ -280,9 +293,14 @@ class _Unit:  # pylint: disable=too-many-instance-attributes
         """All-gather the unit's parameters again for its backward (outside the autograd tape)."""
         fulls = []
         for b in self.buckets:
-            flat = ops.stop_gradient(b.flat_shard())
-            x = flat.astype(b.compute_dtype) if flat.dtype != b.compute_dtype else flat
-            gathered = C.raw_all_gather(x, self.shard_group, 0, (b.layout.total,) * self.shard_size)
+            if b.pf_shard is not None:  # reshard_after_forward=k: gather within the k-rank group
+                k = self.post_forward_k
+                gathered = C.raw_all_gather(b.pf_shard, self.pf_group, 0, (b.pf_shard.shape[0],) * k)
+                b.pf_shard = None
+            else:
+                flat = ops.stop_gradient(b.flat_shard())
+                x = flat.astype(b.compute_dtype) if flat.dtype != b.compute_dtype else flat
+                gathered = C.raw_all_gather(x, self.shard_group, 0, (b.layout.total,) * self.shard_size)
             fulls.append(b.unflatten(gathered))
         self.stats["backward_all_gathers"] += 1
         self.backward_fulls = fulls
@@ -301,6 +319,20 @@ class _Unit:  # pylint: disable=too-many-instance-attributes
         for e in self.entries:
             for owner, leaf in e.owners:
                 owner.__dict__.pop(leaf, None)
+
+
+def _post_forward_group(mesh, k: int) -> Tuple[Any, int]:
+    """This rank's ``k``-rank post-forward group (consecutive ranks along the shard dim, in mesh order) and its
+    position there; every group is created on its members."""
+    from hyper_parallel.core.process_group import get_or_create_group
+    me = C._my_rank()  # pylint: disable=protected-access
+    mine = (None, 0)
+    for ranks in mesh.topology.groups_along(mesh.ndim - 1):
+        for start in range(0, len(ranks), k):
+            sub = tuple(ranks[start:start + k])
+            if me in sub:
+                mine = (get_or_create_group(sub, platform="mindspore"), sub.index(me))
+    return mine
 
 
 def _units_below(cell: nn.Cell) -> List[_Unit]:
@@ -384,12 +416,18 @@ def _unit_forward(unit: _Unit, is_root: bool, run) -> Any:
     the tape (they are gathered again in backward)."""
     fulls, unit.prefetched = (unit.prefetched or unit.gather()), None
     unit.backward_fulls, unit.pre_backward_done = None, False
+    for b in unit.buckets:
+        b.pf_shard = None
     for target in unit.forward_prefetch:
         if target.prefetched is None:
             target.prefetched = target.gather()
     unit.install(fulls)
     grad = _pynative_executor.requires_grad()
     reshard = grad and unit.reshards_after_forward(is_root)
+    if reshard and unit.pf_group is not None:
+        unit.keep_post_forward()
+    for b in unit.buckets:
+        b.last_gathered = None
     try:
         if not reshard:
             out = run()
@@ -541,7 +579,9 @@ def _shard_parameters(unit: _Unit) -> None:
             param = owner._params[leaf]  # pylint: disable=protected-access
             rows = b.layout.local_shape(i, unit.index)[0]
             data = param.value()
-            if rows != e.shape[0]:
+            if rows == 0:  # an empty chunk (may start past the end: MindSpore's narrow refuses that)
+                data = mint.zeros((0,) + tuple(e.shape[1:]), dtype=data.dtype)
+            elif rows != e.shape[0]:
                 data = mint.narrow(data, 0, b.layout.rows[i] * unit.index, rows)
             e.sharded = ms.Parameter(data.copy(), name=e.name, requires_grad=e.requires_grad)
             e.spec = _spec_for(e, unit.mesh)

@@ -105,7 +105,40 @@ def all_to_all_4ranks_check():
     assert float(out.asnumpy()) >= 0.0
 
 
-MESH2D_CHECKS = {"all-to-all on 4 ranks (pairwise emulation)": all_to_all_4ranks_check,"hsdp (2, 2), 3 AdamW steps": hsdp_check, "tp x fsdp on (dp=2, tp=2), 3 AdamW steps": tp_fsdp_check}
+def fsdp_reshard_to_2_of_4_check():
+    """fully_shard over 4 ranks (1-D; the 1-row layer leaves empty shards on ranks 1-3) with
+    ``reshard_after_forward=2``: after forward each resharding unit keeps its 1/2 of the gathered buffer
+    (2 x its flat shard) and backward gathers within the 2-rank group; gradients vs one process on the 4 batches."""
+    import mindspore as ms
+    import hyper_parallel as hp
+    from tests.st.mindspore.fsdp_checks import _check_grads, _ref_step
+    mesh = hp.init_device_mesh("cpu", (4,), platform="mindspore")
+    me = mesh.get_coordinate()[0]
+    ref, net = _net(), _net()
+    for cell in (net.l1, net.l2, net):
+        hp.fully_shard(cell, mesh=mesh, reshard_after_forward=2)
+    assert tuple(net.l2.weight.shape) == ((1, 5) if me == 0 else (0, 5)), net.l2.weight.shape
+    unit = net.l1.__dict__["_hp_fsdp_state"].unit
+    kept = {}
+
+    def loss_fn(x, y):
+        out = ((net(x) - y) ** 2).mean()
+        kept["l1"] = [(tuple(b.pf_shard.shape), b.layout.total) for b in unit.buckets]
+        return out
+
+    batches = _batches(4, 41)
+    x, y = (ms.Tensor(a) for a in batches[me])
+    _, grads = ms.value_and_grad(loss_fn, None, net.trainable_params())(x, y)
+    _check_grads(net, grads, _ref_step(ref, batches)[1], "reshard_after_forward=2 grad")
+    assert kept["l1"] == [((4 * total // 2,), total) for _, total in kept["l1"]], kept
+    assert all(b.pf_shard is None for b in unit.buckets), "backward drops the post-forward shard"
+    stats = net.fsdp_stats()
+    assert stats["freed_after_forward"] == 2 and stats["backward_all_gathers"] == 2, stats
+
+
+MESH2D_CHECKS = {"all-to-all on 4 ranks (pairwise emulation)": all_to_all_4ranks_check,
+                 "hsdp (2, 2), 3 AdamW steps": hsdp_check, "tp x fsdp on (dp=2, tp=2), 3 AdamW steps": tp_fsdp_check,
+                 "fsdp on 4 ranks, reshard_after_forward=2": fsdp_reshard_to_2_of_4_check}
 
 
 def run_mesh2d_suite():

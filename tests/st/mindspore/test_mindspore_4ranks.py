@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """ST: 2-D meshes on 4 MindSpore ranks, ONE launch started with ``msrun`` as users launch
 (``tests/st/mindspore/mesh2d_checks.py``): HSDP (2, 2) and TP x FSDP on a named (dp, tp) mesh, each 3 AdamW
-steps against one process. A launch that dies outside the checks is relaunched once (the rule of
+steps against one process; the pairwise all-to-all; fully_shard over 4 ranks with reshard_after_forward=2. A launch that dies outside the checks is relaunched once (the rule of
 ``test_mindspore_backend.py``); a failing check is a result, never retried."""
 import pytest
 
