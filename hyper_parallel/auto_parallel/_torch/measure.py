@@ -25,114 +25,90 @@ from hyper_parallel.auto_parallel.plan import ParallelPlan, TrainConfig
 __all__ = ["build_parallel_model", "measure_plan"]
 
 
-def _mesh(plan: ParallelPlan):
-    import hyper_parallel as hp  # pylint: disable=import-outside-toplevel
-    dims = [(n, getattr(plan, n)) for n in ("pp", "dp_shard", "tp") if getattr(plan, n) > 1]
-    if not dims:
-        return None
-    return hp.init_device_mesh("cpu", tuple(s for _, s in dims), mesh_dim_names=tuple(n for n, _ in dims))
+def _dims(plan: ParallelPlan):
+    from hyper_parallel.models import ParallelDims  # pylint: disable=import-outside-toplevel
+    return ParallelDims(dp_replicate=plan.dp_replicate, dp_shard=plan.dp_shard, cp=plan.cp, tp=plan.tp, pp=plan.pp,
+                        ep=plan.ep, world_size=plan.world_size)
 
 
-def _pipeline(model, plan: ParallelPlan, mesh):
-    from hyper_parallel.pipeline.api import PipelineStage, get_schedule_class  # pylint: disable=import-outside-toplevel
-    from hyper_parallel.pipeline.schedules import generate_schedule  # pylint: disable=import-outside-toplevel
-    from hyper_parallel.pipeline._torch.split import pipeline_module_split  # pylint: disable=import-outside-toplevel
+def _pipeline_runner(model, plan: ParallelPlan, dims, kwargs):
+    """This rank's stage modules (``pipelining_fn`` with the plan's stage split, then ``parallelize_fn`` on each)
+    and a runner feeding the first stage the ids and the last one the labels."""
     from hyper_parallel.auto_parallel.memory import stage_layers  # pylint: disable=import-outside-toplevel
-    group = mesh["pp"].get_group() if mesh.ndim > 1 else mesh.get_group()
-    rank = dist.get_rank(group)
-    cls = get_schedule_class(plan.schedule)
-    sched_plan = generate_schedule(cls.schedule_name, plan.pp, plan.microbatches, plan.stages_per_rank)
-    layers = stage_layers(model.config.num_hidden_layers, plan)
-    names = []
-    for s, ids in enumerate(layers):
-        part = ["model.embed_tokens"] if s == 0 else []
-        part += [f"model.layers.{i}" for i in ids]
-        names.append(part + (["model.norm", "lm_head"] if s == len(layers) - 1 else []))
-    mine = [s for s in range(sched_plan.num_stages) if sched_plan.stage_to_rank[s] == rank]
-    parts = pipeline_module_split(model, names, mine)
-    stages = [PipelineStage(p, s, sched_plan.num_stages, "cpu", group=group) for p, s in zip(parts, mine)]
-    return cls(stages if cls.multi else stages[0], plan.microbatches, loss_fn=type(model).loss), parts
+    from hyper_parallel.models import get_model_spec  # pylint: disable=import-outside-toplevel
+    spec, world = get_model_spec("llama3"), dims.mesh("world")
+    split = [len(ids) for ids in stage_layers(model.config.num_hidden_layers, plan)]
+    sched, parts = spec.pipelining_fn(model, world, dims, schedule=plan.schedule, n_microbatches=plan.microbatches,
+                                      layers_per_stage=split)
+    stages = [spec.parallelize_fn(part, world, dims, **kwargs) for part in parts]
+    first = any(getattr(p.model, "embed_tokens", None) is not None for p in stages)
+    last = any(getattr(p, "lm_head", None) is not None for p in stages)
 
-
-def _apply_dense(module, plan: ParallelPlan, mesh) -> None:
-    from hyper_parallel.models.llama3 import parallelize_llama  # pylint: disable=import-outside-toplevel
-    if plan.activation == "full":
-        from hyper_parallel.activation import apply_activation_policy  # pylint: disable=import-outside-toplevel
-        apply_activation_policy(module, {"mode": "full", "layers": "model.layers.*"})
-    tp_mesh = mesh["tp"] if plan.tp > 1 else None
-    fsdp_mesh = mesh["dp_shard"] if plan.dp_shard > 1 else None
-    parallelize_llama(module, tp_mesh, sequence_parallel=plan.sequence_parallel)
-    if fsdp_mesh is not None:  # per decoder layer, then the root (a pipeline part keeps its layers in a dict)
-        from hyper_parallel.fsdp._torch.fully_shard import fully_shard  # pylint: disable=import-outside-toplevel
-        layers = module.model.layers
-        for layer in (layers.values() if hasattr(layers, "values") else layers):
-            fully_shard(layer, mesh=fsdp_mesh)
-        fully_shard(module, mesh=fsdp_mesh)
-
-
-def _apply_moe(model, plan: ParallelPlan, mesh) -> None:
-    from hyper_parallel.models.llama3 import parallelize_llama_moe  # pylint: disable=import-outside-toplevel
-    if plan.activation == "full":
-        from hyper_parallel.activation import apply_activation_policy  # pylint: disable=import-outside-toplevel
-        apply_activation_policy(model, {"mode": "full", "layers": "model.layers.*"})
-    if plan.tp > 1:
-        sub = mesh["dp_shard", "tp"] if plan.dp_shard > 1 else None
-        if sub is None:
-            raise ValueError("measure_plan: MoE with tp > 1 needs dp_shard > 1 (mesh ('dp', 'tp'))")
-    parallelize_llama_moe(model, mesh, ep=plan.ep)
+    def run_pp(ids, labels, _pos):
+        sched.step(ids if first else None, target=labels if last else None)
+    return run_pp, [p for part in stages for p in part.parameters()]
 
 
 def build_parallel_model(config, plan: ParallelPlan):
-    """The model (or this rank's pipeline parts) with ``plan`` applied; returns ``(runner, params)`` where
-    ``runner(ids, labels)`` runs forward + backward of one step."""
+    """The model (or this rank's pipeline stages) with ``plan`` applied through the model registry's
+    ``parallelize_fn`` / ``pipelining_fn`` (HSDP, FSDP, TP + SP, CP, PP with TP/FSDP inside the stages, EP
+    for MoE models, the activation policy), as ``hp-train`` builds it; returns ``(runner, params)`` where
+    ``runner(ids, labels, positions)`` runs forward + backward of one step on this rank's batch."""
+    from hyper_parallel.models import get_model_spec  # pylint: disable=import-outside-toplevel
     from hyper_parallel.models.llama3 import LlamaForCausalLM  # pylint: disable=import-outside-toplevel
-    unsupported = [n for n in ("dp_replicate", "cp") if getattr(plan, n) > 1]
-    if unsupported:
-        raise ValueError(f"measure_plan: {unsupported} > 1 is not measured by this runner (estimates only)")
     torch.manual_seed(0)
     model = LlamaForCausalLM(config)
-    mesh = _mesh(plan)
-    if plan.pp > 1:
-        sched, parts = _pipeline(model, plan, mesh)
-        for part in parts:
-            _apply_dense(part, plan, mesh)
-        params = [p for part in parts for p in part.parameters()]
-
-        def run_pp(ids, labels):
-            sched.step(ids, target=labels)
-        return run_pp, params
-    if config.moe is not None:
-        _apply_moe(model, plan, mesh)
+    activation = {"mode": "full", "layers": "model.layers.*"} if plan.activation == "full" else None
+    cp_mesh = None
+    if plan.world_size == 1:
+        if activation is not None:
+            from hyper_parallel.activation import apply_activation_policy  # pylint: disable=C0415
+            apply_activation_policy(model, activation)
     else:
-        _apply_dense(model, plan, mesh)
+        dims = _dims(plan)
+        dims.build_mesh("cpu")
+        kwargs = {"sequence_parallel": plan.sequence_parallel, "activation": activation}
+        if plan.pp > 1:
+            return _pipeline_runner(model, plan, dims, kwargs)
+        model = get_model_spec("llama3").parallelize_fn(model, dims.mesh("world"), dims, **kwargs)
+        cp_mesh = dims.mesh("cp")
 
-    def run(ids, labels):
-        model.loss(model(ids), labels).backward()
+    def run(ids, labels, pos):
+        if cp_mesh is not None:  # this rank's sequence chunks, as hp-train shards them
+            from hyper_parallel.cp import context_parallel_shard  # pylint: disable=import-outside-toplevel
+            ids, labels, pos = context_parallel_shard(  # pylint: disable=unbalanced-tuple-unpacking
+                cp_mesh, [ids, labels, pos], [1, 1, 0])
+        model.loss(model(ids, position_ids=pos), labels).backward()
     return run, list(model.parameters())
 
 
 def _batch(config, plan: ParallelPlan, train: TrainConfig, step: int):
+    """This rank's ``(ids, labels, positions)``: its data-parallel part of the global batch (the runner takes
+    its sequence chunks under CP)."""
     g = torch.Generator().manual_seed(100 + step)
     shape = (train.global_batch, train.seq_len)
     ids = torch.randint(0, config.vocab_size, shape, generator=g)
     labels = torch.randint(0, config.vocab_size, shape, generator=g)
-    if plan.dp_shard > 1:
-        rank = dist.get_rank()
-        dp_rank = (rank // plan.tp) % plan.dp_shard
-        local = train.global_batch // plan.dp_shard
-        ids, labels = ids[dp_rank * local:(dp_rank + 1) * local], labels[dp_rank * local:(dp_rank + 1) * local]
-    return ids, labels
+    pos = torch.arange(train.seq_len)
+    if plan.world_size == 1:
+        return ids, labels, pos
+    dims = _dims(plan)
+    if dims.dp > 1:
+        local = train.global_batch // dims.dp
+        part = dims.dp_rank(dist.get_rank())
+        ids, labels = ids[part * local:(part + 1) * local], labels[part * local:(part + 1) * local]
+    return ids, labels, pos
 
 
-def measure_plan(config, plan: ParallelPlan, train: TrainConfig, *, tracked_steps: int = 2,
-                 timed_steps: int = 3, threads: int = 1) -> Dict[str, Any]:
-    """Measure ``plan`` on this rank's process group: ``{"peak_bytes": [per rank], "step_s": slowest rank's
-    median step seconds, "step_s_all": every timed step, "ranks": world}``."""
+def _step(runner, opt, batch) -> None:
+    runner(*batch)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
+def _tracked(config, plan: ParallelPlan, train: TrainConfig, tracked_steps: int):
+    """Build under the tracker, run step 0 and ``tracked_steps`` steady-state steps; ``(runner, opt, peaks)``."""
     from hyper_parallel.testing.memory import AllocationTracker  # pylint: disable=import-outside-toplevel
-    torch.set_num_threads(threads)
-    world = dist.get_world_size() if dist.is_initialized() else 1
-    if plan.world_size != world:
-        raise ValueError(f"measure_plan: the plan uses {plan.world_size} ranks, the process group has {world}")
     gc.collect()  # what an earlier run in this process left behind must not be freed inside the session
     with AllocationTracker(by_pointer=True) as tracker:
         runner, params = build_parallel_model(config, plan)
@@ -140,29 +116,44 @@ def measure_plan(config, plan: ParallelPlan, train: TrainConfig, *, tracked_step
         for step in range(1 + tracked_steps):
             gc.collect()  # garbage cycles of the previous step (autograd graphs) are freed at a fixed point
             tracker.mark(f"step{step}")
-            runner(*_batch(config, plan, train, step))
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            _step(runner, opt, _batch(config, plan, train, step))
         tracker.mark("end")
-    step_peaks = [tracker.peak(f"step{s}", f"step{s + 1}" if s + 1 <= tracked_steps else "end")
-                  for s in range(1, tracked_steps + 1)]
-    peak = max(step_peaks)
+    peaks = [tracker.peak(f"step{s}", f"step{s + 1}" if s + 1 <= tracked_steps else "end")
+             for s in range(1, tracked_steps + 1)]
+    return runner, opt, peaks
+
+
+def measure_plan(config, plan: ParallelPlan, train: TrainConfig, *, tracked_steps: int = 2,
+                 timed_steps: int = 3, threads: int = 1) -> Dict[str, Any]:
+    """Measure ``plan`` on this rank's process group: ``{"peak_bytes": [per rank], "step_peaks": [per rank:
+    every tracked step's peak], "step_s": slowest rank's median step seconds, "step_s_all": every timed step,
+    "ranks": world}``. ``tracked_steps=0``: no memory tracking (``peak_bytes`` None), one warm-up step."""
+    torch.set_num_threads(threads)
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    if plan.world_size != world:
+        raise ValueError(f"measure_plan: the plan uses {plan.world_size} ranks, the process group has {world}")
+    if tracked_steps > 0:
+        runner, opt, step_peaks = _tracked(config, plan, train, tracked_steps)
+        peak = max(step_peaks)
+    else:
+        runner, params = build_parallel_model(config, plan)
+        opt = torch.optim.AdamW(params, lr=1e-4, foreach=False)
+        _step(runner, opt, _batch(config, plan, train, 0))
+        step_peaks, peak = [], None
     times: List[float] = []
     for step in range(timed_steps):
-        ids, labels = _batch(config, plan, train, 10 + step)
+        batch = _batch(config, plan, train, 10 + step)
         if world > 1:
             dist.barrier()
         t0 = time.perf_counter()
-        runner(ids, labels)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        _step(runner, opt, batch)
         if world > 1:
             dist.barrier()
         times.append(time.perf_counter() - t0)
     peaks = [(peak, step_peaks)] * world
     if world > 1:
         dist.all_gather_object(peaks, (peak, step_peaks))
-    return {"peak_bytes": [p for p, _ in peaks], "step_peaks": [s for _, s in peaks],
+    return {"peak_bytes": None if peak is None else [p for p, _ in peaks], "step_peaks": [s for _, s in peaks],
             "step_s": statistics.median(times), "step_s_all": times, "ranks": world}
 
 
