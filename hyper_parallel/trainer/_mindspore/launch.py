@@ -7,7 +7,9 @@ with MindSpore's dynamic-cluster variables (what ``msrun`` does): one scheduler 
 and ``job.nproc`` workers (``MS_ROLE=MS_WORKER``, ``MS_NODE_ID`` = rank) on 127.0.0.1 and a free port; each
 worker runs ``hp-train`` again (it sees ``MS_ROLE`` and trains). Rank 0 prints the progress; a failing
 rank ends the others. ``job.nproc = 1`` trains in this process without a cluster. Inside a MindSpore cluster
-(``MS_ROLE`` set, e.g. by ``msrun``) ``hp-train`` trains directly. No MindSpore import at module level.
+(``MS_ROLE`` set, e.g. by ``msrun``) ``hp-train`` trains directly: ``msrun --worker_num 4 --local_worker_num 4
+--master_port 8241 --join True $(which hp-train) --config configs/mindspore_tp_fsdp.toml``. No MindSpore import
+at module level.
 """
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ from hyper_parallel.trainer.config import ConfigError, JobConfig
 __all__ = ["check_mindspore_config", "run_mindspore", "launch_cluster", "run_worker"]
 
 _SCHED_CODE = "from mindspore.communication import init; init()"
+#: set in the workers :func:`launch_cluster` starts (it ends the cluster itself)
+_OWN_LAUNCH = "HP_TRAIN_MS_CLUSTER"
 #: after one worker fails, how long the others get to finish before they are ended
 _GRACE_S = 10.0
 
@@ -76,7 +80,7 @@ def _env(role: str, port: int, world: int, rank: Optional[int]) -> dict:
                 "MS_WORKER_NUM": str(world), "HYPER_PARALLEL_BACKEND": "mindspore",
                 "GLOG_v": env.get("GLOG_v", "3"), "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", str(threads))})
     if rank is not None:
-        env.update({"MS_NODE_ID": str(rank), "RANK_ID": str(rank)})
+        env.update({"MS_NODE_ID": str(rank), "RANK_ID": str(rank), _OWN_LAUNCH: "1"})
     return env
 
 
@@ -140,7 +144,7 @@ def run_mindspore(cfg: JobConfig, command: Sequence[str], run: Callable[..., int
         init()
         return 0
     if os.environ.get("MS_ROLE") == "MS_WORKER":
-        run_worker(cfg, run)
+        return run_worker(cfg, run)
     if cfg.job.nproc == 1:
         os.environ.setdefault("HYPER_PARALLEL_BACKEND", "mindspore")
         return run(cfg, distributed=False)
@@ -148,9 +152,11 @@ def run_mindspore(cfg: JobConfig, command: Sequence[str], run: Callable[..., int
     return launch_cluster(command, cfg.job.nproc)
 
 
-def run_worker(cfg: JobConfig, run: Callable[..., int]) -> None:
-    """A cluster worker: ``run(cfg)``, then leave with its exit code without MindSpore's cluster teardown (it
-    can hang once a peer has gone); a bad value is reported as hp-train reports it (exit code 2)."""
+def run_worker(cfg: JobConfig, run: Callable[..., int]) -> int:
+    """A cluster worker: ``run(cfg)``; a bad value is reported as hp-train reports it (exit code 2). In the
+    cluster :func:`launch_cluster` started, or after a failure, the worker leaves without MindSpore's cluster
+    teardown (it can hang once a peer has gone); under ``msrun`` a successful worker leaves the cluster
+    (``release``) and returns, so msrun's scheduler sees every node finish."""
     try:
         code = run(cfg, distributed=True)
     except ValueError as exc:
@@ -161,4 +167,8 @@ def run_worker(cfg: JobConfig, run: Callable[..., int]) -> None:
         code = 1
     sys.stdout.flush()
     sys.stderr.flush()
+    if code == 0 and os.environ.get(_OWN_LAUNCH) != "1":
+        from mindspore.communication import release  # pylint: disable=import-outside-toplevel
+        release()
+        return code
     os._exit(code)  # pylint: disable=protected-access
