@@ -10,6 +10,7 @@ group-limited top-k, renormalised weights times ``routed_scaling_factor``, share
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Dict
@@ -28,7 +29,8 @@ def yarn_mscale(scale: float, mscale: float = 1.0) -> float:
 @dataclass(frozen=True)
 class DeepseekV3Config(LlamaConfig):  # pylint: disable=too-many-instance-attributes
     """DeepSeek-V3 sizes. ``head_dim`` is the RoPE part of a query/key head (``qk_rope_head_dim``, as in
-    Hugging Face); ``q_lora_rank=0`` projects queries directly (``q_proj``)."""
+    Hugging Face); ``q_lora_rank=0`` projects queries directly (``q_proj``); ``num_nextn_predict_layers``
+    multi-token-prediction (MTP) layers follow the decoder (0: none; the published checkpoint has 1)."""
 
     q_lora_rank: int = 0
     kv_lora_rank: int = 32
@@ -40,6 +42,7 @@ class DeepseekV3Config(LlamaConfig):  # pylint: disable=too-many-instance-attrib
     rope_beta_slow: float = 1.0
     rope_mscale: float = 1.0
     rope_mscale_all_dim: float = 0.0
+    num_nextn_predict_layers: int = 0
     rope_types = ("default", "yarn")
 
     def __post_init__(self) -> None:
@@ -51,8 +54,13 @@ class DeepseekV3Config(LlamaConfig):  # pylint: disable=too-many-instance-attrib
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"DeepseekV3Config({name}): expected a positive int, got {value!r}")
-        if isinstance(self.q_lora_rank, bool) or not isinstance(self.q_lora_rank, int) or self.q_lora_rank < 0:
-            raise ValueError(f"DeepseekV3Config(q_lora_rank): expected an int >= 0, got {self.q_lora_rank!r}")
+        for name in ("q_lora_rank", "num_nextn_predict_layers"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"DeepseekV3Config({name}): expected an int >= 0, got {value!r}")
+        if self.num_nextn_predict_layers and self.moe is None:
+            raise ValueError("DeepseekV3Config(num_nextn_predict_layers): the multi-token-prediction layers are MoE "
+                             "layers; the config has no moe")
         super().__post_init__()
 
     @property
@@ -80,7 +88,8 @@ def deepseek_moe_layer(hidden_size: int, moe_intermediate_size: int, n_routed_ex
                      load_balance="expert_bias")
 
 
-#: ``debug``/``small`` run on CPU; ``671B`` (without the multi-token-prediction layer) is for meta-device
+#: ``debug``/``small`` run on CPU (``debug_mtp``: ``debug`` with one multi-token-prediction layer); ``671B``
+#: (without the MTP layer; ``config("671B", num_nextn_predict_layers=1)`` adds it) is for meta-device
 #: construction only
 FLAVORS: Dict[str, DeepseekV3Config] = {
     "debug": DeepseekV3Config(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
@@ -104,3 +113,4 @@ FLAVORS: Dict[str, DeepseekV3Config] = {
                              moe=deepseek_moe_layer(7168, 2048, 256, 8, n_group=8, topk_group=4,
                                                     routed_scaling_factor=2.5)),
 }
+FLAVORS["debug_mtp"] = dataclasses.replace(FLAVORS["debug"], num_nextn_predict_layers=1)

@@ -6,6 +6,13 @@ Parameter names follow Hugging Face's ``DeepseekV3ForCausalLM`` (``self_attn.q_a
 ``q_a_layernorm``, ``q_b_proj``, ``kv_a_proj_with_mqa``, ``kv_a_layernorm``, ``kv_b_proj``, ``o_proj``;
 ``mlp.shared_experts.*``) up to the MoE router and stacked experts (see the state-dict adapter).
 Head counts come from tensor sizes (``view(..., -1, dim)``), so the same code runs on TP shards.
+
+Multi-token prediction (``config.num_nextn_predict_layers = D > 0``, DeepSeek-V3 report section 2.2):
+MTP layer ``k`` (1-based) combines the previous depth's hidden state ``h[k-1]`` at position ``i`` (the
+decoder's output for ``k = 1``) with the embedding of token ``t[i+k]``:
+``h[k] = norm_k(TRM_k(W_k [enorm_k(Emb(t[i+k])); hnorm_k(h[k-1])]))`` with ``W_k`` = ``eh_proj``,
+``TRM_k`` an MoE decoder block, ``norm_k`` = ``shared_head.norm``; its logits ``lm_head(h[k])`` (the
+shared output head) predict ``t[i+k+1]``. The embedding and head are the model's own.
 """
 from __future__ import annotations
 
@@ -13,15 +20,16 @@ import math
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from hyper_parallel.kernels import apply_rotary_emb
 from hyper_parallel.models.deepseek_v3.args import FLAVORS, DeepseekV3Config, yarn_mscale
 from hyper_parallel.models.llama3.model import (LlamaDecoderLayer, LlamaForCausalLM, LlamaModel, LlamaRMSNorm,
-                                               LlamaRotary, attention)
+                                               LlamaRotary, attention, causal_mask)
 
 __all__ = ["DeepseekV3ForCausalLM", "DeepseekV3Config", "FLAVORS", "DeepseekV3Attention", "DeepseekV3Rotary",
-           "apply_interleaved_rotary", "yarn_inv_freq"]
+           "DeepseekV3MTPLayer", "apply_interleaved_rotary", "yarn_inv_freq", "mtp_loss"]
 
 
 def yarn_inv_freq(config: DeepseekV3Config) -> "tuple[torch.Tensor, float]":
@@ -135,6 +143,45 @@ class DeepseekV3DecoderLayer(LlamaDecoderLayer):
     attention_cls = DeepseekV3Attention
 
 
+class _SharedHead(nn.Module):
+    """The MTP layer's output norm (Hugging Face name ``shared_head.norm``; the head itself is shared)."""
+
+    def __init__(self, config: DeepseekV3Config) -> None:
+        super().__init__()
+        self.norm = LlamaRMSNorm(config.hidden_size, config.rms_norm_eps)
+
+
+class DeepseekV3MTPLayer(DeepseekV3DecoderLayer):
+    """One multi-token-prediction depth: ``enorm`` / ``hnorm`` / ``eh_proj`` into an MoE decoder block, then
+    ``shared_head.norm`` (Hugging Face's names under ``model.layers.{num_hidden_layers + k - 1}``)."""
+
+    def __init__(self, config: DeepseekV3Config, index: int) -> None:
+        super().__init__(config, index)
+        self.enorm = LlamaRMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.hnorm = LlamaRMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.eh_proj = nn.Linear(2 * config.hidden_size, config.hidden_size, bias=False)
+        self.shared_head = _SharedHead(config)
+
+    # pylint: disable-next=arguments-differ,arguments-renamed
+    def forward(self, embeds: torch.Tensor, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """``embeds``: embeddings of the tokens one step ahead of ``hidden`` (the previous depth's output)."""
+        x = self.eh_proj(torch.cat((self.enorm(embeds), self.hnorm(hidden)), dim=-1))
+        return self.shared_head.norm(super().forward(x, cos, sin, mask))
+
+
+def mtp_loss(mtp_logits, labels: torch.Tensor) -> torch.Tensor:
+    """Mean over the MTP depths of the cross-entropy of depth ``k``'s logits ``[batch, seq - k, vocab]``
+    against ``labels[:, k:]`` (``labels``: the main model's next-token labels, -100 ignored); multiply by
+    the MTP weight (DeepSeek-V3: 0.3, then 0.1) and add to the main loss."""
+    if not mtp_logits:
+        raise ValueError("mtp_loss: no MTP logits (the model has num_nextn_predict_layers=0)")
+    total = 0.0
+    for k, logits in enumerate(mtp_logits, start=1):
+        total = total + F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[:, k:].reshape(-1))
+    return total / len(mtp_logits)
+
+
 class DeepseekV3Model(LlamaModel):
     """Embedding + DeepSeek-V3 decoder layers + final norm."""
 
@@ -152,3 +199,33 @@ class DeepseekV3ForCausalLM(LlamaForCausalLM):
         if not isinstance(config, DeepseekV3Config):
             raise TypeError(f"DeepseekV3ForCausalLM(config): expected a DeepseekV3Config, got {type(config).__name__}")
         super().__init__(config)
+        self.mtp = None
+        if config.num_nextn_predict_layers:
+            self.mtp = nn.ModuleList(DeepseekV3MTPLayer(config, config.num_hidden_layers + k)
+                                     for k in range(config.num_nextn_predict_layers))
+            self.reset_parameters(root=self.mtp)
+
+    def forward(self, input_ids: torch.Tensor, position_ids: Optional[torch.Tensor] = None,  # pylint: disable=arguments-differ
+                attention_mask: Optional[torch.Tensor] = None, return_mtp: bool = False):
+        """Logits ``[batch, seq, vocab]``; with ``return_mtp=True``, ``(logits, [mtp logits of depth k:
+        [batch, seq - k, vocab] for k = 1..D])`` (depth ``k`` at position ``i`` predicts token ``i + k + 1``;
+        see :func:`mtp_loss`)."""
+        if not return_mtp:
+            return super().forward(input_ids, position_ids, attention_mask)
+        if self.mtp is None:
+            raise ValueError("DeepseekV3ForCausalLM.forward(return_mtp=True): the model has no multi-token-prediction "
+                             "layers (config.num_nextn_predict_layers=0)")
+        hidden = self.model(input_ids, position_ids, attention_mask)
+        return self.lm_head(hidden), self._mtp_logits(hidden, input_ids, position_ids, attention_mask)
+
+    def _mtp_logits(self, hidden, input_ids, position_ids, attention_mask):
+        seq = input_ids.shape[1]
+        if position_ids is None:
+            position_ids = torch.arange(seq, device=input_ids.device)
+        out = []
+        for k, layer in enumerate(self.mtp, start=1):
+            cos, sin = self.model.rotary(position_ids[..., k:])
+            mask = causal_mask(attention_mask[:, k:]) if attention_mask is not None else None
+            hidden = layer(self.model.embed_tokens(input_ids[:, k:]), hidden[:, :seq - k], cos, sin, mask)
+            out.append(self.lm_head(hidden))
+        return out

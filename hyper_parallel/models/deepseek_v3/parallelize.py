@@ -60,6 +60,11 @@ def parallelize_deepseek_v3(model, world_mesh, parallel_dims, **options):
     """The registry's ``parallelize_fn`` for DeepSeek-V3 (see :func:`parallelize_llama3` for ``options``):
     Llama's plan with :func:`deepseek_attention_tp_plan` as the attention entries and
     :func:`shared_rope_key_grad` under TP."""
+    busy = {n: getattr(parallel_dims, n) for n in ("tp", "ep", "pp", "cp") if getattr(parallel_dims, n) > 1}
+    if getattr(model, "mtp", None) is not None and busy:
+        raise ValueError(f"parallelize_deepseek_v3: the multi-token-prediction layers (num_nextn_predict_layers="
+                         f"{model.config.num_nextn_predict_layers}) have no TP / EP / PP / CP plan yet, got {busy}; "
+                         "use FSDP / HSDP only or a config without MTP layers")
     if parallel_dims.tp > 1:
         check_mla_tp(model.config, parallel_dims.tp)
     parallelize_llama3(model, world_mesh, parallel_dims, attention_plan=deepseek_attention_tp_plan, **options)
@@ -69,5 +74,9 @@ def parallelize_deepseek_v3(model, world_mesh, parallel_dims, **options):
 
 
 def pipeline_deepseek_v3(model, world_mesh, parallel_dims, **kwargs):
-    """The registry's ``pipelining_fn`` for DeepSeek-V3 (:func:`pipeline_llama3`)."""
+    """The registry's ``pipelining_fn`` for DeepSeek-V3 (:func:`pipeline_llama3`; a model with MTP layers is
+    refused: the split has no stage for them yet)."""
+    if getattr(model, "mtp", None) is not None:
+        raise ValueError("pipeline_deepseek_v3: the multi-token-prediction layers have no pipeline stage yet; use a "
+                         "config with num_nextn_predict_layers=0")
     return pipeline_llama3(model, world_mesh, parallel_dims, **kwargs)

@@ -2,8 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """Hugging Face ``DeepseekV3ForCausalLM`` adapter: MLA keys as they are, the router ``mlp.router.gate``
 <-> ``mlp.gate``, the expert bias <-> ``mlp.gate.e_score_correction_bias``, stacked experts <-> one
-``nn.Linear`` per expert. The multi-token-prediction layer of the published checkpoint (layer 61) is
-not part of the model: load it with ``strict=False``."""
+``nn.Linear`` per expert. Multi-token-prediction layers ``mtp.{k}.*`` (``num_nextn_predict_layers``) are
+Hugging Face's ``model.layers.{num_hidden_layers + k}.*`` (the published checkpoint's layer 61), with the
+same per-layer renames plus ``enorm`` / ``hnorm`` / ``eh_proj`` / ``shared_head.norm``; the checkpoint's
+copies of the embedding and head under that layer (``embed_tokens.weight``, ``shared_head.head.weight``)
+are dropped by ``from_hf`` and not written by ``to_hf`` (the model shares its own, as transformers' MTP
+loader does). A model without MTP
+layers loading the published checkpoint: ``strict=False``."""
 from __future__ import annotations
 
 from typing import Any, Dict, List, Tuple
@@ -14,6 +19,7 @@ from hyper_parallel.models.llama3.state_dict_adapter import _LAYER, LlamaStateDi
 __all__ = ["DeepseekV3StateDictAdapter"]
 
 _DENSE_ATTENTION = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight")
+_MTP = ("enorm.weight", "hnorm.weight", "eh_proj.weight", "shared_head.norm.weight")
 _MLA = ("self_attn.q_proj.weight", "self_attn.q_a_proj.weight", "self_attn.q_a_layernorm.weight",
         "self_attn.q_b_proj.weight", "self_attn.kv_a_proj_with_mqa.weight", "self_attn.kv_a_layernorm.weight",
         "self_attn.kv_b_proj.weight")
@@ -29,7 +35,33 @@ class DeepseekV3StateDictAdapter(LlamaStateDictAdapter):
     def _rules(self) -> List[Tuple[str, str]]:
         rules = [r for r in decoder_rules(moe=True, expert_bias=True)
                  if r[0] not in {_LAYER + n for n in _DENSE_ATTENTION}]
-        return rules + [(_LAYER + n, _LAYER + n) for n in _MLA]
+        mtp = _MTP if self.model_config.num_nextn_predict_layers else ()
+        return rules + [(_LAYER + n, _LAYER + n) for n in _MLA + mtp]
+
+    def _mtp_prefixes(self) -> List[Tuple[str, str]]:
+        n = self.model_config.num_hidden_layers
+        return [(f"mtp.{k}.", f"model.layers.{n + k}.") for k in range(self.model_config.num_nextn_predict_layers)]
+
+    def to_hf(self, state_dict):
+        """Model keys -> Hugging Face keys (MTP layers as the layers after the decoder's; no copies of the
+        embedding / head under them: transformers' MTP loader takes the main model's)."""
+        renamed = dict(state_dict)
+        for ours, theirs in self._mtp_prefixes():
+            for key in [k for k in renamed if k.startswith(ours)]:
+                renamed[theirs + key[len(ours):]] = renamed.pop(key)
+        return super().to_hf(renamed)
+
+    def from_hf(self, hf_state_dict):
+        """Hugging Face keys -> model keys (the MTP layers' embedding / head copies dropped)."""
+        rest = dict(hf_state_dict)
+        for _, theirs in self._mtp_prefixes():
+            rest.pop(theirs + "embed_tokens.weight", None)
+            rest.pop(theirs + "shared_head.head.weight", None)
+        out = super().from_hf(rest)
+        for ours, theirs in self._mtp_prefixes():  # from_hf kept the HF layer prefix: back to mtp.{k}.
+            for key in [k for k in out if k.startswith(theirs)]:
+                out[ours + key[len(theirs):]] = out.pop(key)
+        return out
 
     def _rope_parameters(self) -> Dict[str, Any]:
         c = self.model_config
@@ -48,7 +80,8 @@ class DeepseekV3StateDictAdapter(LlamaStateDictAdapter):
                    first_k_dense_replace=c.first_k_dense_layers, moe_intermediate_size=moe.hidden_dim,
                    n_routed_experts=moe.num_experts, num_experts_per_tok=moe.top_k,
                    n_shared_experts=moe.num_shared_experts, n_group=moe.n_groups, topk_group=moe.topk_groups,
-                   norm_topk_prob=moe.route_norm, routed_scaling_factor=moe.route_scale, num_nextn_predict_layers=0)
+                   norm_topk_prob=moe.route_norm, routed_scaling_factor=moe.route_scale,
+                   num_nextn_predict_layers=c.num_nextn_predict_layers)
         out.pop("head_dim")
         return out
 
@@ -70,6 +103,7 @@ class DeepseekV3StateDictAdapter(LlamaStateDictAdapter):
             raise ValueError(f"DeepseekV3Config from Hugging Face: rope type {kind!r} is not supported "
                              "(expected 'default' or 'yarn')")
         kwargs["q_lora_rank"] = hf.get("q_lora_rank") or 0
+        kwargs["num_nextn_predict_layers"] = hf.get("num_nextn_predict_layers", hf.get("num_mtp_layers")) or 0
         kwargs["first_k_dense_layers"] = hf.get("first_k_dense_replace", 0)
         kwargs["moe"] = deepseek_moe_layer(hf["hidden_size"], hf["moe_intermediate_size"], hf["n_routed_experts"],
                                            hf["num_experts_per_tok"], n_shared_experts=hf.get("n_shared_experts", 1),

@@ -220,9 +220,10 @@ class LlamaForCausalLM(nn.Module):
             self.lm_head.weight = self.model.embed_tokens.weight
         self.reset_parameters()
 
-    def reset_parameters(self, std: float = 0.02) -> None:
-        """Normal(0, std) init for linear, embedding and expert weights, ones for norms."""
-        for mod in self.modules():
+    def reset_parameters(self, std: float = 0.02, root: Optional[nn.Module] = None) -> None:
+        """Normal(0, std) init for linear, embedding and expert weights, ones for norms (of ``root``'s
+        modules, default the whole model)."""
+        for mod in (root if root is not None else self).modules():
             if isinstance(mod, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(mod.weight, std=std)
             elif isinstance(mod, GroupedExperts):

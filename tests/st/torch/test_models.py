@@ -232,10 +232,58 @@ def test_pp_1f1b_trains_like_one_process(model_name):
 
 
 @multi_rank(world_size=2, timeout=120)
-def test_moe_with_hsdp_or_cp_is_refused_naming_the_degrees():
+def test_unwired_combinations_are_refused_naming_the_degrees():
     from hyper_parallel.models import ParallelDims, get_model_spec
     spec = get_model_spec("qwen3_moe")
     for layout in ({"dp_replicate": 2}, {"cp": 2}):
         dims = ParallelDims(world_size=2, **layout)
         with pytest.raises(ValueError, match=r"pp x dp_shard x tp x ep \(no CP or HSDP"):
             spec.parallelize_fn(spec.build("debug"), dims.build_mesh("cpu"), dims)
+    deepseek = get_model_spec("deepseek_v3")
+    dims = ParallelDims(world_size=2, tp=2)
+    with pytest.raises(ValueError, match=r"multi-token-prediction layers .* no TP / EP / PP / CP plan yet, got \{'tp': 2\}"):
+        deepseek.parallelize_fn(deepseek.build("debug_mtp"), dims.build_mesh("cpu"), dims)
+
+
+@multi_rank(world_size=2, timeout=300)
+def test_deepseek_v3_mtp_loss_under_fsdp_equals_one_process():
+    """The MTP layer under FSDP (2 ranks, each its own half of the batch): main + MTP loss and gradients equal
+    one process's (3 AdamW steps)."""
+    import copy
+    import dataclasses
+    import torch
+    import torch.distributed as dist
+    import hyper_parallel as hp
+    from hyper_parallel.models import ParallelDims, get_model_spec
+    from hyper_parallel.models.deepseek_v3.model import mtp_loss
+    spec = get_model_spec("deepseek_v3")
+    torch.manual_seed(0)
+    ref = spec.build("debug_mtp", moe=dataclasses.replace(spec.config("debug_mtp").moe, aux_loss_coeff=0.0))
+    dims = ParallelDims(world_size=2, dp_shard=2)
+    ours = spec.parallelize_fn(copy.deepcopy(ref), dims.build_mesh("cpu"), dims)
+    ids = torch.randint(0, ref.config.vocab_size, (2, 12))
+    labels = torch.randint(0, ref.config.vocab_size, (2, 12))
+    rank = dist.get_rank()
+
+    def loss_of(model, rows):
+        logits, mtp = model(ids[rows], return_mtp=True)
+        return spec.loss_fn(logits, labels[rows]) + 0.3 * mtp_loss(mtp, labels[rows])
+
+    opt, ref_opt = torch.optim.AdamW(ours.parameters(), lr=1e-2), torch.optim.AdamW(ref.parameters(), lr=1e-2)
+    want_grads = dict(ref.named_parameters())
+    for step in range(3):
+        loss = loss_of(ours, slice(rank, rank + 1))
+        loss.backward()
+        ref_loss = loss_of(ref, slice(0, 2))
+        ref_loss.backward()
+        mean = loss.detach().clone()
+        dist.all_reduce(mean)
+        torch.testing.assert_close(mean / 2, ref_loss.detach(), rtol=1e-5, atol=0)
+        if step == 0:
+            for name, p in ours.named_parameters():
+                g = want_grads[name].grad
+                got = p.grad.full_tensor() if isinstance(p.grad, hp.DTensor) else p.grad
+                torch.testing.assert_close(got, g, rtol=1e-5, atol=1e-5 * g.abs().max().item(), msg=name)
+        for o in (opt, ref_opt):
+            o.step()
+            o.zero_grad()

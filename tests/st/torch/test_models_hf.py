@@ -131,3 +131,46 @@ def test_real_sizes_build_on_meta_with_hf_parameter_counts(model_name, flavor):
     assert ours_n == hf_n
     if (model_name, flavor) in PUBLISHED:
         assert ours_n == PUBLISHED[model_name, flavor]
+
+
+def test_deepseek_v3_mtp_logits_equal_transformers(tmp_path):
+    """DeepSeek-V3 with one multi-token-prediction layer (``debug_mtp``): exported with ``save_hf``,
+    loaded by transformers' ``DeepseekV3ForCausalLM`` and its MTP loader (``MtpModel.from_pretrained``, the
+    module ``generate(use_mtp=True)`` drafts with); the MTP logits equal ours (and the checkpoint round-trips)."""
+    from transformers.modeling_layers import MtpModel
+    spec = get_model_spec("deepseek_v3")
+    config = spec.config("debug_mtp")
+    adapter = spec.state_dict_adapter(config)
+    torch.manual_seed(3)
+    ours = spec.build("debug_mtp").eval()
+    with torch.no_grad():  # spread the routers and expert biases (as _hf_model does), MTP layer included
+        for name, p in ours.named_parameters():
+            if name.endswith("mlp.router.gate.weight"):
+                p.normal_(std=0.5)
+        for name, b in ours.named_buffers():
+            if name.endswith("mlp.expert_bias"):
+                b.copy_(torch.randn_like(b) * 0.1)
+    save_hf(ours, tmp_path / "ours", adapter)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "ours", attn_implementation="eager").eval()
+    # transformers finds the MTP weights through the main model's ignore patterns, written for the published
+    # 61-layer checkpoint (model.layers.61.*); this config's MTP layer is layer num_hidden_layers
+    hf._keys_to_ignore_on_load_unexpected = [rf"model\.layers\.{config.num_hidden_layers}\..*"]
+    mtp = MtpModel.from_pretrained(hf).eval()
+    assert mtp.num_mtp_layers == 1
+    torch.manual_seed(4)
+    ids = torch.randint(0, config.vocab_size, (2, 12))
+    positions = torch.arange(12).expand(2, -1)
+    with torch.no_grad():
+        out = hf(input_ids=ids, output_hidden_states=True)
+        hidden = mtp.forward_layer(0, out.hidden_states[-1][:, :-1], positions[:, 1:], None, input_ids=ids[:, 1:])
+        want = mtp._project_to_logits(hidden)  # pylint: disable=protected-access
+        got_main, got = ours(ids, return_mtp=True)
+    main_diff = (got_main - out.logits).abs().max().item()
+    diff = (got[0] - want).abs().max().item()
+    print(f"deepseek_v3/debug_mtp: max |logit diff| main {main_diff:.2e}, MTP layer {diff:.2e}")
+    assert main_diff <= TOL and diff <= TOL, (main_diff, diff)
+    assert (got[0] - got_main[:, 1:]).abs().max() > 1e-2  # the MTP head is not the main head again
+    loaded = spec.build("debug_mtp")
+    load_hf(loaded, tmp_path / "ours", adapter)
+    for key, value in ours.state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], value), key
