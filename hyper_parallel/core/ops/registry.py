@@ -10,7 +10,8 @@ Format (``hyper_parallel/core/ops/yaml/*.yaml``)::
     Tensor.add_:    {rule: ElementwiseRule, options: {partial: linear, inplace: true}}
 
 Fields: ``rule`` (class name, required), ``module`` (dotted path), ``options`` (mapping passed to
-the rule's constructor), ``doc`` (free text). Anything else is an error naming file and key; so is
+the rule's constructor), ``doc`` (free text), ``strategies`` (extra sharding strategies as data, see
+:mod:`hyper_parallel.core.ops.strategies`). Anything else is an error naming file and key; so is
 a module or class that does not resolve, or an op name registered twice across files.
 
 Sources, loaded lazily on first dispatch: the built-in YAML directory, every path in
@@ -28,6 +29,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 import yaml
 
 from hyper_parallel.core.ops.rule import OpRule
+from hyper_parallel.core.ops.strategies import attach_strategies
 
 __all__ = ["RegistryError", "OpEntry", "Registry", "load_yaml_file", "register_op", "get_registry",
            "BUILTIN_YAML_DIR", "ENV_VAR"]
@@ -35,7 +37,7 @@ __all__ = ["RegistryError", "OpEntry", "Registry", "load_yaml_file", "register_o
 BUILTIN_YAML_DIR = Path(__file__).parent / "yaml"
 ENV_VAR = "HYPER_PARALLEL_OP_YAML"
 ENTRY_POINT_GROUP = "hyper_parallel.ops"
-FIELDS = frozenset({"rule", "module", "options", "doc"})
+FIELDS = frozenset({"rule", "module", "options", "doc", "strategies"})
 
 
 class RegistryError(ValueError):
@@ -52,13 +54,17 @@ class OpEntry:
     options: Dict[str, Any] = field(default_factory=dict)
     doc: str = ""
     source: str = "<register_op>"
+    strategies: Any = None
     _instance: Optional[OpRule] = None
 
     def rule_instance(self) -> OpRule:
         """The (cached) rule object for this entry."""
         if self._instance is None:
             cls = resolve_rule_class(self.module, self.rule, f"{self.source}: {self.name}")
-            self._instance = cls(self.name, **self.options)
+            instance = cls(self.name, **self.options)
+            if self.strategies:
+                attach_strategies(instance, self.strategies, self.source)
+            self._instance = instance
         return self._instance
 
 
@@ -97,7 +103,8 @@ def load_yaml_file(path: Path) -> List[OpEntry]:
         if "rule" not in merged or "module" not in merged:
             raise RegistryError(f"{path}: {name}: needs 'rule' and 'module' (directly or from __default__)")
         entries.append(OpEntry(name=str(name), rule=merged["rule"], module=merged["module"],
-                               options=merged["options"], doc=merged.get("doc", ""), source=str(path)))
+                               options=merged["options"], doc=merged.get("doc", ""), source=str(path),
+                               strategies=merged.get("strategies")))
     return entries
 
 

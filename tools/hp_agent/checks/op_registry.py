@@ -4,8 +4,9 @@
 
 Registry: ``hyper_parallel/core/ops/yaml/*.yaml``. Each top-level key is a frontend op name
 (``torch.add``, ``Tensor.add_``, ``mindspore.mint.add``); its value is a mapping with ``rule`` (class name,
-required), ``module`` (dotted path; may come from the file's ``__default__`` block), ``options`` (mapping) and
-``doc`` (str); a file's ``__default__`` block may set any of these fields and is merged into every entry
+required), ``module`` (dotted path; may come from the file's ``__default__`` block), ``options`` (mapping),
+``doc`` (str) and ``strategies`` (a list of rows or a mapping of input ranks to rows); a file's ``__default__``
+block may set any of these fields and is merged into every entry
 (as ``hyper_parallel.core.ops.registry`` does). Rule modules live in ``hyper_parallel/core/ops/rules/``.
 
 Findings: an entry whose module or class does not resolve; a rule module not referenced by any entry
@@ -23,7 +24,7 @@ from hp_agent.findings import Finding
 
 REGISTRY_DIR = "hyper_parallel/core/ops/yaml"
 RULES_DIR = "hyper_parallel/core/ops/rules"
-ENTRY_FIELDS = {"rule", "module", "options", "doc"}
+ENTRY_FIELDS = {"rule", "module", "options", "doc", "strategies"}
 DEFAULT_FIELDS = ENTRY_FIELDS
 DEFAULT_KEY = "__default__"
 
@@ -98,6 +99,9 @@ def _entry_findings(rel: str, line: int, op: str, spec: object, default: dict) -
         out.append(Finding(rel, line, "registry-entry", f"{op}: 'options' must be a mapping"))
     if "doc" in spec and not isinstance(spec["doc"], str):
         out.append(Finding(rel, line, "registry-entry", f"{op}: 'doc' must be a string"))
+    if "strategies" in spec and not isinstance(spec["strategies"], (list, dict)):
+        out.append(Finding(rel, line, "registry-entry",
+                           f"{op}: 'strategies' must be a list of rows or a mapping of input ranks to rows"))
     return out
 
 
