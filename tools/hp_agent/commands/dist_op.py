@@ -299,10 +299,10 @@ def _dev_batch(layout, batch: Path, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps({"ok": ok, "ops": [r.to_dict() for r in rows]}, indent=2))
     else:
-        click.echo("| op | UT | ST | machine time (s) | human actions | result |")
-        click.echo("|---|---|---|---|---|---|")
+        click.echo("| op | UT | ST | MindSpore | machine time (s) | human actions | result |")
+        click.echo("|---|---|---|---|---|---|---|")
         for r in rows:
-            click.echo(f"| `{r.op}` | {r.ut} | {r.st} | {r.seconds:.1f} | {r.human_actions} | "
+            click.echo(f"| `{r.op}` | {r.ut} | {r.st} | {r.mindspore} | {r.seconds:.1f} | {r.human_actions} | "
                        f"{'GREEN' if r.green else 'FAILED'} |")
     sys.exit(EXIT_OK if ok else EXIT_FINDINGS)
 
@@ -334,3 +334,66 @@ def verify_cmd(ops: Tuple[str, ...], all_ops: bool, markdown: str, as_json: bool
         for line in report.lines():
             click.echo(line)
     sys.exit(EXIT_FINDINGS if report.false_positives else EXIT_OK)
+
+
+@cli_group.command("resynth")
+@click.argument("ops", nargs=-1)
+@click.option("--from-verify", "from_verify", is_flag=True,
+              help="Every op `verify --all` lists with false negatives (runs verify first).")
+@click.option("--write/--no-write", default=True, show_default=True,
+              help="Write plan updates to <plans_dir>/updates/<op>.yaml.")
+@click.option("--all-partials", is_flag=True, help="Also propose P(avg|max|min) inputs (verify and ST check P(sum)).")
+@json_option
+@internal_errors
+def resynth_cmd(ops: Tuple[str, ...], from_verify: bool, write: bool, all_partials: bool, as_json: bool) -> None:
+    """Re-derive registered OPS through the synthesis, diff against their rules, propose missing strategies."""
+    from hyper_parallel.core.ops.registry import get_registry
+    from hp_agent.dist_op.resynth import rederive, write_update
+    if bool(ops) == from_verify:
+        _refuse(ValueError("name op(s) or pass --from-verify (not both)"))
+    layout = _layout()
+    reg = get_registry()
+    if from_verify:
+        from hp_agent.dist_op.verify import verify
+        ops = tuple(sorted({f.op for f in verify().false_negatives}))
+    missing = [op for op in ops if op not in reg.entries]
+    if missing:
+        _refuse(ValueError(f"not registered: {', '.join(missing)}"))
+    partials = ("sum", "avg", "max", "min") if all_partials else ("sum",)
+    rows = []
+    for i, op in enumerate(ops, 1):
+        diff = rederive(op, reg.entries[op], partials)
+        path = write_update(layout.path(layout.plans_dir) / "updates", diff, reg.entries[op]) if write else None
+        rows.append({**diff.to_dict(), "update": str(path.relative_to(layout.root)) if path else None})
+        if not as_json:
+            click.echo(f"[{i}/{len(ops)}] {op} ({diff.rule}): {diff.covered} covered, {len(diff.missing)} missing, "
+                       f"{len(diff.coincidences)} coincidence(s), {len(diff.rule_only)} rule-only (kept), "
+                       f"{diff.seconds:.1f} s{' ERROR ' + diff.error if diff.error else ''}"
+                       + (f" -> {rows[-1]['update']}" if path else ""))
+            for m in diff.missing[:6]:
+                click.echo(f"    missing {m.signature}: {m.strategy} (rule {m.rule_does}) [evidence {m.evidence}]")
+    if as_json:
+        click.echo(json.dumps({"ops": rows}, indent=2, default=str))
+    sys.exit(EXIT_FINDINGS if any(r["error"] for r in rows) else EXIT_OK)
+
+
+@cli_group.command("apply-updates")
+@click.argument("updates", nargs=-1, required=True)
+@click.option("--by", "who", default="", help="Who confirms (default: the git user).")
+@json_option
+@internal_errors
+def apply_updates_cmd(updates: Tuple[str, ...], who: str, as_json: bool) -> None:
+    """Confirm plan UPDATES (written by resynth) and apply them to the registry YAML (records who/when/sha256)."""
+    from hp_agent.dist_op.resynth import UpdateError, apply_update
+    layout = _layout()
+    try:
+        who = who or git_identity(layout.root)
+        records = [apply_update(_plan_path(layout, u), layout.root, who) for u in updates]
+    except (UpdateError, PlanError) as exc:
+        _refuse(exc)
+    if as_json:
+        click.echo(json.dumps({"applied": records}, indent=2))
+    else:
+        for r in records:
+            click.echo(f"{r['op']}: {r['field']} updated in {r['registry']} (confirmed by {r['by']} at {r['at']})")
+    sys.exit(EXIT_OK)

@@ -80,6 +80,7 @@ class Synthesis:
     budget_hit: bool = False
     extra_args: List[str] = field(default_factory=list)
     opinfo: Optional[str] = None
+    calls: Dict[str, Tuple[list, dict]] = field(default_factory=dict)  # signature -> its first sample call
 
     def plan_cases(self, limit: int = 4) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
         """(accepted UT scenarios, ST cases) for a plan: per signature (up to ``limit``, tensors passed
@@ -408,6 +409,7 @@ def _one_call(result: Synthesis, fn: Callable, args: list, kwargs: dict, how: tu
     agreed = _agreed(fn, args, kwargs, combos, ranks, generators)
     found = {Strategy(c, _best(v)) for c, v in agreed.items() if _partials_consistent(c, _best(v))}
     _record(result, key, tensors, kwargs, [o for o in ref if isinstance(o, torch.Tensor)], found)
+    result.calls.setdefault(key, (list(args), dict(kwargs)))
     if result.differentiable is None and any(t.is_floating_point() for t in tensors):
         result.differentiable = _differentiable(fn, args, kwargs)
 

@@ -180,15 +180,33 @@ def _shifted(args, kwargs) -> Tuple[list, dict]:
     return [move(a) for a in args], {k: move(v) for k, v in kwargs.items()}
 
 
+def _datasets(fn, args, kwargs, ref):
+    """The sample, the sample moved to mixed signs, and the synthesis' value generators (arange, negative,
+    zeros/ones, per-input offsets; a generator the op rejects is skipped): a native strategy must hold on
+    every one, as the synthesis requires (:mod:`hp_agent.dist_op.synth`)."""
+    from hp_agent.dist_op.synth import GENERATORS, _variant  # pylint: disable=protected-access
+    shifted = _shifted(args, kwargs)
+    yield args, kwargs, ref
+    yield shifted[0], shifted[1], _reference(fn, *shifted)
+    for name in GENERATORS:
+        if name == "sample":
+            continue
+        a, k = _variant(name, args, kwargs)
+        want = _reference(fn, a, k)
+        if want is not None:
+            yield a, k, want
+
+
 def _native_ok(fn, args, kwargs, placements, ref, n, inplace: bool = False) -> bool:
     """True when the given placements assemble into the reference under some output placement (for an
-    in-place op: under self's own placement), for two random Partial splits of the sample and of the sample
-    moved to mixed signs (a constant result proves nothing and never counts)."""
+    in-place op: under self's own placement), for two random Partial splits of every dataset of
+    :func:`_datasets` (a constant result proves nothing and never counts)."""
     from hp_agent.dist_op.probe import assembling
-    shifted = _shifted(args, kwargs)
     common: Optional[List[set]] = None
-    for a, k, want in ((args, kwargs, ref), (shifted[0], shifted[1], _reference(fn, *shifted))):
+    for i, (a, k, want) in enumerate(_datasets(fn, args, kwargs, ref)):
         if want is None or _constant(want):
+            if i >= 2:
+                continue  # a generator whose result is constant proves nothing either way
             return False
         for seed in (0, 1):
             try:

@@ -1,0 +1,409 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""``hp-agent dist-op resynth``: re-derive registered ops through the synthesis and propose what their rules miss.
+
+For each registered op, :func:`hp_agent.dist_op.synth.synth_op` finds every strategy on simulated meshes
+(OpInfo samples + the pipeline's own, five value generators, 2 and 3 ranks). Each synthesised strategy is
+then put to the registered rule (``rule.infer`` on the dispatcher's :class:`OpCall` for that sample and
+those placements, 1-D meshes of 2 and 3 ranks):
+
+* **covered** — the rule keeps every input as given;
+* **missing** — the rule redistributes or refuses: a false negative the synthesis can fix. A missing
+  strategy is proposed only when it also holds with the sample's non-tensor numbers moved (``value=0`` of
+  ``masked_fill`` makes ``P(sum)`` pass by coincidence; ``value=0.7`` does not);
+* **rule only** — combinations (``R``, ``S(d)``, ``P(sum)``) the rule keeps that the synthesis did not
+  confirm: listed for the reviewer, never removed (``verify`` checks them for false positives).
+
+The proposal is a **plan update** (``plans/updates/<op>.yaml``, status ``proposed``) that a person
+confirms with ``hp-agent dist-op apply-updates`` (recording who/when/sha256 in the file):
+
+* a hand-written rule gets ``strategies:`` rows in its YAML entry
+  (:mod:`hyper_parallel.core.ops.strategies`), merged with rows it already has;
+* a generated ``StrategyTableRule`` entry gets its table regenerated: old rows kept, synthesised rows and
+  signatures added.
+
+Rows only add strategies: nothing a rule offers is removed.
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import itertools
+import json
+import re
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import yaml
+
+__all__ = ["Missing", "OpDiff", "rederive", "diff_synthesis", "proposal", "write_update", "apply_update",
+           "UpdateError", "edit_entry"]
+
+RANKS = (2, 3)
+MAX_RULE_ONLY = 48
+SCALAR_SHIFT = 0.7
+TABLE_RULES = ("StrategyTableRule",)
+
+
+class UpdateError(ValueError):
+    """A plan update that cannot be applied; the message names the file and what is wrong."""
+
+
+@dataclass
+class Missing:
+    """One synthesised strategy the registered rule does not offer."""
+
+    signature: str
+    strategy: str
+    evidence: str
+    rule_does: str
+
+    def to_dict(self) -> Dict[str, str]:
+        """JSON/YAML form."""
+        return dict(self.__dict__)
+
+
+@dataclass
+class OpDiff:
+    """The synthesis of one registered op against its rule."""
+
+    op: str
+    rule: str
+    source: str
+    covered: int = 0
+    missing: List[Missing] = field(default_factory=list)
+    coincidences: List[Missing] = field(default_factory=list)
+    rule_only: List[str] = field(default_factory=list)
+    synthesis: Any = None
+    seconds: float = 0.0
+    error: str = ""
+
+    def to_dict(self) -> Dict[str, Any]:
+        """JSON form."""
+        return {"op": self.op, "rule": self.rule, "source": self.source, "covered": self.covered,
+                "missing": [m.to_dict() for m in self.missing],
+                "coincidences": [m.to_dict() for m in self.coincidences], "rule_only": self.rule_only,
+                "seconds": round(self.seconds, 1), "error": self.error}
+
+
+# ---------------------------------------------------------------------- the diff
+def _rule_view(rule: Any, op: str, args: list, kwargs: dict, texts: Sequence[str]) -> str:
+    """``keeps`` when the rule keeps every input as given on 2 and 3 ranks, else what it does."""
+    from hyper_parallel.core.ops.rule import RuleError
+    from hp_agent.dist_op.probe import parse_placement
+    from hp_agent.dist_op.verify import _opcall  # pylint: disable=protected-access  # the dispatcher's OpCall
+    given = [parse_placement(t) for t in texts]
+    for n in RANKS:
+        try:
+            decision = rule.infer(_opcall(op, args, kwargs, given, n))
+        except RuleError as exc:
+            return f"refuses ({str(exc).splitlines()[0][:120]})"
+        need = [tuple(d)[0] if d is not None else g for d, g in zip(decision.inputs, given)]
+        moved = [f"{g.short()}->{p.short()}" for g, p in zip(given, need) if g != p]
+        if moved:
+            return f"redistributes {moved}"
+    return "keeps"
+
+
+def _shift_scalars(args: list, kwargs: dict, layout: Sequence[str]) -> Optional[Tuple[list, dict]]:
+    """The sample with every non-tensor float (not a layout argument) moved by ``SCALAR_SHIFT``, every bool
+    flag flipped and every boolean tensor (a mask) inverted; None when the sample has none of them."""
+    import torch
+    moved = [False]
+
+    def shift(v):
+        if isinstance(v, bool):  # a mode switch (training=True): the strategy must hold in both modes
+            moved[0] = True
+            return not v
+        if isinstance(v, float):
+            moved[0] = True
+            return v + SCALAR_SHIFT
+        if isinstance(v, torch.Tensor) and v.dtype == torch.bool:
+            moved[0] = True
+            return ~v
+        if type(v) in (list, tuple) and any(isinstance(t, torch.Tensor) for t in v):  # pylint: disable=unidiomatic-typecheck
+            return type(v)(shift(t) for t in v)
+        return v
+    new_args = [shift(a) for a in args]
+    new_kwargs = {k: v if k in layout else shift(v) for k, v in kwargs.items()}
+    return (new_args, new_kwargs) if moved[0] else None
+
+
+def _holds_shifted(fn: Callable, args: list, kwargs: dict, strategy: Any, layout: Sequence[str]) -> bool:
+    """True when ``strategy`` also assembles with the sample's numbers moved (or the sample has none)."""
+    from hp_agent.dist_op.probe import probe_call
+    shifted = _shift_scalars(args, kwargs, layout)
+    if shifted is None:
+        return True
+    new_args, new_kwargs = shifted
+    try:
+        probe = probe_call(fn, new_args, new_kwargs, ranks=RANKS, combos=[tuple(strategy.inputs)])
+    except Exception:  # pylint: disable=broad-except  # the moved number is invalid for the op: no evidence
+        return True
+    found = probe.table.get(tuple(strategy.inputs))
+    return bool(found) and all(o in f for o, f in zip(strategy.outputs, found))
+
+
+def _degenerate(args: list, kwargs: dict) -> bool:
+    """True when a tensor of the sample is empty, or every tensor has at most one element."""
+    from hp_agent.dist_op.probe import collect_tensors
+    from hp_agent.dist_op.verify import _nth  # pylint: disable=protected-access
+    sizes = [_nth(args, kwargs, loc).numel() for loc in collect_tensors(args, kwargs)]
+    return not sizes or min(sizes) == 0 or max(sizes) <= 1
+
+
+def _inplace(op: str) -> bool:
+    base = op.rsplit(".", 1)[-1]
+    return base.endswith("_") and not base.endswith("__")
+
+
+def diff_synthesis(op: str, rule: Any, synthesis: Any, fn: Callable, partials: Sequence[str] = ("sum",)) -> OpDiff:
+    """Each synthesised strategy of ``synthesis`` (with input partials in ``partials``) against ``rule``."""
+    from hp_agent.dist_op.synth import LAYOUT_KWARGS
+    diff = OpDiff(op, type(rule).__name__, "", synthesis=synthesis)
+    for key in sorted(synthesis.strategies):
+        args, kwargs = synthesis.calls[key]
+        if _degenerate(args, kwargs):
+            continue  # empty or single-element tensors assemble under (almost) any placement: no evidence
+        for s in synthesis.strategies[key]:
+            if all(p == "R" for p in s.inputs) or any(p.startswith("P(") and p[2:-1] not in partials
+                                                      for p in s.inputs):
+                continue
+            if _inplace(op) and s.outputs[0] != s.inputs[0]:
+                continue  # an in-place result keeps self's placement
+            if all(o == "R" for o in s.outputs):
+                continue  # a partial or sharded input with a replicated result: the sample ignored that input
+            does = _rule_view(rule, op, args, kwargs, s.inputs)
+            if does == "keeps":
+                diff.covered += 1
+                continue
+            item = Missing(key, s.text(), synthesis.evidence.get(key, ""), does)
+            (diff.missing if _holds_shifted(fn, args, kwargs, s, LAYOUT_KWARGS) else diff.coincidences).append(item)
+        diff.rule_only.extend(_rule_only(rule, op, args, kwargs, key, synthesis.strategies[key]))
+    return diff
+
+
+def _rule_only(rule: Any, op: str, args: list, kwargs: dict, key: str, strategies: Sequence[Any]) -> List[str]:
+    """Combinations (R, S(d), P(sum)) the rule keeps that the synthesis did not accept."""
+    import torch
+    from hp_agent.dist_op.probe import collect_tensors, fmt, placements_for
+    from hp_agent.dist_op.verify import _nth  # pylint: disable=protected-access
+    tensors = [_nth(args, kwargs, loc) for loc in collect_tensors(args, kwargs)]
+    if not all(isinstance(t, torch.Tensor) for t in tensors):
+        return []
+    accepted = {tuple(s.inputs) for s in strategies}
+    out = []
+    options = [[fmt(p) for p in placements_for(t)] for t in tensors]
+    for combo in itertools.islice(itertools.product(*options), MAX_RULE_ONLY):
+        if combo in accepted or all(p == "R" for p in combo):
+            continue
+        if _rule_view(rule, op, args, kwargs, combo) == "keeps":
+            out.append(f"{key}: {','.join(combo)}")
+    return out
+
+
+def rederive(op: str, entry: Any = None, partials: Sequence[str] = ("sum",), use_opinfo: bool = True) -> OpDiff:
+    """Synthesise registered ``op`` and diff the result against its rule (errors are reported in the diff)."""
+    from hyper_parallel.core.ops.registry import get_registry
+    from hp_agent.dist_op.interface import resolve_torch
+    from hp_agent.dist_op.synth import synth_op
+    start = time.monotonic()
+    entry = entry if entry is not None else get_registry().entries[op]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            # an in-place op's new self is its out-of-place result: synthesise that (samples stay intact)
+            source = op[:-1] if _inplace(op) else op
+            result = synth_op(source, use_opinfo=use_opinfo)
+            diff = diff_synthesis(op, entry.rule_instance(), result.synthesis, _fresh(resolve_torch(source)),
+                                  partials)
+    except Exception as exc:  # pylint: disable=broad-except  # reported per op, never hidden
+        diff = OpDiff(op, entry.rule, "", error=f"{type(exc).__name__}: {exc}".splitlines()[0][:200])
+    diff.source = entry.source.rsplit("/", 1)[-1]
+    diff.seconds = time.monotonic() - start
+    return diff
+
+
+def _fresh(fn: Callable) -> Callable:
+    from hp_agent.dist_op.verify import _cloning  # pylint: disable=protected-access  # in-place ops keep samples
+    return _cloning(fn)
+
+
+# ---------------------------------------------------------------------- the proposal
+def _rank_free(rows: Dict[str, List[str]], synthesis: Any) -> Tuple[List[str], Dict[str, List[str]]]:
+    """Rows without ``S(d)`` that the synthesis accepted on every signature with this many tensors become
+    rank-free; the rest stay keyed by input ranks."""
+    free: List[str] = []
+    keyed: Dict[str, List[str]] = {}
+    for ranks, texts in rows.items():
+        for text in texts:
+            ins = text.split("->")[0].split(",")
+            same = [k for k in synthesis.strategies if len(k.split(";")[0].split(",")) == len(ins)]
+            everywhere = all(text in {s.text() for s in synthesis.strategies[k]} for k in same)
+            if not any(p.startswith("S(") for p in ins) and everywhere:
+                if text not in free:
+                    free.append(text)
+            else:
+                keyed.setdefault(ranks, []).append(text)
+    return free, keyed
+
+
+def proposal(diff: OpDiff, entry: Any) -> Optional[Dict[str, Any]]:
+    """The plan update for ``diff`` (None when nothing is missing)."""
+    if not diff.missing:
+        return None
+    if entry.rule in TABLE_RULES:
+        table = {k: list(v) for k, v in (entry.options.get("table") or {}).items()}
+        shapes = dict(entry.options.get("shapes") or {})
+        new_shapes = _synth_shapes(diff.synthesis)
+        for m in diff.missing:
+            key = _table_key(m.signature, entry.options.get("layout") or {})
+            if key not in shapes and key in new_shapes:
+                shapes[key] = new_shapes[key]
+            if key in shapes and m.strategy not in table.setdefault(key, []):
+                table[key].append(m.strategy)
+        options = dict(entry.options, table={k: sorted(v) for k, v in table.items() if k in shapes}, shapes=shapes)
+        return {"kind": "table", "options": options}
+    by_ranks: Dict[str, List[str]] = {}
+    for m in diff.missing:
+        if "=" in m.signature:
+            continue  # a row per layout-argument value would be a table: regenerate instead
+        by_ranks.setdefault(m.signature, []).append(m.strategy)
+    if not by_ranks:
+        return None
+    free, keyed = _rank_free(by_ranks, diff.synthesis)
+    merged = _merge_rows(entry.strategies, free, keyed)
+    return {"kind": "strategies", "strategies": merged}
+
+
+def _synth_shapes(synthesis: Any) -> Dict[str, Any]:
+    from hp_agent.dist_op.synth import shape_expressions
+    shapes, _ = shape_expressions(synthesis)
+    return shapes
+
+
+def _table_key(signature: str, layout: Dict[str, Any]) -> str:
+    """The synthesis signature with every layout argument of the table (defaults filled in)."""
+    from hp_agent.dist_op.synth import _with_defaults  # pylint: disable=protected-access
+    return _with_defaults(signature, {k: tuple(v) for k, v in layout.items()})
+
+
+def _merge_rows(old: Any, free: List[str], keyed: Dict[str, List[str]]) -> Any:
+    """The entry's existing ``strategies`` plus the new rows: a list when every row is rank-free, else a
+    mapping of input ranks (``"*"``: any) to rows."""
+    merged: Dict[str, List[str]] = {"*": list(old)} if isinstance(old, list) else \
+        {k: list(v) for k, v in (old or {}).items()}
+    merged.setdefault("*", [])
+    merged["*"] += [r for r in free if r not in merged["*"]]
+    for ranks, texts in keyed.items():
+        bucket = merged.setdefault(ranks, [])
+        bucket.extend(t for t in texts if t not in bucket and t not in merged["*"])
+    if set(merged) == {"*"}:
+        return merged["*"]
+    return {k: v for k, v in sorted(merged.items()) if v}
+
+
+def _content_hash(data: Dict[str, Any]) -> str:
+    body = {k: v for k, v in data.items() if k not in ("status", "confirmation")}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def write_update(folder: Path, diff: OpDiff, entry: Any) -> Optional[Path]:
+    """Write ``plans/updates/<op>.yaml`` for ``diff`` (None when nothing is proposed)."""
+    from hp_agent.dist_op.plan import dump_yaml, slug_of
+    change = proposal(diff, entry)
+    if change is None:
+        return None
+    data = {"op": diff.op, "status": "proposed", "registry": _repo_rel(entry.source), "rule": entry.rule,
+            "change": change, "missing": [m.to_dict() for m in diff.missing],
+            "coincidences": [m.to_dict() for m in diff.coincidences],
+            "rule_only_not_removed": diff.rule_only[:20], "covered": diff.covered}
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{slug_of(diff.op)}.yaml"
+    path.write_text("# Plan update written by `hp-agent dist-op resynth`: review `change`, then run\n"
+                    "# `hp-agent dist-op apply-updates` on this file (it records who/when/sha256).\n"
+                    + dump_yaml(data), encoding="utf-8")
+    return path
+
+
+def _repo_rel(source: str) -> str:
+    parts = Path(source).parts
+    return str(Path(*parts[parts.index("hyper_parallel"):])) if "hyper_parallel" in parts else source
+
+
+# ---------------------------------------------------------------------- applying
+def edit_entry(text: str, op: str, field_name: str, value: Any) -> str:
+    """``text`` (a registry YAML file) with ``op``'s ``field_name`` set to ``value``; one-line flow entries
+    stay on one line, block entries get one ``  field: {flow}`` line."""
+    flow = yaml.safe_dump(value, default_flow_style=True, width=100000, sort_keys=False).strip()
+    lines = text.splitlines()
+    head = re.compile(rf"^{re.escape(op)}:(\s|$)")
+    index = next((i for i, line in enumerate(lines) if head.match(line)), None)
+    if index is None:
+        raise UpdateError(f"{op}: no entry in the registry file")
+    rest = lines[index][len(op) + 1:].strip()
+    if rest:
+        body = yaml.safe_load(rest) or {}
+        body[field_name] = value
+        lines[index] = f"{op}: " + yaml.safe_dump(body, default_flow_style=True, width=100000,
+                                                   sort_keys=False).strip()
+        return "\n".join(lines) + "\n"
+    end = index + 1
+    while end < len(lines) and (lines[end].startswith(" ") or not lines[end].strip()):
+        end += 1
+    block = lines[index + 1:end]
+    pos = next((k for k, line in enumerate(block) if line.strip().startswith(f"{field_name}:")), None)
+    new = f"  {field_name}: {flow}"
+    if pos is None:
+        doc = next((k for k, line in enumerate(block) if line.strip().startswith("doc:")), len(block))
+        block.insert(doc, new)
+    else:
+        block[pos] = new
+    return "\n".join(lines[:index + 1] + block + lines[end:]) + "\n"
+
+
+def apply_update(path: Path, root: Path, who: str, now: Optional[datetime.datetime] = None) -> Dict[str, Any]:
+    """Confirm and apply one plan update: edit the registry entry, record who/when/sha256 in the file."""
+    from hp_agent.dist_op.plan import dump_yaml
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise UpdateError(f"{path}: cannot read the plan update: {exc}") from exc
+    if not isinstance(data, dict) or not {"op", "registry", "change"} <= set(data):
+        raise UpdateError(f"{path}: expected a plan update with op, registry and change")
+    if data.get("status") == "applied":
+        raise UpdateError(f"{path}: already applied ({data.get('confirmation')})")
+    change = data["change"]
+    registry = root / data["registry"]
+    if change.get("kind") == "strategies":
+        field_name, value = "strategies", change["strategies"]
+    elif change.get("kind") == "table":
+        field_name, value = "options", change["options"]
+    else:
+        raise UpdateError(f"{path}: change.kind must be 'strategies' or 'table', got {change.get('kind')!r}")
+    _validate(data["op"], data.get("rule", ""), field_name, value, path)
+    registry.write_text(edit_entry(registry.read_text(encoding="utf-8"), data["op"], field_name, value),
+                        encoding="utf-8")
+    stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    data["confirmation"] = {"by": who, "at": stamp, "sha256": _content_hash(data)}
+    data["status"] = "applied"
+    path.write_text("# Plan update written by `hp-agent dist-op resynth`, applied by `apply-updates`.\n"
+                    + dump_yaml(data), encoding="utf-8")
+    return {"op": data["op"], "registry": data["registry"], "field": field_name, **data["confirmation"]}
+
+
+def _validate(op: str, rule: str, field_name: str, value: Any, path: Path) -> None:
+    """Refuse an update whose rows or table the registry would reject (before any file changes)."""
+    from hyper_parallel.core.ops.rule import RuleError
+    from hyper_parallel.core.ops.strategies import parse_strategies
+    from hyper_parallel.core.ops.rules.table import StrategyTableRule
+    try:
+        if field_name == "strategies":
+            parse_strategies(op, value, str(path))
+        elif rule in TABLE_RULES:
+            StrategyTableRule(op, **value)
+    except RuleError as exc:
+        raise UpdateError(f"{path}: {exc}") from exc
