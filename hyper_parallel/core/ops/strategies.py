@@ -116,25 +116,45 @@ def _single_outputs(outputs: Any) -> Optional[List[Any]]:
 
 def _compose(call: OpCall, base: Decision, matched: Dict[int, Row]) -> Optional[Decision]:
     """``base`` (decided on the call with the matched mesh dims replicated) with those dims from the rows."""
-    outs = _single_outputs(base.outputs)
-    if base.expand or outs is None or any(len(r[1]) != len(outs) for r in matched.values()):
+    outs = _composable(base, matched)
+    if outs is None:
         return None
     inputs = list(base.inputs) + [None] * (len(call.tensors) - len(base.inputs))
-    need = [list(n) if n is not None else [_placement(t, d) for d in range(call.mesh_ndim)]
-            for n, t in zip(inputs, call.tensors)]
+    need = [_need_list(n, t, call.mesh_ndim) for n, t in zip(inputs, call.tensors)]
     out_pl = [list(o.placements) for o in outs]
     for d, (ins, res) in matched.items():
         for i, p in enumerate(ins):
             need[i][d] = placement_of(p)
-        for k, p in enumerate(res):
-            q = placement_of(p)
-            if isinstance(q, Shard) and _clashes(q.dim, outs[k].shape, out_pl[k], d):
-                return None
-            out_pl[k][d] = q
+        if not _set_outputs(out_pl, outs, res, d):
+            return None
     specs = [(tuple(p), tuple(o.shape)) for p, o in zip(out_pl, outs)]
     outputs = specs[0] if hasattr(base.outputs, "placements") else type(base.outputs)(specs)
     kept = [None if n is None and not t.is_dtensor else tuple(m) for n, m, t in zip(inputs, need, call.tensors)]
     return Decision(inputs=kept, outputs=outputs, extra=dict(base.extra))
+
+
+def _composable(base: Decision, matched: Dict[int, Row]) -> Optional[List[Any]]:
+    """The base decision's outputs when rows can replace some of its mesh dims (no expand, flat outputs of
+    the rows' count), else None."""
+    outs = _single_outputs(base.outputs)
+    if base.expand or outs is None or any(len(r[1]) != len(outs) for r in matched.values()):
+        return None
+    return outs
+
+
+def _need_list(need: Any, t: TensorArg, mesh_ndim: int) -> List[Placement]:
+    return list(need) if need is not None else [_placement(t, d) for d in range(mesh_ndim)]
+
+
+def _set_outputs(out_pl: List[List[Placement]], outs: List[Any], res: Sequence[str], d: int) -> bool:
+    """Mesh dim ``d`` of every output from the row (False when a shard clashes)."""
+    for k, p in enumerate(res):
+        q = placement_of(p)
+        dim = getattr(q, "dim", None) if isinstance(q, Shard) else None
+        if dim is not None and _clashes(dim, outs[k].shape, out_pl[k], d):
+            return False
+        out_pl[k][d] = q
+    return True
 
 
 def _clashes(dim: int, shape: Sequence[int], placements: Sequence[Placement], d: int) -> bool:

@@ -366,15 +366,19 @@ def resynth_cmd(ops: Tuple[str, ...], from_verify: bool, write: bool, all_partia
         path = write_update(layout.path(layout.plans_dir) / "updates", diff, reg.entries[op]) if write else None
         rows.append({**diff.to_dict(), "update": str(path.relative_to(layout.root)) if path else None})
         if not as_json:
-            click.echo(f"[{i}/{len(ops)}] {op} ({diff.rule}): {diff.covered} covered, {len(diff.missing)} missing, "
-                       f"{len(diff.coincidences)} coincidence(s), {len(diff.rule_only)} rule-only (kept), "
-                       f"{diff.seconds:.1f} s{' ERROR ' + diff.error if diff.error else ''}"
-                       + (f" -> {rows[-1]['update']}" if path else ""))
-            for m in diff.missing[:6]:
-                click.echo(f"    missing {m.signature}: {m.strategy} (rule {m.rule_does}) [evidence {m.evidence}]")
+            _echo_diff(f"[{i}/{len(ops)}]", diff, rows[-1]["update"])
     if as_json:
         click.echo(json.dumps({"ops": rows}, indent=2, default=str))
     sys.exit(EXIT_FINDINGS if any(r["error"] for r in rows) else EXIT_OK)
+
+
+def _echo_diff(prefix: str, diff, update) -> None:
+    click.echo(f"{prefix} {diff.op} ({diff.rule}): {diff.covered} covered, {len(diff.missing)} missing, "
+               f"{len(diff.coincidences)} coincidence(s), {len(diff.rule_only)} rule-only (kept), "
+               f"{diff.seconds:.1f} s{' ERROR ' + diff.error if diff.error else ''}"
+               + (f" -> {update}" if update else ""))
+    for m in diff.missing[:6]:
+        click.echo(f"    missing {m.signature}: {m.strategy} (rule {m.rule_does}) [evidence {m.evidence}]")
 
 
 @cli_group.command("apply-updates")
@@ -388,7 +392,7 @@ def apply_updates_cmd(updates: Tuple[str, ...], who: str, as_json: bool) -> None
     layout = _layout()
     try:
         who = who or git_identity(layout.root)
-        records = [apply_update(_plan_path(layout, u), layout.root, who) for u in updates]
+        records = [apply_update(_plan_path(layout, u), layout.root, who, plans_dir=layout.plans_dir) for u in updates]
     except (UpdateError, PlanError) as exc:
         _refuse(exc)
     if as_json:

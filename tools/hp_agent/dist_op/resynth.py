@@ -108,9 +108,9 @@ def _rule_view(rule: Any, op: str, args: list, kwargs: dict, texts: Sequence[str
     return "keeps"
 
 
-def _shift_scalars(args: list, kwargs: dict, layout: Sequence[str]) -> Optional[Tuple[list, dict]]:
+def _shift_scalars(args: list, kwargs: dict, layout: Sequence[str]) -> Tuple[list, dict, bool]:
     """The sample with every non-tensor float (not a layout argument) moved by ``SCALAR_SHIFT``, every bool
-    flag flipped and every boolean tensor (a mask) inverted; None when the sample has none of them."""
+    flag flipped and every boolean tensor (a mask) inverted; the flag is False when the sample has none."""
     import torch
     moved = [False]
 
@@ -129,16 +129,15 @@ def _shift_scalars(args: list, kwargs: dict, layout: Sequence[str]) -> Optional[
         return v
     new_args = [shift(a) for a in args]
     new_kwargs = {k: v if k in layout else shift(v) for k, v in kwargs.items()}
-    return (new_args, new_kwargs) if moved[0] else None
+    return new_args, new_kwargs, moved[0]
 
 
 def _holds_shifted(fn: Callable, args: list, kwargs: dict, strategy: Any, layout: Sequence[str]) -> bool:
     """True when ``strategy`` also assembles with the sample's numbers moved (or the sample has none)."""
     from hp_agent.dist_op.probe import probe_call
-    shifted = _shift_scalars(args, kwargs, layout)
-    if shifted is None:
+    new_args, new_kwargs, moved = _shift_scalars(args, kwargs, layout)
+    if not moved:
         return True
-    new_args, new_kwargs = shifted
     try:
         probe = probe_call(fn, new_args, new_kwargs, ranks=RANKS, combos=[tuple(strategy.inputs)])
     except Exception:  # pylint: disable=broad-except  # the moved number is invalid for the op: no evidence
@@ -218,6 +217,8 @@ def rederive(op: str, entry: Any = None, partials: Sequence[str] = ("sum",), use
             # an in-place op's new self is its out-of-place result: synthesise that (samples stay intact)
             source = op[:-1] if _inplace(op) else op
             result = synth_op(source, use_opinfo=use_opinfo)
+            if use_opinfo:  # the pipeline's own samples alone too: their signatures may lie past the sample cap
+                _merge_signatures(result.synthesis, synth_op(source, use_opinfo=False).synthesis)
             diff = diff_synthesis(op, entry.rule_instance(), result.synthesis, _fresh(resolve_torch(source)),
                                   partials)
     except Exception as exc:  # pylint: disable=broad-except  # reported per op, never hidden
@@ -225,6 +226,15 @@ def rederive(op: str, entry: Any = None, partials: Sequence[str] = ("sum",), use
     diff.source = entry.source.rsplit("/", 1)[-1]
     diff.seconds = time.monotonic() - start
     return diff
+
+
+def _merge_signatures(synthesis: Any, extra: Any) -> None:
+    """Add the signatures of ``extra`` that ``synthesis`` lacks (strategies, evidence, sample, shapes)."""
+    for key in set(extra.strategies) - set(synthesis.strategies):
+        synthesis.strategies[key] = extra.strategies[key]
+        for name in ("evidence", "kwargs", "shapes", "calls"):
+            if key in getattr(extra, name):
+                getattr(synthesis, name)[key] = getattr(extra, name)[key]
 
 
 def _fresh(fn: Callable) -> Callable:
@@ -256,27 +266,32 @@ def proposal(diff: OpDiff, entry: Any) -> Optional[Dict[str, Any]]:
     if not diff.missing:
         return None
     if entry.rule in TABLE_RULES:
-        table = {k: list(v) for k, v in (entry.options.get("table") or {}).items()}
-        shapes = dict(entry.options.get("shapes") or {})
-        new_shapes = _synth_shapes(diff.synthesis)
-        for m in diff.missing:
-            key = _table_key(m.signature, entry.options.get("layout") or {})
-            if key not in shapes and key in new_shapes:
-                shapes[key] = new_shapes[key]
-            if key in shapes and m.strategy not in table.setdefault(key, []):
-                table[key].append(m.strategy)
-        options = dict(entry.options, table={k: sorted(v) for k, v in table.items() if k in shapes}, shapes=shapes)
-        return {"kind": "table", "options": options}
+        return {"kind": "table", "options": _regenerated_table(diff, entry)}
     by_ranks: Dict[str, List[str]] = {}
     for m in diff.missing:
-        if "=" in m.signature:
-            continue  # a row per layout-argument value would be a table: regenerate instead
-        by_ranks.setdefault(m.signature, []).append(m.strategy)
+        if "=" not in m.signature:  # a row per layout-argument value would be a table: regenerate instead
+            by_ranks.setdefault(m.signature, []).append(m.strategy)
     if not by_ranks:
         return None
     free, keyed = _rank_free(by_ranks, diff.synthesis)
-    merged = _merge_rows(entry.strategies, free, keyed)
-    return {"kind": "strategies", "strategies": merged}
+    return {"kind": "strategies", "strategies": _merge_rows(entry.strategies, free, keyed)}
+
+
+def _regenerated_table(diff: OpDiff, entry: Any) -> Dict[str, Any]:
+    """The entry's table options with the missing rows (and new signatures) added; nothing removed."""
+    table = {k: list(v) for k, v in (entry.options.get("table") or {}).items()}
+    shapes = dict(entry.options.get("shapes") or {})
+    new_shapes = _synth_shapes(diff.synthesis)
+    for m in diff.missing:
+        key = _table_key(m.signature, entry.options.get("layout") or {})
+        if key not in shapes and m.signature in new_shapes:
+            shapes[key] = new_shapes[m.signature]
+            # a new signature also needs the replicated row (the table gathers what it cannot keep)
+            table.setdefault(key, []).extend(s.text() for s in diff.synthesis.strategies[m.signature]
+                                             if all(p == "R" for p in s.inputs))
+        if key in shapes and m.strategy not in table.setdefault(key, []):
+            table[key].append(m.strategy)
+    return dict(entry.options, table={k: sorted(v) for k, v in table.items() if k in shapes}, shapes=shapes)
 
 
 def _synth_shapes(synthesis: Any) -> Dict[str, Any]:
@@ -296,14 +311,17 @@ def _merge_rows(old: Any, free: List[str], keyed: Dict[str, List[str]]) -> Any:
     mapping of input ranks (``"*"``: any) to rows."""
     merged: Dict[str, List[str]] = {"*": list(old)} if isinstance(old, list) else \
         {k: list(v) for k, v in (old or {}).items()}
-    merged.setdefault("*", [])
-    merged["*"] += [r for r in free if r not in merged["*"]]
+    anywhere = merged.setdefault("*", [])
+    anywhere += [r for r in free if r not in anywhere]
     for ranks, texts in keyed.items():
-        bucket = merged.setdefault(ranks, [])
-        bucket.extend(t for t in texts if t not in bucket and t not in merged["*"])
-    if set(merged) == {"*"}:
-        return merged["*"]
-    return {k: v for k, v in sorted(merged.items()) if v}
+        merged.setdefault(ranks, []).extend(texts)
+    keyed_rows = {k: _unique([t for t in v if t not in anywhere]) for k, v in merged.items() if k != "*"}
+    keyed_rows = {k: v for k, v in sorted(keyed_rows.items()) if v}
+    return {"*": anywhere, **keyed_rows} if keyed_rows else anywhere
+
+
+def _unique(items: List[str]) -> List[str]:
+    return list(dict.fromkeys(items))
 
 
 def _content_hash(data: Dict[str, Any]) -> str:
@@ -365,8 +383,11 @@ def edit_entry(text: str, op: str, field_name: str, value: Any) -> str:
     return "\n".join(lines[:index + 1] + block + lines[end:]) + "\n"
 
 
-def apply_update(path: Path, root: Path, who: str, now: Optional[datetime.datetime] = None) -> Dict[str, Any]:
-    """Confirm and apply one plan update: edit the registry entry, record who/when/sha256 in the file."""
+def apply_update(path: Path, root: Path, who: str, now: Optional[datetime.datetime] = None,
+                 plans_dir: str = "plans") -> Dict[str, Any]:
+    """Confirm and apply one plan update: edit the registry entry, record who/when/sha256 in the file. A
+    regenerated table also goes into the op's plan (``<plans_dir>/<op>.md``, confirmed again by ``who``), so
+    that ``dev`` writes the same entry."""
     from hp_agent.dist_op.plan import dump_yaml
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -387,12 +408,30 @@ def apply_update(path: Path, root: Path, who: str, now: Optional[datetime.dateti
     _validate(data["op"], data.get("rule", ""), field_name, value, path)
     registry.write_text(edit_entry(registry.read_text(encoding="utf-8"), data["op"], field_name, value),
                         encoding="utf-8")
+    if field_name == "options":
+        _regenerate_plan(root / plans_dir, data["op"], value, who)
     stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
     data["confirmation"] = {"by": who, "at": stamp, "sha256": _content_hash(data)}
     data["status"] = "applied"
     path.write_text("# Plan update written by `hp-agent dist-op resynth`, applied by `apply-updates`.\n"
                     + dump_yaml(data), encoding="utf-8")
     return {"op": data["op"], "registry": data["registry"], "field": field_name, **data["confirmation"]}
+
+
+def _regenerate_plan(folder: Path, op: str, options: Dict[str, Any], who: str) -> None:
+    from hp_agent.dist_op.plan import confirm_plan, load_plan, slug_of
+    target = folder / f"{slug_of(op)}.md"
+    if not target.is_file():
+        return
+    plan = load_plan(target)
+    plan.meta["options"] = options
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    plan.body = plan.body.rstrip("\n") + (f"\n\n## Re-derivation ({stamp})\nThe strategy table in `options` was "
+                                         "regenerated by `hp-agent dist-op resynth` (old rows kept, synthesised "
+                                         f"rows added): see `updates/{slug_of(op)}.yaml`; it supersedes the "
+                                         "table quoted above.\n")
+    confirm_plan(plan, who)
+    plan.save()
 
 
 def _validate(op: str, rule: str, field_name: str, value: Any, path: Path) -> None:

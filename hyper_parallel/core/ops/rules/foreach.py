@@ -65,24 +65,35 @@ class ForeachRule(OpRule):
     def _with_rows(self, call: OpCall, lists, i: int):
         """Position ``i``'s output entry from the strategy rows (None: the rows do not cover it)."""
         tensors = [call.tensors[lst[i][1]] for lst in lists]
-        ref = tensors[0]
-        if not self.rows or not all(t.is_dtensor for t in tensors) or any(t.shape != ref.shape for t in tensors):
+        if not self._rows_apply(call, lists, tensors):
             return None
-        in_lists = {slot for lst in lists for _, slot in lst}
-        if any(t.is_dtensor and any(not p.is_replicate() for p in t.placements)
-               for k, t in enumerate(call.tensors) if k not in in_lists):
-            return None  # a distributed tensor outside the lists (a scalar operand): the rows do not cover it
         out = []
         for d in range(call.mesh_ndim):
-            current = [t.placements[d].short() for t in tensors]
-            if len(set(current)) == 1 and not current[0].startswith("P("):
-                out.append(ref.placements[d])
-                continue
-            row = next((r for r in self.rows if row_applies(r, current, [t.ndim for t in tensors])), None)
-            if row is None or (self.options.get("inplace") and row[1][0] != current[0]):
+            p = self._row_output(tensors, d)
+            if p is None:
                 return None
-            out.append(placement_of(row[1][0]))
-        return tuple(out), ref.shape
+            out.append(p)
+        return tuple(out), tensors[0].shape
+
+    def _rows_apply(self, call: OpCall, lists, tensors) -> bool:
+        """Rows exist, every tensor at the position is a DTensor of one shape, and no distributed tensor
+        sits outside the lists (a scalar operand the rows do not cover)."""
+        if not self.rows or not all(t.is_dtensor for t in tensors) or any(t.shape != tensors[0].shape
+                                                                          for t in tensors):
+            return False
+        in_lists = {slot for lst in lists for _, slot in lst}
+        return not any(t.is_dtensor and any(not p.is_replicate() for p in t.placements)
+                       for k, t in enumerate(call.tensors) if k not in in_lists)
+
+    def _row_output(self, tensors, d: int):
+        """The output placement on mesh dim ``d`` (None: no row covers the position there)."""
+        current = [t.placements[d].short() for t in tensors]
+        if len(set(current)) == 1 and not current[0].startswith("P("):
+            return tensors[0].placements[d]
+        row = next((r for r in self.rows if row_applies(r, current, [t.ndim for t in tensors])), None)
+        if row is None or (self.options.get("inplace") and row[1][0] != current[0]):
+            return None
+        return placement_of(row[1][0])
 
 
 def _is_marker(x) -> bool:
