@@ -188,8 +188,9 @@ def test_zero_dim_input():
 
 
 def test_non_sum_scans_and_two_output_reductions():
+    # cumprod/logcumsumexp: CombineScanRule keeps the scanned shard and folds in the earlier shards' carry
     d = infer("torch.cumprod", (5, 3), [S0], 0)
-    assert d.inputs == [(R,)] and d.outputs == ((R,), (5, 3)) and d.expand is None
+    assert d.inputs == [(S0,)] and d.outputs == ((S0,), (5, 3)) and d.expand == "expand_scan"
     assert infer("Tensor.logcumsumexp", (5, 3), [S0], 1).outputs == ((S0,), (5, 3))
     assert infer("torch.cumprod", (5, 3), [P], 1).inputs == [(R,)]
     d = infer("torch.cummax", (5, 3), [S1], 0)

@@ -25,8 +25,8 @@ class SdpaRule(OpRule):
 
     def infer(self, call: OpCall) -> Decision:
         q, v = call.tensors[0], call.tensors[2]
-        if q.ndim < 3:
-            raise call.fail(f"query must have at least 3 dims, got {q.ndim}")
+        if q.ndim < 2:
+            raise call.fail(f"query must have at least 2 dims (length, features), got {q.ndim}")
         causal = bool(call.arg(5, "is_causal", False))
         dropout = float(call.arg(4, "dropout_p", 0.0) or 0.0)
         nd = q.ndim

@@ -236,9 +236,8 @@ class CombineScanRule(ScanRule):
         n, index = plan.mesh.shape[d], plan.mesh.get_coordinate()[d]
         identity = COMBINES[self.combine]
         if out.shape[dim] == 0:
-            shape = list(out.shape)
-            shape[dim] = 1
-            last = out.new_full(shape, identity)
+            # an empty shard: the identity, still connected to the graph (every rank must run the adjoint)
+            last = out.sum(dim, keepdim=True) * 0.0 + identity
         else:
             last = out.narrow(dim, out.shape[dim] - 1, 1)
         # every rank feeds the gathered totals into its output (the later shards' masked to the identity),
