@@ -547,6 +547,8 @@ def run_ops_tp_suite():
     results = {}
     start = time.perf_counter()
     _op_checks(mesh, results)
+    from tests.st.mindspore.generated.checks import generated_checks  # hp-agent dist-op dev's MindSpore frontends
+    generated_checks(mesh, lambda name, fn: _record(results, name, fn))
     _record(results, "tp mlp two SGD steps", lambda: _tp_check(mesh))
     _record(results, "tp layouts and mint.nn.Linear", lambda: _tp_layouts_check(mesh))
     _record(results, "shard_module on nn.Cell", lambda: _shard_module_check(mesh))

@@ -165,16 +165,17 @@ class BatchRow:
     st: str
     seconds: float
     human_actions: str
+    mindspore: str = "out of scope"
 
     @property
     def green(self) -> bool:
-        """UT and ST passed."""
-        return self.ut == self.st == "passed"
+        """UT and ST passed (and the MindSpore frontend, when in scope)."""
+        return self.ut == self.st == "passed" and self.mindspore in ("passed", "out of scope")
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON form."""
-        return {"op": self.op, "ut": self.ut, "st": self.st, "seconds": round(self.seconds, 1),
-                "human_actions": self.human_actions, "green": self.green}
+        return {"op": self.op, "ut": self.ut, "st": self.st, "mindspore": self.mindspore,
+                "seconds": round(self.seconds, 1), "human_actions": self.human_actions, "green": self.green}
 
 
 def _junit(path: Path) -> Dict[str, tuple]:
@@ -228,10 +229,17 @@ def dev_batch(plans: Sequence[Path], layout: Layout, progress=None) -> List[Batc
     if progress:
         progress(f"ST of {len(loaded)} op(s) in one pytest process (one gloo pool)")
     st = _pytest(layout, [f.st_test for f in files], work / "dist-op-batch-st.xml", 1800)
+    from hp_agent.dist_op.mindspore_frontend import in_scope, mindspore_step
+    if progress and any(in_scope(p) for p in loaded):
+        progress("MindSpore frontends: kernel check in one MindSpore process, then one 2-rank launch")
+    ms = mindspore_step(loaded, layout)
     rows = []
     for plan in loaded:
         slug = slug_of(plan.op)
         u = ut.get(f"test_plan_cases[{slug}]", ("not run", 0.0))
         s = st.get(f"test_plan_parity[{slug}]", ("not run", 0.0))
-        rows.append(BatchRow(plan.op, u[0], s[0], scaffold_s + u[1] + s[1], _actions(plan)))
+        m = ms.get(plan.op)
+        rows.append(BatchRow(plan.op, u[0], s[0], scaffold_s + u[1] + s[1] + (m.seconds if m else 0.0),
+                             _actions(plan), "out of scope" if m is None else
+                             "passed" if m.ok else f"failed: {m.detail[:300]}"))
     return rows

@@ -117,16 +117,14 @@ def _steps(plan: Plan, files: Scaffold, layout: Layout) -> List[tuple]:
     return steps
 
 
-def _mindspore_run(plan: Plan) -> Optional[Run]:
-    ms = plan.meta["frontends"]["mindspore"]
-    if ms.get("in_scope") is not True:
+def _mindspore_run(plan: Plan, layout: Layout) -> Optional[Run]:
+    """The MindSpore frontend step (:mod:`hp_agent.dist_op.mindspore_frontend`) when it is in scope."""
+    from hp_agent.dist_op.mindspore_frontend import mindspore_step
+    res = mindspore_step([plan], layout).get(plan.op)
+    if res is None:
         return None
-    import importlib.util
-    if importlib.util.find_spec("mindspore") is None:
-        return Run("ST MindSpore", "-", False, 0.0, "MindSpore is in scope but not installed here")
-    return Run("ST MindSpore", "-", False, 0.0,
-               "MindSpore is in scope, but this pipeline has no MindSpore ST generator yet: implement the "
-               "MindSpore frontend by hand or set in_scope: false with the reviewer")
+    return Run("ST MindSpore", "python -m tests.st.mindspore.generated.checks " + plan.op, res.ok, res.seconds,
+               res.detail, first_failure="" if res.ok else res.detail[:300])
 
 
 def dev(plan: Plan, layout: Layout, resume: bool = False) -> DevResult:
@@ -148,7 +146,7 @@ def dev(plan: Plan, layout: Layout, resume: bool = False) -> DevResult:
     for name, argv, timeout in _steps(plan, files, layout):
         runs.append(_execute(name, argv, layout, timeout))
     runs.append(_license_run(files, layout))
-    ms = _mindspore_run(plan)
+    ms = _mindspore_run(plan, layout)
     if ms is not None:
         runs.append(ms)
     green = all(r.ok for r in runs)
