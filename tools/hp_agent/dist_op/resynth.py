@@ -133,15 +133,16 @@ def _shift_scalars(args: list, kwargs: dict, layout: Sequence[str]) -> Tuple[lis
 
 
 def _holds_shifted(fn: Callable, args: list, kwargs: dict, strategy: Any, layout: Sequence[str]) -> bool:
-    """True when ``strategy`` also assembles with the sample's numbers moved (or the sample has none)."""
+    """True when ``strategy`` also assembles with the sample's numbers moved (or the sample has none); a moved
+    sample the op rejects proves nothing, so the strategy is then not proposed."""
     from hp_agent.dist_op.probe import probe_call
     new_args, new_kwargs, moved = _shift_scalars(args, kwargs, layout)
     if not moved:
         return True
     try:
         probe = probe_call(fn, new_args, new_kwargs, ranks=RANKS, combos=[tuple(strategy.inputs)])
-    except Exception:  # pylint: disable=broad-except  # the moved number is invalid for the op: no evidence
-        return True
+    except Exception:  # pylint: disable=broad-except  # the moved sample is invalid for the op: not proven
+        return False
     found = probe.table.get(tuple(strategy.inputs))
     return bool(found) and all(o in f for o, f in zip(strategy.outputs, found))
 

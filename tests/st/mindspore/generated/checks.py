@@ -13,6 +13,7 @@ import itertools
 import json
 import os
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -140,16 +141,18 @@ def run_generated():
     mesh = hp.init_device_mesh("cpu", (2,), platform="mindspore")
     ms.set_seed(0)
     ops = [o for o in os.environ.get(ENV_OPS, "").split(",") if o] or None
-    results = {}
+    results, seconds = {}, {}
 
     def record(name, fn):
+        start = time.perf_counter()
         try:
             fn()
             results[name] = "ok"
         except Exception:  # pylint: disable=broad-except  # every failure is returned to the launcher
             results[name] = "FAIL " + traceback.format_exc()
+        seconds[name] = time.perf_counter() - start
     generated_checks(mesh, record, ops)
-    return {"results": results}
+    return {"results": results, "seconds": seconds}
 
 
 def main(argv=None) -> int:
@@ -171,7 +174,9 @@ def main(argv=None) -> int:
         status = [res["results"].get(name, "did not run") for res in per_rank]
         good = all(s == "ok" for s in status)
         ok = ok and good
-        print(json.dumps({"check": name, "ok": good, "detail": "" if good else next(s for s in status if s != "ok")}))
+        took = round(per_rank[0].get("seconds", {}).get(name, 0.0), 2)
+        print(json.dumps({"check": name, "ok": good, "seconds": took,
+                          "detail": "" if good else next(s for s in status if s != "ok")}))
     return 0 if ok else 1
 
 
