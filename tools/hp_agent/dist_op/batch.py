@@ -210,6 +210,22 @@ def _actions(plan: Plan) -> str:
     return f"confirmed by {conf.get('by', '?')}" if conf else "not confirmed"
 
 
+def _invalid_entries(plans: Sequence[Plan]) -> Dict[str, str]:
+    """Plans whose registry entry cannot build its rule (bad options): not scaffolded — one broken entry
+    in the registry file would stop the dispatcher installing the entries after it."""
+    from hyper_parallel.core.ops.registry import resolve_rule_class
+    from hp_agent.dist_op.scaffold import planned_entry
+    broken = {}
+    for plan in plans:
+        entry = planned_entry(plan)
+        try:
+            cls = resolve_rule_class(entry["module"], entry["rule"], plan.op)
+            cls(plan.op, **(entry.get("options") or {}))
+        except Exception as exc:  # pylint: disable=broad-except  # any failure to build the rule: reported per op
+            broken[plan.op] = str(exc).splitlines()[0][:160]
+    return broken
+
+
 def dev_batch(plans: Sequence[Path], layout: Layout, progress=None) -> List[BatchRow]:
     """Scaffold every confirmed plan, then one pytest process for all UT and one for all ST."""
     loaded = []
@@ -219,6 +235,8 @@ def dev_batch(plans: Sequence[Path], layout: Layout, progress=None) -> List[Batc
             raise PlanError(f"{path}: plan is {plan_state(plan)}; confirm it first (confirm --batch)")
         loaded.append(plan)
     start = time.monotonic()
+    broken = _invalid_entries(loaded)
+    loaded = [plan for plan in loaded if plan.op not in broken]
     files = [scaffold(plan, layout) for plan in loaded]
     scaffold_s = (time.monotonic() - start) / max(len(loaded), 1)
     work = layout.path(".gate")
@@ -229,11 +247,15 @@ def dev_batch(plans: Sequence[Path], layout: Layout, progress=None) -> List[Batc
     if progress:
         progress(f"ST of {len(loaded)} op(s) in one pytest process (one gloo pool)")
     st = _pytest(layout, [f.st_test for f in files], work / "dist-op-batch-st.xml", 1800)
+<<<<<<< fb2690ba7d35cf92958e55999baeee8ec7e1e5fc
     from hp_agent.dist_op.mindspore_frontend import in_scope, mindspore_step
     if progress and any(in_scope(p) for p in loaded):
         progress("MindSpore frontends: kernel check in one MindSpore process, then one 2-rank launch")
     ms = mindspore_step(loaded, layout)
     rows = []
+=======
+    rows = [BatchRow(op, f"invalid registry entry: {why}", "not run", 0.0, "not written") for op, why in broken.items()]
+>>>>>>> 623faed567489d16e1815e1fc73ecebdb44cb32e
     for plan in loaded:
         slug = slug_of(plan.op)
         u = ut.get(f"test_plan_cases[{slug}]", ("not run", 0.0))

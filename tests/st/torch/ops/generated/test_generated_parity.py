@@ -18,7 +18,7 @@ CASES = {c.op: c for c in load_op_cases(Path(__file__).parent / "cases", "st")}
 
 
 @pytest.mark.parametrize("op", sorted(CASES))
-@multi_rank(world_size=2, timeout=900)
+@multi_rank(world_size=2, timeout=120)
 def test_plan_parity(op):
     from hyper_parallel.testing.op_cases import check_parity_cases
     assert check_parity_cases(CASES[op]) > 0
