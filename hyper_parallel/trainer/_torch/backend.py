@@ -223,11 +223,28 @@ class TorchTrainerBackend:
         self.optimizer = get_hyper_optimizer(model, ocfg)
         self.scheduler = get_hyper_lr_scheduler(self.optimizer, ocfg)
         if self._moe and self.trainer.distributed:
-            from hyper_parallel.moe import register_moe_load_balancing_hook  # pylint: disable=import-outside-toplevel
-            register_moe_load_balancing_hook(model, self.optimizer)
+            self._register_moe_balance(model)
         elif self._moe:  # one process inside a running job: the same rule on this process's counts alone
             self.optimizer.register_step_pre_hook(lambda *_: self._local_bias_update())
         self.peak_flops = measure_peak_flops()
+
+    def _register_moe_balance(self, model: Any) -> None:
+        """The expert-bias update before each optimizer step, over this rank's MoE layers. Under PP a rank holds
+        some stages' layers only: the token counts are summed over the ranks of the same pipeline position
+        (every degree but ``pp``), which hold the same layers."""
+        from hyper_parallel.moe import register_moe_load_balancing_hook  # pylint: disable=import-outside-toplevel
+        if not isinstance(model, list):
+            register_moe_load_balancing_hook(model, self.optimizer)
+            return
+        from hyper_parallel.moe._torch.moe import MoE  # pylint: disable=import-outside-toplevel
+        from hyper_parallel.core.process_group import get_or_create_group  # pylint: disable=C0415
+        self._moe = [(name, m) for part in model for name, m in part.named_modules() if isinstance(m, MoE)]
+        group = None
+        for ranks in self.dims.flat_groups(("dp_replicate", "dp_shard", "cp", "tp")):  # every rank, same order
+            made = get_or_create_group(ranks)
+            group = made if self.rank in ranks else group
+        if self._moe:
+            register_moe_load_balancing_hook(torch.nn.ModuleList(model), self.optimizer, group)
 
     def _check_compile(self) -> None:
         """``training.compile`` runs where each decoder block computes on plain tensors: FSDP/HSDP (the block's
@@ -327,10 +344,11 @@ class TorchTrainerBackend:
     def eval_loss(self, rows: List[List[int]]) -> float:
         """Held-out loss of this batch (mean over the data-parallel ranks). MoE routing counts of the evaluation
         forward are discarded: they must not move the expert biases (a resumed run would differ)."""
-        if self._schedule is not None:  # the schedule's forward-only pass over the stages
-            return self._mean_over_loss_ranks(self._pp_all_ranks(self._pp_pass(rows, train=False)))
         counts = [m.tokens_per_expert.clone() for _, m in self._moe]
-        loss = self._loss(rows).item()
+        if self._schedule is not None:  # the schedule's forward-only pass over the stages
+            loss = self._pp_all_ranks(self._pp_pass(rows, train=False))
+        else:
+            loss = self._loss(rows).item()
         for (_, m), c in zip(self._moe, counts):
             m.tokens_per_expert.copy_(c)
         return self._mean_over_loss_ranks(loss)

@@ -73,6 +73,24 @@ def _close(a, b, rtol=2e-5):
 
 
 @multi_rank(world_size=2, timeout=240)
+def test_pp_with_moe_layers_matches_one_process(tmp_path, cache_dir):
+    """pp=2 with the debug_moe Llama (dense layer 0, MoE layers 1-2; expert-bias balancing): each rank sums the
+    token counts of its own stages' MoE layers; losses and eval loss equal one process."""
+    import torch.distributed as dist
+    from hyper_parallel.trainer.api import LLMTrainer
+    cfg = _config("pp.toml", str(tmp_path / "run"), cache_dir, training__steps=3, model__flavor="debug_moe",
+                  metrics__eval_every=2, metrics__plot=False)
+    history = LLMTrainer(cfg).train()
+    assert "eval_loss" in history[1] and any(k.startswith("moe_") for k in history[0]), sorted(history[0])
+    if dist.get_rank() == 0:
+        single = _one_process(cfg, str(tmp_path / "single"), eval_every=2)
+        for a, b in zip(history, single):
+            assert _close(a["loss"], b["loss"]), (a["step"], a["loss"], b["loss"])
+        assert _close(history[1]["eval_loss"], single[1]["eval_loss"]), (history[1]["eval_loss"], single[1])
+    dist.barrier()
+
+
+@multi_rank(world_size=2, timeout=240)
 def test_pp_grad_accum_eval_and_stage_split_match_one_process(tmp_path, cache_dir):
     """pp=2 with training.grad_accum = 2 (2 schedule passes of 2 microbatches per step), the forward-only eval
     schedule every 2 steps and parallelism.pp_layers_per_stage = [2, 0] (both layers on the first stage): the
