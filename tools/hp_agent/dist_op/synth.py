@@ -408,16 +408,7 @@ def _one_call(result: Synthesis, fn: Callable, args: list, kwargs: dict, how: tu
     evidence = _evidence(result, fn, args, kwargs)
     if evidence is None:
         return
-<<<<<<< fb2690ba7d35cf92958e55999baeee8ec7e1e5fc
-    locs = collect_tensors(args, kwargs)
-    if not locs:
-        return
-    tensors = [_get(args, kwargs, loc) for loc in locs]
-    if any(t.numel() == 0 for t in tensors) or any(isinstance(o, torch.Tensor) and o.numel() == 0 for o in ref):
-        return  # an empty tensor assembles under every placement: no evidence, and it would pick a wrong "best"
-=======
     ref, tensors = evidence
->>>>>>> 623faed567489d16e1815e1fc73ecebdb44cb32e
     result.samples += 1
     key = signature(args, kwargs, layout_kwargs)
     combos = [tuple(c) for c in itertools.product(*[_candidates(t, partials) for t in tensors])]
@@ -705,11 +696,7 @@ def _value_outputs(synth: Synthesis) -> bool:
 
 def _table_entry(synth: Synthesis, layout: Dict[str, Tuple[int, Any]]) -> Tuple[Optional[Dict[str, Any]], List[str]]:
     """The :class:`StrategyTableRule` entry (``fallback: replicate``), or None and why not."""
-<<<<<<< fb2690ba7d35cf92958e55999baeee8ec7e1e5fc
-    if any(not _PLACEMENT_TEXT.match(o) for rows in synth.strategies.values() for st in rows for o in st.outputs):
-=======
     if _value_outputs(synth):
->>>>>>> 623faed567489d16e1815e1fc73ecebdb44cb32e
         return None, ["an output is not a tensor (a Python value): a table holds tensor placements only"]
     shapes, problems = shape_expressions(synth)
     used = sorted({p.split("=", 1)[0] for key in synth.strategies for p in key.split(";")[1:]})
@@ -759,11 +746,7 @@ def _keywordize(sample: Tuple[list, dict], iface: Any, layout_kwargs: Sequence[s
                 and not iface.params[i].keyword_only and i == cut - 1:
             kwargs[names[i]] = args[i]
             cut = i
-<<<<<<< fb2690ba7d35cf92958e55999baeee8ec7e1e5fc
-    args, kwargs = args[:cut], kwargs
-=======
     args = args[:cut]
->>>>>>> 623faed567489d16e1815e1fc73ecebdb44cb32e
     for name in names[len(args):]:  # tensors passed by keyword (prelu's weight) go to their positions
         if not isinstance(kwargs.get(name), torch.Tensor):
             break
