@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from hyper_parallel.auto_parallel.cluster import ClusterSpec, collective_time
 from hyper_parallel.auto_parallel.memory import cached_schedule, check_divisible, local_layer_params, stage_layers
@@ -38,8 +38,9 @@ OPS_PER_PARAM_UPDATE = 12  # torch.optim.AdamW(foreach=False) per parameter tens
 @dataclass(frozen=True)
 class TimeEstimate:
     """Seconds of one step and its parts: ``compute`` (busiest rank, no bubble), ``tp_comm``, ``cp_comm``,
-    ``ep_comm``, ``pp_comm`` (exposed, inside the pipeline), ``bubble``, ``fsdp_comm``, ``dp_comm``
-    (exposed), ``optimizer``; ``bubble_fraction`` = bubble / step (0 without PP)."""
+    ``ep_comm``, ``pp_comm`` (exposed, inside the pipeline), ``bubble``, ``oversubscription`` (a pipeline whose
+    ranks outnumber the host's cores), ``fsdp_comm``, ``dp_comm`` (exposed), ``optimizer``;
+    ``bubble_fraction`` = bubble / step (0 without PP)."""
 
     step_s: float
     components: Dict[str, float]
@@ -79,8 +80,9 @@ def _tp_layer_comm(spec: ModelShape, plan: ParallelPlan, train: TrainConfig, tok
 
 
 def _stage_cost(spec: ModelShape, plan: ParallelPlan, train: TrainConfig, cluster: ClusterSpec, layers: List[int],
-                first: bool, last: bool) -> Dict[str, float]:
-    """Forward seconds of one microbatch on one stage, split into compute and communication kinds."""
+                first: bool, last: bool, share: Optional[float] = None) -> Dict[str, float]:
+    """Forward seconds of one microbatch on one stage, split into compute and communication kinds (``share``:
+    the host-sharing slowdown, default :meth:`ClusterSpec.host_share` of the plan's ranks)."""
     # pylint: disable=too-many-locals
     batch = train.global_batch // plan.dp // plan.microbatches
     seq = train.seq_len // plan.cp
@@ -88,11 +90,11 @@ def _stage_cost(spec: ModelShape, plan: ParallelPlan, train: TrainConfig, cluste
     imbalance = train.moe_imbalance if plan.ep > 1 else 1.0
     flops = sum(layer_flops(spec, i, tokens, seq, plan.tp, imbalance) for i in layers)
     flops += head_flops(spec, tokens, plan.tp) if last else 0.0
-    ranks_on_host = min(plan.world_size, cluster.devices_per_node)
-    share = cluster.host_share(ranks_on_host)  # oversubscribed CPU cores: every rank's CPU work is slower
+    if share is None:  # oversubscribed CPU cores: every rank's CPU work is slower
+        share = cluster.host_share(min(plan.world_size, cluster.devices_per_node))
     ops = sum(OPS_PER_MOE_LAYER if spec.is_moe_layer(i) else OPS_PER_LAYER for i in layers) + (8 if last else 0)
     ops += 3 if first else 0
-    compute = flops / cluster.compute_rate(ranks_on_host) + ops * cluster.op_overhead * share
+    compute = (flops / cluster.compute_rate() + ops * cluster.op_overhead) * share
     tp = _tp_layer_comm(spec, plan, train, tokens, cluster) * len(layers) * share
     cp = 0.0
     if plan.cp > 1:
@@ -181,6 +183,26 @@ def part_costs(model_config, plan: ParallelPlan, train_config: TrainConfig, clus
             for ids, first, last in parts]
 
 
+def _pipeline_parts(spec: ModelShape, plan: ParallelPlan, train: TrainConfig, cluster: ClusterSpec, stages,
+                    busy: float, parts: Dict[str, float]) -> float:
+    """The pipeline's makespan (simulated with the stage costs ``stages = (fwd, bwd, owners)``); sets
+    ``pp_comm``, ``bubble`` and, when the ranks outnumber the host's cores, ``oversubscription`` (the step is at
+    least every rank's work packed onto the cores)."""
+    fwd, bwd, owners = stages
+    m = plan.microbatches
+    batch = train.global_batch // plan.dp // m
+    act = batch * train.seq_len // plan.cp * spec.hidden_size * train.compute_bytes / plan.tp
+    p2p = collective_time("p2p", act, 2, cluster, stride=plan.world_size // plan.pp)
+    makespan = _pipeline(plan, fwd, bwd, p2p)
+    parts["pp_comm"] = 2 * m * p2p
+    parts["bubble"] = max(0.0, makespan - busy - parts["pp_comm"])
+    if cluster.host_share(min(plan.world_size, cluster.devices_per_node)) > 1.0:
+        work = plan.world_size // plan.pp * sum(m * sum(fwd[s] + bwd[s] for s in owners[r]) + 2 * m * p2p
+                                                 for r in owners)
+        parts["oversubscription"] = max(0.0, work / cluster.host_cores - makespan)
+    return makespan + parts["oversubscription"]
+
+
 def estimate_step_time(model_config, plan: ParallelPlan, train_config: TrainConfig, cluster: ClusterSpec
                        ) -> TimeEstimate:
     """Seconds per training step of ``plan`` on ``cluster`` with a per-component breakdown (module docstring)."""
@@ -190,11 +212,15 @@ def estimate_step_time(model_config, plan: ParallelPlan, train_config: TrainConf
     check_divisible(spec, plan, train)
     layers = stage_layers(spec.num_layers, plan)
     last = plan.num_stages - 1
-    costs = {s: _stage_cost(spec, plan, train, cluster, ids, s == 0, s == last) for s, ids in enumerate(layers)}
+    share = cluster.host_share(min(plan.world_size, cluster.devices_per_node))
+    # a pipeline's ranks are not all busy at once: its stages run at full speed and the step is at least
+    # all ranks' work packed onto the host's cores (below); other layouts keep every rank busy together
+    stage_share = 1.0 if plan.pp > 1 else share
+    costs = {s: _stage_cost(spec, plan, train, cluster, ids, s == 0, s == last, stage_share)
+             for s, ids in enumerate(layers)}
     recompute = 1.0 if plan.activation == "full" else 0.0
     fwd = {s: _forward_backward(c, recompute)[0] for s, c in costs.items()}
     bwd = {s: _forward_backward(c, recompute)[1] for s, c in costs.items()}
-    share = cluster.host_share(min(plan.world_size, cluster.devices_per_node))
     owners = _owners(plan)
     busiest = max(owners, key=lambda r: sum(fwd[s] + bwd[s] for s in owners[r]))
     mine = owners[busiest]
@@ -204,16 +230,10 @@ def estimate_step_time(model_config, plan: ParallelPlan, train_config: TrainConf
     times = {"compute": 3, "tp_comm": 2, "cp_comm": 3, "ep_comm": 2}
     parts = {k: m * sum(costs[s][k] * (n + recompute) for s in mine) for k, n in times.items()}
     busy = m * sum(fwd[s] + bwd[s] for s in mine)
+    parts["oversubscription"] = parts["pp_comm"] = parts["bubble"] = 0.0
+    makespan = busy
     if plan.pp > 1:
-        batch = train.global_batch // plan.dp // m
-        act = batch * train.seq_len // plan.cp * spec.hidden_size * train.compute_bytes / plan.tp
-        p2p = collective_time("p2p", act, 2, cluster, stride=plan.world_size // plan.pp) * share
-        makespan = _pipeline(plan, fwd, bwd, p2p)
-        parts["pp_comm"] = 2 * m * p2p
-        parts["bubble"] = max(0.0, makespan - busy - parts["pp_comm"])
-    else:
-        makespan = busy
-        parts["pp_comm"] = parts["bubble"] = 0.0
+        makespan = _pipeline_parts(spec, plan, train, cluster, (fwd, bwd, owners), busy, parts)
     my_layers = [i for s in mine for i in layers[s]]
     parts["fsdp_comm"] = _fsdp_comm(spec, plan, train, cluster, my_layers, 0 in mine, last in mine)
     local = sum(local_layer_params(spec, i, plan)[0] for i in my_layers)

@@ -4,7 +4,8 @@
 
 * compute: achieved FLOP/s of one rank (one thread) on training-shaped fp32 matmuls, forward and
   backward shapes, counted with ``torch.utils.flop_counter.FlopCounterMode``;
-* dispatch: seconds per eager operator call (a chain of tiny element-wise ops);
+* dispatch: seconds per eager aten call of a training step (forward + backward of a one-layer Llama of
+  hidden size 16, divided by its counted aten calls);
 * links: gloo all-reduce on 2 ranks at a small size (latency) and a large one (bandwidth, ring formula).
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Dict
 
 from hyper_parallel.auto_parallel.cluster import GIB, ClusterSpec
 
-__all__ = ["measure_compute", "measure_allreduce", "calibrate", "HOST_RANKS"]
+__all__ = ["measure_compute", "measure_op_overhead", "measure_allreduce", "calibrate", "HOST_RANKS"]
 
 HOST_RANKS = 1024  # a calibrated CPU spec puts any number of ranks on this one host
 
@@ -32,12 +33,14 @@ def _best(fn, repeats: int) -> float:
     return min(times)
 
 
-def measure_compute(threads: int = 1, repeats: int = 15) -> Dict[str, float]:
-    """``{"flops": achieved FLOP/s, "op_overhead": seconds per op}`` of one rank with ``threads`` threads."""
+def measure_compute(threads: int = 1, repeats: int = 40) -> Dict[str, float]:
+    """``{"flops": achieved FLOP/s, "op_overhead": seconds per op}`` of one rank with ``threads`` threads: a
+    256-token MLP projection forward + backward (a few ms, so that some repeats run undisturbed on a shared
+    machine)."""
     import torch  # pylint: disable=import-outside-toplevel
     from torch.utils.flop_counter import FlopCounterMode  # pylint: disable=import-outside-toplevel
     torch.set_num_threads(threads)
-    x = torch.randn(512, 256, requires_grad=True)
+    x = torch.randn(256, 256, requires_grad=True)
     w = torch.randn(688, 256, requires_grad=True)
 
     def step() -> None:
@@ -48,15 +51,37 @@ def measure_compute(threads: int = 1, repeats: int = 15) -> Dict[str, float]:
     flops = counter.get_total_flops()
     step()
     seconds = _best(step, repeats)
-    small = torch.ones(8, requires_grad=True)
+    return {"flops": flops / seconds, "op_overhead": measure_op_overhead(repeats)}
 
-    def chain() -> None:  # autograd-recorded ops, as in a training forward
-        t = small
-        for _ in range(200):
-            t = t * 1.0
-    chain()
-    overhead = _best(chain, repeats) / 200
-    return {"flops": flops / seconds, "op_overhead": overhead}
+
+def measure_op_overhead(repeats: int = 15) -> float:
+    """Seconds per eager aten call of a training step: forward + backward of a one-layer Llama with hidden size
+    16 (its FLOPs are negligible, so the time is dispatch, autograd and module-call overhead) divided by the
+    aten calls it makes (counted with a ``TorchDispatchMode``)."""
+    import torch  # pylint: disable=import-outside-toplevel
+    from torch.utils._python_dispatch import TorchDispatchMode  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.models.llama3 import LlamaConfig, LlamaForCausalLM  # pylint: disable=import-outside-toplevel
+
+    class _Count(TorchDispatchMode):
+        calls = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            type(self).calls += 1
+            return func(*args, **(kwargs or {}))
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=16, hidden_size=16, intermediate_size=16, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=1)
+    model = LlamaForCausalLM(cfg)
+    ids = torch.randint(0, 16, (1, 8))
+
+    def step() -> None:
+        model.loss(model(ids), ids).backward()
+        model.zero_grad(set_to_none=True)
+    step()
+    with _Count():
+        step()
+    return _best(step, repeats) / max(_Count.calls, 1)
 
 
 def measure_allreduce(small_bytes: int = 1024, large_bytes: int = 8 * 1024 * 1024, repeats: int = 15
