@@ -247,15 +247,11 @@ def dev_batch(plans: Sequence[Path], layout: Layout, progress=None) -> List[Batc
     if progress:
         progress(f"ST of {len(loaded)} op(s) in one pytest process (one gloo pool)")
     st = _pytest(layout, [f.st_test for f in files], work / "dist-op-batch-st.xml", 1800)
-<<<<<<< fb2690ba7d35cf92958e55999baeee8ec7e1e5fc
     from hp_agent.dist_op.mindspore_frontend import in_scope, mindspore_step
     if progress and any(in_scope(p) for p in loaded):
         progress("MindSpore frontends: kernel check in one MindSpore process, then one 2-rank launch")
     ms = mindspore_step(loaded, layout)
-    rows = []
-=======
     rows = [BatchRow(op, f"invalid registry entry: {why}", "not run", 0.0, "not written") for op, why in broken.items()]
->>>>>>> 623faed567489d16e1815e1fc73ecebdb44cb32e
     for plan in loaded:
         slug = slug_of(plan.op)
         u = ut.get(f"test_plan_cases[{slug}]", ("not run", 0.0))
