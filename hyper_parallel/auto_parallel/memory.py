@@ -300,12 +300,15 @@ def _fsdp_backward_points(walk: _Walk, r: _RankParts, kept: float, full_grad: fl
     """A layer's backward under FSDP (``fully_shard`` on torch): the root unit and this unit gathered, the
     unit below prefetched (its all-gather output waiting to be copied), this unit's full-size gradients and
     the reduction of the unit above still in flight (``in_flight``), with ``comm_staging`` the prefetch's
-    staging copy; then its post-backward hook packs the gradients for their reduction (one more full-size
+    staging copy (without recomputation); then its post-backward hook packs the gradients for their reduction (one more full-size
     buffer) after the layer's activations are freed."""
     if not r.fsdp:
         walk.at("backward", temporaries=recompute)
         return
-    gathered = r.root_full + r.gather + (r.gather + r.staging if prefetch else 0.0)
+    # the staging copy lives while the prefetch runs; with recomputation the layer's recomputed forward outlasts
+    # the gather, so it is gone before the layer's gradients exist
+    staging = r.staging if prefetch and not r.full else 0.0
+    gathered = r.root_full + r.gather + (r.gather if prefetch else 0.0) + staging
     walk.at("backward", fsdp_buffers=gathered + full_grad + in_flight, temporaries=recompute)
     walk.add("activations", -kept)
     walk.at("backward (gradient reduction)", fsdp_buffers=gathered + 2 * full_grad + in_flight)
