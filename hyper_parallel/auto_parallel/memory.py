@@ -300,8 +300,8 @@ def _fsdp_backward_points(walk: _Walk, r: _RankParts, kept: float, full_grad: fl
     """A layer's backward under FSDP (``fully_shard`` on torch): the root unit and this unit gathered, the
     unit below prefetched (its all-gather output waiting to be copied), this unit's full-size gradients and
     the reduction of the unit above still in flight (``in_flight``), with ``comm_staging`` the prefetch's
-    staging copy (without recomputation); then its post-backward hook packs the gradients for their reduction (one more full-size
-    buffer) after the layer's activations are freed."""
+    staging copy (without recomputation); then its post-backward hook packs the gradients for their reduction
+    (one more full-size buffer) after the layer's activations are freed."""
     if not r.fsdp:
         walk.at("backward", temporaries=recompute)
         return
