@@ -150,7 +150,7 @@ def _print_targets(rows, best) -> None:
               f"{100 * (mine[0]['t_meas'] / fastest['t_meas'] - 1):+.1f} % (target <= 10 %)")
 
 
-def _balance_check(layers: int = 12, vocab: int = 8192, reps: int = 5):
+def _balance_check(layers: int = 15, vocab: int = 8192, reps: int = 5):
     """``balance_stages`` on measured forward + backward times of the parts (embedding, each decoder layer,
     norm + head + loss) of a Llama with a heavy head; then the stages of its split and of the even split,
     measured in interleaved rounds (fastest of ``reps``)."""
@@ -216,7 +216,7 @@ def _balance_check(layers: int = 12, vocab: int = 8192, reps: int = 5):
 def _print_balance() -> None:
     t0 = time.perf_counter()
     costs, bal = _balance_check()
-    print(f"\nstage balancing (Llama hidden 256, 12 layers, vocab 8192, batch 4 x {SEQ}; load {_load()}): measured "
+    print(f"\nstage balancing (Llama hidden 256, 15 layers, vocab 8192, batch 4 x {SEQ}; load {_load()}): measured "
           f"part costs (ms, embedding / layers / head) {[round(c * 1e3, 1) for c in costs]}")
     for k, b in bal.items():
         spread = max(b["measured"]) / min(b["measured"]) - 1
