@@ -20,6 +20,10 @@ _MESHES: List["DeviceMesh"] = []
 
 
 def _forget_meshes() -> None:
+    """On ``destroy_process_group()``: every mesh drops its groups, so the backend's groups (and their
+    worker threads) are freed now rather than at interpreter exit, where gloo can abort the process."""
+    for mesh in _MESHES:
+        mesh._release_groups()
     _MESHES.clear()
     _CHILDREN.clear()
 
@@ -87,6 +91,7 @@ class DeviceMesh:
         self._rank = get_rank(platform=platform)
         self._coord = _topology.coordinate_of(self._rank)
         self._groups: List[Any] = []
+        self._released = False
         for d in range(_topology.ndim):
             mine = None
             for ranks in _topology.groups_along(d):  # every rank creates every group, same order
@@ -157,15 +162,28 @@ class DeviceMesh:
         """The process group along ``mesh_dim`` that contains this rank."""
         if self.ndim > 1 and mesh_dim is None:
             raise ValueError("get_group: a multi-dimensional mesh needs mesh_dim")
+        self._check_live("get_group")
         return self._groups[self.topology.dim_index(mesh_dim)]
 
     def whole_group(self) -> Any:
         """The group over every rank of the mesh (created with the mesh)."""
+        self._check_live("whole_group")
         return self._whole
 
     def get_all_groups(self) -> List[Any]:
         """This rank's group of every mesh dimension."""
+        self._check_live("get_all_groups")
         return list(self._groups)
+
+    def _release_groups(self) -> None:
+        self._groups = [None] * len(self._groups)
+        self._whole = None
+        self._released = True
+
+    def _check_live(self, what: str) -> None:
+        if self._released:
+            raise RuntimeError(f"DeviceMesh.{what}: the process groups of {self} were destroyed by "
+                               "destroy_process_group(); build a new mesh after init_process_group()")
 
     # ------------------------------------------------------------------ slicing / flattening
     def __getitem__(self, names: Union[str, Sequence[str]]) -> "DeviceMesh":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, FrozenSet, Tuple
 
+from hyper_parallel.core import process_group as _pg
 from hyper_parallel.core.placement import Placement, Replicate, chunk_sizes
 from hyper_parallel.core.redistribute_plan import RedistPlan, plan_redistribute
 from hyper_parallel.core.spec import DTensorSpec
@@ -18,6 +19,8 @@ __all__ = ["compile_plan", "run_redistribute", "CompiledStep"]
 
 CompiledStep = Tuple[Callable[..., Any], tuple]
 _COMPILED: Dict[tuple, Tuple[DTensorSpec, Tuple[CompiledStep, ...], RedistPlan]] = {}
+# compiled steps hold process groups: drop them with the groups (destroy_process_group)
+_pg.ON_DESTROY.append(_COMPILED.clear)
 
 
 def _level_size(placements: Tuple[Placement, ...], spec: DTensorSpec, mesh_dim: int, tensor_dim: int,

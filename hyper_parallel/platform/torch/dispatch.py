@@ -21,6 +21,7 @@ from hyper_parallel.core.ops.registry import OpEntry, get_registry, on_register
 from hyper_parallel.core.ops.strict import (StrictRedistributionError, set_strict,  # noqa: F401  pylint: disable=unused-import
                                             strict_dispatch)
 from hyper_parallel.core.ops.rule import RuleError
+from hyper_parallel.core import process_group as _pg
 from hyper_parallel.core.spec import DTensorSpec
 from hyper_parallel.platform.torch import dtensor as _dt
 from hyper_parallel.platform.torch import expands as _expands  # noqa: F401  pylint: disable=unused-import  # registers
@@ -32,6 +33,8 @@ __all__ = ["install_registry", "strict_dispatch", "set_strict", "StrictRedistrib
 DTensor = _dt.DTensor
 as_dtensor = _dt.as_dtensor
 _CACHE: Dict[tuple, DispatchPlan] = {}
+# cached plans may hold process groups: drop them with the groups (destroy_process_group)
+_pg.ON_DESTROY.append(_CACHE.clear)
 _INSTALLED = False
 _PY_FUNCS = (types.FunctionType, types.MethodType)
 
