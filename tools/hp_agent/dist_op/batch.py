@@ -226,31 +226,19 @@ def _invalid_entries(plans: Sequence[Plan]) -> Dict[str, str]:
     return broken
 
 
-def dev_batch(plans: Sequence[Path], layout: Layout, progress=None) -> List[BatchRow]:
-    """Scaffold every confirmed plan, then one pytest process for all UT and one for all ST."""
+def _load_confirmed(plans: Sequence[Path]) -> list:
+    """Load every plan; refuse the batch if one is not confirmed yet."""
     loaded = []
     for path in plans:
         plan = load_plan(path)
         if plan_state(plan) != "confirmed":
             raise PlanError(f"{path}: plan is {plan_state(plan)}; confirm it first (confirm --batch)")
         loaded.append(plan)
-    start = time.monotonic()
-    broken = _invalid_entries(loaded)
-    loaded = [plan for plan in loaded if plan.op not in broken]
-    files = [scaffold(plan, layout) for plan in loaded]
-    scaffold_s = (time.monotonic() - start) / max(len(loaded), 1)
-    work = layout.path(".gate")
-    work.mkdir(exist_ok=True)
-    if progress:
-        progress(f"UT of {len(loaded)} op(s) in one pytest process")
-    ut = _pytest(layout, [f.ut_test for f in files], work / "dist-op-batch-ut.xml", 600)
-    if progress:
-        progress(f"ST of {len(loaded)} op(s) in one pytest process (one gloo pool)")
-    st = _pytest(layout, [f.st_test for f in files], work / "dist-op-batch-st.xml", 1800)
-    from hp_agent.dist_op.mindspore_frontend import in_scope, mindspore_step
-    if progress and any(in_scope(p) for p in loaded):
-        progress("MindSpore frontends: kernel check in one MindSpore process, then one 2-rank launch")
-    ms = mindspore_step(loaded, layout)
+    return loaded
+
+
+def _batch_rows(loaded, broken, ut, st, ms, scaffold_s) -> List[BatchRow]:
+    """One report row per op: invalid entries first, then each developed op's UT/ST/MindSpore outcome."""
     rows = [BatchRow(op, f"invalid registry entry: {why}", "not run", 0.0, "not written") for op, why in broken.items()]
     for plan in loaded:
         slug = slug_of(plan.op)
@@ -261,3 +249,25 @@ def dev_batch(plans: Sequence[Path], layout: Layout, progress=None) -> List[Batc
                              _actions(plan), "out of scope" if m is None else
                              "passed" if m.ok else f"failed: {m.detail[:300]}"))
     return rows
+
+
+def dev_batch(plans: Sequence[Path], layout: Layout, progress=None) -> List[BatchRow]:
+    """Scaffold every confirmed plan, then one pytest process for all UT and one for all ST."""
+    loaded = _load_confirmed(plans)
+    start = time.monotonic()
+    broken = _invalid_entries(loaded)
+    loaded = [plan for plan in loaded if plan.op not in broken]
+    files = [scaffold(plan, layout) for plan in loaded]
+    scaffold_s = (time.monotonic() - start) / max(len(loaded), 1)
+    work = layout.path(".gate")
+    work.mkdir(exist_ok=True)
+    report = progress or (lambda _msg: None)
+    report(f"UT of {len(loaded)} op(s) in one pytest process")
+    ut = _pytest(layout, [f.ut_test for f in files], work / "dist-op-batch-ut.xml", 600)
+    report(f"ST of {len(loaded)} op(s) in one pytest process (one gloo pool)")
+    st = _pytest(layout, [f.st_test for f in files], work / "dist-op-batch-st.xml", 1800)
+    from hp_agent.dist_op.mindspore_frontend import in_scope, mindspore_step
+    if any(in_scope(p) for p in loaded):
+        report("MindSpore frontends: kernel check in one MindSpore process, then one 2-rank launch")
+    ms = mindspore_step(loaded, layout)
+    return _batch_rows(loaded, broken, ut, st, ms, scaffold_s)
