@@ -31,7 +31,6 @@ import importlib
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -41,6 +40,7 @@ import traceback
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Dict, List, Optional
+from hyper_parallel.trainer._mindspore.launch import end_process_groups
 
 __all__ = ["launch", "MindSporeLaunchError", "worker_main"]
 
@@ -80,15 +80,7 @@ def _tail(path: Path) -> str:
     return text[-_LOG_TAIL:]
 
 
-def _kill(procs: List[subprocess.Popen]) -> None:
-    for p in procs:
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                continue
-    for p in procs:
-        p.wait()
+_kill = end_process_groups  # one implementation, shared with hp-train's own MindSpore launcher
 
 
 def _wait(procs: List[subprocess.Popen], deadline: float) -> bool:

@@ -84,7 +84,8 @@ def _env(role: str, port: int, world: int, rank: Optional[int]) -> dict:
     return env
 
 
-def _end(procs: Sequence[subprocess.Popen]) -> None:
+def end_process_groups(procs: Sequence[subprocess.Popen]) -> None:
+    """Kill each still-running process's whole process group, then reap every process."""
     for p in procs:
         if p.poll() is None:
             try:
@@ -107,7 +108,7 @@ def _wait_workers(workers: List[subprocess.Popen]) -> int:
         if bad and failed_at is None:
             failed_at, code = time.monotonic(), bad[0]
         if failed_at is not None and time.monotonic() - failed_at > _GRACE_S:
-            _end(workers)
+            end_process_groups(workers)
             return code
         time.sleep(0.2)
 
@@ -129,7 +130,7 @@ def launch_cluster(command: Sequence[str], nproc: int) -> int:
     except KeyboardInterrupt:
         return 130
     finally:
-        _end(procs)
+        end_process_groups(procs)
 
 
 def run_mindspore(cfg: JobConfig, command: Sequence[str], run: Callable[..., int], max_restarts: int = 0) -> int:
