@@ -17,8 +17,7 @@ backend code loads on first use. See ``docs/activation.md``.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from hyper_parallel._lazy import lazy_exports
 
 from hyper_parallel.activation.api import (ActivationPlan, apply_activation_policy, checkpoint, checkpoint_wrapper,
                                            swap, swap_tensor_wrapper, swap_wrapper)
@@ -42,14 +41,4 @@ __all__ = ["ActivationConfig", "ActivationConfigError", "ActivationPlan", "AutoB
            "swap_wrapper", *sorted(_LAZY)]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hyper_parallel.activation' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

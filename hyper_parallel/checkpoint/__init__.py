@@ -9,8 +9,7 @@ protocol); the MindSpore path writes and reads the same backend-free format (saf
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from hyper_parallel._lazy import lazy_exports
 
 from hyper_parallel.checkpoint.api import (CheckpointManager, ModelState, OptimizerState, PerRank, StateDictOptions,
                                            Stateful, async_save, get_model_state_dict, get_optimizer_state_dict,
@@ -35,14 +34,4 @@ __all__ = ["CheckpointManager", "ModelState", "OptimizerState", "PerRank", "Stat
            "StateDictAdapter", *sorted(_LAZY)]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hyper_parallel.checkpoint' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -8,8 +8,7 @@ and byte formulas are pure Python; everything that needs torch loads on first us
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from hyper_parallel._lazy import lazy_exports
 
 from hyper_parallel.cp.api import context_parallel, context_parallel_shard, context_parallel_unshard
 from hyper_parallel.cp.load_balance import (Contiguous, HeadTail, LoadBalancer, PerDocumentHeadTail, SeqLayout,
@@ -36,14 +35,4 @@ __all__ = ["context_parallel", "context_parallel_shard", "context_parallel_unsha
            *sorted(_LAZY)]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hyper_parallel.cp' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

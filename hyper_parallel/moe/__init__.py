@@ -19,8 +19,9 @@ The configuration, router math, dispatch planning and balancing rules are pure P
 """
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from hyper_parallel._lazy import lazy_exports
 
 from hyper_parallel.moe.api import MoEConfig, check_expert_parallel, expert_fsdp_degree
 
@@ -67,14 +68,4 @@ _LAZY = {
 __all__ = ["MoEConfig", "check_expert_parallel", "expert_fsdp_degree", *sorted(_LAZY)]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hyper_parallel.moe' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

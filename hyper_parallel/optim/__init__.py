@@ -11,9 +11,7 @@ factories pick the backend from the model. See ``docs/optim.md``.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from hyper_parallel._lazy import lazy_exports
 from hyper_parallel.optim.config import OptimConfig
 from hyper_parallel.optim.groups import GroupPlan, ParamDesc, assign_params
 from hyper_parallel.optim.lr import LRLambda, lr_factor
@@ -37,15 +35,9 @@ __all__ = ["OptimConfig", "GroupPlan", "ParamDesc", "assign_params", "LRLambda",
            "WorkPlan", "WorkUnit", "ns_flops", "plan_work", *sorted(_LAZY)]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hyper_parallel.optim' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    if module != "hyper_parallel.optim.api" or name.startswith("get_"):
-        globals()[name] = value  # backend-chosen classes are looked up every time
-    return value
+def _cached(name: str, module: str) -> bool:
+    """Backend-chosen classes of ``optim.api`` are looked up on every access; everything else is kept."""
+    return module != "hyper_parallel.optim.api" or name.startswith("get_")
 
 
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, cache=_cached)

@@ -15,8 +15,7 @@ See ``docs/pipeline.md``.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from hyper_parallel._lazy import lazy_exports
 
 from hyper_parallel.pipeline.api import (PipelineSchedule, PipelineStage, Schedule1F1B, ScheduleDualPipeV,
                                          ScheduleGPipe, ScheduleInterleaved1F1B, ScheduleInterleavedZeroBubble,
@@ -42,14 +41,4 @@ __all__ = ["PipelineSchedule", "PipelineStage", "Schedule1F1B", "ScheduleDualPip
            "validate_schedule", *sorted(_LAZY)]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hyper_parallel.pipeline' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -9,8 +9,7 @@ hyper_parallel.trainer`` imports no framework.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from hyper_parallel._lazy import lazy_exports
 
 _LAZY = {
     "LLMTrainer": "hyper_parallel.trainer.api",
@@ -34,14 +33,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hyper_parallel.trainer' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
