@@ -98,6 +98,7 @@ class OpResult:
     details: List[str] = field(default_factory=list)
     skipped: int = 0
     wrong: int = 0
+    entries: Dict[str, str] = field(default_factory=dict)  # registry entry name -> its file (ours only)
 
     def add(self, config: str, outcome: str, detail: str = "", wrong: bool = False) -> None:
         """Count one run; keep a short message for the first few non-passing runs. ``wrong``: a failed run
@@ -368,29 +369,69 @@ def run_op_samples(names: Sequence[str], max_samples: int = 3, mesh_shape: Tuple
     Sample inputs are generated with the same torch seed on every rank, so every rank runs the same
     samples in the same order and their collectives line up (and both impls run the same samples).
     """
-    import warnings
-    import torch
     if impl not in IMPLS:
         raise ValueError(f"op_coverage: impl={impl!r}; expected one of {list(IMPLS)}")
     db = _op_db()
     mesh = _mesh(mesh_shape, impl)
-    results = []
-    for name in names:
-        if name not in db:
-            raise KeyError(f"op_coverage: {name!r} is not an OpInfo name (see op_names())")
-        op = db[name]
-        result = OpResult(name)
-        seed = zlib.crc32(name.encode())
-        torch.manual_seed(seed)
-        random.seed(seed)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            samples = list(itertools.islice(op.sample_inputs("cpu", torch.float32, requires_grad=False),
-                                            max_samples))
-            for sample in samples:
-                _run_sample(result, op, sample, mesh, _kind(name), impl)
-        results.append(result)
-    return results
+    restore = _record_entries() if impl == "hp" else (lambda: None)
+    try:
+        return [_op_samples(db, name, max_samples, mesh, impl) for name in names]
+    finally:
+        restore()
+
+
+def _op_samples(db: Dict[str, Any], name: str, max_samples: int, mesh, impl: str) -> OpResult:
+    """One op's samples (see :func:`run_op_samples`), with the registry entries it dispatched through."""
+    import warnings
+    import torch
+    if name not in db:
+        raise KeyError(f"op_coverage: {name!r} is not an OpInfo name (see op_names())")
+    op = db[name]
+    result = OpResult(name)
+    seed = zlib.crc32(name.encode())
+    torch.manual_seed(seed)
+    random.seed(seed)
+    _USED.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        samples = list(itertools.islice(op.sample_inputs("cpu", torch.float32, requires_grad=False),
+                                        max_samples))
+        for sample in samples:
+            _run_sample(result, op, sample, mesh, _kind(name), impl)
+    result.entries = dict(sorted(_USED.items()))
+    return result
+
+
+#: registry entries dispatched through during the current op (name -> registry file name)
+_USED: Dict[str, str] = {}
+
+
+def _record_entries() -> Callable[[], None]:
+    """Wrap every installed registry handler so that a call records its entry in :data:`_USED`; returns the
+    function restoring the original handlers."""
+    from pathlib import Path
+    from hyper_parallel.platform.torch import dispatch as _dispatch  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.platform.torch import dtensor as _dt  # pylint: disable=import-outside-toplevel
+    _dispatch.install_registry()
+    saved = dict(_dt.DISPATCH_TABLE)
+
+    def recording(handler, name: str, source: str):
+        def run(func, args, kwargs):
+            _USED[name] = source
+            return handler(func, args, kwargs)
+        return run
+
+    wrapped = {}
+    for func, handler in saved.items():
+        entry = getattr(handler, "entry", None)
+        if entry is not None:
+            wrapped[func] = _dt.DISPATCH_TABLE[func] = recording(handler, entry.name, Path(entry.source).name)
+
+    def restore() -> None:
+        for func, wrapper in wrapped.items():
+            if _dt.DISPATCH_TABLE.get(func) is wrapper:
+                _dt.DISPATCH_TABLE[func] = saved[func]
+    return restore
 
 
 def _kind(name: str) -> str:
@@ -492,7 +533,22 @@ def render_markdown(report: CoverageReport) -> str:
         theirs = f" {peer[r.name].status} |" if r.name in peer else (" - |" if peer else "")
         lines.append(f"| `{r.name}` | {r.samples} | {_cell(r, 'R')} | {_cell(r, 'S(0)')} | {r.status} |{theirs} "
                      f"{detail} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _entries_section(report)) + "\n"
+
+
+def _entries_section(report: CoverageReport) -> List[str]:
+    """Per op, the registry entries our runs dispatched through and their files (read by
+    :mod:`hyper_parallel.devtools.op_share`)."""
+    from hyper_parallel.devtools.op_share import ENTRIES_HEADING
+    lines = ["", ENTRIES_HEADING, "",
+             "What each op's runs dispatched through (entry and registry file; `generated.yaml` is written by "
+             "`hp-agent dist-op dev`); ops that used none are not listed. "
+             "`python -m hyper_parallel.devtools.op_share --baseline OLD.md` reads it.", "",
+             "| op | registry entries |", "|---|---|"]
+    for r in sorted(report.results, key=lambda r: r.name):
+        if r.entries:
+            lines.append(f"| `{r.name}` | " + ", ".join(f"`{n}` ({f})" for n, f in r.entries.items()) + " |")
+    return lines
 
 
 def _peer_headline(report: CoverageReport) -> List[str]:
@@ -527,9 +583,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="no per-op progress lines")
     parser.add_argument("--impl", choices=("hp", "both"), default="hp",
                         help="hp: our DTensor only; both: also torch DTensor on the same samples (default hp)")
+    parser.add_argument("--baseline", help="an older report: print the share report (op_share) of the ops it "
+                                           "marks unsupported")
+    parser.add_argument("--since", help="with --baseline: git revision of the baseline (hand-written entries new "
+                                        "since then count as hand-written code)")
     opts = parser.parse_args(argv)
     if opts.max_samples < 1 or opts.world_size < 1:
         parser.error("--max-samples and --world-size must be positive")
+    if opts.since and not opts.baseline:
+        parser.error("--since needs --baseline")
     progress = None if opts.quiet else (lambda line: print(line, flush=True))
     report = run_coverage(opts.ops, opts.max_samples, opts.world_size, progress=progress,
                           impls=("hp", "torch") if opts.impl == "both" else ("hp",))
@@ -538,6 +600,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         fh.write(text)
     print("\n".join(p for p in text.split("\n\n")[1:3] if p.startswith("**")))
     print(f"wrote {opts.out} ({report.seconds:.0f} s)")
+    if opts.baseline:
+        from hyper_parallel.devtools import op_share
+        return op_share.main(["--baseline", opts.baseline, "--report", opts.out]
+                             + (["--since", opts.since] if opts.since else []))
     return 0
 
 

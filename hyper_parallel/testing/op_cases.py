@@ -167,10 +167,15 @@ def check_rule_cases(cases: OpCases) -> int:
 
 
 def _function(name: str) -> Any:
+    """The torch callable of ``name``; a Tensor property (``Tensor.H``) by its getter, as the dispatcher
+    sees it."""
+    import types
     import torch
     obj = torch.Tensor if name.startswith("Tensor.") else torch
     for part in name.split(".")[1:]:
         obj = getattr(obj, part)
+    if isinstance(obj, (types.GetSetDescriptorType, property)):
+        return obj.__get__
     return obj
 
 

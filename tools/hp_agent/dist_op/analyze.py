@@ -83,6 +83,40 @@ def _differentiable(op: str, deriv) -> bool:
     return backward_runs(resolve_torch(op), tensors, dict(case.kwargs))
 
 
+def _needs_synthesis(op: str, deriv) -> bool:
+    """No closed form: the probe found none, its output shape is one no shared class computes, or OpInfo's
+    samples contradict it (:func:`_opinfo_contradicts`) — then a strategy table is synthesised."""
+    return deriv.kind not in ("elementwise", "except_dim") or deriv.shape_rule not in ("same", "halved", "minus_n") \
+        or _opinfo_contradicts(op, deriv)
+
+
+def _opinfo_contradicts(op: str, deriv) -> bool:
+    """True when PyTorch's OpInfo samples of ``op`` show that the probe's closed form cannot hold: an
+    element-wise op's output has the broadcast shape of its tensor inputs, but a sample's inputs do not
+    broadcast or its output has another shape (``slice_scatter``, ``resize_as_``: the probe's equal-shape
+    operands made them look element-wise). Such an op goes to the strategy synthesis instead."""
+    import torch
+    from hp_agent.dist_op.probe import flatten
+    from hp_agent.dist_op.synth import opinfo_samples
+    if deriv.kind != "elementwise":
+        return False
+    fn = resolve_torch(op)
+    for args, kwargs in opinfo_samples(op, limit=4):
+        tensors = [t for t in list(args) + list(kwargs.values()) if isinstance(t, torch.Tensor)]
+        try:
+            with torch.no_grad():
+                out = fn(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args], **kwargs)
+        except Exception:  # pylint: disable=broad-except  # a sample invalid for the op: no evidence
+            continue
+        try:
+            want = tuple(torch.broadcast_shapes(*[t.shape for t in tensors]))
+        except RuntimeError:
+            return True
+        if any(isinstance(o, torch.Tensor) and tuple(o.shape) != want for o in flatten(out)):
+            return True
+    return False
+
+
 #: value ranges tried for the ST inputs of shape-only cases, in order (the default first)
 VALUE_RANGES = ((0.5, 1.5), (0.1, 0.9), (1.5, 2.5), (-0.9, -0.1))
 
@@ -130,7 +164,7 @@ def analyze(names: List[str], layout: Layout, force: bool = False) -> List[Analy
         scope = mindspore_scope(group[0]) if layout.mindspore == "auto" else {
             "installed": False, "names": [], "note": "lookup switched off ([dist_op] mindspore = off)"}
         synthesis = None
-        if main.kind not in ("elementwise", "except_dim"):  # no closed form: synthesise a strategy table
+        if _needs_synthesis(group[0], main):
             from hp_agent.dist_op.synth import synth_op
             synthesis = synth_op(group[0])
         plan = build_plan(group, ifaces, main, scope, questions, layout, synthesis=synthesis,

@@ -47,30 +47,86 @@ def torch_name(opinfo: str) -> Optional[str]:
     return f"torch.{opinfo}" if callable(obj) else None
 
 
-_DISPATCH = re.compile(r"no distributed rule for ([A-Za-z_][\w.]*?)\.? Register")
+_DISPATCH = re.compile(r"no distributed rule for ([A-Za-z_][\w.:]*?)\.? Register")
+_ATEN = re.compile(r"^torch\._ops\.aten\.(?:aten::(\w+)(?:\.(\w+))?|pybind11\w*?_use_cxx11_abi_\d+\.(\w+))$")
+
+
+def _special_name(opinfo: str, name: str) -> Optional[str]:
+    """Names the dispatcher reports for what is not a plain function: a Tensor property's getter
+    (``getset_descriptor.__get__`` for OpInfo ``H`` -> ``Tensor.H``), an aten overload
+    (``torch._ops.aten.aten::slice.Tensor`` -> ``torch.ops.aten.slice.Tensor``; no overload ->
+    ``.default``) or overload packet (``torch._ops.aten.pybind11_..._X`` -> ``torch.ops.aten.X``), and a
+    private top-level torch function that OpInfo tests under its own name (``torch._unsafe_masked_index``)."""
+    import torch
+    if name == "getset_descriptor.__get__":
+        return f"Tensor.{opinfo}" if isinstance(getattr(torch.Tensor, opinfo, None), type(torch.Tensor.H)) else None
+    m = _ATEN.match(name)
+    if m is not None:
+        op, overload = (m.group(1), m.group(2) or "default") if m.group(1) else (m.group(3), None)
+        if not hasattr(torch.ops.aten, op):
+            return None
+        return f"torch.ops.aten.{op}" + (f".{overload}" if overload else "")
+    if name == f"torch.{opinfo}" and opinfo.startswith("_") and "." not in opinfo and callable(
+            getattr(torch, opinfo, None)):
+        return name
+    return None
 
 
 def _dispatch_name(opinfo: str, problem: str) -> Optional[str]:
     """For an OpInfo name :func:`torch_name` cannot map (a variant, a Tensor method): the base op of a
     variant (``nn.functional.interpolate.area`` -> ``torch.nn.functional.interpolate``), else the name the
-    dispatcher reported in the coverage row (``TensorBase.bool`` -> ``Tensor.bool``); None for private
-    and ``torch._C`` names."""
+    dispatcher reported in the coverage row (:func:`_reported_name`)."""
     if "." in opinfo:
         base = torch_name(opinfo.rsplit(".", 1)[0])
         if base is not None:
             return base
+    return _reported_name(opinfo, problem)
+
+
+def _reported_name(opinfo: str, problem: str) -> Optional[str]:
+    """The name the dispatcher reported in the coverage row (``TensorBase.bool`` -> ``Tensor.bool``, and the
+    names of :func:`_special_name`); None for other private and ``torch._C`` names."""
     m = _DISPATCH.search(problem)
     if m is None:
+        # an overload packet's long pybind name is cut off in the report: the OpInfo name is the aten op
+        if "no distributed rule for torch._ops.aten.pybind11" in problem:
+            return _special_name(opinfo, f"torch._ops.aten.pybind11_use_cxx11_abi_1.{opinfo}")
         return None
     name = m.group(1)
+    special = _special_name(opinfo, name)
+    if special is not None:
+        return special
     if name.startswith("TensorBase."):
         name = "Tensor." + name[len("TensorBase."):]
     method = name.split(".", 1)[1] if name.startswith("Tensor.") else ""
     if method and (not method.startswith("_") or (method.startswith("__") and method.endswith("__"))):
         return name  # a public method or an operator dunder (Tensor.__rmod__)
-    if name.startswith("torch.") and not any(part.startswith("_") for part in name.split(".")):
+    if name.startswith("torch.") and ":" not in name and not any(part.startswith("_") for part in name.split(".")):
         return name
     return None
+
+
+def _resolves(name: str) -> Any:
+    """The object a torch name resolves to (None when it does not)."""
+    import torch
+    obj: Any = torch if name.startswith("torch.") else torch.Tensor
+    for part in name.split(".")[1:]:
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def _names_for(opinfo: str, problem: str) -> List[str]:
+    """Torch names to plan for one unsupported OpInfo op: its own callable, and the function the dispatcher
+    reported when that is another object (``nn.functional.max_pool2d`` runs
+    ``max_pool2d_with_indices`` when indices are asked for: both need an entry)."""
+    own = torch_name(opinfo) or _dispatch_name(opinfo, problem)
+    reported = _reported_name(opinfo, problem)
+    out = [n for n in (own, reported) if n is not None]
+    if len(out) == 2 and (out[0] == out[1] or _resolves(out[0]) is _resolves(out[1])):
+        out = out[:1]
+    return out
 
 
 def _family(opinfo: str) -> str:
@@ -94,9 +150,9 @@ def unsupported_ops(coverage: Path, family: Optional[str] = None, limit: Optiona
             continue
         if family is not None and _family(m.group(1)) != family:
             continue
-        name = torch_name(m.group(1)) or _dispatch_name(m.group(1), cells[-1])
-        if name is not None and name not in names:
-            names.append(name)
+        for name in _names_for(m.group(1), cells[-1]):
+            if name not in names and (limit is None or len(names) < limit):
+                names.append(name)
         if limit is not None and len(names) >= limit:
             break
     return names

@@ -214,7 +214,10 @@ def _synthesised(synthesis: Any) -> Dict[str, Any]:
         why = (f"its samples carry arguments {synthesis.synthesis.extra_args} a signature cannot key"
                if synthesis.synthesis.extra_args else "no table of sharded strategies explains every signature "
                "(output shapes no input dim gives)")
-        return _path("A", "ReplicateRule", entry["module"], {}, None,
+        written = (entry.get("options") or {}).get("mutates")
+        if written:
+            why += f"; it writes tensor inputs {written} in place, which run only replicated (option `mutates`)"
+        return _path("A", "ReplicateRule", entry["module"], dict(entry.get("options") or {}), None,
                      f"the probe matched no closed form and {why}; strategy synthesis "
                      f"({synthesis.synthesis.samples} sample calls, OpInfo {synthesis.sources['opinfo']}) accepts "
                      "R -> R on every signature and generator: inputs gathered, the op runs whole on every rank, "
@@ -250,6 +253,10 @@ def _use_synthesis_cases(meta: Dict[str, Any], synthesis: Any, differentiable: b
         meta["ut_cases"] = [f"accepted[{i}]" for i in range(len(meta["accepted"]))]
     elif synthesis.entry is not None:
         meta["accepted"], meta["st_cases"] = synthesis.synthesis.plan_cases()
+        if synthesis.entry["rule"] == "FactorRule":  # the equation's strategies keep Partial(sum) only: a
+            # P(max|min|avg) input the synthesis accepted (transpose) is gathered by the rule, not kept
+            meta["accepted"] = [a for a in meta["accepted"]
+                                if all(not p.startswith("P(") or p == "P(sum)" for p in a["input"])]
         meta["rejected"] = []
         meta["ut_cases"] = [f"accepted[{i}]" for i in range(len(meta["accepted"]))]
     if not differentiable or synthesis.synthesis.differentiable is False:

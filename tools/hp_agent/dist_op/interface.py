@@ -64,8 +64,12 @@ class Interface:
 
 
 def base_name(name: str) -> str:
-    """``torch.nn.functional.glu`` -> ``glu``."""
-    return name.rsplit(".", 1)[-1]
+    """``torch.nn.functional.glu`` -> ``glu``; an aten overload by its op (``torch.ops.aten.slice.Tensor`` ->
+    ``slice``: every overload ends in ``.default`` or another overload name, which names no op)."""
+    parts = name.split(".")
+    if name.startswith("torch.ops.aten.") and len(parts) >= 4:
+        return parts[3]
+    return parts[-1]
 
 
 def resolve_torch(name: str) -> Callable:

@@ -78,6 +78,7 @@ class Synthesis:
     errors: List[str] = field(default_factory=list)
     replicate_only: bool = False
     budget_hit: bool = False
+    mutated: List[int] = field(default_factory=list)  # tensor inputs the op writes in place (by position)
     extra_args: List[str] = field(default_factory=list)
     opinfo: Optional[str] = None
     calls: Dict[str, Tuple[list, dict]] = field(default_factory=dict)  # signature -> its first sample call
@@ -108,15 +109,33 @@ class Synthesis:
 
 
 # ---------------------------------------------------------------------- samples
+def _opinfo_names(op: str) -> List[str]:
+    """OpInfo names that may stand for ``op``, most specific first: the name without its namespace
+    (``torch.nn.functional.unfold`` -> ``nn.functional.unfold`` before the method ``unfold``), the aten
+    op of an overload (``torch.ops.aten.slice.Tensor`` -> ``slice``), the public op of a ``*_with_indices``
+    function (``max_pool2d_with_indices`` -> ``nn.functional.max_pool2d``) and of a torch function that
+    ``nn.functional`` exposes (``torch.bilinear`` -> ``nn.functional.bilinear``)."""
+    short = op
+    for prefix in ("torch.nn.functional.", "torch.special.", "torch.linalg.", "torch.fft.", "torch.", "Tensor."):
+        if op.startswith(prefix):
+            short = op[len(prefix):] if prefix in ("torch.", "Tensor.") else op.replace("torch.", "", 1)
+            break
+    names = [op, short]
+    base = op.split(".")[3] if op.startswith("torch.ops.aten.") and op.count(".") >= 3 else op.split(".")[-1]
+    stem = base[:-len("_with_indices")] if base.endswith("_with_indices") else base
+    names += [f"nn.functional.{stem}", stem, base]
+    return list(dict.fromkeys(names))
+
+
 def _opinfos(op: str) -> List[Any]:
-    """OpInfo entries of ``op``: the plain one first, then its variants (``interpolate.area`` ...)."""
+    """OpInfo entries of ``op``: those of its most specific name (:func:`_opinfo_names`), the plain one
+    first, then its variants (``interpolate.area`` ...)."""
     from torch.testing._internal.common_methods_invocations import op_db
-    base = op.split(".")[-1]
-    names = {op, base, op.replace("torch.", "", 1), op.replace("torch.nn.functional.", "nn.functional.", 1),
-             op.replace("torch.special.", "special.", 1), op.replace("torch.linalg.", "linalg.", 1),
-             op.replace("torch.fft.", "fft.", 1), op.replace("Tensor.", "", 1)}
-    found = [o for o in op_db if o.name in names]
-    return sorted(found, key=lambda o: bool(o.variant_test_name))
+    for name in _opinfo_names(op):
+        found = [o for o in op_db if o.name == name]
+        if found:
+            return sorted(found, key=lambda o: bool(o.variant_test_name))
+    return []
 
 
 def _opinfo(op: str) -> Optional[Any]:
@@ -139,10 +158,10 @@ def opinfo_samples(op: str, limit: int = 6) -> List[Tuple[list, dict]]:
     for info in _opinfos(op):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            for s in itertools.islice(info.sample_inputs("cpu", torch.float32, requires_grad=False), limit * 3):
+            for s in itertools.islice(info.sample_inputs("cpu", torch.float32, requires_grad=False), limit * 10):
                 args = [s.input, *s.args]
-                if any(isinstance(t, torch.Tensor) and t.layout != torch.strided for t in args):
-                    continue
+                if any(isinstance(t, torch.Tensor) and (t.layout != torch.strided or t.numel() == 0) for t in args):
+                    continue  # sparse (DTensors are dense) or empty (no evidence: see _evidence)
                 out.append((args, dict(s.kwargs)))
                 if len(out) >= limit:
                     return out
@@ -390,15 +409,46 @@ def _evidence(result: Synthesis, fn: Callable, args: list, kwargs: dict) -> Opti
     "best" output placement would wipe the others from the signature)."""
     import torch
     from hp_agent.dist_op.probe import _get  # pylint: disable=import-outside-toplevel,protected-access
+    tensors = [_get(args, kwargs, loc) for loc in collect_tensors(args, kwargs)]
+    before = [t.clone() for t in tensors]
     try:
         with torch.no_grad():
             ref = _flat(fn(*args, **kwargs))
     except Exception as exc:  # pylint: disable=broad-except  # an invalid sample: noted, not used
         result.errors.append(f"{type(exc).__name__}: {exc}".splitlines()[0][:160])
         return None
-    tensors = [_get(args, kwargs, loc) for loc in collect_tensors(args, kwargs)]
-    empty = [t for t in tensors + [o for o in ref if isinstance(o, torch.Tensor)] if t.numel() == 0]
+    _note_writes(result, tensors, before)
+    outs = [o for o in ref if isinstance(o, torch.Tensor)]
+    # an empty input, or only empty outputs, is no evidence; an empty auxiliary output next to real ones
+    # (``_batch_norm_with_update``'s reserve buffer) is kept
+    empty = any(t.numel() == 0 for t in tensors) or (outs and all(o.numel() == 0 for o in outs))
     return None if not tensors or empty else (ref, tensors)
+
+
+def _note_writes(result: Synthesis, tensors: list, before: list) -> None:
+    """Record the tensor inputs the reference call wrote in place (running statistics, ``resize_``) and put
+    their values back for the probes that follow."""
+    import torch
+    for i, (t, b) in enumerate(zip(tensors, before)):
+        if (t.shape != b.shape or not torch.equal(t.nan_to_num(), b.nan_to_num())) and i not in result.mutated:
+            result.mutated.append(i)
+        t.data = b
+
+
+def _accepted_strategies(agreed: Dict[Tuple[str, ...], List[set]], replicate_only: bool) -> set:
+    """The strategies of one call from the output placements every generator accepted per combo."""
+    found = set()
+    for c, v in agreed.items():
+        if all(p == "R" for p in c):  # every rank computes the same value: only R (or the value) is a law
+            if not all(o & {"R", "value"} for o in v):
+                continue
+            v = [o & {"R", "value"} for o in v]
+        if _partials_consistent(c, _best(v)):
+            found.add(Strategy(c, _best(v)))
+    if replicate_only:  # a non-layout argument may change the output count (return_indices): one 'R' stands
+        # for replicated outputs, so samples with and without the extra output intersect
+        found = {Strategy(s.inputs, ("R",)) for s in found if all(o in ("R", "value") for o in s.outputs)}
+    return found
 
 
 def _one_call(result: Synthesis, fn: Callable, args: list, kwargs: dict, how: tuple) -> None:
@@ -415,7 +465,7 @@ def _one_call(result: Synthesis, fn: Callable, args: list, kwargs: dict, how: tu
     if replicate_only:
         combos = [tuple("R" for _ in tensors)]
     agreed = _agreed(fn, args, kwargs, combos, ranks, generators)
-    found = {Strategy(c, _best(v)) for c, v in agreed.items() if _partials_consistent(c, _best(v))}
+    found = _accepted_strategies(agreed, replicate_only)
     _record(result, key, tensors, kwargs, [o for o in ref if isinstance(o, torch.Tensor)], found)
     result.calls.setdefault(key, (list(args), dict(kwargs)))
     if result.differentiable is None and any(t.is_floating_point() for t in tensors):
@@ -672,11 +722,22 @@ def emit(synth: Synthesis, layout: Dict[str, Tuple[int, Any]]) -> Tuple[Optional
     entry, problems = (None, [f"arguments {synth.extra_args} change the result but are not layout arguments: a "
                                 "table keyed by ranks and layout arguments would generalise over them"]) \
         if synth.extra_args or synth.replicate_only else _table_entry(synth, layout)
+    if entry is not None and synth.mutated:  # the table rule has no write-back of in-place updates
+        entry, problems = None, [f"tensor inputs {sorted(synth.mutated)} are written in place"]
     if entry is not None:
         return entry, []
     if _replicates(synth):
-        return {"rule": "ReplicateRule", "module": TABLE_MODULE}, []
+        return _replicate_entry(synth), []
     return None, problems + ["R -> R is not accepted on every signature (a nondeterministic or failing op)"]
+
+
+def _replicate_entry(synth: Synthesis) -> Dict[str, Any]:
+    """The :class:`ReplicateRule` entry; ``mutates`` lists the tensor inputs the op writes in place (the rule
+    then refuses them sharded or partial: gathering would update a copy)."""
+    entry: Dict[str, Any] = {"rule": "ReplicateRule", "module": TABLE_MODULE}
+    if synth.mutated:
+        entry["options"] = {"mutates": sorted(synth.mutated)}
+    return entry
 
 
 def _replicates(synth: Synthesis) -> bool:
@@ -732,6 +793,7 @@ class OpSynthesis:
                 "integer_output": s.integer_output, "table": s.table(), "evidence": dict(sorted(s.evidence.items())),
                 "equation": self.equation, "conditions": self.conditions, "entry": self.entry,
                 "replicate_only": s.replicate_only, "extra_args": s.extra_args, "budget_hit": s.budget_hit,
+                "mutated": s.mutated,
                 "questions": self.questions, "seconds": round(self.seconds, 2)}
 
 

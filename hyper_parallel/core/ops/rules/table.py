@@ -29,7 +29,9 @@ results assemble to the global result; what it finds is written into the op's re
   output is ``Replicate`` with the shape the local run returns. Always correct for a deterministic op (each
   rank computes the single-device result); it communicates (one all-gather per sharded input), so it is
   the coverage floor, not a fast path. An in-place op (name ending in ``_``) on an input that is not
-  replicated is refused: gathering would copy it, and the shards would never see the update.
+  replicated is refused: gathering would copy it, and the shards would never see the update; so is any
+  tensor input listed in option ``mutates`` (inputs the synthesis saw written in place, e.g. running
+  statistics).
 """
 from __future__ import annotations
 
@@ -108,6 +110,18 @@ def _norm(name: str, value: Any, ndim: int) -> Any:
     return value
 
 
+def _rows(op: str, key: str, rows: Sequence[str]) -> List[Tuple[Tuple[str, ...], Tuple[str, ...]]]:
+    """Parsed strategy rows of one signature; a row giving a non-replicated output from replicated inputs is
+    refused (every rank computes the same value: such a row comes from a degenerate sample)."""
+    parsed = [parse_strategy(r, f"{op}: table[{key!r}]") for r in rows]
+    for ins, outs in parsed:
+        if all(p == "R" for p in ins) and any(p != "R" for p in outs):
+            raise RuleError(f"{op}: table[{key!r}]: {','.join(ins)}->{','.join(outs)}: replicated inputs give "
+                            "replicated outputs (every rank computes the same value); a table that says otherwise "
+                            "was synthesised from a degenerate sample")
+    return parsed
+
+
 def _reachable(ins: Tuple[str, ...], res: Tuple[str, ...], cur: Tuple[str, ...], used: set) -> bool:
     """True when ``ins`` needs only gathers from ``cur`` and ``res`` shards no output dim already sharded."""
     if any(i not in (c, "R") for i, c in zip(ins, cur)):
@@ -122,12 +136,18 @@ def signature_of(ranks: Sequence[int], layout: Dict[str, Any]) -> str:
     return ";".join(parts)
 
 
-def _replicated(rule: OpRule, call: OpCall) -> Decision:
-    """Every input gathered, the outputs replicated with their local shapes (see :class:`ReplicateRule`)."""
-    if rule.op.endswith("_") and any(t.is_dtensor and any(not isinstance(p, Replicate) for p in t.placements)
-                                     for t in call.tensors[:1]):
-        raise call.fail("an in-place op on a sharded or partial tensor runs only on replicated inputs (gathering "
-                        "would update a copy); redistribute the input to Replicate first")
+def _replicated(rule: OpRule, call: OpCall, mutates: Sequence[int] = ()) -> Decision:
+    """Every input gathered, the outputs replicated with their local shapes (see :class:`ReplicateRule`).
+    ``mutates``: positions (among the tensor inputs) that the op writes in place, besides the first input of
+    an in-place op (name ending in ``_``)."""
+    in_place = rule.op.endswith("_") and not rule.op.endswith("__")  # Tensor.add_, not Tensor.__rmod__
+    written = set(mutates) | ({0} if in_place else set())
+    for i in sorted(written):
+        t = call.tensors[i] if i < len(call.tensors) else None
+        if t is not None and t.is_dtensor and any(not isinstance(p, Replicate) for p in t.placements):
+            raise call.fail(f"an in-place op on a sharded or partial tensor (tensor input {i} is written in place) "
+                            "runs only on replicated inputs (gathering would update a copy); redistribute it to "
+                            "Replicate first")
     return Decision(inputs=[(Replicate(),) * call.mesh_ndim for _ in call.tensors], outputs=None,
                     expand="expand_replicated")
 
@@ -152,11 +172,17 @@ class ReplicateRule(OpRule):
 
     @classmethod
     def allowed_options(cls):
-        return ()
+        return ("mutates",)
+
+    def __init__(self, op: str, **options: Any) -> None:
+        super().__init__(op, **options)
+        self.mutates = tuple(options.get("mutates") or ())
+        if any(not isinstance(i, int) or isinstance(i, bool) or i < 0 for i in self.mutates):
+            raise RuleError(f"{op}: option mutates={options.get('mutates')!r}: expected tensor input positions")
 
     def infer(self, call: OpCall) -> Decision:
         """Replicate every input; the output specs come from the local result (``expand_replicated``)."""
-        return _replicated(self, call)
+        return _replicated(self, call, self.mutates)
 
     def expand_replicated(self, func, args, kwargs, plan):
         """Run the op on the replicated inputs; wrap each tensor output as ``Replicate``."""
@@ -186,7 +212,7 @@ class StrategyTableRule(OpRule):
         for key, rows in table.items():
             if key not in shapes:
                 raise RuleError(f"{op}: signature {key!r} has strategies but no output shape in option shapes")
-            self.table[key] = [parse_strategy(r, f"{op}: table[{key!r}]") for r in rows]
+            self.table[key] = _rows(op, key, rows)
         self.shapes = shapes
         self.fallback = options.get("fallback")
         if self.fallback not in (None, "replicate"):
