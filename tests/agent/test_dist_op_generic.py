@@ -94,3 +94,11 @@ def test_opinfo_samples_that_do_not_broadcast_refute_an_elementwise_probe(monkey
     monkeypatch.setattr(synth, "opinfo_samples", lambda op, limit=4: [([_r(4, 6), _r(6)], {})])
     assert not analyze._opinfo_contradicts("torch.add", elementwise)  # pylint: disable=protected-access
     assert not analyze._opinfo_contradicts("torch.add", SimpleNamespace(kind="except_dim"))  # pylint: disable=protected-access
+
+
+def test_a_table_of_replicated_rows_only_is_a_replicate_rule():
+    def first_scaled(x):  # every output element depends on x[0, 0]: no shard or partial assembles
+        return x * x.flatten()[0]
+    synth = synthesize("first_scaled", first_scaled, [([_r(4, 6)], {})], use_opinfo=False)
+    assert synth.table() == {"2": ["R->R"]}
+    assert emit(synth, {}) == ({"rule": "ReplicateRule", "module": "hyper_parallel.core.ops.rules.table"}, [])

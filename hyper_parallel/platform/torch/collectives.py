@@ -87,8 +87,14 @@ def _to_group_order(chunks, perm):
 
 
 # ---------------------------------------------------------------------- raw (non-autograd) ops
+#: dtypes gloo cannot transport ("Invalid scalar type"), gathered as a wider integer and cast back
+_WIDEN = {torch.int16: torch.int32, torch.uint16: torch.int32, torch.uint32: torch.int64}
+
+
 def raw_all_gather(x: torch.Tensor, group, dim: int, sizes: Sequence[int]) -> torch.Tensor:
     """All-gather along ``dim`` with per-rank ``sizes``; returns the concatenation."""
+    if x.dtype in _WIDEN:  # exact: every value of the narrow type fits the wider one
+        return raw_all_gather(x.to(_WIDEN[x.dtype]), group, dim, sizes).to(x.dtype)
     n = len(sizes)
     top = max(sizes)
     even = all(s == top for s in sizes)

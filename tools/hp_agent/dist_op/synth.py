@@ -156,12 +156,18 @@ def opinfo_samples(op: str, limit: int = 6) -> List[Tuple[list, dict]]:
     out = []
     torch.manual_seed(0)
     for info in _opinfos(op):
+        scalars = 0
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            for s in itertools.islice(info.sample_inputs("cpu", torch.float32, requires_grad=False), limit * 10):
+            for s in itertools.islice(info.sample_inputs("cpu", torch.float32, requires_grad=False), limit * 100):
                 args = [s.input, *s.args]
-                if any(isinstance(t, torch.Tensor) and (t.layout != torch.strided or t.numel() == 0) for t in args):
+                tensors = [t for t in args if isinstance(t, torch.Tensor)]
+                if any(t.layout != torch.strided or t.numel() == 0 for t in tensors):
                     continue  # sparse (DTensors are dense) or empty (no evidence: see _evidence)
+                if tensors and all(t.dim() == 0 for t in tensors):
+                    scalars += 1  # a few 0-d samples at most: they cannot be sharded (nonzero_static's first
+                    if scalars > 2:  # ten samples are 0-d, whose outputs are empty)
+                        continue
                 out.append((args, dict(s.kwargs)))
                 if len(out) >= limit:
                     return out
@@ -755,6 +761,11 @@ def _value_outputs(synth: Synthesis) -> bool:
     return any(not _PLACEMENT_TEXT.match(o) for rows in synth.strategies.values() for st in rows for o in st.outputs)
 
 
+def _replicated_rows_only(table: Dict[str, List[str]]) -> bool:
+    """Every row of every signature has only replicated inputs (the table would gather everything)."""
+    return all(all(p == "R" for p in row.split("->")[0].split(",")) for rows in table.values() for row in rows)
+
+
 def _table_entry(synth: Synthesis, layout: Dict[str, Tuple[int, Any]]) -> Tuple[Optional[Dict[str, Any]], List[str]]:
     """The :class:`StrategyTableRule` entry (``fallback: replicate``), or None and why not."""
     if _value_outputs(synth):
@@ -768,6 +779,8 @@ def _table_entry(synth: Synthesis, layout: Dict[str, Tuple[int, Any]]) -> Tuple[
     table, shape_table = _tables(synth, shapes, spec)
     if problems or not table:
         return None, problems or ["no signature could be expressed"]
+    if _replicated_rows_only(table):
+        return None, ["the table keeps no sharded or partial input: ReplicateRule runs the same"]
     return {"rule": "StrategyTableRule", "module": TABLE_MODULE,
             "options": {"layout": {u: list(v) for u, v in spec.items()}, "table": table, "shapes": shape_table,
                         "fallback": "replicate"}}, []
