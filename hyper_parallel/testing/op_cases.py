@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Sequence
 
 __all__ = ["OpCases", "CaseFileError", "load_op_cases", "check_rule_cases", "check_parity_cases", "rule_call",
-           "parse_placement", "opinfo_case"]
+           "parse_placement", "opinfo_case", "usable_samples"]
 
 _UT_KEYS = frozenset({"op", "plan", "names", "positions", "defaults", "accepted", "rejected"})
 _ST_KEYS = frozenset({"op", "plan", "names", "cases"})
@@ -201,6 +201,25 @@ def _opinfo_sample(name: str, index: int) -> Any:
     if index >= len(dense):
         raise CaseFileError(f"opinfo {name!r}: sample {index} does not exist ({len(dense)} dense samples)")
     return info, dense[index]
+
+
+def usable_samples(name: str, count: int) -> List[int]:
+    """Indices (as ``sample`` of an ST case) of OpInfo ``name``'s first ``count`` dense float32 samples that
+    have a tensor argument and no empty tensor (an empty tensor checks nothing)."""
+    import torch
+    out = []
+    for k in range(24):
+        try:
+            _, sample = _opinfo_sample(name, k)
+        except CaseFileError:
+            break
+        flat = [t for a in [sample.input, *sample.args] for t in (a if _is_seq(a) else [a])]
+        tensors = [t for t in flat if isinstance(t, torch.Tensor)]
+        if tensors and all(t.numel() > 0 for t in tensors):
+            out.append(k)
+        if len(out) >= count:
+            break
+    return out
 
 
 def _is_seq(x: Any) -> bool:

@@ -318,6 +318,10 @@ def _shape_rule(cases: List[Case], iface: Interface) -> Optional[str]:
 def derive(fn: Callable, iface: Interface, shapes: Sequence[Tuple[int, ...]] = SAMPLE_SHAPES) -> Derivation:
     """Probe the op over samples and match the closed-form hypotheses (see the module docstring)."""
     tensors = [p for p in iface.params if p.tensor and not p.has_default]
+    lists = [p.name for p in tensors if _is_list(p)]
+    if lists:  # the probe calls the op with one tensor per parameter: a list of tensors is synthesised
+        return Derivation(kind="unknown", questions=[
+            f"parameter(s) {lists} take a list of tensors: the probe's closed forms are for single tensors"])
     if len(tensors) == 2:
         return _derive_two(fn, iface, shapes)
     if len(tensors) != 1:
@@ -333,6 +337,13 @@ def derive(fn: Callable, iface: Interface, shapes: Sequence[Tuple[int, ...]] = S
     deriv.linear = all("P(sum)" in c.out_on(("P(sum)",)) for c in ok)
     deriv.shape_rule = _shape_rule(ok, iface) or "mixed"
     return _classify(deriv, iface, ok)
+
+
+def _is_list(p: Param) -> bool:
+    """A ``Tensor[]`` / ``List[Tensor]`` / ``*tensors`` parameter."""
+    text = str(p.type or "").replace(" ", "")
+    return "[]" in text or text.startswith(("List[", "Sequence[", "Tuple[", "list[", "tuple[")) or \
+        text.startswith("TensorList")
 
 
 def _classify(deriv: Derivation, iface: Interface, ok: List[Case]) -> Derivation:

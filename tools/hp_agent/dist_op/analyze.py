@@ -7,7 +7,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List
+from typing import Any, Dict, List, Optional
 
 from hp_agent.dist_op.analysis import derive
 from hp_agent.dist_op.design import build_plan
@@ -144,6 +144,77 @@ def _value_range(plan, fn) -> None:
                 break
 
 
+#: seconds one op's synthesis may take in its child process
+SYNTH_TIMEOUT = 600.0
+
+
+def synth_isolated(op: str, timeout: float = SYNTH_TIMEOUT) -> Any:
+    """:func:`hp_agent.dist_op.synth.synth_op` in a forked child: probing runs the op on shards whose values
+    the op may not expect (``lu_unpack`` with a shard of its pivots indexes out of range and corrupts the
+    heap). When the child crashes or hangs, the synthesis runs again probing only the all-``R`` strategy
+    (the op on whole inputs, as on one device); when that fails too, an AnalyzeError ends this op's analysis
+    (not the batch)."""
+    try:
+        return _synth_child(op, timeout, replicate_only=False)
+    except _Crashed:
+        return _synth_child(op, timeout, replicate_only=True)
+
+
+class _Crashed(AnalyzeError):
+    """The synthesis child died or hung."""
+
+
+def _synth_child(op: str, timeout: float, replicate_only: bool) -> Any:
+    import multiprocessing
+    import pickle
+    from hp_agent.dist_op.synth import synth_op
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return synth_op(op)
+    ctx = multiprocessing.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+
+    def child() -> None:
+        import torch
+        torch.set_num_threads(1)  # a forked child must not enter the parent's OpenMP pool (it hangs)
+        try:
+            payload = pickle.dumps(("ok", synth_op(op, replicate_only=True) if replicate_only else synth_op(op)))
+        except Exception as exc:  # pylint: disable=broad-except  # reported to the parent by name
+            payload = pickle.dumps(("error", f"{type(exc).__name__}: {exc}"))
+        send.send_bytes(payload)
+        send.close()
+
+    proc = ctx.Process(target=child, daemon=True)
+    proc.start()
+    send.close()
+    data: Optional[bytes] = None
+    if recv.poll(timeout):
+        try:
+            data = recv.recv_bytes()
+        except EOFError:  # the child died before sending
+            data = None
+    proc.join(5)
+    if proc.is_alive():
+        proc.kill()
+        proc.join()
+    if data is None:
+        why = f"exit code {proc.exitcode}" if proc.exitcode is not None else f"no result in {timeout:g} s"
+        raise _Crashed(f"{op}: the strategy synthesis crashed or hung ({why}"
+                       f"{'' if replicate_only else '; the op failed on a shard'})")
+    kind, value = pickle.loads(data)
+    if kind == "error":
+        raise AnalyzeError(f"{op}: the strategy synthesis failed: {value}")
+    return value
+
+
+def _synthesis_for(op: str, main: Any) -> Any:
+    """The strategy synthesis of ``op`` (in a child process: :func:`synth_isolated`) when it needs one
+    (:func:`_needs_synthesis`) or its closed form has an open question (a partial mode it cannot name);
+    None when the closed form stands."""
+    if _needs_synthesis(op, main) or main.questions:
+        return synth_isolated(op)
+    return None
+
+
 def analyze(names: List[str], layout: Layout, force: bool = False) -> List[AnalyzeResult]:
     """Analyse every op group and write ``plans/<op>.md`` (status draft); refuses registered ops and,
     unless ``force``, overwriting a confirmed plan."""
@@ -163,10 +234,7 @@ def analyze(names: List[str], layout: Layout, force: bool = False) -> List[Analy
                      for n, d in derivs.items() if not _same_rule(d, main)]
         scope = mindspore_scope(group[0]) if layout.mindspore == "auto" else {
             "installed": False, "names": [], "note": "lookup switched off ([dist_op] mindspore = off)"}
-        synthesis = None
-        if _needs_synthesis(group[0], main):
-            from hp_agent.dist_op.synth import synth_op
-            synthesis = synth_op(group[0])
+        synthesis = _synthesis_for(group[0], main)
         plan = build_plan(group, ifaces, main, scope, questions, layout, synthesis=synthesis,
                           differentiable=_differentiable(group[0], main))
         _value_range(plan, resolve_torch(group[0]))

@@ -212,8 +212,9 @@ def _synthesised(synthesis: Any) -> Dict[str, Any]:
                 "template": None, "options": {}, "reason": TBD}
     if entry["rule"] == "ReplicateRule":
         why = (f"its samples carry arguments {synthesis.synthesis.extra_args} a signature cannot key"
-               if synthesis.synthesis.extra_args else "no table of sharded strategies explains every signature "
-               "(output shapes no input dim gives)")
+               if synthesis.synthesis.extra_args else "the op crashed when probed on shards (only the replicated "
+               "strategy was probed)" if synthesis.synthesis.replicate_only else "no table of sharded strategies "
+               "explains every signature (output shapes no input dim gives)")
         written = (entry.get("options") or {}).get("mutates")
         if written:
             why += f"; it writes tensor inputs {written} in place, which run only replicated (option `mutates`)"
@@ -276,9 +277,11 @@ def _replicate_cases(synth: Any, limit: int = 3) -> Tuple[List[Dict[str, Any]], 
             accepted.append({"shapes": shapes_in, "kwargs": {}, "input": inputs, "need": ["R"] * len(shapes_in),
                              "output": ["dynamic"], "out_shape": []})
     grad = synth.differentiable is True
-    if synth.opinfo:
+    from hyper_parallel.testing.op_cases import usable_samples  # pylint: disable=import-outside-toplevel
+    indices = usable_samples(synth.opinfo, 3) if synth.opinfo else []
+    if indices:
         st = [{"opinfo": synth.opinfo, "sample": k, "native_min": 1, "max_combos": 8, "partial": False,
-               "grad": grad} for k in range(min(3, max(synth.samples, 1)))]
+               "grad": grad} for k in indices]
     else:
         st = [dict(c, native_min=1, max_combos=8, partial=False, grad=grad) for c in synth.plan_cases()[1]]
     return accepted, st

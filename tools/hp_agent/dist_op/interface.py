@@ -139,12 +139,19 @@ def _schemas(name: str) -> list:
     return []
 
 
+def _tensor_schemas(schemas: list) -> list:
+    """Non-``out`` schemas with a tensor argument, those whose first argument is a tensor first (else
+    ``polygamma(int n, Tensor self)``'s)."""
+    found = [s for s in schemas if s.arguments and not s.overload_name.endswith("out")
+             and any("Tensor" in str(a.type) for a in s.arguments)]
+    return [s for s in found if "Tensor" in str(s.arguments[0].type)] or found
+
+
 def _from_schema(name: str) -> Optional[Interface]:
     schemas = _schemas(name)
     if not schemas:
         return None
-    schemas = [s for s in schemas if s.arguments and "Tensor" in str(s.arguments[0].type)
-               and not s.overload_name.endswith("out")]
+    schemas = _tensor_schemas(schemas)
     if not schemas:
         return None
     primary = next((s for s in schemas if s.overload_name == ""), schemas[0])
@@ -175,7 +182,7 @@ def torch_interface(name: str) -> Interface:
         raise AnalyzeError(f"{name}: neither inspect.signature nor an aten schema describes it")
     if name.startswith("Tensor.") and iface.params and iface.params[0].name != "self":
         iface.params[0].name = "self"
-    if iface.params:
+    if iface.params and iface.params[0].type not in ("int", "float", "bool", "str"):
         iface.params[0].tensor = True
     iface.dtypes = _dtypes(fn, iface)
     return iface

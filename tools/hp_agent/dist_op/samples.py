@@ -174,14 +174,25 @@ def _derived(name: str) -> List[Sample]:
             fills.append(0.5 if "float" in low or "scalar" in low else None)
     if any(f is None for f in fills):
         return []
+    lead = _leading_scalars(name)
+    fills, fills_after = fills[:lead], fills[lead:]  # polygamma(int n, Tensor self): scalars first
     base = [_r(4, 6)] + [_r(4, 6) for _ in range(n_tensors - 1)]
-    samples = [(base + fills, {})]
+    shapes = [base]
     if n_tensors == 2:
-        samples.append(([_r(5, 6), _r(6)] + fills, {}))
-        samples.append(([_r(4, 1), _r(4, 6)] + fills, {}))
+        shapes += [[_r(5, 6), _r(6)], [_r(4, 1), _r(4, 6)]]
     if n_tensors == 1:
-        samples.append(([_r(5, 3, 2)] + fills, {}))
-    return samples
+        shapes.append([_r(5, 3, 2)])
+    return [(fills + tensors + fills_after, {}) for tensors in shapes]
+
+
+def _leading_scalars(name: str) -> int:
+    """How many required non-tensor parameters come before the first tensor parameter."""
+    from hp_agent.dist_op.interface import AnalyzeError, torch_interface
+    try:
+        params = [p for p in torch_interface(name).params if not p.has_default]
+    except (AnalyzeError, TypeError, ValueError, RuntimeError):
+        return 0
+    return next((i for i, p in enumerate(params) if p.tensor), 0)
 
 
 def samples_for(name: str) -> List[Sample]:

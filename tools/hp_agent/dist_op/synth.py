@@ -20,7 +20,11 @@ agrees (the intersection of their output placements is not empty):
 * ``negative`` — negated magnitudes (catches sign assumptions);
 * ``zeros``/``ones``-mix — alternating exact 0 and 1 (catches ops that treat zeros specially);
 * ``offset`` — the sample plus a different offset per input, so two inputs are never equal (a strategy
-  valid only for equal inputs fails here).
+  valid only for equal inputs fails here);
+* ``membership`` — shared small values: the first input cycles through them, the others hold per element
+  the code of the half of each dim it lies in, so a shard of a later input lacks values the whole one has
+  (``isin``, ``bucketize``: an op that looks values up in another input fails here when that input is
+  sharded).
 
 Uneven chunks come from the 3-rank mesh and the samples' own sizes (OpInfo's samples include size-1 and
 odd dims). The synthesis groups samples by a *signature* (the inputs' ranks and the swept argument
@@ -41,11 +45,13 @@ from hp_agent.dist_op.probe import collect_tensors, probe_call
 
 __all__ = ["Strategy", "Synthesis", "GENERATORS", "LAYOUT_KWARGS", "synthesize", "opinfo_samples", "sweep",
            "factor_equation", "equation_strategies", "conditions", "signature", "permutation", "shape_expressions",
-           "emit", "synth_op", "OpSynthesis", "extra_arguments", "SYNTH_BUDGET", "opinfo_name"]
+           "emit", "synth_op", "OpSynthesis", "extra_arguments", "SYNTH_BUDGET", "opinfo_name", "periods_of",
+           "close_all"]
 
+_DIMS_ARGS = ("dim", "dims", "dim0", "dim1", "start_dim", "end_dim")
 LAYOUT_KWARGS = ("dim", "dims", "dim0", "dim1", "k", "keepdim", "p", "start_dim", "end_dim", "diagonal", "offset")
 INPUT_PARTIALS = ("sum", "avg", "max", "min")
-GENERATORS = ("sample", "arange", "negative", "zeros_ones", "offset")
+GENERATORS = ("sample", "arange", "negative", "zeros_ones", "offset", "membership")
 MAX_COMBOS = 400
 TABLE_MODULE = "hyper_parallel.core.ops.rules.table"
 _PLACEMENT_TEXT = re.compile(r"^(R|S\(\d+\)|P\((sum|avg|max|min)\))$")
@@ -82,6 +88,7 @@ class Synthesis:
     extra_args: List[str] = field(default_factory=list)
     opinfo: Optional[str] = None
     calls: Dict[str, Tuple[list, dict]] = field(default_factory=dict)  # signature -> its first sample call
+    periods: Dict[str, int] = field(default_factory=dict)  # integer layout argument -> period (rot90's k: 4)
 
     def plan_cases(self, limit: int = 4) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
         """(accepted UT scenarios, ST cases) for a plan: per signature (up to ``limit``, tensors passed
@@ -129,51 +136,84 @@ def _opinfo_names(op: str) -> List[str]:
 
 def _opinfos(op: str) -> List[Any]:
     """OpInfo entries of ``op``: those of its most specific name (:func:`_opinfo_names`), the plain one
-    first, then its variants (``interpolate.area`` ...)."""
+    first, then its variants (``interpolate.area`` ...); else those whose ``op`` is the function itself (a
+    private OpInfo name for a public op: ``_segment_reduce`` runs ``torch.segment_reduce``)."""
     from torch.testing._internal.common_methods_invocations import op_db
     for name in _opinfo_names(op):
         found = [o for o in op_db if o.name == name]
         if found:
             return sorted(found, key=lambda o: bool(o.variant_test_name))
-    return []
+    fn = _resolve(op)
+    return sorted([o for o in op_db if fn is not None and o.op is fn], key=lambda o: bool(o.variant_test_name))
 
 
-def _opinfo(op: str) -> Optional[Any]:
-    found = _opinfos(op)
-    return found[0] if found else None
+def _resolve(op: str) -> Any:
+    from hp_agent.dist_op.interface import resolve_torch  # pylint: disable=import-outside-toplevel
+    try:
+        return resolve_torch(op)
+    except Exception:  # pylint: disable=broad-except  # an op torch does not have: no OpInfo either
+        return None
 
 
-def opinfo_name(op: str) -> Optional[str]:
-    """The OpInfo name (``name.variant``) whose samples :func:`opinfo_samples` draws first, or None."""
-    info = _opinfo(op)
-    return None if info is None else info.name + (f".{info.variant_test_name}" if info.variant_test_name else "")
+def _full_name(info: Any) -> str:
+    return info.name + (f".{info.variant_test_name}" if info.variant_test_name else "")
 
 
-def opinfo_samples(op: str, limit: int = 6) -> List[Tuple[list, dict]]:
-    """Float32 CPU samples of ``op`` from PyTorch's OpInfo database as ``(args, kwargs)`` (empty when the
-    database does not cover the op); an op with only variants draws from each variant in turn."""
+def _flat_tensors(args: list) -> list:
+    """The tensors of ``args``, inside lists and tuples too."""
     import torch
-    out = []
-    torch.manual_seed(0)
+    flat = [t for a in args for t in (a if type(a) in (list, tuple) else [a])]  # pylint: disable=unidiomatic-typecheck
+    return [t for t in flat if isinstance(t, torch.Tensor)]
+
+
+def _usable(args: list) -> bool:
+    """A sample with a tensor argument, every tensor dense and non-empty (an empty tensor assembles under
+    every placement: no evidence)."""
+    import torch
+    tensors = _flat_tensors(args)
+    return bool(tensors) and all(t.layout == torch.strided and t.numel() > 0 for t in tensors)
+
+
+def _opinfo_draw(op: str, limit: int, wrapped: bool = False) -> Tuple[Optional[str], List[Tuple[list, dict]]]:
+    """(the OpInfo name drawn from, its first ``limit`` usable float32 CPU samples); the plain op first, else
+    the first variant that has a usable sample (``linspace.tensor_overload``). An OpInfo that calls the op
+    through a wrapper (``polygamma(n, x)`` as ``op(x, n)``: another argument order) is skipped unless
+    ``wrapped`` (the ST cases run OpInfo's own ``op``, so they may use it)."""
+    import torch
     for info in _opinfos(op):
-        scalars = 0
+        if getattr(info.op, "__name__", "") == "<lambda>" and not wrapped:
+            continue
+        torch.manual_seed(0)
+        out, scalars = [], 0
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for s in itertools.islice(info.sample_inputs("cpu", torch.float32, requires_grad=False), limit * 100):
                 args = [s.input, *s.args]
-                tensors = [t for t in args if isinstance(t, torch.Tensor)]
-                if any(t.layout != torch.strided or t.numel() == 0 for t in tensors):
-                    continue  # sparse (DTensors are dense) or empty (no evidence: see _evidence)
-                if tensors and all(t.dim() == 0 for t in tensors):
+                if not _usable(args):
+                    continue  # sparse (DTensors are dense), empty (no evidence: see _evidence) or tensor-free
+                if all(t.dim() == 0 for t in _flat_tensors(args)):
                     scalars += 1  # a few 0-d samples at most: they cannot be sharded (nonzero_static's first
                     if scalars > 2:  # ten samples are 0-d, whose outputs are empty)
                         continue
                 out.append((args, dict(s.kwargs)))
                 if len(out) >= limit:
-                    return out
-        if out:  # the plain op's samples, or the first variant's that has any
-            return out
-    return out
+                    break
+        if out:
+            return _full_name(info), out
+    return None, []
+
+
+def opinfo_name(op: str) -> Optional[str]:
+    """The OpInfo name (``name.variant``) whose usable samples the ST cases run (through OpInfo's own
+    ``op``), or None."""
+    return _opinfo_draw(op, 1, wrapped=True)[0]
+
+
+def opinfo_samples(op: str, limit: int = 6) -> List[Tuple[list, dict]]:
+    """Float32 CPU samples of ``op`` from PyTorch's OpInfo database as ``(args, kwargs)`` (empty when the
+    database does not cover the op): samples without a tensor or with an empty one are skipped; an op whose
+    plain entry has none draws from its first variant that has."""
+    return _opinfo_draw(op, limit)[1]
 
 
 def _values(name: str, value: Any, ndim: int) -> List[Any]:
@@ -193,9 +233,10 @@ def _values(name: str, value: Any, ndim: int) -> List[Any]:
 
 def distinct_sizes(fn: Callable, sample: Tuple[list, dict]) -> Optional[Tuple[list, dict]]:
     """The sample with tensor dims of size > 1 resized so that no two dims of one tensor share a size, or
-    None when the op refuses every such shape. Tried in order: every dim of every tensor distinct (2, 3, 4,
-    ...), then distinct per right-aligned position and shared across tensors (broadcasting operands). Output
-    dims then name the input dim they come from."""
+    None when the op refuses every such shape. Tried in order: when a tensor has a size-1 dim, every dim of
+    every tensor distinct and > 1 (a size-1 dim makes a wrong strategy or shape pass by coincidence); every
+    dim of every tensor distinct (2, 3, 4, ...; size-1 dims kept), then distinct per right-aligned position
+    and shared across tensors (broadcasting operands). Output dims then name the input dim they come from."""
     import torch
     args, kwargs = sample
     locs = collect_tensors(args, kwargs)
@@ -203,10 +244,7 @@ def distinct_sizes(fn: Callable, sample: Tuple[list, dict]) -> Optional[Tuple[li
     tensors = [_get(args, kwargs, loc) for loc in locs]
     if not tensors or any(not t.is_floating_point() or t.dim() == 0 for t in tensors):
         return None
-    size = iter(range(2, 64))
-    apart = [[s if s == 1 else next(size) for s in t.shape] for t in tensors]
-    aligned = [[s if s == 1 else 2 + t.dim() - 1 - d for d, s in enumerate(t.shape)] for t in tensors]
-    for shapes in (apart, aligned):
+    for shapes in _size_variants([tuple(t.shape) for t in tensors]):
         a, k = list(args), dict(kwargs)
         for loc, t, shape in zip(locs, tensors, shapes):
             _put(a, k, loc, torch.rand(shape, dtype=t.dtype) + 0.5)
@@ -217,6 +255,16 @@ def distinct_sizes(fn: Callable, sample: Tuple[list, dict]) -> Optional[Tuple[li
             continue
         return a, k
     return None
+
+
+def _size_variants(shapes: List[Tuple[int, ...]]) -> List[List[List[int]]]:
+    """The shape lists :func:`distinct_sizes` tries, in order."""
+    size = iter(range(2, 64))
+    apart = [[s if s == 1 else next(size) for s in shape] for shape in shapes]
+    size = iter(range(2, 64))
+    no_ones = [[next(size) for _ in shape] for shape in shapes]  # size-1 dims too (cartesian_prod of a 1-element)
+    aligned = [[s if s == 1 else 2 + len(shape) - 1 - d for d, s in enumerate(shape)] for shape in shapes]
+    return ([no_ones] if any(1 in shape for shape in shapes) else []) + [apart, aligned]
 
 
 def sweep(fn: Callable, sample: Tuple[list, dict], layout_kwargs: Sequence[str] = LAYOUT_KWARGS,
@@ -261,7 +309,22 @@ def _generate(name: str, t: Any, index: int) -> Any:
         return -(t.abs() + 0.25 + index)
     if name == "zeros_ones":
         return (torch.arange(t.numel()) % 2).to(t.dtype).reshape(t.shape)
+    if name == "membership":
+        return _membership(t, index)
     return t + 3.0 * (index + 1)  # offset: two inputs are never equal
+
+
+def _membership(t: Any, index: int) -> Any:
+    """Shared small values: input 0 cycles through 0 .. 2**ndim - 1; a later input holds, per element, the
+    binary code of which half of each dim it lies in, so a shard along any dim lacks values the whole has."""
+    import torch
+    if index == 0 or t.dim() == 0:
+        return (torch.arange(t.numel()) % (2 ** max(t.dim(), 1))).to(t.dtype).reshape(t.shape)
+    code = torch.zeros(t.shape, dtype=torch.long)
+    for d, size in enumerate(t.shape):
+        half = (torch.arange(size) * 2 // size).reshape([-1 if i == d else 1 for i in range(t.dim())])
+        code = code + half * (2 ** d)
+    return code.to(t.dtype)
 
 
 def _variant(name: str, args: list, kwargs: dict) -> Tuple[list, dict]:
@@ -292,7 +355,7 @@ def _norm(value: Any, ndim: int, name: str) -> Any:
             and not isinstance(value, bool) and ndim:
         return value % ndim
     if name == "dims" and isinstance(value, (list, tuple)) and ndim:
-        return [v % ndim for v in value]
+        return [v % ndim if isinstance(v, int) and not isinstance(v, bool) else v for v in value]
     return value
 
 
@@ -411,8 +474,9 @@ def synthesize(op: str, fn: Callable, samples: Optional[Sequence[Tuple[list, dic
 
 def _evidence(result: Synthesis, fn: Callable, args: list, kwargs: dict) -> Optional[Tuple[list, list]]:
     """(reference outputs, input tensors) of one sample call, or None when it is no evidence: the call
-    raises (noted), has no tensor, or has an empty tensor (it assembles under every placement, and its
-    "best" output placement would wipe the others from the signature)."""
+    raises (noted), has no tensor, an empty input or only empty outputs (an empty tensor assembles under
+    every placement, and its "best" output placement would wipe the others from the signature; an empty
+    output next to others, like ``lstsq``'s residuals, is kept)."""
     import torch
     from hp_agent.dist_op.probe import _get  # pylint: disable=import-outside-toplevel,protected-access
     tensors = [_get(args, kwargs, loc) for loc in collect_tensors(args, kwargs)]
@@ -482,10 +546,22 @@ def _record(result: Synthesis, key: str, tensors: list, kwargs: dict, outs: list
     """Intersect ``found`` into the signature's strategies; keep the evidence and the shapes."""
     result.integer_output = result.integer_output or any(not o.is_floating_point() for o in outs)
     old = result.strategies.get(key)
-    result.strategies[key] = sorted(found if old is None else (set(old) & found), key=Strategy.text)
+    result.strategies[key] = sorted(found if old is None else _intersect(old, found), key=Strategy.text)
     result.evidence.setdefault(key, _describe(tensors, kwargs))
     result.kwargs.setdefault(key, dict(kwargs))
     result.shapes.setdefault(key, []).append(([tuple(t.shape) for t in tensors], [tuple(o.shape) for o in outs]))
+
+
+def _intersect(old: Sequence[Strategy], found: set) -> set:
+    """Strategies of both samples of one signature. When their output counts differ (``dsplit(x, [1, 2, 3])``
+    gives 4 tensors, ``dsplit(x, 2)`` 2), a strategy is kept only with one placement for every output, as a
+    one-output row (such a signature has no table shape: it can only replicate)."""
+    if {len(s.outputs) for s in old} == {len(s.outputs) for s in found}:
+        return set(old) & found
+
+    def uniform(rows) -> set:
+        return {(s.inputs, s.outputs[0]) for s in rows if len(set(s.outputs)) == 1}
+    return {Strategy(i, (o,)) for i, o in uniform(old) & uniform(found)}
 
 
 def _describe(tensors: Sequence[Any], kwargs: dict) -> str:
@@ -549,7 +625,25 @@ def _equation_from_shapes(synth: Synthesis) -> Optional[str]:
             if equation is not None and _canonical(eq) != _canonical(equation):
                 return None
             equation = equation or eq
+    if equation is not None and not all(_fits(equation, shapes_in, shapes_out[0]) for shapes in synth.shapes.values()
+                                        for shapes_in, shapes_out in shapes):
+        return None  # a sample the equation cannot explain (another operand count or rank, a size mismatch)
     return equation
+
+
+def _fits(equation: str, shapes_in: List[Tuple[int, ...]], shape_out: Tuple[int, ...]) -> bool:
+    """The sample's sizes are consistent with ``equation`` (operand count, ranks, one size per letter)."""
+    ins, out = equation.split("->")
+    operands = ins.split(",")
+    if len(operands) != len(shapes_in) or any(len(o) != len(s) for o, s in zip(operands, shapes_in)) \
+            or len(out) != len(shape_out):
+        return False
+    sizes: Dict[str, int] = {}
+    for letters, shape in list(zip(operands, shapes_in)) + [(out, shape_out)]:
+        for letter, size in zip(letters, shape):
+            if sizes.setdefault(letter, size) != size:
+                return False
+    return True
 
 
 def factor_equation(synth: Synthesis) -> Optional[str]:
@@ -700,13 +794,92 @@ def _with_defaults(key: str, layout: Dict[str, Tuple[int, Any]]) -> str:
 
 
 def _tables(synth: Synthesis, shapes: Dict[str, Any], spec: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-    """Strategy and shape tables keyed by the full signature (every layout argument, defaults filled in)."""
-    table, shape_table = {}, {}
+    """Strategy and shape tables keyed by the full signature (every layout argument, defaults filled in; a
+    periodic argument modulo its period: signatures that fold together keep the strategies they share, and
+    are dropped when their output shapes differ)."""
+    table: Dict[str, List[str]] = {}
+    shape_table: Dict[str, Any] = {}
+    clash = set()
     for key in sorted(k for k in set(synth.strategies) & set(shapes) if synth.strategies[k]):  # evidence only
-        full = _with_defaults(key, spec)
-        table[full] = [s.text() for s in synth.strategies[key]]
-        shape_table[full] = shapes[key]
+        full = _fold(_with_defaults(key, spec), synth.periods)
+        rows = [s.text() for s in synth.strategies[key]]
+        if full in table:
+            table[full] = [r for r in table[full] if r in rows]
+            if shape_table[full] != shapes[key] or not table[full]:
+                clash.add(full)
+            continue
+        table[full], shape_table[full] = rows, shapes[key]
+    for full in clash:
+        del table[full], shape_table[full]
     return table, shape_table
+
+
+def _fold(key: str, periods: Dict[str, int]) -> str:
+    """``key`` with each periodic integer argument taken modulo its period."""
+    if not periods:
+        return key
+    parts = key.split(";")
+    for i, part in enumerate(parts[1:], 1):
+        name, value = part.split("=", 1)
+        if name in periods and re.fullmatch(r"-?\d+", value):
+            parts[i] = f"{name}={int(value) % periods[name]}"
+    return ";".join(parts)
+
+
+def periods_of(fn: Callable, pool: Sequence[Tuple[list, dict]], layout: Dict[str, Tuple[int, Any]],
+               candidates: Sequence[int] = (2, 3, 4, 6, 8)) -> Dict[str, int]:
+    """Integer layout arguments (not dims) whose results repeat with a period: ``rot90``'s ``k`` gives the
+    same output for ``k`` and ``k + 4``. Checked on the first sample that passes the argument, for every
+    value in ``[-P, P)`` (each call must run and equal the call at ``value + P``); the smallest P wins."""
+    found = {}
+    for name in layout:
+        if name in _DIMS_ARGS or name == "keepdim":
+            continue
+        sample = next(((a, k) for a, k in pool if isinstance(k.get(name), int) and not isinstance(k[name], bool)),
+                      None)
+        if sample is None:
+            continue
+        for period in candidates:
+            if all(_periodic(fn, s, name, period) for s in (sample, _grown(sample))):
+                found[name] = period
+                break
+    return found
+
+
+def _grown(sample: Tuple[list, dict]) -> Tuple[list, dict]:
+    """The sample with every dim of every float tensor 3 larger (a period that is a size of the sample, like
+    ``roll``'s, does not survive it)."""
+    import torch
+    from hp_agent.dist_op.probe import _get, _put  # pylint: disable=import-outside-toplevel,protected-access
+    args, kwargs = list(sample[0]), dict(sample[1])
+    for loc in collect_tensors(args, kwargs):
+        t = _get(args, kwargs, loc)
+        if t.is_floating_point():
+            _put(args, kwargs, loc, torch.rand([s + 3 for s in t.shape], dtype=t.dtype) + 0.5)
+    return args, kwargs
+
+
+def _periodic(fn: Callable, sample: Tuple[list, dict], name: str, period: int) -> bool:
+    """``fn`` gives the same result at ``name=v`` and ``v + period`` for every ``v`` in ``[-period, period)``,
+    and a different one at 0 and 1 (every call must run)."""
+    import torch
+    args, kwargs = sample
+
+    def at(v: int) -> Any:
+        return fn(*args, **dict(kwargs, **{name: v}))
+    try:
+        with torch.no_grad():
+            return all(close_all(at(v), at(v + period)) for v in range(-period, period)) \
+                and not close_all(at(0), at(1))
+    except Exception:  # pylint: disable=broad-except  # a value the op refuses: no period
+        return False
+
+
+def close_all(a: Any, b: Any) -> bool:
+    """Two op results (tensors, tuples of them) equal: same shapes and values."""
+    from hp_agent.dist_op.probe import close  # pylint: disable=import-outside-toplevel
+    fa, fb = _flat(a), _flat(b)
+    return len(fa) == len(fb) and all(close(x, y) for x, y in zip(fa, fb))
 
 
 def emit(synth: Synthesis, layout: Dict[str, Tuple[int, Any]]) -> Tuple[Optional[Dict[str, Any]], List[str]]:
@@ -781,8 +954,9 @@ def _table_entry(synth: Synthesis, layout: Dict[str, Tuple[int, Any]]) -> Tuple[
         return None, problems or ["no signature could be expressed"]
     if _replicated_rows_only(table):
         return None, ["the table keeps no sharded or partial input: ReplicateRule runs the same"]
+    layout_option = {u: list(v) + ([synth.periods[u]] if u in synth.periods else []) for u, v in spec.items()}
     return {"rule": "StrategyTableRule", "module": TABLE_MODULE,
-            "options": {"layout": {u: list(v) for u, v in spec.items()}, "table": table, "shapes": shape_table,
+            "options": {"layout": layout_option, "table": table, "shapes": shape_table,
                         "fallback": "replicate"}}, []
 
 
@@ -823,7 +997,8 @@ def _keywordize(sample: Tuple[list, dict], iface: Any, layout_kwargs: Sequence[s
             cut = i
     args = args[:cut]
     for name in names[len(args):]:  # tensors passed by keyword (prelu's weight) go to their positions
-        if not isinstance(kwargs.get(name), torch.Tensor):
+        param = iface.params[names.index(name)]
+        if not isinstance(kwargs.get(name), torch.Tensor) or param.keyword_only:  # segment_reduce(*, lengths)
             break
         args.append(kwargs.pop(name))
     return args, kwargs
@@ -859,12 +1034,13 @@ SYNTH_BUDGET = 20.0
 
 
 def synth_op(op: str, use_opinfo: bool = True, ranks: Sequence[int] = (2, 3),
-             budget: Optional[float] = SYNTH_BUDGET) -> OpSynthesis:
+             budget: Optional[float] = SYNTH_BUDGET, replicate_only: bool = False) -> OpSynthesis:
     """Synthesise ``op`` (a torch name) from OpInfo's samples and the pipeline's own, and emit its entry.
 
     Fast paths: an op whose samples carry non-layout arguments (``extra_arguments``) is probed for the
-    all-``R`` strategy only (its entry can only be :class:`ReplicateRule`); every op stops starting sample
-    calls after ``budget`` seconds."""
+    all-``R`` strategy only (its entry can only be :class:`ReplicateRule`), and so is every op with
+    ``replicate_only`` (one that crashed on a shard); every op stops starting sample calls after ``budget``
+    seconds."""
     import time
     from hp_agent.dist_op.interface import resolve_torch, torch_interface
     from hp_agent.dist_op.samples import samples_for
@@ -880,9 +1056,11 @@ def synth_op(op: str, use_opinfo: bool = True, ranks: Sequence[int] = (2, 3),
         own = []
     pool = [_with_layout_defaults(_keywordize(s, iface, LAYOUT_KWARGS), layout) for s in from_db + own]
     extra = extra_arguments(pool)
-    synth = synthesize(op, fn, pool, ranks=ranks, use_opinfo=False, budget=budget, replicate_only=bool(extra))
+    synth = synthesize(op, fn, pool, ranks=ranks, use_opinfo=False, budget=budget,
+                       replicate_only=bool(extra) or replicate_only)
     synth.extra_args = extra
-    synth.opinfo = opinfo_name(op) if from_db else None
+    synth.periods = periods_of(fn, pool, layout) if not extra else {}
+    synth.opinfo = opinfo_name(op)
     entry, questions = emit(synth, layout)
     return OpSynthesis(op, synth, factor_equation(synth), conditions(synth), entry, questions,
                        {"opinfo": len(from_db), "pipeline": len(own)}, time.monotonic() - start)

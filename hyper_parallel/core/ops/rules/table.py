@@ -14,11 +14,12 @@ results assemble to the global result; what it finds is written into the op's re
         rule: StrategyTableRule
         module: hyper_parallel.core.ops.rules.table
         options:
-          layout: {k: [1, 1], dims: [2, [0, 1]]}          # argument: [position, default]
+          layout: {k: [1, 1, 4], dims: [2, [0, 1]]}       # argument: [position, default(, period)]
           table: {"2;dims=[0, 1];k=1": ["R->R", "S(0)->S(1)", "P(sum)->P(sum)"], ...}
           shapes: {"2;dims=[0, 1];k=1": [["0.1", "0.0"]]}  # per output: "input.dim", "i.d|j.e" (max), "i.d*j.e", a size
 
-  A signature is the inputs' ranks plus the layout arguments' values (dims normalised to >= 0). Per mesh
+  A signature is the inputs' ranks plus the layout arguments' values (dims normalised to >= 0; an integer
+  argument with a period, found by the synthesis on the op's own results, taken modulo it). Per mesh
   dim, the inputs' current placements are kept when the table has them; else the strategy that keeps the
   most inputs and gathers (``Replicate``) the rest; a tensor dim already sharded by an earlier mesh dim is
   gathered on later ones. A signature the table does not hold is refused with a ``RuleError`` (never a
@@ -189,6 +190,17 @@ class ReplicateRule(OpRule):
         return _wrap_replicated(func(*args, **kwargs), plan)
 
 
+def _layout_option(op: str, layout: Any) -> Dict[str, Any]:
+    """Option ``layout`` checked: argument -> [position, default] or [position, default, period]."""
+    out = dict(layout or {})
+    for name, spec in out.items():
+        if not isinstance(spec, (list, tuple)) or len(spec) not in (2, 3) or not isinstance(spec[0], int) \
+                or (len(spec) == 3 and (not isinstance(spec[2], int) or spec[2] < 2)):
+            raise RuleError(f"{op}: option layout.{name}={spec!r}: expected [position, default] or "
+                            "[position, default, period] (an integer period >= 2)")
+    return out
+
+
 class StrategyTableRule(OpRule):
     """Per-signature strategy table (options ``layout``, ``table``, ``shapes``, ``fallback``; see the module
     docstring)."""
@@ -199,10 +211,7 @@ class StrategyTableRule(OpRule):
 
     def __init__(self, op: str, **options: Any) -> None:
         super().__init__(op, **options)
-        self.layout = dict(options.get("layout") or {})
-        for name, spec in self.layout.items():
-            if not isinstance(spec, (list, tuple)) or len(spec) != 2 or not isinstance(spec[0], int):
-                raise RuleError(f"{op}: option layout.{name}={spec!r}: expected [position, default]")
+        self.layout = _layout_option(op, options.get("layout"))
         self.cache_args = tuple(self.layout)
         table = options.get("table")
         shapes = options.get("shapes")
@@ -221,8 +230,12 @@ class StrategyTableRule(OpRule):
     def _key(self, call: OpCall) -> str:
         ranks = [t.ndim for t in call.tensors]
         ndim = ranks[0] if ranks else 0
-        values = {name: _norm(name, call.arg(pos, name, default), ndim) for name, (pos, default) in
-                  self.layout.items()}
+        values = {}
+        for name, (pos, default, *period) in self.layout.items():
+            value = _norm(name, call.arg(pos, name, default), ndim)
+            if period and isinstance(value, int) and not isinstance(value, bool):
+                value %= period[0]  # rot90's k: k and k + 4 give the same result
+            values[name] = value
         return signature_of(ranks, values)
 
     def infer(self, call: OpCall) -> Decision:
