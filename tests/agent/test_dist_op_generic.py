@@ -102,3 +102,17 @@ def test_a_table_of_replicated_rows_only_is_a_replicate_rule():
     synth = synthesize("first_scaled", first_scaled, [([_r(4, 6)], {})], use_opinfo=False)
     assert synth.table() == {"2": ["R->R"]}
     assert emit(synth, {}) == ({"rule": "ReplicateRule", "module": "hyper_parallel.core.ops.rules.table"}, [])
+
+
+def test_samples_of_an_op_tested_through_a_wrapper_are_captured_from_its_calls(monkeypatch):
+    from types import SimpleNamespace
+    import torch
+    from hp_agent.dist_op import synth
+
+    def wrapper(x, k):  # what OpInfo calls: our op runs inside, on values the wrapper makes
+        return torch.mul(x.relu(), k)
+    sample = SimpleNamespace(input=_r(3, 4), args=(2.0,), kwargs={})
+    info = SimpleNamespace(op=wrapper, sample_inputs=lambda *a, **k: iter([sample]))
+    monkeypatch.setattr(synth, "_opinfos", lambda op: [info])
+    calls = synth.captured_samples("torch.mul", torch.mul)
+    assert len(calls) == 1 and calls[0][0][1] == 2.0 and torch.equal(calls[0][0][0], sample.input.relu())

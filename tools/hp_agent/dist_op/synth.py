@@ -216,6 +216,40 @@ def opinfo_samples(op: str, limit: int = 6) -> List[Tuple[list, dict]]:
     return _opinfo_draw(op, limit)[1]
 
 
+def captured_samples(op: str, fn: Callable, limit: int = 6) -> List[Tuple[list, dict]]:
+    """Calls of ``fn`` recorded while OpInfo's own callable runs its samples: for an op that OpInfo tests
+    through a wrapper (``max_pool2d_with_indices_backward``: the OpInfo runs max pooling forward, then the
+    aten backward op on its results), the wrapper's samples are not ``fn``'s, but the calls it makes are."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+    out: List[Tuple[list, dict]] = []
+
+    def copy(v: Any) -> Any:
+        if isinstance(v, torch.Tensor):
+            return v.detach().clone()
+        return type(v)(copy(x) for x in v) if type(v) in (list, tuple) else v  # pylint: disable=unidiomatic-typecheck
+
+    class _Record(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func is fn and len(out) < limit:
+                out.append(([copy(a) for a in args], {k: copy(v) for k, v in kwargs.items()}))
+            return func(*args, **kwargs)
+
+    for info in _opinfos(op):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for s in itertools.islice(info.sample_inputs("cpu", torch.float32, requires_grad=False), limit * 10):
+                try:
+                    with _Record():
+                        info.op(s.input, *s.args, **s.kwargs)
+                except Exception:  # pylint: disable=broad-except  # a sample the wrapper refuses: none recorded
+                    continue
+                if len(out) >= limit:
+                    return out
+    return out
+
+
 def _values(name: str, value: Any, ndim: int) -> List[Any]:
     """Candidate values of layout argument ``name`` for an input of rank ``ndim``."""
     if name in ("keepdim",):
@@ -1050,6 +1084,8 @@ def synth_op(op: str, use_opinfo: bool = True, ranks: Sequence[int] = (2, 3),
     layout = {p.name: (i, p.default if p.has_default else None) for i, p in enumerate(iface.params)
               if p.name in LAYOUT_KWARGS and not p.tensor}
     from_db = opinfo_samples(op) if use_opinfo else []
+    if from_db and not any(_runs(fn, *sample) for sample in from_db):  # OpInfo tests it through a wrapper
+        from_db = captured_samples(op, fn)
     try:
         own = samples_for(op)
     except Exception:  # pylint: disable=broad-except  # the schema gave no sample: OpInfo's only
