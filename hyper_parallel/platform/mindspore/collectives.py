@@ -77,9 +77,9 @@ _GATHER_PRIMS: Dict[str, Any] = {}
 _GATHER_WIRE = {ms.bool_: ms.int32, ms.int8: ms.int32, ms.uint8: ms.int32, ms.int16: ms.int32,
                 ms.bfloat16: ms.float32}
 _GATHER_NATIVE = (ms.float32, ms.float16, ms.int32)
-#: 64-bit dtypes: the CPU kernels of both all-gather and all-reduce lack them; they travel bit-exact
-#: as int32 pairs, and reductions over them run locally on the gathered values
-_BITS64 = {ms.float64: np.float64, ms.int64: np.int64}
+#: 64-bit and complex dtypes: the CPU kernels of both all-gather and all-reduce lack them; they travel
+#: bit-exact as int32 words, and reductions over them run locally on the gathered values
+_BITS64 = {ms.float64: np.float64, ms.int64: np.int64, ms.complex64: np.complex64, ms.complex128: np.complex128}
 _NP_REDUCE = {"sum": np.sum, "avg": np.mean, "max": np.max, "min": np.min}
 
 

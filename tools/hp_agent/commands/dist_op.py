@@ -401,3 +401,42 @@ def apply_updates_cmd(updates: Tuple[str, ...], who: str, as_json: bool) -> None
         for r in records:
             click.echo(f"{r['op']}: {r['field']} updated in {r['registry']} (confirmed by {r['by']} at {r['at']})")
     sys.exit(EXIT_OK)
+
+
+@cli_group.command("ms-sweep")
+@click.argument("ops", nargs=-1)
+@click.option("--markdown", default="", help="Write the measured table to this Markdown file.")
+@click.option("--batch", "batch_out", default="",
+              help="Write the plans whose counterparts pass to this batch file, their names recorded in the plans.")
+@json_option
+@internal_errors
+def ms_sweep_cmd(ops: Tuple[str, ...], markdown: str, batch_out: str, as_json: bool) -> None:
+    """Kernel-check the mindspore.mint counterparts of every pipeline op (or OPS) against torch in as few
+    MindSpore processes as possible: CPU kernel, values, gradients, MindSpore's error. With --batch, the
+    passing names go into the plans (stale until `confirm --batch FILE --set frontends.mindspore.in_scope=true`)."""
+    from hp_agent.dist_op import mindspore_frontend as msf
+    layout = _layout()
+    plans = [p for p in msf.pipeline_plans(layout) if not ops or p.op in ops]
+    if ops and len(plans) != len(set(ops)):
+        _refuse(ValueError(f"not pipeline ops (no generated.yaml entry with a plan): "
+                           f"{sorted(set(ops) - {p.op for p in plans})}"))
+
+    def progress(row):
+        if "does not exist here" not in row.get("error", ""):
+            err_console.print(f"{row['op']} {row['mint']}: {'ok' if row['ok'] else row['detail']}")
+    result = msf.sweep(layout, plans, progress=progress)
+    if markdown:
+        Path(markdown).write_text(msf.sweep_markdown(result), encoding="utf-8")
+    if batch_out:
+        changed = msf.record_sweep(result, plans)
+        Path(batch_out).write_text("# MindSpore frontends: plans whose mint counterparts pass the kernel check "
+                                   "(hp-agent dist-op ms-sweep)\n" + "".join(
+                                       f"{p.path.relative_to(layout.root)}\n" for p in changed), encoding="utf-8")
+    counts = msf.sweep_counts(result)
+    if as_json:
+        click.echo(json.dumps({**counts, "seconds": result["seconds"], "processes": result["processes"],
+                               "error": result["error"], "rows": result["rows"]}, indent=2, default=str))
+    else:
+        click.echo(" ".join(f"{k}={v}" for k, v in counts.items())
+                   + f" processes={result['processes']} seconds={result['seconds']}")
+    sys.exit(EXIT_FINDINGS if result["error"] else EXIT_OK)

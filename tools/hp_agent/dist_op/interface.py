@@ -210,19 +210,24 @@ def _dtypes(fn: Callable, iface: Interface) -> List[str]:
 MS_PREFIXES = ("mindspore.mint.", "mindspore.mint.nn.functional.", "mindspore.ops.")
 
 
+def _ms_candidates(torch_name: str) -> List[str]:
+    """``mindspore.mint`` names in the torch name's own namespace first (``torch.special.x`` ->
+    ``mint.special.x``; see ``mindspore_frontend.candidates``), then ``mindspore.ops.x``."""
+    from hp_agent.dist_op.mindspore_frontend import candidates
+    return candidates(torch_name) + ["mindspore.ops." + base_name(torch_name)]
+
+
 def mindspore_scope(torch_name: str) -> Dict[str, Any]:
     """MindSpore counterparts of a torch op: installed or not, and which mint/ops names exist."""
     if importlib.util.find_spec("mindspore") is None:
         return {"installed": False, "names": [], "note": "MindSpore is not installed here: scope unknown"}
-    op = base_name(torch_name)
+    mindspore = importlib.import_module("mindspore")
     names = []
-    for prefix in MS_PREFIXES:
-        module_name, attr = (prefix + op).rsplit(".", 1)
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
-        if callable(getattr(module, attr, None)):
-            names.append(prefix + op)
-    version = getattr(importlib.import_module("mindspore"), "__version__", "?")
+    for name in _ms_candidates(torch_name):
+        obj: Any = mindspore
+        for part in name.split(".")[1:]:
+            obj = getattr(obj, part, None)
+        if callable(obj) and not isinstance(obj, type):
+            names.append(name)
+    version = getattr(mindspore, "__version__", "?")
     return {"installed": True, "version": version, "names": names}

@@ -22,7 +22,7 @@ import json
 import subprocess
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import yaml
 
@@ -30,7 +30,8 @@ from hp_agent.dist_op.layout import Layout
 from hp_agent.dist_op.plan import Plan, dump_yaml, slug_of
 
 __all__ = ["MS_REGISTRY", "MS_CASES_DIR", "KernelCheck", "FrontendResult", "mint_names", "check_kernels", "ms_cases",
-           "write_frontend", "run_launch", "frontend_for", "in_scope", "mindspore_step", "MAX_CASES"]
+           "write_frontend", "run_launch", "frontend_for", "in_scope", "mindspore_step", "MAX_CASES", "run_jobs",
+           "candidates", "sweep_jobs", "pipeline_plans", "sweep", "sweep_counts", "sweep_markdown", "record_sweep"]
 
 MS_REGISTRY = "hyper_parallel/core/ops/yaml/mindspore_generated.yaml"
 MS_CASES_DIR = "tests/st/mindspore/generated/cases"
@@ -39,81 +40,16 @@ _HEADER = ("# MindSpore frontends written by `hp-agent dist-op dev` from confirm
            "# the same rule class, module and options as the torch names (generated.yaml). Change the plan and\n"
            "# re-run dev, do not edit by hand.\n")
 
-# runs in a fresh interpreter: MindSpore and torch side by side, one process for every op of the call
-_KERNEL_CODE = r'''
-import json, sys, warnings
-import numpy as np
-warnings.simplefilter("ignore")
-import torch
-import mindspore as ms
-from mindspore import mint
-
-
-def resolve(name, root):
-    obj = root
-    for part in name.split(".")[1 if root is torch else 2:]:
-        obj = getattr(obj, part)
-    return obj
-
-
-def torch_fn(name):
-    return resolve(name, torch)
-
-
-def one(job):
-    if not job["cases"]:
-        return {"ok": False, "detail": f"{job['mint']}: the plan has no ST case to run the kernel on"}
-    fn_t = torch_fn(job["torch"])
-    fn_m = resolve(job["mint"], mint)
-    for k, case in enumerate(job["cases"]):
-        rng = np.random.default_rng(100 + k)
-        arrays = [(rng.random(tuple(s)) + 0.5).astype(np.float32) for s in case["shapes"]]
-        kwargs = dict(case.get("kwargs") or {})
-        ts = [torch.tensor(a, requires_grad=bool(case.get("grad", True))) for a in arrays]
-        want = fn_t(*ts, **kwargs)
-        try:
-            got = fn_m(*[ms.Tensor(a) for a in arrays], **kwargs)
-        except Exception as exc:
-            return {"ok": False, "detail": f"{job['mint']}{[list(a.shape) for a in arrays]} {kwargs}: "
-                    f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"}
-        if tuple(got.shape) != tuple(want.shape) or not np.allclose(got.asnumpy(), want.detach().numpy(),
-                                                                    rtol=1e-4, atol=1e-5, equal_nan=True):
-            return {"ok": False, "detail": f"{job['mint']} {kwargs}: result differs from {job['torch']}"}
-        if case.get("grad", True):
-            w = rng.standard_normal(tuple(want.shape)).astype(np.float32)
-            (want * torch.tensor(w)).sum().backward()
-            try:
-                grads = ms.grad(lambda *xs: (fn_m(*xs, **kwargs) * ms.Tensor(w)).sum(),
-                                grad_position=tuple(range(len(arrays))))(*[ms.Tensor(a) for a in arrays])
-            except Exception as exc:
-                return {"ok": False, "detail": f"{job['mint']} backward: {type(exc).__name__}: "
-                        f"{str(exc).strip().splitlines()[0][:200]}"}
-            grads = grads if isinstance(grads, tuple) else (grads,)
-            for g, t in zip(grads, ts):
-                if not np.allclose(g.asnumpy(), t.grad.numpy(), rtol=1e-4, atol=1e-5, equal_nan=True):
-                    return {"ok": False, "detail": f"{job['mint']} {kwargs}: gradient differs from {job['torch']}"}
-    return {"ok": True, "detail": f"{len(job['cases'])} case(s) match {job['torch']} (forward"
-            + (" and backward)" if any(c.get("grad", True) for c in job["cases"]) else ")")}
-
-
-jobs = json.loads(sys.stdin.read())
-out = {}
-for job in jobs:
-    try:
-        out[job["mint"]] = one(job)
-    except Exception as exc:
-        out[job["mint"]] = {"ok": False, "detail": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"}
-print("HP-KERNELS " + json.dumps(out))
-'''
-
-
 @dataclass
 class KernelCheck:
-    """What one MindSpore process said about the mint counterparts of some ops."""
+    """What the MindSpore process(es) said about the mint counterparts of some ops: ``results[mint name]``
+    (or ``results["<torch op>|<mint name>"]`` in a sweep) with ``ok``, ``kernel``, ``forward``, ``grad``,
+    ``error``, ``detail`` and the converted ``cases``."""
 
     results: Dict[str, Dict[str, Any]] = field(default_factory=dict)
     seconds: float = 0.0
     error: str = ""
+    processes: int = 0
 
     def ok(self, name: str) -> bool:
         """True when ``name`` ran and matched torch."""
@@ -156,28 +92,83 @@ def ms_cases(plan: Plan) -> List[Dict[str, Any]]:
     return out
 
 
-def check_kernels(plans: Sequence[Plan], layout: Layout, timeout: float = 300.0) -> KernelCheck:
-    """Run every plan's mint counterparts on its cases in one MindSpore process (see the module docstring)."""
-    jobs = [{"torch": p.op, "mint": name, "cases": ms_cases(p)} for p in plans for name in mint_names(p, layout)]
+def _detail(res: Dict[str, Any]) -> str:
+    if res.get("ok"):
+        n = len(res.get("cases") or [])
+        return f"{n} case(s) match {res['op']} (forward" + (" and backward)" if res.get("grad") == "equal" else ")")
+    return f"{res['mint']}: {res.get('error') or 'failed'}"
+
+
+def _one_process(todo: List[Dict[str, Any]], layout: Layout, timeout: float, check: KernelCheck,
+                 progress: Optional[Callable[[Dict[str, Any]], None]]) -> tuple:
+    """Run ``todo`` in one child, streaming its results into ``check``; returns (last started key, exit text,
+    stderr tail)."""
+    import tempfile
+    import threading
+    with tempfile.TemporaryFile(mode="w+") as err:
+        proc = subprocess.Popen(  # pylint: disable=consider-using-with  # streamed, killed by the watchdog
+            [layout.interpreter, "-m", "hp_agent.dist_op.mindspore_kernels"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=err, text=True, cwd=layout.root, env=layout.test_env())
+        expired = threading.Event()
+        limit = timeout + 2.0 * len(todo)
+        watchdog = threading.Timer(limit, lambda: (expired.set(), proc.kill()))
+        watchdog.start()
+        started = None
+        try:
+            proc.stdin.write(json.dumps(todo))
+            proc.stdin.close()
+            for line in proc.stdout:
+                if line.startswith("HP-START "):
+                    started = json.loads(line[len("HP-START "):])
+                elif line.startswith("HP-JOB "):
+                    res = json.loads(line[len("HP-JOB "):])
+                    res["detail"] = _detail(res)
+                    check.results[res["key"]] = res
+                    if progress:
+                        progress(res)
+            proc.wait()
+        finally:
+            watchdog.cancel()
+        err.seek(0)
+        code = f"timed out after {limit:.0f} s" if expired.is_set() else f"exit {proc.returncode}"
+        return started, code, err.read().strip()[-600:]
+
+
+def run_jobs(jobs: List[Dict[str, Any]], layout: Layout, timeout: float = 300.0,
+             progress: Optional[Callable[[Dict[str, Any]], None]] = None) -> KernelCheck:
+    """Run kernel-check ``jobs`` (``key``, ``torch``, ``mint``, ``cases``) in as few MindSpore processes as
+    possible: a process that dies or hangs costs only the job it was running (recorded with the exit), the
+    rest go to a fresh process. ``results`` is keyed by the jobs' ``key``; ``progress(result)`` per job."""
     check = KernelCheck()
-    if not jobs:
-        return check
+    todo = list(jobs)
     start = time.monotonic()
-    try:
-        proc = subprocess.run([layout.interpreter, "-c", _KERNEL_CODE], input=json.dumps(jobs), text=True,
-                              capture_output=True, cwd=layout.root, env=layout.test_env(), timeout=timeout,
-                              check=False)
-    except subprocess.TimeoutExpired:
-        check.error = f"the MindSpore kernel check did not finish in {timeout:.0f} s"
-        check.seconds = time.monotonic() - start
-        return check
+    while todo:
+        check.processes += 1
+        started, code, tail = _one_process(todo, layout, timeout, check, progress)
+        left = [j for j in todo if j["key"] not in check.results]
+        if left and (started is None or left[0]["key"] != started):  # died outside a job: report and stop
+            check.error = f"the MindSpore kernel check failed ({code}): {tail}"
+            break
+        if left:
+            job = left.pop(0)
+            res = {"key": job["key"], "op": job["torch"], "mint": job["mint"], "ok": False, "kernel": "",
+                   "forward": "crash", "grad": "", "cases": [], "seconds": 0.0,
+                   "error": f"the MindSpore process died on it ({code})"}
+            res["detail"] = _detail(res)
+            check.results[job["key"]] = res
+        todo = left
     check.seconds = time.monotonic() - start
-    line = next((x for x in proc.stdout.splitlines() if x.startswith("HP-KERNELS ")), None)
-    if line is None:
-        check.error = f"the MindSpore kernel check failed (exit {proc.returncode}): {proc.stderr.strip()[-600:]}"
-        return check
-    check.results = json.loads(line[len("HP-KERNELS "):])
     return check
+
+
+def check_kernels(plans: Sequence[Plan], layout: Layout, timeout: float = 300.0) -> KernelCheck:
+    """Run every plan's mint counterparts on its cases in one MindSpore process (see the module docstring);
+    ``results`` keyed by mint name."""
+    jobs = [{"key": name, "torch": p.op, "mint": name, "cases": list(p.meta.get("st_cases") or []),
+             "max_cases": MAX_CASES} for p in plans for name in mint_names(p, layout)]
+    if not jobs:
+        return KernelCheck()
+    return run_jobs(jobs, layout, timeout)
 
 
 def _entries(layout: Layout) -> Dict[str, Any]:
@@ -185,9 +176,11 @@ def _entries(layout: Layout) -> Dict[str, Any]:
     return (yaml.safe_load(target.read_text(encoding="utf-8")) or {}) if target.is_file() else {}
 
 
-def write_frontend(plan: Plan, layout: Layout, names: Sequence[str], entry: Dict[str, Any]) -> List[str]:
+def write_frontend(plan: Plan, layout: Layout, names: Sequence[str], entry: Dict[str, Any],
+                   cases: Optional[List[Dict[str, Any]]] = None) -> List[str]:
     """Write the registry entries of ``names`` (``entry``: the torch names' rule/module/options) and the
-    plan's MindSpore case file; returns the files written (relative paths)."""
+    plan's MindSpore case file (``cases``: the kernel check's converted cases, default :func:`ms_cases`);
+    returns the files written (relative paths)."""
     entries = _entries(layout)
     for name in names:
         entries[name] = {**entry, "doc": f"{layout.plans_dir}/{slug_of(plan.op)}.md"}
@@ -196,7 +189,7 @@ def write_frontend(plan: Plan, layout: Layout, names: Sequence[str], entry: Dict
                    for name, spec in sorted(entries.items()))
     written = []
     for rel, text in ((MS_REGISTRY, _HEADER + body), (f"{MS_CASES_DIR}/{slug_of(plan.op)}.yaml", _case_text(
-            plan, layout, names))):
+            plan, layout, names, ms_cases(plan) if cases is None else cases))):
         target = layout.path(rel)
         if target.is_file() and target.read_text(encoding="utf-8") == text:
             continue
@@ -212,12 +205,12 @@ def _flow(value: Any) -> str:
     return yaml.safe_dump(value, default_flow_style=True, width=10**6, sort_keys=False).strip()
 
 
-def _case_text(plan: Plan, layout: Layout, names: Sequence[str]) -> str:
+def _case_text(plan: Plan, layout: Layout, names: Sequence[str], cases: List[Dict[str, Any]]) -> str:
     head = (f"# MindSpore cases of {plan.op}, written by `hp-agent dist-op dev` from the confirmed plan "
             f"{layout.plans_dir}/{slug_of(plan.op)}.md\n# (read by tests/st/mindspore/generated/checks.py, "
             "in MindSpore launch 2): change the plan and re-run dev.\n")
     lines = [dump_yaml({"op": plan.op, "names": list(names)}).rstrip(), "cases:"]
-    lines += [f"- {_flow(c)}" for c in ms_cases(plan)]
+    lines += [f"- {_flow(c)}" for c in cases]
     return head + "\n".join(lines) + "\n"
 
 
@@ -294,7 +287,7 @@ def mindspore_step(plans: Sequence[Plan], layout: Layout) -> Dict[str, FrontendR
             out[plan.op] = FrontendResult(plan.op, False, why, share)
             continue
         names = mint_names(plan, layout)
-        files = write_frontend(plan, layout, names, planned_entry(plan))
+        files = write_frontend(plan, layout, names, planned_entry(plan), check.results[names[0]].get("cases"))
         out[plan.op] = FrontendResult(plan.op, True, check.results[names[0]]["detail"], share, files)
         ready.append(plan)
     if not ready:
@@ -315,3 +308,134 @@ def mindspore_step(plans: Sequence[Plan], layout: Layout) -> Dict[str, FrontendR
         else:
             res.detail += f"; DTensor parity on 2 MindSpore ranks ok ({', '.join(names)})"
     return out
+
+
+# ---------------------------------------------------------------------- the sweep over every pipeline op
+_SPACES = ("", "nn.functional", "special", "linalg")
+
+
+def candidates(op: str) -> List[str]:
+    """``mindspore.mint`` names that may be ``op``'s counterpart, its own namespace first: ``torch.special.x``
+    -> ``mint.special.x``, ``mint.x``; ``torch.linalg.x`` -> ``mint.linalg.x``, ``mint.x``;
+    ``torch.nn.functional.x`` -> ``mint.nn.functional.x``, ``mint.x``; ``torch.x`` -> ``mint.x`` then
+    ``mint.nn.functional.x``/``mint.special.x``/``mint.linalg.x``; ``Tensor.x`` -> ``mint.x``. Whether one
+    really is the counterpart is for the kernel check (same arguments, same values and gradients)."""
+    parts = op.split(".")
+    base = parts[-1]
+    if parts[0] == "Tensor":
+        spaces: Sequence[str] = ("",)
+    else:
+        own = ".".join(parts[1:-1])
+        spaces = (own, "") if own else _SPACES
+    out: List[str] = []
+    for space in spaces:
+        name = "mindspore.mint." + (f"{space}." if space else "") + base
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def _own(op: str) -> str:
+    """The candidate in ``op``'s own namespace (``torch.cross`` -> ``mindspore.mint.cross``)."""
+    return candidates(op)[0]
+
+
+def sweep_jobs(plans: Sequence[Plan]) -> List[Dict[str, Any]]:
+    """One job per (plan, candidate); a name that is another op's own-namespace counterpart goes to that op
+    only (``mint.cross`` is ``torch.cross``'s, not ``torch.linalg.cross``'s)."""
+    owners = {_own(p.op): p.op for p in plans}
+    jobs = []
+    for plan in plans:
+        names = candidates(plan.op) + [n for n in mint_names(plan) if n not in candidates(plan.op)]
+        for name in names:
+            if owners.get(name, plan.op) != plan.op:
+                continue
+            jobs.append({"key": f"{plan.op}|{name}", "torch": plan.op, "mint": name, "max_cases": MAX_CASES,
+                         "cases": list(plan.meta.get("st_cases") or [])})
+    return jobs
+
+
+def pipeline_plans(layout: Layout) -> List[Plan]:
+    """The confirmed plans behind the pipeline's registry entries (``generated.yaml``'s ``doc`` fields)."""
+    from hp_agent.dist_op.plan import load_plan
+    target = layout.path(layout.registry_yaml)
+    entries = yaml.safe_load(target.read_text(encoding="utf-8")) or {}
+    docs = sorted({spec.get("doc") for spec in entries.values() if isinstance(spec, dict) and spec.get("doc")})
+    return [load_plan(layout.path(doc)) for doc in docs if layout.path(doc).is_file()]
+
+
+def sweep(layout: Layout, plans: Optional[Sequence[Plan]] = None,
+          progress: Optional[Callable[[Dict[str, Any]], None]] = None) -> Dict[str, Any]:
+    """Kernel-check every mint candidate of every pipeline op (default: :func:`pipeline_plans`) in as few
+    MindSpore processes as possible. Returns ``ops``, ``rows`` (existing counterparts only, sorted),
+    ``seconds``, ``processes`` and ``error``."""
+    plans = list(pipeline_plans(layout) if plans is None else plans)
+    check = run_jobs(sweep_jobs(plans), layout, timeout=600.0, progress=progress)
+    rows = sorted((r for r in check.results.values() if "does not exist here" not in r.get("error", "")),
+                  key=lambda r: (r["op"], r["mint"]))
+    hand = registered_elsewhere(layout)
+    for r in rows:
+        if r["mint"] in hand:
+            r["registered"] = hand[r["mint"]]
+    return {"ops": len(plans), "rows": rows, "seconds": round(check.seconds, 1), "processes": check.processes,
+            "error": check.error}
+
+
+def sweep_counts(result: Dict[str, Any]) -> Dict[str, int]:
+    """Ops with a counterpart, with a CPU kernel, with equal values (and gradients), as the sweep measured."""
+    rows = result["rows"]
+
+    def ops(pred):
+        return len({r["op"] for r in rows if pred(r)})
+    return {"ops_checked": result["ops"], "ops_with_mint": ops(lambda r: True),
+            "mint_names": len(rows), "ops_with_cpu_kernel": ops(lambda r: r["kernel"] == "yes"),
+            "ops_values_equal": ops(lambda r: r["forward"] == "equal"), "ops_passing": ops(lambda r: r["ok"]),
+            "ops_new_frontends": ops(lambda r: r["ok"] and not r.get("registered"))}
+
+
+def sweep_markdown(result: Dict[str, Any], header: str = "") -> str:
+    """The sweep as a Markdown table (op, mint name, CPU kernel, values, gradients, MindSpore's error)."""
+    counts = sweep_counts(result)
+    lines = [header or "# MindSpore counterparts of the pipeline's ops (measured)", "",
+             f"{counts['ops_checked']} ops checked, {counts['ops_with_mint']} with a `mindspore.mint` counterpart "
+             f"({counts['mint_names']} names), {counts['ops_with_cpu_kernel']} with a CPU kernel, "
+             f"{counts['ops_values_equal']} with torch's values, {counts['ops_passing']} passing (values and "
+             f"gradients), {counts['ops_new_frontends']} of them with a name no hand-written file registers. "
+             f"{result['processes']} MindSpore process(es), {result['seconds']} s.", "",
+             "| op | mint name | CPU kernel | values | gradients | MindSpore's error / why not |",
+             "|---|---|---|---|---|---|"]
+    for r in result["rows"]:
+        error = (r.get("error") or "").replace("|", "\\|").replace("\n", " ")[:160]
+        if r.get("registered"):
+            error = f"registered by hand ({r['registered']}) " + error
+        lines.append(f"| `{r['op']}` | `{r['mint'][len('mindspore.'):]}` | {r['kernel'] or '?'} | "
+                     f"{r['forward'] or '-'} | {r['grad'] or '-'} | {error} |")
+    return "\n".join(lines) + "\n"
+
+
+def record_sweep(result: Dict[str, Any], plans: Sequence[Plan]) -> List[Plan]:
+    """Write the sweep's findings into the plans of the ops with at least one passing counterpart:
+    ``frontends.mindspore.names`` = the passing mint names (plus the analysis' other, non-mint names) and
+    ``frontends.mindspore.unusable`` = MindSpore's words for the candidates that failed. Analysis data only:
+    the plans become stale until a person confirms them (``confirm --batch FILE --set
+    frontends.mindspore.in_scope=true``). Returns every plan with a passing counterpart (saved when changed)."""
+    rows: Dict[str, List[Dict[str, Any]]] = {}
+    for r in result["rows"]:
+        rows.setdefault(r["op"], []).append(r)
+    passing = []
+    for plan in plans:
+        mine = rows.get(plan.op, [])
+        good = [r["mint"] for r in mine if r["ok"] and not r.get("registered")]
+        if not good:
+            continue
+        ms = plan.meta.setdefault("frontends", {}).setdefault("mindspore", {})
+        old = list(ms.get("names") or [])
+        names = good + [n for n in old if not n.startswith("mindspore.mint.")]
+        unusable = {r["mint"]: r["detail"] for r in mine if not r["ok"]}
+        if names != old or (ms.get("unusable") or {}) != unusable:
+            ms["names"] = names
+            if unusable:
+                ms["unusable"] = unusable
+            plan.save()
+        passing.append(plan)
+    return passing
