@@ -425,7 +425,9 @@ def record_sweep(result: Dict[str, Any], plans: Sequence[Plan]) -> List[Plan]:
     passing = []
     for plan in plans:
         mine = rows.get(plan.op, [])
-        good = [r["mint"] for r in mine if r["ok"] and not r.get("registered")]
+        order = candidates(plan.op)
+        good = sorted((r["mint"] for r in mine if r["ok"] and not r.get("registered")),
+                      key=lambda n: order.index(n) if n in order else len(order))
         if not good:
             continue
         ms = plan.meta.setdefault("frontends", {}).setdefault("mindspore", {})
