@@ -413,6 +413,13 @@ def sweep_markdown(result: Dict[str, Any], header: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
+def _good_names(plan: Plan, mine: List[Dict[str, Any]]) -> List[str]:
+    """The passing names of ``plan``'s sweep rows that no hand-written file registers, in candidate order."""
+    order = candidates(plan.op)
+    good = [r["mint"] for r in mine if r["ok"] and not r.get("registered")]
+    return sorted(good, key=lambda n: order.index(n) if n in order else len(order))
+
+
 def record_sweep(result: Dict[str, Any], plans: Sequence[Plan]) -> List[Plan]:
     """Write the sweep's findings into the plans of the ops with at least one passing counterpart:
     ``frontends.mindspore.names`` = the passing mint names (plus the analysis' other, non-mint names) and
@@ -425,9 +432,7 @@ def record_sweep(result: Dict[str, Any], plans: Sequence[Plan]) -> List[Plan]:
     passing = []
     for plan in plans:
         mine = rows.get(plan.op, [])
-        order = candidates(plan.op)
-        good = sorted((r["mint"] for r in mine if r["ok"] and not r.get("registered")),
-                      key=lambda n: order.index(n) if n in order else len(order))
+        good = _good_names(plan, mine)
         if not good:
             continue
         ms = plan.meta.setdefault("frontends", {}).setdefault("mindspore", {})

@@ -71,6 +71,16 @@ def _literal(value: Any, tensors: List[Any]) -> Any:
     raise Unsupported(f"argument {value!r} ({type(value).__name__}) has no MindSpore spelling")
 
 
+def _check_tensors(tensors: List[Any]) -> None:
+    """Refuse what a MindSpore case cannot carry (the reason names it)."""
+    if any(t.is_complex() for t in tensors):
+        raise Unsupported("a complex tensor input")
+    if any(t.numel() == 0 for t in tensors):
+        raise Unsupported("an empty tensor (MindSpore refuses zero-size inputs)")
+    if any(not t.is_floating_point() and t.numel() > _MAX_VALUES for t in tensors):
+        raise Unsupported(f"an integer tensor of more than {_MAX_VALUES} elements")
+
+
 def _opinfo_case(case: Dict[str, Any]) -> Dict[str, Any]:
     from hyper_parallel.testing.op_cases import _opinfo_sample
     _, sample = _opinfo_sample(case["opinfo"], int(case["sample"]))
@@ -82,13 +92,8 @@ def _opinfo_case(case: Dict[str, Any]) -> Dict[str, Any]:
         raise Unsupported("a tensor passed by keyword")
     out: Dict[str, Any] = {"shapes": [list(t.shape) for t in tensors], "args": args, "kwargs": kwargs}
     dtypes = [str(t.dtype).replace("torch.", "") for t in tensors]
-    if any(t.is_complex() for t in tensors):
-        raise Unsupported("a complex tensor input")
-    if any(t.numel() == 0 for t in tensors):
-        raise Unsupported("an empty tensor (MindSpore refuses zero-size inputs)")
+    _check_tensors(tensors)
     fixed = {i: t.tolist() for i, t in enumerate(tensors) if not t.is_floating_point()}
-    if any(tensors[i].numel() > _MAX_VALUES for i in fixed):
-        raise Unsupported(f"an integer tensor of more than {_MAX_VALUES} elements")
     if any(d != "float32" for d in dtypes):
         out["dtypes"] = dtypes
     if fixed:
