@@ -159,6 +159,12 @@ def test_narrow_select_split_chunk_unbind():
     assert infer("torch.narrow", (4, 6), [S0], 0, -2, 2).inputs == [(R,)]
     with pytest.raises(RuleError, match="exceeds dimension size"):
         infer("torch.narrow", (4, 6), [S0], 1, 4, 3)
+    # a 0-d tensor start: read at run time by the local op on a replicated dim (a DTensor start replicated)
+    d = infer("torch.narrow", (4, 6), [S0], 1, T, 3, others=[((), [S0])])
+    assert d.inputs == [(S0,), (R,)] and d.outputs == ((S0,), (4, 3))
+    assert infer("Tensor.narrow", (4, 6), [S0], 0, T, 2, others=[((), None)]).inputs == [(R,), None]
+    with pytest.raises(RuleError, match="a tensor start must be 0-d"):
+        infer("torch.narrow", (4, 6), [S0], 1, T, 7, others=[((), None)])
     assert infer("Tensor.select", (4, 6, 2), [S2], 1, -1).outputs == ((S1,), (4, 2))
     assert infer("torch.select", (4, 6), [S0, P], 0, 1, mesh=(2, 2)).inputs == [(R, P)]
     with pytest.raises(RuleError, match="index 6 is out of range"):

@@ -401,13 +401,15 @@ def _replicate_dim(pl: Placements, dim: int) -> Placements:
 
 
 class NarrowRule(OpRule):
-    """narrow(dim, start, length): a sharded ``dim`` is replicated first (local narrow elsewhere)."""
+    """narrow(dim, start, length): a sharded ``dim`` is replicated first (local narrow elsewhere). A 0-d
+    tensor ``start`` is replicated too: its value is read by the local op at run time (the output shape
+    depends on ``length`` only; torch checks the bounds on the replicated ``dim``)."""
 
     def infer(self, call: OpCall) -> Decision:
         x = call.tensors[0]
-        if len(call.tensors) > 1:
-            raise call.fail("a tensor `start` is not supported on DTensors; pass an int")
         dim = normalize_dim(call.arg(1, "dim"), x.ndim)
+        if len(call.tensors) > 1:
+            return self._tensor_start(call, dim)
         start, length = call.arg(2, "start"), call.arg(3, "length")
         size = x.shape[dim]
         if start < 0:
@@ -418,6 +420,19 @@ class NarrowRule(OpRule):
         shape = list(x.shape)
         shape[dim] = length
         return Decision(inputs=[need], outputs=(need, tuple(shape)))
+
+
+    @staticmethod
+    def _tensor_start(call: OpCall, dim: int) -> Decision:
+        x, start_t, length = call.tensors[0], call.tensors[1], call.arg(3, "length")
+        if start_t.ndim != 0 or not _is_int(length) or not 0 <= length <= x.shape[dim]:
+            raise call.fail(f"a tensor start must be 0-d and length an int in [0, {x.shape[dim]}], got a "
+                            f"{start_t.ndim}-d start and length {length!r}")
+        need = _replicate_dim(_input_placements(call), dim)
+        shape = list(x.shape)
+        shape[dim] = length
+        start_need = (Replicate(),) * call.mesh_ndim if start_t.is_dtensor else None
+        return Decision(inputs=[need, start_need], outputs=(need, tuple(shape)))
 
 
 class SelectRule(OpRule):

@@ -47,6 +47,7 @@ def _cases_2d(shape):
         ("torch.moveaxis", lambda x: torch.moveaxis(x, 1, 0)),
         ("torch.narrow", lambda x: torch.narrow(x, 0, 1, a - 1)),
         ("Tensor.narrow", lambda x: x.narrow(1, -2, 2)),
+        ("torch.narrow", lambda x: torch.narrow(x, 1, torch.tensor(b - 2), 2)),  # a 0-d tensor start
         ("torch.select", lambda x: torch.select(x, 0, a - 1)),
         ("Tensor.select", lambda x: x.select(1, -1)),
         ("torch.split", lambda x: torch.split(x, 2, dim=0)),
