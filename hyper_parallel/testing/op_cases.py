@@ -15,8 +15,10 @@ the tier's single test module parametrizes over the files of its folder:
 UT file keys: ``op``, ``plan``, ``names``, ``positions``/``defaults`` (the non-tensor arguments' positional
 indices and defaults), ``accepted`` and ``rejected`` (an accepted scenario whose ``output`` is
 ``["dynamic"]`` expects every input gathered and the output specs taken from the local result: the
-``expand_replicated`` decision of ``ReplicateRule``). ST file keys: ``op``, ``plan``, ``names``, ``cases``
-(``shape`` or ``shapes``, ``kwargs``, ``native_min``, optional ``grad``, ``low``/``high`` value range; or
+``expand_replicated`` decision of ``ReplicateRule``; ``more_outputs``, a list of ``{output, out_shape}``,
+describes the outputs after the first of an op with several). ST file keys: ``op``, ``plan``, ``names``, ``cases``
+(``shape`` or ``shapes``, ``kwargs``, ``native_min``, optional ``grad``, ``low``/``high`` value range,
+``list: true`` for an op taking its tensors as one list; or
 ``opinfo`` + ``sample``: PyTorch's OpInfo sample number ``sample`` of that OpInfo name, float32 on CPU,
 generated with seed 0 — for ops whose valid inputs random tensors do not give; optional ``max_combos``
 and ``partial`` bound the placement combinations).
@@ -128,10 +130,15 @@ def _check_accepted(rule: Any, name: str, case: Dict[str, Any], cases: OpCases, 
         assert decision.outputs is None and decision.expand == "expand_replicated", \
             f"{where}: outputs {decision.outputs!r} expand {decision.expand!r}, the plan says replicated at run time"
         return
-    placements, shape = decision.outputs
-    assert [p.short() for p in placements] == case["output"], \
-        f"{where}: output {[p.short() for p in placements]}, the plan says {case['output']}"
-    assert list(shape) == case["out_shape"], f"{where}: output shape {list(shape)}, the plan says {case['out_shape']}"
+    outputs = decision.outputs if isinstance(decision.outputs, list) else [decision.outputs]
+    expected = [case] + list(case.get("more_outputs") or [])
+    assert len(expected) in (1, len(outputs)), \
+        f"{where}: {len(outputs)} outputs, the plan describes {len(expected)}"
+    for k, ((placements, shape), want) in enumerate(zip(outputs, expected)):
+        assert [p.short() for p in placements] == want["output"], \
+            f"{where}: output {k} {[p.short() for p in placements]}, the plan says {want['output']}"
+        assert list(shape) == want["out_shape"], \
+            f"{where}: output {k} shape {list(shape)}, the plan says {want['out_shape']}"
     assert bool(decision.expand) == bool(case.get("expand")), \
         f"{where}: expand {decision.expand!r}, the plan says {'one' if case.get('expand') else 'none'}"
 
@@ -270,7 +277,9 @@ def check_parity_cases(cases: OpCases) -> int:
             if "opinfo" in case:
                 tensors, call = opinfo_case(case["opinfo"], int(case["sample"]))
             else:
-                tensors, call = _inputs(case), (lambda *ts, kw=case["kwargs"], f=fn: f(*ts, **kw))
+                tensors = _inputs(case)
+                call = (lambda *ts, kw=case["kwargs"], f=fn: f(list(ts), **kw)) if case.get("list") else \
+                    (lambda *ts, kw=case["kwargs"], f=fn: f(*ts, **kw))
             report = check_op(name, call, tensors, grad=bool(case.get("grad", True)),
                               partial=bool(case.get("partial", True)), max_combos=case.get("max_combos"))
             report.raise_if_failed()

@@ -113,3 +113,23 @@ def test_a_crashing_synthesis_fails_its_op_only(monkeypatch):
     monkeypatch.setattr(synth, "synth_op", lambda op, replicate_only=False: os._exit(70))  # pylint: disable=protected-access
     with pytest.raises(AnalyzeError, match="crashed or hung"):
         synth_isolated("torch.outer")
+
+
+def test_several_outputs_and_dim_lists_reach_the_cases_and_the_rule():
+    import torch
+    from hp_agent.dist_op.synth import signature
+    synth = synthesize("torch.frexp", torch.frexp, [([_r(4, 6)], {})], use_opinfo=False)
+    entry, _ = emit(synth, {})
+    rows, _ = synth.plan_cases()
+    row = next(r for r in rows if r["input"] == ["S(1)"])
+    assert row["output"] == ["S(1)"] and row["more_outputs"] == [{"output": ["S(1)"], "out_shape": [4, 6]}]
+    rule = StrategyTableRule("torch.frexp", **entry["options"])
+    decision = rule.infer(OpCall("torch.frexp", [TensorArg(0, (4, 6), (Shard(1),))], (("__tensor__", 0),), {}, (2,)))
+    assert [spec for spec in decision.outputs] == [((Shard(1),), (4, 6)), ((Shard(1),), (4, 6))]
+    # a dim list passed as a tuple keys the table as the rule does (fftshift(dim=(0, -1)))
+    key = signature([_r(4, 6)], {"dim": (0, -1)})
+    assert key == "2;dim=[0, 1]"
+    fft = {"layout": {"dim": [1, None]}, "table": {key: ["R->R"]}, "shapes": {key: [["0.0", "0.1"]]}}
+    call = OpCall("torch.fft.fftshift", [TensorArg(0, (4, 6), (Shard(0),))], (("__tensor__", 0),), {"dim": (0, -1)},
+                  (2,))
+    assert StrategyTableRule("torch.fft.fftshift", **fft).infer(call).outputs is not None  # in the table

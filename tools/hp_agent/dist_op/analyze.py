@@ -208,9 +208,10 @@ def _synth_child(op: str, timeout: float, replicate_only: bool) -> Any:
 
 def _synthesis_for(op: str, main: Any) -> Any:
     """The strategy synthesis of ``op`` (in a child process: :func:`synth_isolated`) when it needs one
-    (:func:`_needs_synthesis`) or its closed form has an open question (a partial mode it cannot name);
-    None when the closed form stands."""
-    if _needs_synthesis(op, main) or main.questions:
+    (:func:`_needs_synthesis`), its closed form has an open question (a partial mode it cannot name) or the
+    op has several outputs (the closed forms declare one); None when the closed form stands."""
+    several = any(c.probe is not None and len(c.probe.out_shapes) > 1 for c in main.cases)
+    if _needs_synthesis(op, main) or main.questions or several:  # frexp: a table names every output
         return synth_isolated(op)
     return None
 

@@ -253,7 +253,7 @@ def _use_synthesis_cases(meta: Dict[str, Any], synthesis: Any, differentiable: b
         meta["rejected"] = []
         meta["ut_cases"] = [f"accepted[{i}]" for i in range(len(meta["accepted"]))]
     elif synthesis.entry is not None:
-        meta["accepted"], meta["st_cases"] = synthesis.synthesis.plan_cases()
+        meta["accepted"], meta["st_cases"] = _table_cases(meta, synthesis.synthesis)
         if synthesis.entry["rule"] == "FactorRule":  # the equation's strategies keep Partial(sum) only: a
             # P(max|min|avg) input the synthesis accepted (transpose) is gathered by the rule, not kept
             meta["accepted"] = [a for a in meta["accepted"]
@@ -263,6 +263,22 @@ def _use_synthesis_cases(meta: Dict[str, Any], synthesis: Any, differentiable: b
     if not differentiable or synthesis.synthesis.differentiable is False:
         meta["derivation"]["differentiable"] = False
         meta["st_cases"] = [dict(c, grad=False) for c in meta["st_cases"]]
+
+
+def _table_cases(meta: Dict[str, Any], synth: Any) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+    """(UT scenarios, ST cases) of a table plan; the ST of an op taking one list of tensors (``dstack``,
+    ``multi_dot``) passes the case's tensors as that list."""
+    accepted, st_cases = synth.plan_cases()
+    if _list_input(meta):
+        st_cases = [dict(c, list=True) for c in st_cases]
+    return accepted, st_cases
+
+
+def _list_input(meta: Dict[str, Any]) -> bool:
+    """The op's first parameter is a list of tensors (``Tensor[]`` / ``List[Tensor]``)."""
+    params = next(iter((meta.get("interface") or {}).values()), {}).get("params") or []
+    text = str(params[0].get("type", "")).replace(" ", "") if params else ""
+    return text.startswith(("List[Tensor", "Tensor[]", "Sequence[Tensor", "Tuple[Tensor"))
 
 
 def _replicate_cases(synth: Any, limit: int = 3) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:

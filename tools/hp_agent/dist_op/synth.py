@@ -98,10 +98,7 @@ class Synthesis:
         for key in sorted(self.strategies)[:limit]:
             shapes_in, shapes_out = self.shapes[key][0]
             kwargs = {k: list(v) if isinstance(v, tuple) else v for k, v in self.kwargs[key].items()}
-            for s in self.strategies[key]:
-                accepted.append({"shapes": [list(x) for x in shapes_in], "kwargs": kwargs, "input": list(s.inputs),
-                                 "need": list(s.inputs), "output": list(s.outputs[:1]),
-                                 "out_shape": list(shapes_out[0]) if shapes_out else []})
+            accepted += [_scenario(s, shapes_in, shapes_out, kwargs) for s in self.strategies[key]]
             native = sum(1 for s in self.strategies[key] if all(p == "R" or p.startswith("S(") or p == "P(sum)"
                                                                   for p in s.inputs))
             case = {"shapes": [list(x) for x in shapes_in], "kwargs": kwargs, "native_min": native}
@@ -113,6 +110,17 @@ class Synthesis:
     def table(self) -> Dict[str, List[str]]:
         """Signature -> strategy texts (sorted)."""
         return {k: sorted(s.text() for s in v) for k, v in sorted(self.strategies.items())}
+
+
+def _scenario(s: Strategy, shapes_in, shapes_out, kwargs: dict) -> Dict[str, Any]:
+    """One accepted UT scenario: the strategy on its evidence shapes (``more_outputs``: the outputs after
+    the first, of ``frexp`` or ``slogdet``)."""
+    row = {"shapes": [list(x) for x in shapes_in], "kwargs": kwargs, "input": list(s.inputs),
+           "need": list(s.inputs), "output": list(s.outputs[:1]),
+           "out_shape": list(shapes_out[0]) if shapes_out else []}
+    if len(s.outputs) > 1 and len(shapes_out) == len(s.outputs):
+        row["more_outputs"] = [{"output": [o], "out_shape": list(x)} for o, x in zip(s.outputs[1:], shapes_out[1:])]
+    return row
 
 
 # ---------------------------------------------------------------------- samples
@@ -388,8 +396,8 @@ def _norm(value: Any, ndim: int, name: str) -> Any:
     if name in ("dim", "dim0", "dim1", "start_dim", "end_dim") and isinstance(value, int) \
             and not isinstance(value, bool) and ndim:
         return value % ndim
-    if name == "dims" and isinstance(value, (list, tuple)) and ndim:
-        return [v % ndim if isinstance(v, int) and not isinstance(v, bool) else v for v in value]
+    if name in ("dims",) + _DIMS_ARGS and isinstance(value, (list, tuple)):  # fftshift(dim=(0, 1)): as the rule
+        return [v % ndim if ndim and isinstance(v, int) and not isinstance(v, bool) else v for v in value]
     return value
 
 

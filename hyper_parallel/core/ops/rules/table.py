@@ -104,8 +104,8 @@ def _short(p: Placement) -> str:
 def _norm(name: str, value: Any, ndim: int) -> Any:
     if name in _DIM_ARGS and isinstance(value, int) and not isinstance(value, bool) and ndim:
         return value % ndim
-    if name == "dims" and isinstance(value, (list, tuple)) and ndim:
-        return [v % ndim if isinstance(v, int) else v for v in value]
+    if (name == "dims" or name in _DIM_ARGS) and isinstance(value, (list, tuple)):  # fftshift(dim=(0, -1))
+        return [v % ndim if ndim and isinstance(v, int) and not isinstance(v, bool) else v for v in value]
     if isinstance(value, tuple):
         return list(value)
     return value
