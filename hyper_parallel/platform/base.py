@@ -137,6 +137,13 @@ class Platform(ABC):
     def zeros_like(self, x: Any) -> Any:
         """A zero tensor like ``x``."""
 
+    def output_shapes(self, op: str, args: Sequence[Any], kwargs: Dict[str, Any],
+                      shapes: Sequence[Tuple[int, ...]]) -> Optional[List[Tuple[int, ...]]]:
+        """Global output shapes of registry op ``op`` called with ``args``/``kwargs`` in which the marker
+        ``("__tensor__", slot)`` stands for a tensor of ``shapes[slot]`` (computed without data), or None when
+        this backend cannot tell (then a rule that needs them runs the call replicated). Default: None."""
+        del op, args, kwargs, shapes  # a backend without data-free shape inference cannot tell
+
     # ------------------------------------------------------------------ DTensor and random state
     #: this backend's DTensor class and its ``distribute_tensor(tensor, device_mesh, placements, **kwargs)``;
     #: the backend's ``dtensor.py`` sets both on its platform object when it is imported

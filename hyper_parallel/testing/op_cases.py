@@ -27,6 +27,7 @@ Importing this module is cheap (standard library and PyYAML); torch is imported 
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -193,8 +194,10 @@ def _inputs(case: Dict[str, Any]) -> List[Any]:
     return [torch.rand(shape) * (high - low) + low for shape in (case.get("shapes") or [case["shape"]])]
 
 
-def _opinfo_sample(name: str, index: int) -> Any:
-    """OpInfo ``name``'s dense float32 CPU sample number ``index`` (seed 0)."""
+@functools.lru_cache(maxsize=8)
+def _opinfo_dense(name: str) -> Any:
+    """(OpInfo ``name``, its first dense float32 CPU samples, seed 0): generated once per process, since an
+    op's ST cases draw several samples of one list."""
     import itertools
     import torch
     from torch.testing._internal.common_methods_invocations import op_db
@@ -202,9 +205,19 @@ def _opinfo_sample(name: str, index: int) -> Any:
                 None)
     if info is None:
         raise CaseFileError(f"opinfo {name!r}: not an OpInfo name of this torch")
+    state = torch.random.get_rng_state()
     torch.manual_seed(0)
-    dense = [s for s in itertools.islice(info.sample_inputs("cpu", torch.float32, requires_grad=False), 24)
-             if all(not isinstance(t, torch.Tensor) or t.layout == torch.strided for t in [s.input, *s.args])]
+    try:
+        dense = [s for s in itertools.islice(info.sample_inputs("cpu", torch.float32, requires_grad=False), 24)
+                 if all(not isinstance(t, torch.Tensor) or t.layout == torch.strided for t in [s.input, *s.args])]
+    finally:
+        torch.random.set_rng_state(state)
+    return info, dense
+
+
+def _opinfo_sample(name: str, index: int) -> Any:
+    """OpInfo ``name``'s dense float32 CPU sample number ``index`` (seed 0)."""
+    info, dense = _opinfo_dense(name)
     if index >= len(dense):
         raise CaseFileError(f"opinfo {name!r}: sample {index} does not exist ({len(dense)} dense samples)")
     return info, dense[index]
@@ -281,7 +294,7 @@ def check_parity_cases(cases: OpCases) -> int:
                 call = (lambda *ts, kw=case["kwargs"], f=fn: f(list(ts), **kw)) if case.get("list") else \
                     (lambda *ts, kw=case["kwargs"], f=fn: f(*ts, **kw))
             report = check_op(name, call, tensors, grad=bool(case.get("grad", True)),
-                              partial=bool(case.get("partial", True)), max_combos=case.get("max_combos"))
+                              partial=bool(case.get("partial", True)), max_combos=case.get("max_combos"), cover=True)
             report.raise_if_failed()
             where = f"{name} shapes {[list(t.shape) for t in tensors]} {case.get('kwargs', case.get('opinfo'))} " \
                 f"({cases.where})"

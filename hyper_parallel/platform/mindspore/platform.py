@@ -145,6 +145,11 @@ class MindSporePlatform(Platform):
     def zeros_like(self, x: Any) -> Any:
         return ops.zeros_like(x)
 
+    def output_shapes(self, op, args, kwargs, shapes):
+        """None: MindSpore 2.10 has no data-free evaluation of a ``mint`` op on CPU (no meta device), so a
+        strategy table whose shapes are ``meta`` runs such a call replicated (``fallback: replicate``)."""
+        return super().output_shapes(op, args, kwargs, shapes)
+
     # ------------------------------------------------------------------ DTensor and random state
     def manual_seed(self, seed: int) -> None:
         ms.set_seed(seed)

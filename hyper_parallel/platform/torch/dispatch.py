@@ -3,7 +3,7 @@
 """Dispatch of registered torch ops on DTensors (the torch half; the backend-free half is
 ``hyper_parallel/core/ops/dispatch.py``: argument collection, plan building, input planning, running).
 
-What is torch's: name resolution (``torch.add``, ``Tensor.add_``, property getters), the table the
+What is torch's: name resolution (``torch.add``, ``Tensor.add_``, property getters; in ``names.py``), the table the
 DTensor's ``__torch_function__`` reads, and the hot path of a cache hit — a key built from the
 arguments' types only when every argument is a DTensor or a scalar, the local op run with torch-function
 dispatch disabled, and the fresh output re-classed as a DTensor in place. Rules never run on a hit.
@@ -25,6 +25,7 @@ from hyper_parallel.core import process_group as _pg
 from hyper_parallel.core.spec import DTensorSpec
 from hyper_parallel.platform.torch import dtensor as _dt
 from hyper_parallel.platform.torch import expands as _expands  # noqa: F401  pylint: disable=unused-import  # registers
+from hyper_parallel.platform.torch.names import resolve_torch_name
 from hyper_parallel.platform.torch.platform import PLATFORM as _PLATFORM
 
 __all__ = ["install_registry", "strict_dispatch", "set_strict", "StrictRedistributionError", "resolve_torch_name",
@@ -47,33 +48,6 @@ def cache_info() -> Dict[str, int]:
 def clear_cache() -> None:
     """Forget every cached plan (rules run again on the next call)."""
     _CACHE.clear()
-
-
-# ---------------------------------------------------------------------- name resolution
-def resolve_torch_name(name: str) -> Optional[Callable]:
-    """``torch.add`` / ``Tensor.add_`` / ``torch.nn.functional.linear`` -> the function object the
-    torch-function protocol reports (property getters resolve to ``__get__``); None for other frontends."""
-    parts = name.split(".")
-    if parts[0] == "Tensor":
-        obj: Any = torch.Tensor
-        parts = parts[1:]
-    elif parts[0] == "torch":
-        obj = torch
-        parts = parts[1:]
-    elif parts[0] == "hyper_parallel":  # library ops written with the torch-function protocol
-        import importlib
-        obj = importlib.import_module(".".join(parts[:-1]))
-        parts = parts[-1:]
-    else:
-        return None
-    for p in parts:
-        nxt = getattr(obj, p, None)
-        if nxt is None:
-            raise RuleError(f"op registry: {name!r} does not exist in torch {torch.__version__}")
-        obj = nxt
-    if isinstance(obj, (types.GetSetDescriptorType, property)):
-        return obj.__get__
-    return obj
 
 
 # ---------------------------------------------------------------------- plan and run (shared core)

@@ -87,6 +87,33 @@ class TorchPlatform(Platform):
     def zeros_like(self, x: Any) -> Any:
         return torch.zeros_like(x)
 
+    def output_shapes(self, op, args, kwargs, shapes):
+        """The op run on ``meta`` tensors (float32) of the global shapes; None when the name is not a torch op
+        or the op does not run on meta tensors of that dtype (index arguments, data-dependent shapes)."""
+        from hyper_parallel.platform.torch.names import resolve_torch_name  # pylint: disable=import-outside-toplevel
+        try:
+            fn = resolve_torch_name(op)
+        except Exception:  # pylint: disable=broad-except  # an unknown name: the shapes are not known
+            return None
+        if fn is None:
+            return None
+
+        def meta(v):
+            if isinstance(v, tuple) and len(v) == 2 and v[0] == "__tensor__":
+                return torch.empty(tuple(shapes[v[1]]), dtype=torch.float32, device="meta")
+            if type(v) in (list, tuple):  # pylint: disable=unidiomatic-typecheck
+                return type(v)(meta(x) for x in v)
+            return v
+        try:
+            with torch.no_grad():
+                out = fn(*[meta(a) for a in args], **{k: meta(v) for k, v in kwargs.items()})
+        except Exception:  # pylint: disable=broad-except  # no meta kernel or an argument meta cannot take
+            return None
+        outs = list(out) if isinstance(out, (list, tuple)) else [out]
+        if not all(isinstance(o, torch.Tensor) for o in outs):
+            return None
+        return [tuple(o.shape) for o in outs]
+
     # ------------------------------------------------------------------ DTensor and random state
     def manual_seed(self, seed: int) -> None:
         torch.manual_seed(seed)

@@ -46,6 +46,7 @@ RANKS = (2, 3)
 MAX_RULE_ONLY = 48
 SCALAR_SHIFT = 0.7
 TABLE_RULES = ("StrategyTableRule",)
+REPLICATE_RULES = ("ReplicateRule",)
 
 
 class UpdateError(ValueError):
@@ -80,6 +81,7 @@ class OpDiff:
     synthesis: Any = None
     seconds: float = 0.0
     error: str = ""
+    entry: Optional[Dict[str, Any]] = None  # the registry entry the synthesis emits (see synth.emit)
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON form."""
@@ -208,8 +210,8 @@ def _rule_only(rule: Any, op: str, args: list, kwargs: dict, key: str, strategie
 def rederive(op: str, entry: Any = None, partials: Sequence[str] = ("sum",), use_opinfo: bool = True) -> OpDiff:
     """Synthesise registered ``op`` and diff the result against its rule (errors are reported in the diff)."""
     from hyper_parallel.core.ops.registry import get_registry
-    from hp_agent.dist_op.interface import resolve_torch
-    from hp_agent.dist_op.synth import synth_op
+    from hp_agent.dist_op.interface import resolve_torch, torch_interface
+    from hp_agent.dist_op.synth import emit, op_layout, synth_op
     start = time.monotonic()
     entry = entry if entry is not None else get_registry().entries[op]
     try:
@@ -222,6 +224,7 @@ def rederive(op: str, entry: Any = None, partials: Sequence[str] = ("sum",), use
                 _merge_signatures(result.synthesis, synth_op(source, use_opinfo=False).synthesis)
             diff = diff_synthesis(op, entry.rule_instance(), result.synthesis, _fresh(resolve_torch(source)),
                                   partials)
+            diff.entry = emit(result.synthesis, op_layout(torch_interface(source)))[0]
     except Exception as exc:  # pylint: disable=broad-except  # reported per op, never hidden
         diff = OpDiff(op, entry.rule, "", error=f"{type(exc).__name__}: {exc}".splitlines()[0][:200])
     diff.source = entry.source.rsplit("/", 1)[-1]
@@ -268,6 +271,13 @@ def proposal(diff: OpDiff, entry: Any) -> Optional[Dict[str, Any]]:
         return None
     if entry.rule in TABLE_RULES:
         return {"kind": "table", "options": _regenerated_table(diff, entry)}
+    if entry.rule in REPLICATE_RULES:  # rows cannot extend a rule that gathers everything: the table replaces it
+        emitted = diff.entry or {}
+        scenarios = table_scenarios(diff.op, diff.synthesis, emitted["options"]) \
+            if emitted.get("rule") in TABLE_RULES else []
+        if not scenarios:  # no UT scenario can show the table (several outputs, tensors after other arguments)
+            return None
+        return {"kind": "table", "rule": emitted["rule"], "options": emitted["options"], "accepted": scenarios}
     by_ranks: Dict[str, List[str]] = {}
     for m in diff.missing:
         if "=" not in m.signature:  # a row per layout-argument value would be a table: regenerate instead
@@ -278,27 +288,73 @@ def proposal(diff: OpDiff, entry: Any) -> Optional[Dict[str, Any]]:
     return {"kind": "strategies", "strategies": _merge_rows(entry.strategies, free, keyed)}
 
 
+def _named_call(op: str, args: list, kwargs: dict) -> Optional[Tuple[list, dict]]:
+    """(tensor shapes, every other argument by name) of a sample call whose tensors come first and are
+    passed by position; None otherwise (a UT scenario passes tensors first)."""
+    import torch
+    from hp_agent.dist_op.interface import torch_interface
+    names = [p.name for p in torch_interface(op).params]
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if any(isinstance(a, torch.Tensor) for a in args[len(tensors):]) or len(args) > len(names) \
+            or any(isinstance(v, torch.Tensor) for v in kwargs.values()):
+        return None
+    named = {names[i]: list(a) if isinstance(a, tuple) else a for i, a in enumerate(args) if i >= len(tensors)}
+    named.update({k: list(v) if isinstance(v, tuple) else v for k, v in kwargs.items()})
+    return [list(t.shape) for t in tensors], named
+
+
+def table_scenarios(op: str, synthesis: Any, options: Dict[str, Any], limit: int = 4) -> List[Dict[str, Any]]:
+    """UT scenarios of a synthesised table: per signature (up to ``limit``), each row with one tensor output
+    on the signature's evidence sample (input = need = the row's inputs, its output and global shape)."""
+    import torch
+    from hp_agent.dist_op.interface import resolve_torch
+    from hp_agent.dist_op.synth import signature
+    layout = {k: tuple(v) for k, v in (options.get("layout") or {}).items()}
+    table = options.get("table") or {}
+    out: List[Dict[str, Any]] = []
+    for key in sorted(synthesis.calls):
+        rows = table.get(_table_key(key, layout)) or []
+        args, kwargs = synthesis.calls[key]
+        named = _named_call(op, args, kwargs)
+        if not rows or named is None or signature(args, kwargs) != key or len(out) >= limit * 8:
+            continue
+        with torch.no_grad():
+            ref = resolve_torch(op)(*args, **kwargs)
+        if not isinstance(ref, torch.Tensor):
+            continue
+        for row in rows:
+            ins, outs = row.split("->")
+            if "," in outs:
+                continue
+            out.append({"shapes": named[0], "kwargs": named[1], "input": ins.split(","), "need": ins.split(","),
+                        "output": [outs], "out_shape": list(ref.shape)})
+    return out
+
+
 def _regenerated_table(diff: OpDiff, entry: Any) -> Dict[str, Any]:
     """The entry's table options with the missing rows (and new signatures) added; nothing removed."""
     table = {k: list(v) for k, v in (entry.options.get("table") or {}).items()}
     shapes = dict(entry.options.get("shapes") or {})
-    new_shapes = _synth_shapes(diff.synthesis)
+    new_shapes = _synth_shapes(diff.synthesis, "meta" in shapes.values())
     for m in diff.missing:
         key = _table_key(m.signature, entry.options.get("layout") or {})
         if key not in shapes and m.signature in new_shapes:
             shapes[key] = new_shapes[m.signature]
             # a new signature also needs the replicated row (the table gathers what it cannot keep)
-            table.setdefault(key, []).extend(s.text() for s in diff.synthesis.strategies[m.signature]
-                                             if all(p == "R" for p in s.inputs))
+            table.setdefault(key, []).extend(_replicated_rows(diff.synthesis.strategies[m.signature]))
         if key in shapes and m.strategy not in table.setdefault(key, []):
             table[key].append(m.strategy)
     return dict(entry.options, table={k: sorted(v) for k, v in table.items() if k in shapes}, shapes=shapes)
 
 
-def _synth_shapes(synthesis: Any) -> Dict[str, Any]:
-    from hp_agent.dist_op.synth import shape_expressions
-    shapes, _ = shape_expressions(synthesis)
-    return shapes
+def _replicated_rows(strategies: Sequence[Any]) -> List[str]:
+    return [s.text() for s in strategies if all(p == "R" for p in s.inputs)]
+
+
+def _synth_shapes(synthesis: Any, meta: bool) -> Dict[str, Any]:
+    """Shape items of every synthesised signature (``meta``: all computed by the backend, as the entry's)."""
+    from hp_agent.dist_op.synth import _shape_items  # pylint: disable=protected-access
+    return _shape_items(synthesis, meta)
 
 
 def _table_key(signature: str, layout: Dict[str, Any]) -> str:
@@ -358,6 +414,7 @@ def edit_entry(text: str, op: str, field_name: str, value: Any) -> str:
     """``text`` (a registry YAML file) with ``op``'s ``field_name`` set to ``value``; one-line flow entries
     stay on one line, block entries get one ``  field: {flow}`` line."""
     flow = yaml.safe_dump(value, default_flow_style=True, width=100000, sort_keys=False).strip()
+    flow = flow[:-len("\n...")] if flow.endswith("\n...") else flow  # a plain scalar's document end marker
     lines = text.splitlines()
     head = re.compile(rf"^{re.escape(op)}:(\s|$)")
     index = next((i for i, line in enumerate(lines) if head.match(line)), None)
@@ -406,11 +463,16 @@ def apply_update(path: Path, root: Path, who: str, now: Optional[datetime.dateti
         field_name, value = "options", change["options"]
     else:
         raise UpdateError(f"{path}: change.kind must be 'strategies' or 'table', got {change.get('kind')!r}")
-    _validate(data["op"], data.get("rule", ""), field_name, value, path)
-    registry.write_text(edit_entry(registry.read_text(encoding="utf-8"), data["op"], field_name, value),
-                        encoding="utf-8")
+    new_rule = change.get("rule")
+    if new_rule is not None and (field_name != "options" or new_rule not in TABLE_RULES):
+        raise UpdateError(f"{path}: change.rule={new_rule!r}: only a table ({TABLE_RULES}) may replace a rule")
+    _validate(data["op"], new_rule or data.get("rule", ""), field_name, value, path)
+    text = registry.read_text(encoding="utf-8")
+    if new_rule is not None:
+        text = edit_entry(text, data["op"], "rule", new_rule)
+    registry.write_text(edit_entry(text, data["op"], field_name, value), encoding="utf-8")
     if field_name == "options":
-        _regenerate_plan(root / plans_dir, data["op"], value, who)
+        _regenerate_plan(root / plans_dir, data["op"], value, who, new_rule, change.get("accepted"))
     stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
     data["confirmation"] = {"by": who, "at": stamp, "sha256": _content_hash(data)}
     data["status"] = "applied"
@@ -419,13 +481,23 @@ def apply_update(path: Path, root: Path, who: str, now: Optional[datetime.dateti
     return {"op": data["op"], "registry": data["registry"], "field": field_name, **data["confirmation"]}
 
 
-def _regenerate_plan(folder: Path, op: str, options: Dict[str, Any], who: str) -> None:
+def _regenerate_plan(folder: Path, op: str, options: Dict[str, Any], who: str, rule: Optional[str] = None,
+                     accepted: Optional[List[Dict[str, Any]]] = None) -> None:
+    """The op's plan with the new options (and rule class and UT scenarios when a table replaces the rule),
+    confirmed again by ``who``; ``dev`` then writes the same entry and the cases."""
     from hp_agent.dist_op.plan import confirm_plan, load_plan, slug_of
     target = folder / f"{slug_of(op)}.md"
     if not target.is_file():
         return
     plan = load_plan(target)
     plan.meta["options"] = options
+    if rule is not None:  # the table replaces the plan's rule class (ReplicateRule -> StrategyTableRule)
+        plan.meta["base_class"] = rule
+        if isinstance(plan.meta.get("rule"), dict):
+            plan.meta["rule"]["class"] = rule
+    if accepted:
+        plan.meta["accepted"], plan.meta["rejected"] = accepted, []
+        plan.meta["ut_cases"] = [f"accepted[{i}]" for i in range(len(accepted))]
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
     plan.body = plan.body.rstrip("\n") + (f"\n\n## Re-derivation ({stamp})\nThe strategy table in `options` was "
                                          "regenerated by `hp-agent dist-op resynth` (old rows kept, synthesised "

@@ -24,7 +24,9 @@ agrees (the intersection of their output placements is not empty):
 * ``membership`` — shared small values: the first input cycles through them, the others hold per element
   the code of the half of each dim it lies in, so a shard of a later input lacks values the whole one has
   (``isin``, ``bucketize``: an op that looks values up in another input fails here when that input is
-  sharded).
+  sharded);
+* ``repeats`` — every value twice in a row (ops comparing neighbours or counting equal values:
+  ``unique_consecutive`` is the identity on distinct values, so a ``Partial`` input looked linear).
 
 Uneven chunks come from the 3-rank mesh and the samples' own sizes (OpInfo's samples include size-1 and
 odd dims). The synthesis groups samples by a *signature* (the inputs' ranks and the swept argument
@@ -46,12 +48,12 @@ from hp_agent.dist_op.probe import collect_tensors, probe_call
 __all__ = ["Strategy", "Synthesis", "GENERATORS", "LAYOUT_KWARGS", "synthesize", "opinfo_samples", "sweep",
            "factor_equation", "equation_strategies", "conditions", "signature", "permutation", "shape_expressions",
            "emit", "synth_op", "OpSynthesis", "extra_arguments", "SYNTH_BUDGET", "opinfo_name", "periods_of",
-           "close_all"]
+           "close_all", "moved_arguments", "op_layout"]
 
 _DIMS_ARGS = ("dim", "dims", "dim0", "dim1", "start_dim", "end_dim")
 LAYOUT_KWARGS = ("dim", "dims", "dim0", "dim1", "k", "keepdim", "p", "start_dim", "end_dim", "diagonal", "offset")
 INPUT_PARTIALS = ("sum", "avg", "max", "min")
-GENERATORS = ("sample", "arange", "negative", "zeros_ones", "offset", "membership")
+GENERATORS = ("sample", "arange", "negative", "zeros_ones", "offset", "membership", "repeats")
 MAX_COMBOS = 400
 TABLE_MODULE = "hyper_parallel.core.ops.rules.table"
 _PLACEMENT_TEXT = re.compile(r"^(R|S\(\d+\)|P\((sum|avg|max|min)\))$")
@@ -345,6 +347,9 @@ def _generate(name: str, t: Any, index: int) -> Any:
         return t
     if name == "sample":
         return t
+    if name == "repeats":  # every value twice in a row: ops that compare neighbours (unique_consecutive)
+        flat = t.detach().flatten()
+        return flat[torch.arange(flat.numel()) // 2].reshape(t.shape).clone()
     if name == "arange":
         return torch.arange(t.numel(), dtype=t.dtype).reshape(t.shape) / max(t.numel(), 1) + 0.25 + index
     if name == "negative":
@@ -398,7 +403,7 @@ def _norm(value: Any, ndim: int, name: str) -> Any:
         return value % ndim
     if name in ("dims",) + _DIMS_ARGS and isinstance(value, (list, tuple)):  # fftshift(dim=(0, 1)): as the rule
         return [v % ndim if ndim and isinstance(v, int) and not isinstance(v, bool) else v for v in value]
-    return value
+    return list(value) if isinstance(value, tuple) else value  # as the table rule keys a call
 
 
 def _candidates(t: Any, partials: Sequence[str]) -> List[str]:
@@ -940,9 +945,13 @@ def emit(synth: Synthesis, layout: Dict[str, Tuple[int, Any]]) -> Tuple[Optional
     equation = factor_equation(synth) if not synth.extra_args else None
     if equation is not None and not layout:
         return {"rule": "FactorRule", "module": TABLE_MODULE, "options": {"equation": equation}}, []
-    entry, problems = (None, [f"arguments {synth.extra_args} change the result but are not layout arguments: a "
-                                "table keyed by ranks and layout arguments would generalise over them"]) \
-        if synth.extra_args or synth.replicate_only else _table_entry(synth, layout)
+    if synth.replicate_only:
+        entry, problems = None, ["only the all-R strategy was probed (replicate_only)"]
+    elif synth.extra_args and not _sharded(synth):
+        entry, problems = None, [f"arguments {synth.extra_args} are not layout arguments and no sharded strategy "
+                                 "holds for every observed value of them"]
+    else:
+        entry, problems = _table_entry(synth, layout, meta=bool(synth.extra_args))
     if entry is not None and synth.mutated:  # the table rule has no write-back of in-place updates
         entry, problems = None, [f"tensor inputs {sorted(synth.mutated)} are written in place"]
     if entry is not None:
@@ -981,19 +990,36 @@ def _replicated_rows_only(table: Dict[str, List[str]]) -> bool:
     return all(all(p == "R" for p in row.split("->")[0].split(",")) for rows in table.values() for row in rows)
 
 
-def _table_entry(synth: Synthesis, layout: Dict[str, Tuple[int, Any]]) -> Tuple[Optional[Dict[str, Any]], List[str]]:
-    """The :class:`StrategyTableRule` entry (``fallback: replicate``), or None and why not."""
+def _sharded(synth: Synthesis) -> bool:
+    """Some signature accepts a strategy with an input that is not replicated."""
+    return any(any(p != "R" for p in st.inputs) for rows in synth.strategies.values() for st in rows)
+
+
+def _shape_items(synth: Synthesis, meta: bool) -> Dict[str, Any]:
+    """Per signature the output shape expressions, or ``"meta"`` where none explains them (or, ``meta``,
+    everywhere: non-layout arguments change them): the backend computes those from the global input shapes
+    without data."""
+    shapes: Dict[str, Any] = {} if meta else shape_expressions(synth)[0]
+    shapes.update({k: "meta" for k in synth.strategies if k not in shapes})
+    return shapes
+
+
+def _table_entry(synth: Synthesis, layout: Dict[str, Tuple[int, Any]],
+                 meta: bool = False) -> Tuple[Optional[Dict[str, Any]], List[str]]:
+    """The :class:`StrategyTableRule` entry (``fallback: replicate``), or None and why not; ``meta``: the
+    output shapes depend on non-layout arguments, so every signature's shapes are computed by the backend
+    (``"meta"``) instead of written as expressions (so are those of a signature no expression explains)."""
     if _value_outputs(synth):
         return None, ["an output is not a tensor (a Python value): a table holds tensor placements only"]
-    shapes, problems = shape_expressions(synth)
+    shapes = _shape_items(synth, meta)
     used = sorted({p.split("=", 1)[0] for key in synth.strategies for p in key.split(";")[1:]})
     missing = [u for u in used if u not in layout]
     if missing:
-        problems.append(f"layout arguments {missing} have no position/default in the interface")
-    spec = {u: layout[u] for u in used if u in layout}
+        return None, [f"layout arguments {missing} have no position/default in the interface"]
+    spec = {u: layout[u] for u in used}
     table, shape_table = _tables(synth, shapes, spec)
-    if problems or not table:
-        return None, problems or ["no signature could be expressed"]
+    if not table:
+        return None, ["no signature could be expressed"]
     if _replicated_rows_only(table):
         return None, ["the table keeps no sharded or partial input: ReplicateRule runs the same"]
     layout_option = {u: list(v) + ([synth.periods[u]] if u in synth.periods else []) for u, v in spec.items()}
@@ -1071,6 +1097,40 @@ def extra_arguments(pool: Sequence[Tuple[list, dict]], layout_kwargs: Sequence[s
     return sorted(set(found))
 
 
+def _move(value: Any) -> Any:
+    """A non-layout argument moved: ints + 1, floats + 0.7, bools flipped, each item of a tuple/list of those."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, float):
+        return value + 0.7
+    if type(value) in (list, tuple) and value and all(isinstance(v, (int, float)) for v in value):  # pylint: disable=unidiomatic-typecheck
+        return type(value)(_move(v) for v in value)
+    return value
+
+
+def moved_arguments(fn: Callable, sample: Tuple[list, dict],
+                    layout_kwargs: Sequence[str] = LAYOUT_KWARGS) -> Optional[Tuple[list, dict]]:
+    """``sample`` with every non-tensor argument that is not a layout argument moved (:func:`_move`:
+    ``kernel_size=2`` -> 3, ``eps=1e-5`` -> 0.7..., ``training=True`` -> False), or None when nothing moves
+    or the op refuses the moved call. It has the sample's signature, so a strategy is kept for the signature
+    only if it also holds for these values (strategies are intersected across a signature's samples)."""
+    import torch
+    args, kwargs = sample
+    new_args = [a if i == 0 or isinstance(a, torch.Tensor) else _move(a) for i, a in enumerate(args)]
+    new_kwargs = {k: v if k in layout_kwargs or isinstance(v, torch.Tensor) else _move(v) for k, v in kwargs.items()}
+    if repr((new_args[1:], sorted(new_kwargs.items()))) == repr((list(args[1:]), sorted(kwargs.items()))):
+        return None
+    return (new_args, new_kwargs) if _runs(fn, new_args, new_kwargs) else None
+
+
+def op_layout(iface: Any) -> Dict[str, Tuple[int, Any]]:
+    """Position and default of each layout argument of an op's interface (what :func:`emit` takes)."""
+    return {p.name: (i, p.default if p.has_default else None) for i, p in enumerate(iface.params)
+            if p.name in LAYOUT_KWARGS and not p.tensor}
+
+
 #: seconds of synthesis per op after which no further sample call starts (the median target is 60 s per op)
 SYNTH_BUDGET = 20.0
 
@@ -1079,18 +1139,19 @@ def synth_op(op: str, use_opinfo: bool = True, ranks: Sequence[int] = (2, 3),
              budget: Optional[float] = SYNTH_BUDGET, replicate_only: bool = False) -> OpSynthesis:
     """Synthesise ``op`` (a torch name) from OpInfo's samples and the pipeline's own, and emit its entry.
 
-    Fast paths: an op whose samples carry non-layout arguments (``extra_arguments``) is probed for the
-    all-``R`` strategy only (its entry can only be :class:`ReplicateRule`), and so is every op with
-    ``replicate_only`` (one that crashed on a shard); every op stops starting sample calls after ``budget``
-    seconds."""
+    An op whose samples carry non-layout arguments (``extra_arguments``: ``kernel_size``, ``size``, ``eps``)
+    is probed with those held at each sample's values and at moved values (:func:`moved_arguments`): a
+    strategy is kept for a signature only if it holds for every such call and every value generator, and
+    the table's output shapes are computed by the backend (``meta``), since the arguments change them.
+    An op with ``replicate_only`` (one that crashed on a shard) is probed for the all-``R`` strategy only.
+    Every op stops starting sample calls after ``budget`` seconds."""
     import time
     from hp_agent.dist_op.interface import resolve_torch, torch_interface
     from hp_agent.dist_op.samples import samples_for
     start = time.monotonic()
     fn = resolve_torch(op)
     iface = torch_interface(op)
-    layout = {p.name: (i, p.default if p.has_default else None) for i, p in enumerate(iface.params)
-              if p.name in LAYOUT_KWARGS and not p.tensor}
+    layout = op_layout(iface)
     from_db = opinfo_samples(op) if use_opinfo else []
     if from_db and not any(_runs(fn, *sample) for sample in from_db):  # OpInfo tests it through a wrapper
         from_db = captured_samples(op, fn)
@@ -1100,8 +1161,9 @@ def synth_op(op: str, use_opinfo: bool = True, ranks: Sequence[int] = (2, 3),
         own = []
     pool = [_with_layout_defaults(_keywordize(s, iface, LAYOUT_KWARGS), layout) for s in from_db + own]
     extra = extra_arguments(pool)
-    synth = synthesize(op, fn, pool, ranks=ranks, use_opinfo=False, budget=budget,
-                       replicate_only=bool(extra) or replicate_only)
+    if extra:  # each sample followed by its moved variant: a row must hold for every observed argument value
+        pool = [v for s in pool for v in (s, moved_arguments(fn, s)) if v is not None]
+    synth = synthesize(op, fn, pool, ranks=ranks, use_opinfo=False, budget=budget, replicate_only=replicate_only)
     synth.extra_args = extra
     synth.periods = periods_of(fn, pool, layout) if not extra else {}
     synth.opinfo = opinfo_name(op)

@@ -43,10 +43,19 @@ class Finding:
     sample: str
     placements: str
     detail: str
+    scope: str = ""  # false negatives: where the missed strategy holds (see SCOPES)
 
     def line(self) -> str:
         """One readable line."""
-        return f"{self.kind}: {self.op}{self.sample} inputs {self.placements}: {self.detail}"
+        where = f" [{self.scope}]" if self.scope else ""
+        return f"{self.kind}: {self.op}{self.sample} inputs {self.placements}: {self.detail}{where}"
+
+
+#: where a false negative's placements work natively: ``general`` (on 2 and 3 ranks, and with the sample's
+#: non-layout arguments moved: a rule keyed by ranks and layout arguments can offer it), ``mesh size``
+#: (not on the other simulated mesh size: uneven or empty shards), ``argument value`` (not with the
+#: non-layout arguments moved: valid for this ``kernel_size``/``size``/``value`` only)
+SCOPES = ("general", "mesh size", "argument value")
 
 
 @dataclass
@@ -89,10 +98,15 @@ class VerifyReport:
         return {"seconds": round(self.seconds, 1), "ops": len(self.ops),
                 "false_positives": [f.__dict__ for f in self.false_positives],
                 "false_negatives": [f.__dict__ for f in self.false_negatives],
+                "false_negatives_by_scope": self.by_scope(),
                 "errors": [f.__dict__ for f in self.errors],
                 "table": [{"op": o.op, "rule": o.rule, "status": o.status, "checked": o.checked,
                            "expand": o.expand, "refused": o.refused, "fp": o.count("false positive")
                            + o.count("rule error"), "fn": o.count("false negative")} for o in self.ops]}
+
+    def by_scope(self) -> Dict[str, int]:
+        """False negatives per scope (:data:`SCOPES`)."""
+        return {sc: sum(1 for f in self.false_negatives if f.scope == sc) for sc in SCOPES}
 
     @property
     def errors(self) -> List[Finding]:
@@ -103,8 +117,9 @@ class VerifyReport:
         """Human summary."""
         out = [f.line() for f in self.false_positives + self.errors + self.false_negatives]
         probed = sum(1 for o in self.ops if o.status == "probed")
+        scopes = ", ".join(f"{v} {k}" for k, v in self.by_scope().items())
         out.append(f"verify: {len(self.ops)} op(s), {probed} probed, {len(self.false_positives)} false positive(s), "
-                   f"{len(self.false_negatives)} false negative(s) in {self.seconds:.1f} s")
+                   f"{len(self.false_negatives)} false negative(s) ({scopes}) in {self.seconds:.1f} s")
         return out
 
 
@@ -154,10 +169,15 @@ def _opcall(name, args, kwargs, placements, n):
 
 
 def _constant(ref) -> bool:
-    """True when every output is constant (all elements equal): any placement would 'reproduce' it."""
+    """True when every output is constant (all elements equal) or a Python bool (one bit: ``allclose`` on
+    shards answers ``False`` on every rank whenever the whole answer is ``False``): any placement would
+    'reproduce' it."""
     import torch
     tensors = [r for r in ref if isinstance(r, torch.Tensor)]
-    return bool(tensors) and all(t.numel() <= 1 or bool((t == t.flatten()[0]).all()) for t in tensors)
+    flags = [r for r in ref if isinstance(r, bool)]
+    if len(tensors) + len(flags) != len(ref) or not ref:
+        return False
+    return all(t.numel() <= 1 or bool((t == t.flatten()[0]).all()) for t in tensors)
 
 
 def _is_inplace(name: str) -> bool:
@@ -205,9 +225,11 @@ def _native_ok(fn, args, kwargs, placements, ref, n, inplace: bool = False) -> b
     common: Optional[List[set]] = None
     for i, (a, k, want) in enumerate(_datasets(fn, args, kwargs, ref)):
         if want is None or _constant(want):
-            if i >= 2:
-                continue  # a generator whose result is constant proves nothing either way
-            return False
+            if i < 2:
+                return False
+            if want is not None and not _assembles(fn, a, k, placements, want, n):
+                return False  # a constant result proves nothing, but one the placements miss disproves
+            continue
         for seed in (0, 1):
             try:
                 results = simulate(fn, a, k, placements, n, seed)
@@ -219,6 +241,16 @@ def _native_ok(fn, args, kwargs, placements, ref, n, inplace: bool = False) -> b
     if not common or not all(common):
         return False
     return not inplace or placements[0].short() in common[0]
+
+
+def _assembles(fn, args, kwargs, placements, want, n) -> bool:
+    """True when the placements' local results form ``want`` under some output placement (one split)."""
+    from hp_agent.dist_op.probe import assembling
+    try:
+        results = simulate(fn, args, kwargs, placements, n, 0)
+    except Exception:  # pylint: disable=broad-except  # the op refused the shards
+        return False
+    return results is not None and all(assembling(want, results, n))
 
 
 class NeedsCollective(RuntimeError):
@@ -323,7 +355,8 @@ def _one_combo(res: OpResult, name: str, rule, fn, sample, ref, combo, n) -> Non
         res.refused += 1
         if _native_ok(fn, args, kwargs, combo, ref, n, _is_inplace(name)):
             res.findings.append(Finding("false negative", name, describe(sample), text,
-                                        "refused, but the placements work without communication"))
+                                        "refused, but the placements work without communication",
+                                        _scope(name, fn, sample, combo, n)))
         return
     except Exception as exc:  # pylint: disable=broad-except  # a rule crash is reported as a finding
         res.findings.append(Finding("rule error", name, describe(sample), text, f"{type(exc).__name__}: {exc}"))
@@ -362,13 +395,31 @@ def _false_negative(res: OpResult, name: str, fn, sample, ref, combo, need, n) -
     moved = [f"{g.short()}->{p.short()}" for g, p in zip(given, need) if g != p]
     if _native_ok(fn, args, kwargs, combo, ref, n, _is_inplace(name)):
         res.findings.append(Finding("false negative", name, describe(sample), text,
-                                    f"redistributes {moved}, but the given placements work without communication"))
+                                    f"redistributes {moved}, but the given placements work without communication",
+                                    _scope(name, fn, sample, combo, n)))
         return
     combine = _scan_instead(fn, args, kwargs, given, need, ref)
     if combine:
         res.findings.append(Finding("false negative", name, describe(sample), text,
                                     f"gathers {moved}, but a scan expand (local scan combined by torch.{combine} "
-                                    "with the carry of the earlier shards) would keep the shard"))
+                                    "with the carry of the earlier shards) would keep the shard", "general"))
+
+
+def _scope(name: str, fn, sample, combo, n: int) -> str:
+    """Where the natively working ``combo`` holds (:data:`SCOPES`): on the other simulated mesh size too, and
+    with the sample's non-layout arguments moved (:func:`hp_agent.dist_op.synth.moved_arguments`)."""
+    from hp_agent.dist_op.synth import moved_arguments
+    args, kwargs = sample
+    inplace = _is_inplace(name)
+    other = next(r for r in RANKS if r != n)
+    if not _native_ok(fn, args, kwargs, combo, _reference(fn, args, kwargs), other, inplace):
+        return "mesh size"
+    moved = moved_arguments(fn, (list(args), dict(kwargs)))
+    if moved is not None:
+        for r in RANKS:
+            if not _native_ok(fn, moved[0], moved[1], combo, _reference(fn, *moved), r, inplace):
+                return "argument value"
+    return "general"
 
 
 def _scan_instead(fn, args, kwargs, given, need, ref) -> Optional[str]:

@@ -18,6 +18,12 @@ results assemble to the global result; what it finds is written into the op's re
           table: {"2;dims=[0, 1];k=1": ["R->R", "S(0)->S(1)", "P(sum)->P(sum)"], ...}
           shapes: {"2;dims=[0, 1];k=1": [["0.1", "0.0"]]}  # per output: "input.dim", "i.d|j.e" (max), "i.d*j.e", a size
 
+  A signature's shapes may be ``meta`` instead: for ops whose other arguments (``kernel_size``, ``size``,
+  ``groups``) change the output shape, the backend computes the global output shapes from the global input
+  shapes without data (``Platform.output_shapes``; torch: the op on ``meta`` tensors); when it cannot, the
+  call runs replicated (``fallback: replicate``) or is refused. The rows of such an op hold for every argument
+  value the synthesis observed (each sample's own values and the values moved), not only one.
+
   A signature is the inputs' ranks plus the layout arguments' values (dims normalised to >= 0; an integer
   argument with a period, found by the synthesis on the op's own results, taken modulo it). Per mesh
   dim, the inputs' current placements are kept when the table has them; else the strategy that keeps the
@@ -37,17 +43,20 @@ results assemble to the global result; what it finds is written into the op's re
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from hyper_parallel.core.ops.rule import Decision, OpCall, OpRule, RuleError
 from hyper_parallel.core.ops.rules.matmul import EinsumRule, _Problem
 from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
 
-__all__ = ["FactorRule", "StrategyTableRule", "ReplicateRule", "parse_strategy", "signature_of"]
+__all__ = ["FactorRule", "StrategyTableRule", "ReplicateRule", "parse_strategy", "signature_of", "META"]
 
 _EQUATION = re.compile(r"^([a-z]*)(,[a-z]*)*->[a-z]*$")
 _PLACEMENT = re.compile(r"^(R|S\((\d+)\)|P\((sum|avg|max|min)\))$")
 _DIM_ARGS = ("dim", "dim0", "dim1", "start_dim", "end_dim")
+#: ``shapes`` value of a signature whose output shapes depend on arguments the table does not key on
+#: (``avg_pool1d``'s ``kernel_size``): the backend computes them from the global input shapes without data
+META = "meta"
 
 
 class FactorRule(EinsumRule):
@@ -221,6 +230,8 @@ class StrategyTableRule(OpRule):
         for key, rows in table.items():
             if key not in shapes:
                 raise RuleError(f"{op}: signature {key!r} has strategies but no output shape in option shapes")
+            if not isinstance(shapes[key], list) and shapes[key] != META:
+                raise RuleError(f"{op}: shapes[{key!r}]={shapes[key]!r}: expected a list per output or {META!r}")
             self.table[key] = _rows(op, key, rows)
         self.shapes = shapes
         self.fallback = options.get("fallback")
@@ -248,6 +259,11 @@ class StrategyTableRule(OpRule):
             raise call.fail(f"no synthesised strategy for signature {key!r} (known: {sorted(self.table)[:6]}); "
                             "run hp-agent dist-op synth with a sample of this signature")
         n_out = len(rows[0][1])
+        shapes = self._shapes(call, key, n_out)
+        if shapes is None:  # shapes computed without data (META) are unknown for this call
+            if self.fallback == "replicate":
+                return _replicated(self, call)
+            raise call.fail(f"signature {key!r}: the backend cannot compute the output shapes of this call")
         need: List[List[Placement]] = [[Replicate()] * call.mesh_ndim for _ in call.tensors]
         outs: List[List[Placement]] = [[Replicate()] * call.mesh_ndim for _ in range(n_out)]
         for d in range(call.mesh_ndim):
@@ -257,7 +273,6 @@ class StrategyTableRule(OpRule):
                 need[i][d] = _placement(p)
             for k, p in enumerate(res):
                 outs[k][d] = _placement(p)
-        shapes = [self._shape(call, key, k) for k in range(n_out)]
         specs = [(tuple(o), s) for o, s in zip(outs, shapes)]
         return Decision(inputs=[tuple(n) for n in need], outputs=specs[0] if n_out == 1 else specs)
 
@@ -291,6 +306,15 @@ class StrategyTableRule(OpRule):
         if best is None:
             raise call.fail(f"no strategy reachable by gathering from inputs {list(cur)} on mesh dim {d}")
         return best
+
+    def _shapes(self, call: OpCall, key: str, n_out: int) -> Optional[List[Tuple[int, ...]]]:
+        """Every output's global shape: from the signature's expressions, or (``META``) computed by the
+        backend without data (:meth:`Platform.output_shapes`); None when that is not possible."""
+        if self.shapes[key] != META:
+            return [self._shape(call, key, k) for k in range(n_out)]
+        from hyper_parallel.platform import get_platform  # pylint: disable=import-outside-toplevel
+        found = get_platform().output_shapes(call.op, call.args, call.kwargs, [t.shape for t in call.tensors])
+        return found if found is not None and len(found) == n_out else None
 
     def _shape(self, call: OpCall, key: str, k: int) -> Tuple[int, ...]:
         """Output ``k``'s global shape: per dim a size, ``"i.d"`` (input ``i``'s dim ``d``) or ``"i.d|j.e"``
