@@ -1011,6 +1011,9 @@ def _table_entry(synth: Synthesis, layout: Dict[str, Tuple[int, Any]],
     (``"meta"``) instead of written as expressions (so are those of a signature no expression explains)."""
     if _value_outputs(synth):
         return None, ["an output is not a tensor (a Python value): a table holds tensor placements only"]
+    varying = [k for k, shapes in synth.shapes.items() if len({len(outs) for _, outs in shapes}) > 1]
+    if varying:  # a row names a fixed number of outputs (dsplit: as many as the sizes it is given)
+        return None, [f"{k}: the number of outputs varies between samples" for k in varying]
     shapes = _shape_items(synth, meta)
     used = sorted({p.split("=", 1)[0] for key in synth.strategies for p in key.split(";")[1:]})
     missing = [u for u in used if u not in layout]
