@@ -11,7 +11,7 @@ dispatch disabled, and the fresh output re-classed as a DTensor in place. Rules 
 from __future__ import annotations
 
 import types
-from typing import Any, Callable, Dict, Optional
+from typing import Dict
 
 import torch
 from torch._C import DisableTorchFunctionSubclass as _NoTF
@@ -20,7 +20,6 @@ from hyper_parallel.core.ops.dispatch import DispatchPlan, build_plan, collect, 
 from hyper_parallel.core.ops.registry import OpEntry, get_registry, on_register
 from hyper_parallel.core.ops.strict import (StrictRedistributionError, set_strict,  # noqa: F401  pylint: disable=unused-import
                                             strict_dispatch)
-from hyper_parallel.core.ops.rule import RuleError
 from hyper_parallel.core import process_group as _pg
 from hyper_parallel.core.spec import DTensorSpec
 from hyper_parallel.platform.torch import dtensor as _dt

@@ -995,6 +995,11 @@ def _sharded(synth: Synthesis) -> bool:
     return any(any(p != "R" for p in st.inputs) for rows in synth.strategies.values() for st in rows)
 
 
+def _varying_outputs(synth: Synthesis) -> List[str]:
+    """Signatures whose samples return different numbers of outputs."""
+    return [k for k, shapes in synth.shapes.items() if len({len(outs) for _, outs in shapes}) > 1]
+
+
 def _shape_items(synth: Synthesis, meta: bool) -> Dict[str, Any]:
     """Per signature the output shape expressions, or ``"meta"`` where none explains them (or, ``meta``,
     everywhere: non-layout arguments change them): the backend computes those from the global input shapes
@@ -1011,7 +1016,7 @@ def _table_entry(synth: Synthesis, layout: Dict[str, Tuple[int, Any]],
     (``"meta"``) instead of written as expressions (so are those of a signature no expression explains)."""
     if _value_outputs(synth):
         return None, ["an output is not a tensor (a Python value): a table holds tensor placements only"]
-    varying = [k for k, shapes in synth.shapes.items() if len({len(outs) for _, outs in shapes}) > 1]
+    varying = _varying_outputs(synth)
     if varying:  # a row names a fixed number of outputs (dsplit: as many as the sizes it is given)
         return None, [f"{k}: the number of outputs varies between samples" for k in varying]
     shapes = _shape_items(synth, meta)

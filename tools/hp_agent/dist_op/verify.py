@@ -221,26 +221,32 @@ def _native_ok(fn, args, kwargs, placements, ref, n, inplace: bool = False) -> b
     """True when the given placements assemble into the reference under some output placement (for an
     in-place op: under self's own placement), for two random Partial splits of every dataset of
     :func:`_datasets` (a constant result proves nothing and never counts)."""
-    from hp_agent.dist_op.probe import assembling
     common: Optional[List[set]] = None
     for i, (a, k, want) in enumerate(_datasets(fn, args, kwargs, ref)):
         if want is None or _constant(want):
-            if i < 2:
-                return False
-            if want is not None and not _assembles(fn, a, k, placements, want, n):
+            if i < 2 or (want is not None and not _assembles(fn, a, k, placements, want, n)):
                 return False  # a constant result proves nothing, but one the placements miss disproves
             continue
         for seed in (0, 1):
-            try:
-                results = simulate(fn, a, k, placements, n, seed)
-            except Exception:  # pylint: disable=broad-except  # the op refused the shards: not native
+            found = _found(fn, a, k, placements, want, n, seed)
+            if found is None:
                 return False
-            found = [set(f) for f in assembling(want, results, n)] if results is not None else [set()]
             common = found if common is None else [c & f for c, f in zip(common, found)]
     # one output placement must work for every dataset and split (not P(max) here and P(min) there)
     if not common or not all(common):
         return False
     return not inplace or placements[0].short() in common[0]
+
+
+def _found(fn, args, kwargs, placements, want, n, seed) -> Optional[List[set]]:
+    """Per output, the placements the local results of one Partial split assemble to (None: the op refused
+    the shards)."""
+    from hp_agent.dist_op.probe import assembling
+    try:
+        results = simulate(fn, args, kwargs, placements, n, seed)
+    except Exception:  # pylint: disable=broad-except  # the op refused the shards: not native
+        return None
+    return [set(f) for f in assembling(want, results, n)] if results is not None else [set()]
 
 
 def _assembles(fn, args, kwargs, placements, want, n) -> bool:
