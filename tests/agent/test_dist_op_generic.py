@@ -116,3 +116,11 @@ def test_samples_of_an_op_tested_through_a_wrapper_are_captured_from_its_calls(m
     monkeypatch.setattr(synth, "_opinfos", lambda op: [info])
     calls = synth.captured_samples("torch.mul", torch.mul)
     assert len(calls) == 1 and calls[0][0][1] == 2.0 and torch.equal(calls[0][0][0], sample.input.relu())
+
+
+def test_an_op_returning_a_sparse_tensor_is_refused_clearly(tmp_path):
+    from hp_agent.dist_op.analyze import analyze
+    from hp_agent.dist_op.interface import AnalyzeError
+    from hp_agent.dist_op.layout import load_layout
+    with pytest.raises(AnalyzeError, match="Tensor.to_sparse: returns a torch.sparse_coo tensor"):
+        analyze(["Tensor.to_sparse"], load_layout(tmp_path))

@@ -83,6 +83,22 @@ def _differentiable(op: str, deriv) -> bool:
     return backward_runs(resolve_torch(op), tensors, dict(case.kwargs))
 
 
+def _refuse_non_dense(op: str) -> None:
+    """Refuse an op whose result is not a dense tensor (``Tensor.to_sparse``): DTensors hold dense local
+    tensors, so no layout rule can be right for it. An op the probe sample does not fit is left to the
+    analysis."""
+    import torch
+    try:
+        with torch.no_grad():
+            out = resolve_torch(op)(torch.rand(4, 6) + 0.5)
+    except Exception:  # pylint: disable=broad-except  # the sample does not fit the op: nothing to decide here
+        return
+    layouts = {o.layout for o in (out if isinstance(out, (list, tuple)) else [out]) if isinstance(o, torch.Tensor)}
+    if layouts - {torch.strided}:
+        raise AnalyzeError(f"{op}: returns a {sorted(str(x) for x in layouts - {torch.strided})[0]} tensor; DTensors "
+                           "hold dense (strided) local tensors, so no distributed rule can be right for it (refused)")
+
+
 def _needs_synthesis(op: str, deriv) -> bool:
     """No closed form: the probe found none, its output shape is one no shared class computes, or OpInfo's
     samples contradict it (:func:`_opinfo_contradicts`) — then a strategy table is synthesised."""
@@ -228,6 +244,7 @@ def analyze(names: List[str], layout: Layout, force: bool = False) -> List[Analy
     results = []
     for group in group_names(names):
         start = time.monotonic()
+        _refuse_non_dense(group[0])
         ifaces = {n: torch_interface(n) for n in group}
         derivs = {n: derive(resolve_torch(n), ifaces[n]) for n in group}
         main = derivs[group[0]]
