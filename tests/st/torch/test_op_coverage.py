@@ -67,12 +67,12 @@ def test_only_a_differing_output_is_a_wrong_result():
 @multi_rank(world_size=2, timeout=300)
 def test_supported_op_passes_and_unregistered_op_is_unsupported_never_failed():
     results = {r.name: r for r in cov.run_op_samples(["add", "zeros_like", "rand_like", "std_mean.unbiased",
-                                                      "_chunk_cat"], max_samples=3)}
+                                                      "to_sparse"], max_samples=3)}
     for name in ("add", "zeros_like", "rand_like", "std_mean.unbiased"):  # std_mean: an empty sample gives NaNs  # registered: every counted run passes, both placements
         r = results[name]
         assert r.status == "pass" and r.total("failed") == r.total("unsupported") == 0, (name, r)
         assert r.counts["R"]["passed"] == r.samples >= 2 and r.counts["S(0)"]["passed"] >= 1, (name, r.counts)
-    fft = results["_chunk_cat"]  # no distributed rule: a clear refusal on every run
+    fft = results["to_sparse"]  # no distributed rule (refused by design: a sparse result): a clear refusal
     assert fft.status == "unsupported" and fft.total("failed") == 0 and fft.total("passed") == 0, fft
     assert fft.total("unsupported") == fft.runs > 0
     assert "no distributed rule" in fft.details[0]
