@@ -9,8 +9,9 @@
   backward, ``mint.acos`` has no CPU kernel in MindSpore 2.10 and is reported with MindSpore's own error, and
   a counterpart checked after that failure still passes (MindSpore re-raises a failed op's error from later ops
   until its executor is synchronised);
-* the sweep maps torch names to mint candidates, converts OpInfo samples into MindSpore cases, records the
-  passing names in the plans, and a child process that dies costs only the job it was running.
+* the sweep maps torch names to mint candidates (and the ``mindspore.ops`` name), converts OpInfo samples into
+  MindSpore cases, records the passing names in the plans (``ops`` only where no mint name passes), and a child
+  process that dies costs only the job it was running.
 """
 import json
 import sys
@@ -114,20 +115,26 @@ def test_sweep_converts_opinfo_samples_and_records_the_passing_names(tmp_path):
     rows = {r["mint"]: r for r in result["rows"]}
     assert result["processes"] == 1 and not result["error"], result
     assert set(rows) == {"mindspore.mint.special.erfc", "mindspore.mint.erfc", "mindspore.mint.floor_divide",
-                         "mindspore.mint.acos"}  # candidates MindSpore does not have are not rows
+                         "mindspore.mint.acos", "mindspore.ops.erfc", "mindspore.ops.floor_divide",
+                         "mindspore.ops.acos"}  # candidates MindSpore does not have are not rows
     assert rows["mindspore.mint.special.erfc"]["ok"] and rows["mindspore.mint.special.erfc"]["grad"] == "equal"
     floor = rows["mindspore.mint.floor_divide"]
     assert floor["ok"] and floor["grad"] == "n/a" and len(floor["cases"]) == 2, floor
     assert all(c["args"][0] == {"t": 0} and c["grad"] is False for c in floor["cases"])  # OpInfo sample -> template
     assert rows["mindspore.mint.acos"]["kernel"] == "no" and "AcosExt" in rows["mindspore.mint.acos"]["error"]
+    assert rows["mindspore.ops.acos"]["ok"], rows["mindspore.ops.acos"]  # mindspore.ops has the CPU kernel
     counts = sweep_counts(result)
-    assert (counts["ops_with_mint"], counts["ops_with_cpu_kernel"], counts["ops_passing"]) == (3, 2, 2)
+    assert (counts["mint_ops_with_counterpart"], counts["mint_ops_with_cpu_kernel"], counts["mint_ops_passing"],
+            counts["ops_passing"]) == (3, 2, 2, 3)
     table = sweep_markdown(result)
-    assert "| `torch.acos` | `mint.acos` | no |" in table and "3 ops checked" in table
+    assert "| `torch.acos` | `mint.acos` | no |" in table and "of 3 ops have a counterpart" in table
     passing = record_sweep(result, plans)
-    assert [p.op for p in passing] == ["torch.special.erfc", "torch.floor_divide"]
+    assert [p.op for p in passing] == ["torch.special.erfc", "torch.floor_divide", "torch.acos"]
     saved = yaml.safe_load(plans[0].path.read_text().split("---")[1])["frontends"]["mindspore"]
     assert saved["names"] == ["mindspore.mint.special.erfc", "mindspore.mint.erfc"] and "unusable" not in saved
+    acos = yaml.safe_load(plans[2].path.read_text().split("---")[1])["frontends"]["mindspore"]
+    assert acos["names"] == ["mindspore.ops.acos"] and "AcosExt" in acos["unusable"]["mindspore.mint.acos"]
+    assert mint_names(plans[2]) == ["mindspore.ops.acos"]  # no mint name left: the ops name is the frontend
 
 
 _FAKE_CHILD = """#!{python}

@@ -57,10 +57,13 @@ class KernelCheck:
 
 
 def mint_names(plan: Plan, layout: Optional[Layout] = None) -> List[str]:
-    """The ``mindspore.mint.*`` counterparts the analysis recorded for the plan's op (with ``layout``: without
-    the names a hand-written registry file already holds)."""
+    """The MindSpore frontends to generate for the plan's op: its ``mindspore.mint.*`` counterparts, or, when
+    it has none, its ``mindspore.ops.*`` ones (with ``layout``: without the names a hand-written registry file
+    already holds)."""
     ms = (plan.meta.get("frontends") or {}).get("mindspore") or {}
-    names = [n for n in ms.get("names") or [] if n.startswith("mindspore.mint.")]
+    found = list(ms.get("names") or [])
+    names = [n for n in found if n.startswith("mindspore.mint.")] or \
+        [n for n in found if n.startswith("mindspore.ops.")]
     if layout is not None:
         taken = registered_elsewhere(layout)
         names = [n for n in names if n not in taken]
@@ -340,6 +343,12 @@ def _own(op: str) -> str:
     return candidates(op)[0]
 
 
+def ops_candidate(op: str) -> str:
+    """``op``'s ``mindspore.ops`` candidate (``torch.special.zeta`` -> ``mindspore.ops.zeta``): the frontend
+    when no ``mindspore.mint`` counterpart passes (many ``mint`` functions have no CPU kernel in 2.10)."""
+    return "mindspore.ops." + op.rsplit(".", 1)[-1]
+
+
 def sweep_jobs(plans: Sequence[Plan]) -> List[Dict[str, Any]]:
     """One job per (plan, candidate); a name that is another op's own-namespace counterpart goes to that op
     only (``mint.cross`` is ``torch.cross``'s, not ``torch.linalg.cross``'s)."""
@@ -347,6 +356,7 @@ def sweep_jobs(plans: Sequence[Plan]) -> List[Dict[str, Any]]:
     jobs = []
     for plan in plans:
         names = candidates(plan.op) + [n for n in mint_names(plan) if n not in candidates(plan.op)]
+        names += [] if ops_candidate(plan.op) in names else [ops_candidate(plan.op)]
         for name in names:
             if owners.get(name, plan.op) != plan.op:
                 continue
@@ -382,28 +392,39 @@ def sweep(layout: Layout, plans: Optional[Sequence[Plan]] = None,
 
 
 def sweep_counts(result: Dict[str, Any]) -> Dict[str, int]:
-    """Ops with a counterpart, with a CPU kernel, with equal values (and gradients), as the sweep measured."""
+    """Per namespace (``mint``, ``ops``): ops with a counterpart, with a CPU kernel, with torch's values, passing
+    (values and gradients); then ops passing in either and those with a name no hand-written file registers."""
     rows = result["rows"]
 
-    def ops(pred):
-        return len({r["op"] for r in rows if pred(r)})
-    return {"ops_checked": result["ops"], "ops_with_mint": ops(lambda r: True),
-            "mint_names": len(rows), "ops_with_cpu_kernel": ops(lambda r: r["kernel"] == "yes"),
-            "ops_values_equal": ops(lambda r: r["forward"] == "equal"), "ops_passing": ops(lambda r: r["ok"]),
-            "ops_new_frontends": ops(lambda r: r["ok"] and not r.get("registered"))}
+    def ops(pred, space=""):
+        return len({r["op"] for r in rows if r["mint"].startswith(f"mindspore.{space}") and pred(r)})
+    out = {"ops_checked": result["ops"]}
+    for space in ("mint", "ops"):
+        out.update({f"{space}_ops_with_counterpart": ops(lambda r: True, space),
+                    f"{space}_names": sum(1 for r in rows if r["mint"].startswith(f"mindspore.{space}.")),
+                    f"{space}_ops_with_cpu_kernel": ops(lambda r: r["kernel"] == "yes", space),
+                    f"{space}_ops_values_equal": ops(lambda r: r["forward"] == "equal", space),
+                    f"{space}_ops_passing": ops(lambda r: r["ok"], space)})
+    out["ops_passing"] = ops(lambda r: r["ok"])
+    out["ops_new_frontends"] = ops(lambda r: r["ok"] and not r.get("registered"))
+    return out
 
 
 def sweep_markdown(result: Dict[str, Any], header: str = "") -> str:
-    """The sweep as a Markdown table (op, mint name, CPU kernel, values, gradients, MindSpore's error)."""
-    counts = sweep_counts(result)
+    """The sweep as a Markdown table (op, MindSpore name, CPU kernel, values, gradients, MindSpore's error)."""
+    c = sweep_counts(result)
     lines = [header or "# MindSpore counterparts of the pipeline's ops (measured)", "",
-             f"{counts['ops_checked']} ops checked, {counts['ops_with_mint']} with a `mindspore.mint` counterpart "
-             f"({counts['mint_names']} names), {counts['ops_with_cpu_kernel']} with a CPU kernel, "
-             f"{counts['ops_values_equal']} with torch's values, {counts['ops_passing']} passing (values and "
-             f"gradients), {counts['ops_new_frontends']} of them with a name no hand-written file registers. "
-             f"{result['processes']} MindSpore process(es), {result['seconds']} s.", "",
-             "| op | mint name | CPU kernel | values | gradients | MindSpore's error / why not |",
-             "|---|---|---|---|---|---|"]
+             "Written by `hp-agent dist-op ms-sweep --markdown` (see `docs/agent/dist-op-pipeline.md`, section "
+             "MindSpore frontends); MindSpore 2.10 on CPU against torch.", ""]
+    for space in ("mint", "ops"):
+        lines.append(f"- `mindspore.{space}`: {c[f'{space}_ops_with_counterpart']} of {c['ops_checked']} ops have a "
+                     f"counterpart ({c[f'{space}_names']} names), {c[f'{space}_ops_with_cpu_kernel']} a CPU kernel, "
+                     f"{c[f'{space}_ops_values_equal']} torch's values, {c[f'{space}_ops_passing']} torch's values "
+                     "and gradients;")
+    lines += [f"- {c['ops_passing']} ops pass in either, {c['ops_new_frontends']} with a name no hand-written "
+              f"registry file holds; {result['processes']} MindSpore process(es), {result['seconds']} s.", "",
+              "| op | MindSpore name | CPU kernel | values | gradients | MindSpore's error / why not |",
+              "|---|---|---|---|---|---|"]
     for r in result["rows"]:
         error = (r.get("error") or "").replace("|", "\\|").replace("\n", " ")[:160]
         if r.get("registered"):
@@ -413,36 +434,47 @@ def sweep_markdown(result: Dict[str, Any], header: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def _good_names(plan: Plan, mine: List[Dict[str, Any]]) -> List[str]:
-    """The passing names of ``plan``'s sweep rows that no hand-written file registers, in candidate order."""
+def _chosen(plan: Plan, mine: List[Dict[str, Any]], claimed: set) -> List[str]:
+    """The frontends to generate for ``plan`` from its sweep rows: the passing mint names (candidate order),
+    else its passing ``mindspore.ops`` name; never a hand-registered name or one another op claimed."""
     order = candidates(plan.op)
-    good = [r["mint"] for r in mine if r["ok"] and not r.get("registered")]
-    return sorted(good, key=lambda n: order.index(n) if n in order else len(order))
+    good = [r["mint"] for r in mine if r["ok"] and not r.get("registered") and r["mint"] not in claimed]
+    mint = sorted((n for n in good if n.startswith("mindspore.mint.")),
+                  key=lambda n, order=order: order.index(n) if n in order else len(order))
+    return mint or [n for n in good if n.startswith("mindspore.ops.")][:1]
+
+
+def _write_names(plan: Plan, chosen: List[str], unusable: Dict[str, str]) -> None:
+    """Record ``chosen`` (and the failed candidates) in the plan's MindSpore frontend; save when changed."""
+    ms = plan.meta.setdefault("frontends", {}).setdefault("mindspore", {})
+    old = list(ms.get("names") or [])
+    names = chosen + ([n for n in old if n.startswith("mindspore.ops.") and n not in chosen]
+                      if chosen[0].startswith("mindspore.mint.") else [])
+    if names != old or (ms.get("unusable") or {}) != unusable:
+        ms["names"] = names
+        if unusable:
+            ms["unusable"] = unusable
+        plan.save()
 
 
 def record_sweep(result: Dict[str, Any], plans: Sequence[Plan]) -> List[Plan]:
-    """Write the sweep's findings into the plans of the ops with at least one passing counterpart:
-    ``frontends.mindspore.names`` = the passing mint names (plus the analysis' other, non-mint names) and
-    ``frontends.mindspore.unusable`` = MindSpore's words for the candidates that failed. Analysis data only:
-    the plans become stale until a person confirms them (``confirm --batch FILE --set
-    frontends.mindspore.in_scope=true``). Returns every plan with a passing counterpart (saved when changed)."""
+    """Write the sweep's findings into the plans of the ops with a passing counterpart (see :func:`_chosen`):
+    ``frontends.mindspore.names`` = the names to generate (plus the analysis' ``mindspore.ops`` name when a
+    mint name was chosen) and ``frontends.mindspore.unusable`` = MindSpore's words for the candidates that
+    failed. Analysis data only: the plans become stale until a person confirms them (``confirm --batch FILE
+    --set frontends.mindspore.in_scope=true``). An ``ops`` name shared by two ops (``torch.cross`` and
+    ``torch.linalg.cross``) goes to the first (``torch.*`` before the namespaces). Returns every plan with a
+    passing counterpart (saved when changed)."""
     rows: Dict[str, List[Dict[str, Any]]] = {}
     for r in result["rows"]:
         rows.setdefault(r["op"], []).append(r)
-    passing = []
-    for plan in plans:
+    passing, claimed = [], set()
+    for plan in sorted(plans, key=lambda p: (p.op.count("."), p.op)):
         mine = rows.get(plan.op, [])
-        good = _good_names(plan, mine)
-        if not good:
+        chosen = _chosen(plan, mine, claimed)
+        if not chosen:
             continue
-        ms = plan.meta.setdefault("frontends", {}).setdefault("mindspore", {})
-        old = list(ms.get("names") or [])
-        names = good + [n for n in old if not n.startswith("mindspore.mint.")]
-        unusable = {r["mint"]: r["detail"] for r in mine if not r["ok"]}
-        if names != old or (ms.get("unusable") or {}) != unusable:
-            ms["names"] = names
-            if unusable:
-                ms["unusable"] = unusable
-            plan.save()
+        claimed.update(chosen)
+        _write_names(plan, chosen, {r["mint"]: r["detail"] for r in mine if not r["ok"]})
         passing.append(plan)
-    return passing
+    return sorted(passing, key=lambda p: [q.op for q in plans].index(p.op))

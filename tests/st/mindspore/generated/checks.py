@@ -22,7 +22,8 @@ import yaml
 
 CASES_DIR = Path(__file__).parent / "cases"
 ENV_OPS = "HP_MS_GENERATED_OPS"
-MAX_COMBOS = 4  # per case: a rotating slice of the placement combinations (every combo runs across cases)
+MAX_COMBOS = 4  # per case in dev's launch: a rotating slice of the placement combinations
+GATE_COMBOS = 2  # per case in the gate's launch 2 (CI budget: >100 ops ride it); the slices rotate over cases
 
 
 def load_cases(ops=None):
@@ -151,7 +152,7 @@ def _check_combo(mesh, func, case, inputs, combo, ref):
         _close(g, want, f"{what} grad of input {i}")
 
 
-def _check_file(mesh, name, data):
+def _check_file(mesh, name, data, max_combos=MAX_COMBOS):
     from hyper_parallel.platform.mindspore import dispatch as D
     from hyper_parallel.testing.mindspore_op_cases import float_inputs
     func = D.resolve_mindspore_name(name)
@@ -166,14 +167,14 @@ def _check_file(mesh, name, data):
         ref = _reference(func, case, inputs, k)
         floats = set(float_inputs(case))
         combos = list(itertools.product(*[_placements(len(s), i in floats) for i, s in enumerate(case["shapes"])]))
-        step = max(len(combos) // MAX_COMBOS, 1)
-        for combo in combos[k % step::step][:MAX_COMBOS]:
+        step = max(len(combos) // max_combos, 1)
+        for combo in combos[k % step::step][:max_combos]:
             _check_combo(mesh, func, dict(case, name=name), inputs, combo, ref)
 
 
-def _guarded(mesh, name, data):
+def _guarded(mesh, name, data, max_combos):
     try:
-        _check_file(mesh, name, data)
+        _check_file(mesh, name, data, max_combos)
     except Exception:
         # MindSpore 2.10's PyNative executor re-raises a failed op's error from every later op until synced
         from mindspore.common.api import _pynative_executor
@@ -184,11 +185,11 @@ def _guarded(mesh, name, data):
         raise
 
 
-def generated_checks(mesh, record, ops=None):
+def generated_checks(mesh, record, ops=None, max_combos=GATE_COMBOS):
     """Run every generated case file's checks; ``record(name, fn)`` stores ``"ok"`` or the failure."""
     for check, data in load_cases(ops).items():
         name = check[len("generated "):]
-        record(check, lambda name=name, data=data: _guarded(mesh, name, data))
+        record(check, lambda name=name, data=data: _guarded(mesh, name, data, max_combos))
 
 
 def run_generated():
@@ -200,7 +201,12 @@ def run_generated():
     ops = [o for o in os.environ.get(ENV_OPS, "").split(",") if o] or None
     results, seconds = {}, {}
 
+    trace = os.environ.get("HP_MS_TRACE")  # a file that names each check before it runs (a hard crash's culprit)
+
     def record(name, fn):
+        if trace:
+            with open(f"{trace}.{os.environ.get('RANK_ID', os.getpid())}", "a", encoding="utf-8") as out:
+                out.write(name + "\n")
         start = time.perf_counter()
         try:
             fn()
@@ -208,7 +214,10 @@ def run_generated():
         except Exception:  # pylint: disable=broad-except  # every failure is returned to the launcher
             results[name] = "FAIL " + traceback.format_exc()
         seconds[name] = time.perf_counter() - start
-    generated_checks(mesh, record, ops)
+        if trace:
+            with open(f"{trace}.{os.environ.get('RANK_ID', os.getpid())}", "a", encoding="utf-8") as out:
+                out.write(f"  {results[name][-400:]!r}\n")
+    generated_checks(mesh, record, ops, MAX_COMBOS)
     return {"results": results, "seconds": seconds}
 
 
