@@ -42,7 +42,7 @@ from types import SimpleNamespace
 from typing import Any, Dict, List, Optional
 from hyper_parallel.trainer._mindspore.launch import end_process_groups
 
-__all__ = ["launch", "MindSporeLaunchError", "worker_main"]
+__all__ = ["launch", "MindSporeLaunchError", "ClusterStartError", "worker_main"]
 
 _SCHED_CODE = "from mindspore.communication import init; init()"
 _LOG_TAIL = 4000
@@ -50,6 +50,15 @@ _LOG_TAIL = 4000
 
 class MindSporeLaunchError(RuntimeError):
     """A MindSpore multi-rank launch failed: a rank raised, died, or the launch timed out."""
+
+
+class ClusterStartError(MindSporeLaunchError):
+    """The MindSpore cluster never formed: a rank's ``init`` reported the cluster in error (heartbeats lost
+    before any collective ran). :func:`launch` starts the whole launch once more on a new port."""
+
+
+#: what MindSpore's ``init_cluster`` raises when the scheduler lost the nodes' heartbeats while forming
+_CLUSTER_START_FAILED = "The state of the cluster is error"
 
 
 def _free_port() -> int:
@@ -104,7 +113,9 @@ def _collect(out: Path, workers: List[subprocess.Popen], logs: List[Path], targe
             problems.append(f"rank {rank} raised:\n{res.get('traceback')}")
         results.append(res)
     if problems:
-        raise MindSporeLaunchError(f"MindSpore launch of {target} failed:\n" + "\n".join(problems))
+        text = f"MindSpore launch of {target} failed:\n" + "\n".join(problems)
+        start_failed = _CLUSTER_START_FAILED in text and "init_cluster" in text  # raised inside ``init``
+        raise (ClusterStartError if start_failed else MindSporeLaunchError)(text)
     return [r["result"] for r in results]
 
 
@@ -189,6 +200,17 @@ def launch(target: str, world_size: int = 2, timeout: float = 120.0,
     extra = dict(env or {})
     if launcher == "msrun":
         return _launch_msrun(target, world_size, timeout, extra)
+    try:
+        return _launch_env(target, world_size, timeout, extra)
+    except ClusterStartError as exc:  # init failed: no collective of the target ran
+        first = str(exc).splitlines()[0]
+        print(f"hyper_parallel.testing.mindspore_launch: {first} (the cluster did not form: "
+              f"{_CLUSTER_START_FAILED!r}); starting the launch once more on a new port", file=sys.stderr)
+        return _launch_env(target, world_size, timeout, extra)
+
+
+def _launch_env(target: str, world_size: int, timeout: float, extra: Dict[str, str]) -> List[Any]:
+    """One launch with the dynamic-cluster variables: a scheduler process and ``world_size`` workers."""
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix="hp_ms_launch_") as tmp:
         out = Path(tmp)
