@@ -122,6 +122,20 @@ def test_strategy_table_rule_keeps_gathers_and_refuses():
         parse_strategy("S(x)->R")
 
 
+def test_signature_without_a_reachable_row_falls_back_to_replicate():
+    """``linalg.pinv``'s 3-D signature holds only ``S(0)->S(0)``: a replicated input reaches no row by
+    gathering, so the call is refused without a fallback and runs replicated with one."""
+    table = {"layout": {}, "table": {"3": ["S(0)->S(0)"]}, "shapes": {"3": [["0.0", "0.2", "0.1"]]}}
+    strict = StrategyTableRule("torch.linalg.pinv", **table)
+    with pytest.raises(RuleError, match="no strategy reachable by gathering from inputs \\['R'\\]"):
+        strict.infer(_call("torch.linalg.pinv", [(4, 3, 2)], [(Replicate(),)]))
+    rule = StrategyTableRule("torch.linalg.pinv", **table, fallback="replicate")
+    keep = rule.infer(_call("torch.linalg.pinv", [(4, 3, 2)], [(Shard(0),)]))
+    assert keep.inputs == [(Shard(0),)] and keep.outputs == ((Shard(0),), (4, 2, 3))
+    whole = rule.infer(_call("torch.linalg.pinv", [(4, 3, 2)], [(Replicate(),)]))
+    assert whole.inputs == [(Replicate(),)] and whole.outputs is None and whole.expand == "expand_replicated"
+
+
 def test_unknown_signature_falls_back_to_replicate_and_replicate_rule_gathers():
     rule = StrategyTableRule("torch.rot90", **ROT90, fallback="replicate")
     keep = rule.infer(_call("torch.rot90", [(4, 6)], [(Shard(0),)]))

@@ -268,7 +268,12 @@ class StrategyTableRule(OpRule):
         outs: List[List[Placement]] = [[Replicate()] * call.mesh_ndim for _ in range(n_out)]
         for d in range(call.mesh_ndim):
             cur = tuple(self._current(call, need, i, d) for i in range(len(call.tensors)))
-            ins, res = self._choose(call, rows, cur, outs, d)
+            chosen = self._choose(call, rows, cur, outs, d)
+            if chosen is None:  # no row reachable by gathering (e.g. the signature has no all-R row)
+                if self.fallback == "replicate":
+                    return _replicated(self, call)
+                raise call.fail(f"no strategy reachable by gathering from inputs {list(cur)} on mesh dim {d}")
+            ins, res = chosen
             for i, p in enumerate(ins):
                 need[i][d] = _placement(p)
             for k, p in enumerate(res):
@@ -291,7 +296,8 @@ class StrategyTableRule(OpRule):
 
     @staticmethod
     def _choose(call: OpCall, rows, cur: Tuple[str, ...], outs: List[List[Placement]], d: int):
-        """The row for ``cur``: exact, else the one keeping the most inputs and gathering the rest."""
+        """The row for ``cur``: exact, else the one keeping the most inputs and gathering the rest; None when
+        no row is reachable by gathering."""
         used = {(k, p.dim) for k, o in enumerate(outs) for p in o[:d] if isinstance(p, Shard)}
         best, best_key = None, None
         for ins, res in rows:
@@ -303,8 +309,6 @@ class StrategyTableRule(OpRule):
             score = (sum(1 for i, c in zip(ins, cur) if i == c and c != "R"), sum(1 for p in res if p != "R"))
             if best_key is None or score > best_key:
                 best, best_key = (ins, res), score
-        if best is None:
-            raise call.fail(f"no strategy reachable by gathering from inputs {list(cur)} on mesh dim {d}")
         return best
 
     def _shapes(self, call: OpCall, key: str, n_out: int) -> Optional[List[Tuple[int, ...]]]:
