@@ -23,11 +23,11 @@ Importing this module is cheap (numpy only); the framework is the caller's.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-__all__ = ["case_arrays", "float_inputs", "build_call", "leaves", "tuple_literals"]
+__all__ = ["case_arrays", "float_inputs", "build_call", "leaves", "tuple_literals", "drop_pending_error"]
 
 
 def case_arrays(case: Dict[str, Any], seed: int) -> List[np.ndarray]:
@@ -86,3 +86,14 @@ def leaves(out: Any) -> List[Any]:
     if isinstance(out, (list, tuple)):
         return [x for item in out for x in leaves(item)]
     return [out]
+
+
+def drop_pending_error() -> Optional[str]:
+    """Clear the error MindSpore 2.10's PyNative executor keeps after a failed op (it re-raises it from every
+    later op until synced). Returns that error's first line, or None when nothing was pending."""
+    from mindspore.common.api import _pynative_executor  # pylint: disable=import-outside-toplevel
+    try:
+        _pynative_executor.sync()
+    except Exception as exc:  # pylint: disable=broad-except  # whatever MindSpore stored is the answer
+        return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return None

@@ -29,7 +29,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from hyper_parallel.testing.mindspore_op_cases import build_call, case_arrays, float_inputs, leaves
+from hyper_parallel.testing.mindspore_op_cases import (build_call, case_arrays, drop_pending_error, float_inputs,
+                                                      leaves)
 
 _NO_KERNEL = re.compile(r"unregistered|not support\w* on CPU|on CPU .*not support|CPU kernel|Unsupported op|"
                         r"only supports? Ascend|Not implement exception",
@@ -197,14 +198,6 @@ def _grads(case: Dict[str, Any], fn_t: Any, fn_m: Any, arrays: List[np.ndarray],
     return None
 
 
-def _sync() -> None:
-    from mindspore.common.api import _pynative_executor
-    try:
-        _pynative_executor.sync()
-    except Exception:  # pylint: disable=broad-except  # the stored error surfaces here once: drop it
-        pass
-
-
 def _run_case(case: Dict[str, Any], k: int, fn_t: Any, fn_m: Any, res: Dict[str, Any]) -> bool:
     """One case into ``res`` (kernel/forward/grad/error); False when the job should stop."""
     import torch
@@ -215,7 +208,7 @@ def _run_case(case: Dict[str, Any], k: int, fn_t: Any, fn_m: Any, res: Dict[str,
         got = build_call(case, fn_m)(*[ms.Tensor(a) for a in arrays])
         bad = _compare(got, want)
     except Exception as exc:  # pylint: disable=broad-except  # MindSpore's words are the result
-        _sync()
+        drop_pending_error()
         res["kernel"] = "no" if _NO_KERNEL.search(str(exc)) else "?"
         res["forward"], res["grad"], res["error"] = "not run", "", _first_line(exc)
         return False
@@ -230,7 +223,7 @@ def _run_case(case: Dict[str, Any], k: int, fn_t: Any, fn_m: Any, res: Dict[str,
     try:
         bad = _grads(case, fn_t, fn_m, arrays, np.random.default_rng(k))
     except Exception as exc:  # pylint: disable=broad-except
-        _sync()
+        drop_pending_error()
         res["grad"], res["error"] = ("no CPU kernel" if _NO_KERNEL.search(str(exc)) else "error"), _first_line(exc)
         return False
     if bad == "n/a":
@@ -290,7 +283,7 @@ def main() -> int:
         try:
             res = run_job(job)
         except Exception as exc:  # pylint: disable=broad-except  # a torch-side failure is still a row
-            _sync()
+            drop_pending_error()
             res = {"key": job["key"], "op": job["torch"], "mint": job["mint"], "ok": False, "kernel": "",
                    "forward": "", "grad": "", "error": f"check failed: {_first_line(exc)}", "cases": [], "seconds": 0.0}
         print("HP-JOB " + json.dumps(res, default=str), flush=True)

@@ -267,19 +267,27 @@ class StrategyTableRule(OpRule):
         need: List[List[Placement]] = [[Replicate()] * call.mesh_ndim for _ in call.tensors]
         outs: List[List[Placement]] = [[Replicate()] * call.mesh_ndim for _ in range(n_out)]
         for d in range(call.mesh_ndim):
-            cur = tuple(self._current(call, need, i, d) for i in range(len(call.tensors)))
-            chosen = self._choose(call, rows, cur, outs, d)
-            if chosen is None:  # no row reachable by gathering (e.g. the signature has no all-R row)
-                if self.fallback == "replicate":
-                    return _replicated(self, call)
-                raise call.fail(f"no strategy reachable by gathering from inputs {list(cur)} on mesh dim {d}")
-            ins, res = chosen
-            for i, p in enumerate(ins):
-                need[i][d] = _placement(p)
-            for k, p in enumerate(res):
-                outs[k][d] = _placement(p)
+            if not self._decide_dim(call, rows, need, outs, d):  # no row reachable by gathering
+                return _replicated(self, call)
         specs = [(tuple(o), s) for o, s in zip(outs, shapes)]
         return Decision(inputs=[tuple(n) for n in need], outputs=specs[0] if n_out == 1 else specs)
+
+    def _decide_dim(self, call: OpCall, rows, need: List[List[Placement]], outs: List[List[Placement]],
+                    d: int) -> bool:
+        """Fill mesh dim ``d`` of ``need``/``outs`` from the table; False when no row is reachable by gathering
+        and the entry falls back to replicate (e.g. the signature has no all-R row); refused without fallback."""
+        cur = tuple(self._current(call, need, i, d) for i in range(len(call.tensors)))
+        chosen = self._choose(call, rows, cur, outs, d)
+        if chosen is None:
+            if self.fallback == "replicate":
+                return False
+            raise call.fail(f"no strategy reachable by gathering from inputs {list(cur)} on mesh dim {d}")
+        ins, res = chosen
+        for i, p in enumerate(ins):
+            need[i][d] = _placement(p)
+        for k, p in enumerate(res):
+            outs[k][d] = _placement(p)
+        return True
 
     def expand_replicated(self, func, args, kwargs, plan):
         """A signature outside the table (``fallback: replicate``): as :class:`ReplicateRule`."""
