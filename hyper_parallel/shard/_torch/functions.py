@@ -81,8 +81,12 @@ class DFunction:
     @classmethod
     def _autograd(cls):
         if cls.__dict__.get("_bridge") is None:
-            cls._bridge = type(f"{cls.__name__}Local", (torch.autograd.Function,),
-                               {"forward": staticmethod(cls.forward), "backward": staticmethod(cls.backward)})
+            class _Local(torch.autograd.Function):  # a class statement, so linters see Function's members
+                forward = staticmethod(cls.forward)
+                backward = staticmethod(cls.backward)
+
+            _Local.__name__ = _Local.__qualname__ = f"{cls.__name__}Local"
+            cls._bridge = _Local
         return cls._bridge
 
     @classmethod
