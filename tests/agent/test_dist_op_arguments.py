@@ -104,3 +104,17 @@ def test_resynth_replaces_a_replicate_entry_by_the_table(tmp_path):
     assert entry.rule == "StrategyTableRule" and "..." not in registry.read_text()
     decision = entry.rule_instance().infer(_call(op, (4, 3, 8), Shard(1), (), {"kernel_size": 2}))
     assert decision.inputs == [(Shard(1),)] and tuple(decision.outputs) == ((Shard(1),), (4, 3, 4))
+
+
+def test_table_scenarios_of_an_op_with_several_outputs_carry_more_outputs():
+    import torch
+    from types import SimpleNamespace
+    from hp_agent.dist_op.resynth import _table_key, table_scenarios
+    from hp_agent.dist_op.synth import signature
+    args, kwargs = [torch.rand(4, 6)], {"dim": 1}
+    key = signature(args, kwargs)
+    options = {"layout": {}, "table": {_table_key(key, {}): ["S(0)->S(0),S(0)", "R->R"]}}
+    scenarios = table_scenarios("torch.mode", SimpleNamespace(calls={key: (args, kwargs)}), options)
+    assert scenarios == [{"shapes": [[4, 6]], "kwargs": {"dim": 1}, "input": ["S(0)"], "need": ["S(0)"],
+                          "output": ["S(0)"], "out_shape": [4],
+                          "more_outputs": [{"output": ["S(0)"], "out_shape": [4]}]}]

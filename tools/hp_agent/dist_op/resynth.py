@@ -275,7 +275,7 @@ def proposal(diff: OpDiff, entry: Any) -> Optional[Dict[str, Any]]:
         emitted = diff.entry or {}
         scenarios = table_scenarios(diff.op, diff.synthesis, emitted["options"]) \
             if emitted.get("rule") in TABLE_RULES else []
-        if not scenarios:  # no UT scenario can show the table (several outputs, tensors after other arguments)
+        if not scenarios:  # no UT scenario can show the table (tensors after other arguments, no tensor output)
             return None
         return {"kind": "table", "rule": emitted["rule"], "options": emitted["options"], "accepted": scenarios}
     by_ranks: Dict[str, List[str]] = {}
@@ -304,8 +304,9 @@ def _named_call(op: str, args: list, kwargs: dict) -> Optional[Tuple[list, dict]
 
 
 def table_scenarios(op: str, synthesis: Any, options: Dict[str, Any], limit: int = 4) -> List[Dict[str, Any]]:
-    """UT scenarios of a synthesised table: per signature (up to ``limit``), each row with one tensor output
-    on the signature's evidence sample (input = need = the row's inputs, its output and global shape)."""
+    """UT scenarios of a synthesised table: per signature (up to ``limit``), each row on the signature's
+    evidence sample (input = need = the row's inputs, its first output and global shape; an op returning
+    several tensors lists the others under ``more_outputs``)."""
     import torch
     from hp_agent.dist_op.interface import resolve_torch
     from hp_agent.dist_op.synth import signature
@@ -320,14 +321,20 @@ def table_scenarios(op: str, synthesis: Any, options: Dict[str, Any], limit: int
             continue
         with torch.no_grad():
             ref = resolve_torch(op)(*args, **kwargs)
-        if not isinstance(ref, torch.Tensor):
+        refs = [ref] if isinstance(ref, torch.Tensor) else list(ref) if isinstance(ref, (tuple, list)) else []
+        if not refs or not all(isinstance(r, torch.Tensor) for r in refs):
             continue
         for row in rows:
             ins, outs = row.split("->")
-            if "," in outs:
+            placed = outs.split(",")
+            if len(placed) != len(refs):  # a row of another output count than this sample's
                 continue
-            out.append({"shapes": named[0], "kwargs": named[1], "input": ins.split(","), "need": ins.split(","),
-                        "output": [outs], "out_shape": list(ref.shape)})
+            scenario = {"shapes": named[0], "kwargs": named[1], "input": ins.split(","), "need": ins.split(","),
+                        "output": [placed[0]], "out_shape": list(refs[0].shape)}
+            if len(refs) > 1:
+                scenario["more_outputs"] = [{"output": [o], "out_shape": list(r.shape)}
+                                            for o, r in zip(placed[1:], refs[1:])]
+            out.append(scenario)
     return out
 
 
