@@ -321,21 +321,33 @@ def table_scenarios(op: str, synthesis: Any, options: Dict[str, Any], limit: int
             continue
         with torch.no_grad():
             ref = resolve_torch(op)(*args, **kwargs)
-        refs = [ref] if isinstance(ref, torch.Tensor) else list(ref) if isinstance(ref, (tuple, list)) else []
-        if not refs or not all(isinstance(r, torch.Tensor) for r in refs):
-            continue
-        for row in rows:
-            ins, outs = row.split("->")
-            placed = outs.split(",")
-            if len(placed) != len(refs):  # a row of another output count than this sample's
-                continue
-            scenario = {"shapes": named[0], "kwargs": named[1], "input": ins.split(","), "need": ins.split(","),
-                        "output": [placed[0]], "out_shape": list(refs[0].shape)}
-            if len(refs) > 1:
-                scenario["more_outputs"] = [{"output": [o], "out_shape": list(r.shape)}
-                                            for o, r in zip(placed[1:], refs[1:])]
-            out.append(scenario)
+        shapes = _tensor_shapes(ref)
+        if shapes:
+            out.extend(filter(None, (_row_scenario(named, row, shapes) for row in rows)))
     return out
+
+
+def _tensor_shapes(ref: Any) -> List[List[int]]:
+    """The shapes of an op's tensor outputs (one tensor, or a tuple/list of tensors); [] otherwise."""
+    import torch
+    refs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
+    if not refs or not all(isinstance(r, torch.Tensor) for r in refs):
+        return []
+    return [list(r.shape) for r in refs]
+
+
+def _row_scenario(named: Tuple[list, dict], row: str, shapes: List[List[int]]) -> Optional[Dict[str, Any]]:
+    """The UT scenario of one table row on a sample with outputs of ``shapes`` (None when the row names
+    another number of outputs)."""
+    ins, outs = row.split("->")
+    placed = outs.split(",")
+    if len(placed) != len(shapes):
+        return None
+    scenario = {"shapes": named[0], "kwargs": named[1], "input": ins.split(","), "need": ins.split(","),
+                "output": [placed[0]], "out_shape": shapes[0]}
+    if len(shapes) > 1:
+        scenario["more_outputs"] = [{"output": [o], "out_shape": x} for o, x in zip(placed[1:], shapes[1:])]
+    return scenario
 
 
 def _regenerated_table(diff: OpDiff, entry: Any) -> Dict[str, Any]:
