@@ -10,7 +10,9 @@ A hand-written rule class covers an op family; a strategy it does not offer for 
 
 A row names one placement per tensor input and per tensor output on **one mesh dim** (``R``, ``S(d)``,
 ``P(sum|avg|max|min)``); rows in a mapping apply only to calls whose inputs have those ranks (key
-``"*"``: any ranks). The
+``"*"``: any ranks). A
+row may end in ``when CONDITION`` (:mod:`hyper_parallel.core.ops.conditions`): it applies only to calls for
+which the condition holds (``'P(sum),R->P(sum) when value@2 == 0'`` for ``masked_fill``). The
 rule decides first; when it would redistribute an input, each mesh dim whose current input placements
 equal a row's inputs exactly (not all ``R``) takes the row, and the rule decides the other mesh dims on
 the call with those dims replicated (a strategy per mesh dim, composed like torch DTensor's). The rows
@@ -24,8 +26,9 @@ them through ``use_strategies`` and reads them itself.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence
 
+from hyper_parallel.core.ops.conditions import Row, parse_condition, split_row
 from hyper_parallel.core.ops.rule import Decision, OpCall, OpRule, RuleError, TensorArg
 from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
 
@@ -34,7 +37,6 @@ __all__ = ["Row", "parse_row", "parse_strategies", "attach_strategies", "placeme
 _PLACEMENT = re.compile(r"^(R|S\((\d+)\)|P\((sum|avg|max|min)\))$")
 _RANKS = re.compile(r"^\d+(,\d+)*$")
 
-Row = Tuple[Tuple[str, ...], Tuple[str, ...]]
 
 
 def placement_of(text: str) -> Placement:
@@ -48,16 +50,20 @@ def placement_of(text: str) -> Placement:
 
 
 def parse_row(text: Any, where: str) -> Row:
-    """``"P(sum),R->P(sum)"`` -> ``(("P(sum)", "R"), ("P(sum)",))``; a RuleError naming ``where``."""
-    if not isinstance(text, str) or text.count("->") != 1:
-        raise RuleError(f"{where}: {text!r}: expected a string 'inputs->outputs' like 'P(sum),R->P(sum)'")
-    left, right = (tuple(p.strip() for p in side.split(",")) for side in text.split("->"))
+    """``"P(sum),R->P(sum)"`` -> ``(("P(sum)", "R"), ("P(sum)",))``, with its ``when`` condition (see
+    :mod:`hyper_parallel.core.ops.conditions`) in ``.when``; a RuleError naming ``where``."""
+    if not isinstance(text, str) or split_row(text)[0].count("->") != 1:
+        raise RuleError(f"{where}: {text!r}: expected a string 'inputs->outputs' like 'P(sum),R->P(sum)' "
+                        "(optionally followed by 'when CONDITION')")
+    strategy, when = split_row(text)
+    condition = parse_condition(when, f"{where}: {text!r}") if when is not None else None
+    left, right = (tuple(p.strip() for p in side.split(",")) for side in strategy.split("->"))
     for p in left + right:
         if not _PLACEMENT.match(p):
             raise RuleError(f"{where}: {text!r}: placement {p!r} is not R, S(d) or P(sum|avg|max|min)")
     if all(p == "R" for p in left):
         raise RuleError(f"{where}: {text!r}: an all-R row adds nothing (every rule handles replicated inputs)")
-    return left, right
+    return Row(left, right, condition)
 
 
 def parse_strategies(op: str, spec: Any, where: str = "") -> Dict[Optional[str], List[Row]]:
@@ -206,7 +212,8 @@ class _WithRows:
             current = [_current(t, d) for t in call.tensors]
             if all(p == "R" for p in current):
                 continue
-            row = next((r for r in rows if row_applies(r, current, ndims)), None)
+            row = next((r for r in rows if row_applies(r, current, ndims)
+                        and (r.when is None or r.when.holds(call, d, r[0]))), None)
             if row is not None:
                 matched[d] = row
         if not matched:

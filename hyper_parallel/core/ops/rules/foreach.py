@@ -90,7 +90,8 @@ class ForeachRule(OpRule):
         current = [t.placements[d].short() for t in tensors]
         if len(set(current)) == 1 and not current[0].startswith("P("):
             return tensors[0].placements[d]
-        row = next((r for r in self.rows if row_applies(r, current, [t.ndim for t in tensors])), None)
+        row = next((r for r in self.rows if getattr(r, "when", None) is None  # conditional rows: per-op only
+                    and row_applies(r, current, [t.ndim for t in tensors])), None)
         if row is None or (self.options.get("inplace") and row[1][0] != current[0]):
             return None
         return placement_of(row[1][0])

@@ -24,6 +24,11 @@ results assemble to the global result; what it finds is written into the op's re
   call runs replicated (``fallback: replicate``) or is refused. The rows of such an op hold for every argument
   value the synthesis observed (each sample's own values and the values moved), not only one.
 
+  A row may end in ``when CONDITION`` (:mod:`hyper_parallel.core.ops.conditions`: argument values such as
+  ``value@2 == 0`` or ``kernel_size@1 == stride@2 == 1``, shard layouts ``even`` / ``nonempty``): it is
+  offered only to calls for which the condition holds (option ``args``: ``name: [position, default]`` of
+  bare argument names in conditions); otherwise the decision goes on as if the row were absent.
+
   A signature is the inputs' ranks plus the layout arguments' values (dims normalised to >= 0; an integer
   argument with a period, found by the synthesis on the op's own results, taken modulo it). Per mesh
   dim, the inputs' current placements are kept when the table has them; else the strategy that keeps the
@@ -45,6 +50,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from hyper_parallel.core.ops.conditions import Row, condition_places, parse_condition, split_row
 from hyper_parallel.core.ops.rule import Decision, OpCall, OpRule, RuleError
 from hyper_parallel.core.ops.rules.matmul import EinsumRule, _Problem
 from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
@@ -120,10 +126,18 @@ def _norm(name: str, value: Any, ndim: int) -> Any:
     return value
 
 
-def _rows(op: str, key: str, rows: Sequence[str]) -> List[Tuple[Tuple[str, ...], Tuple[str, ...]]]:
-    """Parsed strategy rows of one signature; a row giving a non-replicated output from replicated inputs is
-    refused (every rank computes the same value: such a row comes from a degenerate sample)."""
-    parsed = [parse_strategy(r, f"{op}: table[{key!r}]") for r in rows]
+def _rows(op: str, key: str, rows: Sequence[str]) -> List[Row]:
+    """Parsed strategy rows of one signature (each with its ``when`` condition, see
+    :mod:`hyper_parallel.core.ops.conditions`); a row giving a non-replicated output from replicated inputs
+    is refused (every rank computes the same value: such a row comes from a degenerate sample)."""
+    parsed = []
+    for r in rows:
+        where = f"{op}: table[{key!r}]"
+        if not isinstance(r, str):
+            raise RuleError(f"{where}: {r!r}: expected a string 'inputs->outputs [when CONDITION]'")
+        strategy, when = split_row(r)
+        parsed.append(Row(*parse_strategy(strategy, where),
+                          parse_condition(when, f"{where}: {r!r}") if when is not None else None))
     for ins, outs in parsed:
         if all(p == "R" for p in ins) and any(p != "R" for p in outs):
             raise RuleError(f"{op}: table[{key!r}]: {','.join(ins)}->{','.join(outs)}: replicated inputs give "
@@ -216,11 +230,12 @@ class StrategyTableRule(OpRule):
 
     @classmethod
     def allowed_options(cls):
-        return ("layout", "table", "shapes", "fallback")
+        return ("layout", "table", "shapes", "fallback", "args")
 
     def __init__(self, op: str, **options: Any) -> None:
         super().__init__(op, **options)
         self.layout = _layout_option(op, options.get("layout"))
+        self.places = condition_places(self.layout, options.get("args"), op)  # bare names in row conditions
         self.cache_args = tuple(self.layout)
         table = options.get("table")
         shapes = options.get("shapes")
@@ -234,6 +249,8 @@ class StrategyTableRule(OpRule):
                 raise RuleError(f"{op}: shapes[{key!r}]={shapes[key]!r}: expected a list per output or {META!r}")
             self.table[key] = _rows(op, key, rows)
         self.shapes = shapes
+        names = {n for rows in self.table.values() for r in rows if r.when is not None for n in r.when.names()}
+        self.cache_args = tuple(self.layout) + tuple(sorted(names - set(self.layout)))
         self.fallback = options.get("fallback")
         if self.fallback not in (None, "replicate"):
             raise RuleError(f"{op}: option fallback={self.fallback!r}: expected 'replicate' or no fallback")
@@ -277,6 +294,7 @@ class StrategyTableRule(OpRule):
         """Fill mesh dim ``d`` of ``need``/``outs`` from the table; False when no row is reachable by gathering
         and the entry falls back to replicate (e.g. the signature has no all-R row); refused without fallback."""
         cur = tuple(self._current(call, need, i, d) for i in range(len(call.tensors)))
+        rows = [r for r in rows if r.when is None or r.when.holds(call, d, r[0], self.places, need)]
         chosen = self._choose(call, rows, cur, outs, d)
         if chosen is None:
             if self.fallback == "replicate":
