@@ -7,7 +7,8 @@
 * size-1 dims (``cartesian_prod`` of a one-element vector): the size-1-free variant rejects a coincidence;
 * a periodic layout argument (``rot90``'s ``k``): found on the op's results, written as the layout's period
   and folded at run time (``k=-5`` uses the ``k=3`` row);
-* outputs whose count varies inside one signature (``dsplit``) replicate instead of being dropped;
+* outputs whose count varies inside one signature (``dsplit``): rows repeated to the call's count
+  (``S(1)->S(1)*``, shapes ``meta``) instead of being dropped;
 * list-of-tensor parameters, OpInfo names of namespaced ops, leading scalar parameters (``polygamma``),
   an equation that must fit every sample, and a synthesis that crashes in its own process.
 """
@@ -65,13 +66,16 @@ def test_rot90_period_is_found_and_folded_at_run_time():
         StrategyTableRule("x", layout={"k": [1, 1, 1]}, table={"1": ["R->R"]}, shapes={"1": [["0.0"]]})
 
 
-def test_varying_output_count_in_one_signature_replicates():
+def test_varying_output_count_in_one_signature_repeats_rows():
     import torch
     synth = synthesize("torch.dsplit", torch.dsplit, [([_r(5, 5, 5), [1, 2, 3]], {}), ([_r(5, 5, 6), 2], {})],
                        use_opinfo=False)
     table = synth.table()["3"]
     assert "R->R" in table and "S(1)->S(1)" in table and "S(2)->S(2)" not in table  # split along dim 2
-    assert emit(synth, {})[0] == {"rule": "ReplicateRule", "module": "hyper_parallel.core.ops.rules.table"}
+    entry = emit(synth, {})[0]
+    assert entry["rule"] == "StrategyTableRule" and entry["options"]["shapes"] == {"3": "meta"}
+    assert {"R->R*", "S(0)->S(0)*", "S(1)->S(1)*"} <= set(entry["options"]["table"]["3"])
+    assert not any(r.startswith("S(2)") for r in entry["options"]["table"]["3"])
 
 
 def test_an_equation_must_fit_every_sample():

@@ -291,7 +291,10 @@ def wrap_outputs(out, specs, tensor_type, wrap: Callable[[Any, DTensorSpec], Any
     if type(specs) is DTensorSpec:  # pylint: disable=unidiomatic-typecheck
         if isinstance(out, tensor_type):
             return wrap(out, specs)
-        raise RuleError(f"rule declared a tensor output but the op returned {type(out).__name__}")
+        if isinstance(out, (tuple, list)) and len(out) == 1 and isinstance(out[0], tensor_type):
+            specs = [specs]  # one declared output of an op returning a sequence (``vsplit(x, 1)``)
+        else:
+            raise RuleError(f"rule declared a tensor output but the op returned {type(out).__name__}")
     if isinstance(out, (tuple, list)):
         wrapped = [wrap_outputs(o, s, tensor_type, wrap) for o, s in zip(out, specs)]
         if isinstance(out, list):

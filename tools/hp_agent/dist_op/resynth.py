@@ -182,10 +182,17 @@ def diff_synthesis(op: str, rule: Any, synthesis: Any, fn: Callable, partials: S
             if does == "keeps":
                 diff.covered += 1
                 continue
-            item = Missing(key, s.text(), synthesis.evidence.get(key, ""), does)
+            item = Missing(key, _row_text(synthesis, key, s), synthesis.evidence.get(key, ""), does)
             (diff.missing if _holds_shifted(fn, args, kwargs, s, LAYOUT_KWARGS) else diff.coincidences).append(item)
         diff.rule_only.extend(_rule_only(rule, op, args, kwargs, key, synthesis.strategies[key]))
     return diff
+
+
+def _row_text(synthesis: Any, key: str, strategy: Any) -> str:
+    """The table row of a synthesised strategy: in a signature whose samples return different numbers of
+    outputs, its one output placement repeats to the call's count (``S(1)->S(1)*``, see rules/table.py)."""
+    from hp_agent.dist_op.synth import REPEAT, _varying_outputs  # pylint: disable=protected-access
+    return strategy.text() + (REPEAT if key in _varying_outputs(synthesis) else "")
 
 
 def _rule_only(rule: Any, op: str, args: list, kwargs: dict, key: str, strategies: Sequence[Any]) -> List[str]:
@@ -280,7 +287,9 @@ def proposal(diff: OpDiff, entry: Any) -> Optional[Dict[str, Any]]:
         return {"kind": "table", "rule": emitted["rule"], "options": emitted["options"], "accepted": scenarios}
     by_ranks: Dict[str, List[str]] = {}
     for m in diff.missing:
-        if "=" not in m.signature:  # a row per layout-argument value would be a table: regenerate instead
+        # a row per layout-argument value would be a table, and so would a row repeated to the call's output
+        # count (a hand-written rule's rows name fixed outputs): regenerate instead
+        if "=" not in m.signature and not m.strategy.endswith("*"):
             by_ranks.setdefault(m.signature, []).append(m.strategy)
     if not by_ranks:
         return None
@@ -339,9 +348,10 @@ def _tensor_shapes(ref: Any) -> List[List[int]]:
 def _row_scenario(named: Tuple[list, dict], row: str, shapes: List[List[int]]) -> Optional[Dict[str, Any]]:
     """The UT scenario of one table row on a sample with outputs of ``shapes`` (None when the row names
     another number of outputs)."""
+    from hyper_parallel.core.ops.rules.table import repeated_outputs
     ins, outs = row.split("->")
-    placed = outs.split(",")
-    if len(placed) != len(shapes):
+    placed = repeated_outputs(outs.split(","), len(shapes))  # a repeated last output filled in
+    if placed is None:
         return None
     scenario = {"shapes": named[0], "kwargs": named[1], "input": ins.split(","), "need": ins.split(","),
                 "output": [placed[0]], "out_shape": shapes[0]}
@@ -360,14 +370,14 @@ def _regenerated_table(diff: OpDiff, entry: Any) -> Dict[str, Any]:
         if key not in shapes and m.signature in new_shapes:
             shapes[key] = new_shapes[m.signature]
             # a new signature also needs the replicated row (the table gathers what it cannot keep)
-            table.setdefault(key, []).extend(_replicated_rows(diff.synthesis.strategies[m.signature]))
+            table.setdefault(key, []).extend(_replicated_rows(diff.synthesis, m.signature))
         if key in shapes and m.strategy not in table.setdefault(key, []):
             table[key].append(m.strategy)
     return dict(entry.options, table={k: sorted(v) for k, v in table.items() if k in shapes}, shapes=shapes)
 
 
-def _replicated_rows(strategies: Sequence[Any]) -> List[str]:
-    return [s.text() for s in strategies if all(p == "R" for p in s.inputs)]
+def _replicated_rows(synthesis: Any, key: str) -> List[str]:
+    return [_row_text(synthesis, key, s) for s in synthesis.strategies[key] if all(p == "R" for p in s.inputs)]
 
 
 def _synth_shapes(synthesis: Any, meta: bool) -> Dict[str, Any]:

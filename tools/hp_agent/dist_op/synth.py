@@ -56,6 +56,7 @@ INPUT_PARTIALS = ("sum", "avg", "max", "min")
 GENERATORS = ("sample", "arange", "negative", "zeros_ones", "offset", "membership", "repeats")
 MAX_COMBOS = 400
 TABLE_MODULE = "hyper_parallel.core.ops.rules.table"
+REPEAT = "*"  # a row's last output repeated to the call's output count (rules/table.py REPEAT)
 _PLACEMENT_TEXT = re.compile(r"^(R|S\(\d+\)|P\((sum|avg|max|min)\))$")
 
 
@@ -840,16 +841,20 @@ def _with_defaults(key: str, layout: Dict[str, Tuple[int, Any]]) -> str:
     return ";".join([parts[0]] + [f"{k}={have[k]}" for k in sorted(have)])
 
 
-def _tables(synth: Synthesis, shapes: Dict[str, Any], spec: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+def _tables(synth: Synthesis, shapes: Dict[str, Any], spec: Dict[str, Any],
+            varying: Sequence[str] = ()) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     """Strategy and shape tables keyed by the full signature (every layout argument, defaults filled in; a
     periodic argument modulo its period: signatures that fold together keep the strategies they share, and
-    are dropped when their output shapes differ)."""
+    are dropped when their output shapes differ). In a signature of ``varying`` (its samples return different
+    numbers of outputs: ``vsplit(x, 2)`` and ``vsplit(x, 3)``, ``max_pool1d``'s ``return_indices``) every
+    row gives one placement to all outputs (:func:`_intersect`), written with the repeat mark
+    (``S(1)->S(1)*``): the table rule repeats it to each call's output count (its shapes are ``meta``)."""
     table: Dict[str, List[str]] = {}
     shape_table: Dict[str, Any] = {}
     clash = set()
     for key in sorted(k for k in set(synth.strategies) & set(shapes) if synth.strategies[k]):  # evidence only
         full = _fold(_with_defaults(key, spec), synth.periods)
-        rows = [s.text() for s in synth.strategies[key]]
+        rows = [s.text() + (REPEAT if key in varying else "") for s in synth.strategies[key]]
         if full in table:
             table[full] = [r for r in table[full] if r in rows]
             if shape_table[full] != shapes[key] or not table[full]:
@@ -1016,16 +1021,13 @@ def _table_entry(synth: Synthesis, layout: Dict[str, Tuple[int, Any]],
     (``"meta"``) instead of written as expressions (so are those of a signature no expression explains)."""
     if _value_outputs(synth):
         return None, ["an output is not a tensor (a Python value): a table holds tensor placements only"]
-    varying = _varying_outputs(synth)
-    if varying:  # a row names a fixed number of outputs (dsplit: as many as the sizes it is given)
-        return None, [f"{k}: the number of outputs varies between samples" for k in varying]
     shapes = _shape_items(synth, meta)
     used = sorted({p.split("=", 1)[0] for key in synth.strategies for p in key.split(";")[1:]})
     missing = [u for u in used if u not in layout]
     if missing:
         return None, [f"layout arguments {missing} have no position/default in the interface"]
     spec = {u: layout[u] for u in used}
-    table, shape_table = _tables(synth, shapes, spec)
+    table, shape_table = _tables(synth, shapes, spec, set(_varying_outputs(synth)))
     if not table:
         return None, ["no signature could be expressed"]
     if _replicated_rows_only(table):

@@ -29,6 +29,18 @@ results assemble to the global result; what it finds is written into the op's re
   offered only to calls for which the condition holds (option ``args``: ``name: [position, default]`` of
   bare argument names in conditions); otherwise the decision goes on as if the row were absent.
 
+  Ops whose output COUNT follows the call (``vsplit(x, 2)`` returns 2 tensors, ``vsplit(x, [1, 3])`` 3;
+  ``max_pool1d`` 1 or 2 by ``return_indices``; ``unbind_copy`` one per slice) use rows whose last output ends
+  with ``*``: it repeats to the call's output count (at least once; ``"S(1)->S(1)*"`` gives every output
+  ``S(1)``, ``"S(0)->S(0),R*"`` the first ``S(0)`` and the rest ``R``). The count is the number of output
+  shapes (``meta``: the backend's, so such signatures have ``meta`` shapes); a row naming a fixed number of
+  outputs applies only to calls returning that many. A call no row fits is refused with a ``RuleError``
+  naming both counts (or runs replicated with ``fallback: replicate``)::
+
+      torch.vsplit:
+        options: {layout: {}, table: {"2": ["R->R*", "S(1)->S(1)*", "P(sum)->P(sum)*"]}, shapes: {"2": meta},
+                  fallback: replicate}
+
   A signature is the inputs' ranks plus the layout arguments' values (dims normalised to >= 0; an integer
   argument with a period, found by the synthesis on the op's own results, taken modulo it). Per mesh
   dim, the inputs' current placements are kept when the table has them; else the strategy that keeps the
@@ -55,7 +67,8 @@ from hyper_parallel.core.ops.rule import Decision, OpCall, OpRule, RuleError
 from hyper_parallel.core.ops.rules.matmul import EinsumRule, _Problem
 from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
 
-__all__ = ["FactorRule", "StrategyTableRule", "ReplicateRule", "parse_strategy", "signature_of", "META"]
+__all__ = ["FactorRule", "StrategyTableRule", "ReplicateRule", "parse_strategy", "signature_of", "META", "REPEAT",
+           "repeated_outputs"]
 
 _EQUATION = re.compile(r"^([a-z]*)(,[a-z]*)*->[a-z]*$")
 _PLACEMENT = re.compile(r"^(R|S\((\d+)\)|P\((sum|avg|max|min)\))$")
@@ -63,6 +76,8 @@ _DIM_ARGS = ("dim", "dim0", "dim1", "start_dim", "end_dim")
 #: ``shapes`` value of a signature whose output shapes depend on arguments the table does not key on
 #: (``avg_pool1d``'s ``kernel_size``): the backend computes them from the global input shapes without data
 META = "meta"
+#: suffix of a row's last output placement that repeats to the call's output count (``"S(1)->S(1)*"``)
+REPEAT = "*"
 
 
 class FactorRule(EinsumRule):
@@ -95,14 +110,28 @@ class FactorRule(EinsumRule):
 
 
 def parse_strategy(text: str, where: str = "strategy") -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
-    """``"S(0),R->S(0)"`` -> (("S(0)", "R"), ("S(0)",)); a RuleError naming ``where`` when malformed."""
+    """``"S(0),R->S(0)"`` -> (("S(0)", "R"), ("S(0)",)); the last output may end with ``*`` (``"S(1)->S(1)*"``:
+    it repeats to the call's output count, kept as ``"S(1)*"``); a RuleError naming ``where`` when malformed."""
     if text.count("->") != 1:
         raise RuleError(f"{where}: {text!r}: expected 'inputs->outputs' like 'S(0),R->S(0)'")
     left, right = (tuple(p.strip() for p in side.split(",")) for side in text.split("->"))
-    for p in left + right:
+    for p in left + right[:-1] + (right[-1][:-1] if right[-1].endswith(REPEAT) else right[-1],):
         if not _PLACEMENT.match(p):
-            raise RuleError(f"{where}: {text!r}: placement {p!r} is not R, S(d) or P(sum|avg|max|min)")
+            raise RuleError(f"{where}: {text!r}: placement {p!r} is not R, S(d) or P(sum|avg|max|min) (only the "
+                            f"last output may end with {REPEAT!r}: repeated to the call's output count)")
     return left, right
+
+
+def repeated_outputs(outs: Sequence[str], count: int) -> Optional[Tuple[str, ...]]:
+    """A row's output placements for a call returning ``count`` tensors: a last placement ending with ``*``
+    repeats to fill them (at least once); a row naming another fixed number of outputs gives None."""
+    outs = tuple(outs)
+    if outs and outs[-1].endswith(REPEAT):
+        fixed = outs[:-1]
+        if count <= len(fixed):
+            return None
+        return fixed + (outs[-1][:-1],) * (count - len(fixed))
+    return outs if len(outs) == count else None
 
 
 def _placement(text: str) -> Placement:
@@ -139,7 +168,7 @@ def _rows(op: str, key: str, rows: Sequence[str]) -> List[Row]:
         parsed.append(Row(*parse_strategy(strategy, where),
                           parse_condition(when, f"{where}: {r!r}") if when is not None else None))
     for ins, outs in parsed:
-        if all(p == "R" for p in ins) and any(p != "R" for p in outs):
+        if all(p == "R" for p in ins) and any(p.rstrip(REPEAT) != "R" for p in outs):
             raise RuleError(f"{op}: table[{key!r}]: {','.join(ins)}->{','.join(outs)}: replicated inputs give "
                             "replicated outputs (every rank computes the same value); a table that says otherwise "
                             "was synthesised from a degenerate sample")
@@ -275,12 +304,15 @@ class StrategyTableRule(OpRule):
         if rows is None:
             raise call.fail(f"no synthesised strategy for signature {key!r} (known: {sorted(self.table)[:6]}); "
                             "run hp-agent dist-op synth with a sample of this signature")
-        n_out = len(rows[0][1])
-        shapes = self._shapes(call, key, n_out)
+        shapes = self._shapes(call, key)
         if shapes is None:  # shapes computed without data (META) are unknown for this call
             if self.fallback == "replicate":
                 return _replicated(self, call)
             raise call.fail(f"signature {key!r}: the backend cannot compute the output shapes of this call")
+        n_out = len(shapes)
+        rows = self._for_count(call, key, rows, n_out)
+        if rows is None:
+            return _replicated(self, call)
         need: List[List[Placement]] = [[Replicate()] * call.mesh_ndim for _ in call.tensors]
         outs: List[List[Placement]] = [[Replicate()] * call.mesh_ndim for _ in range(n_out)]
         for d in range(call.mesh_ndim):
@@ -288,6 +320,16 @@ class StrategyTableRule(OpRule):
                 return _replicated(self, call)
         specs = [(tuple(o), s) for o, s in zip(outs, shapes)]
         return Decision(inputs=[tuple(n) for n in need], outputs=specs[0] if n_out == 1 else specs)
+
+    def _for_count(self, call: OpCall, key: str, rows, count: int):
+        """The signature's rows for a call returning ``count`` tensors (a repeated last output filled in, rows
+        of another fixed count dropped); None when none applies and the entry falls back to replicate."""
+        fitting = [Row(r[0], outs, r.when) for r, outs in ((r, repeated_outputs(r[1], count)) for r in rows)
+                   if outs is not None]
+        if fitting or self.fallback == "replicate":
+            return fitting or None
+        raise call.fail(f"signature {key!r}: the table's rows give {sorted({len(o) for _, o in rows})} output(s), "
+                        f"this call returns {count} (a last output ending with {REPEAT!r} repeats to any count)")
 
     def _decide_dim(self, call: OpCall, rows, need: List[List[Placement]], outs: List[List[Placement]],
                     d: int) -> bool:
@@ -337,14 +379,15 @@ class StrategyTableRule(OpRule):
                 best, best_key = (ins, res), score
         return best
 
-    def _shapes(self, call: OpCall, key: str, n_out: int) -> Optional[List[Tuple[int, ...]]]:
-        """Every output's global shape: from the signature's expressions, or (``META``) computed by the
-        backend without data (:meth:`Platform.output_shapes`); None when that is not possible."""
+    def _shapes(self, call: OpCall, key: str) -> Optional[List[Tuple[int, ...]]]:
+        """Every output's global shape (their number is the call's output count): from the signature's
+        expressions, or (``META``) computed by the backend without data (:meth:`Platform.output_shapes`);
+        None when that is not possible."""
         if self.shapes[key] != META:
-            return [self._shape(call, key, k) for k in range(n_out)]
+            return [self._shape(call, key, k) for k in range(len(self.shapes[key]))]
         from hyper_parallel.platform import get_platform  # pylint: disable=import-outside-toplevel
         found = get_platform().output_shapes(call.op, call.args, call.kwargs, [t.shape for t in call.tensors])
-        return found if found is not None and len(found) == n_out else None
+        return list(found) if found else None
 
     def _shape(self, call: OpCall, key: str, k: int) -> Tuple[int, ...]:
         """Output ``k``'s global shape: per dim a size, ``"i.d"`` (input ``i``'s dim ``d``) or ``"i.d|j.e"``
