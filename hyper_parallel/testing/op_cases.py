@@ -104,19 +104,28 @@ def parse_placement(text: str) -> Any:
 def rule_call(name: str, case: Dict[str, Any], placements: Sequence[str], positional: bool,
               positions: Dict[str, int], defaults: Dict[str, Any]) -> Any:
     """The ``OpCall`` of one scenario: one tensor per shape on a 1-D mesh of 2, each with its placement;
-    with ``positional`` the case's keyword arguments (and the defaults before them) are passed by position."""
+    the op's leading scalars (``polygamma(n, x)``: positions before the first tensor) come first; with
+    ``positional`` the case's keyword arguments (and the defaults before them) are passed by position."""
     from hyper_parallel.core.ops.rule import OpCall, TensorArg
     shapes = case.get("shapes") or [case["shape"]]
-    args, kwargs = [("__tensor__", i) for i in range(len(shapes))], dict(case["kwargs"])
+    kwargs = dict(case["kwargs"])
+    by_pos = {index: key for key, index in positions.items()}
+    args = _leading(by_pos, kwargs) + [("__tensor__", i) for i in range(len(shapes))]
     if positional and any(k in positions for k in kwargs):  # keyword-only arguments stay keywords
         last = max(positions[k] for k in kwargs if k in positions)
-        by_pos = {index: key for key, index in positions.items()}
-        for i in range(len(shapes), last + 1):
+        for i in range(len(args), last + 1):
             key = by_pos[i]
             args.append(kwargs.pop(key) if key in kwargs else defaults[key])
     tensors = [TensorArg(i, tuple(shape), (parse_placement(p),))
                for i, (shape, p) in enumerate(zip(shapes, placements))]
     return OpCall(name, tensors, tuple(args), kwargs, (2,))
+
+
+def _leading(by_pos: Dict[int, str], kwargs: Dict[str, Any]) -> List[Any]:
+    """The values of the scalars at positions 0, 1, ... before the first tensor, taken out of ``kwargs``
+    (none when the scenario does not name them all)."""
+    lead = [by_pos[i] for i in range(len(by_pos)) if all(j in by_pos for j in range(i + 1))]
+    return [kwargs.pop(k) for k in lead] if all(k in kwargs for k in lead) else []
 
 
 def _check_accepted(rule: Any, name: str, case: Dict[str, Any], cases: OpCases, positional: bool) -> None:

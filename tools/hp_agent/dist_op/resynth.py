@@ -135,11 +135,14 @@ def _shift_scalars(args: list, kwargs: dict, layout: Sequence[str]) -> Tuple[lis
 
 
 def _holds_shifted(fn: Callable, args: list, kwargs: dict, strategy: Any, layout: Sequence[str]) -> bool:
-    """True when ``strategy`` also assembles with the sample's numbers moved (or the sample has none); a moved
-    sample the op rejects proves nothing, so the strategy is then not proposed."""
+    """True when ``strategy`` also assembles with the sample's numbers moved (or the sample has none, or the op
+    refuses the moved numbers on one device too); a moved sample whose probe fails is not proven."""
     from hp_agent.dist_op.probe import probe_call
+    from hp_agent.dist_op.synth import _runs  # pylint: disable=protected-access
     new_args, new_kwargs, moved = _shift_scalars(args, kwargs, layout)
-    if not moved:
+    if not moved or not _runs(fn, new_args, new_kwargs):
+        # nothing moved, or the op refuses the moved values on one device too (lu_factor's pivot=False on
+        # CPU): no call the strategy could get wrong; the synthesis and verify's scope treat it the same way
         return True
     try:
         probe = probe_call(fn, new_args, new_kwargs, ranks=RANKS, combos=[tuple(strategy.inputs)])
@@ -298,18 +301,30 @@ def proposal(diff: OpDiff, entry: Any) -> Optional[Dict[str, Any]]:
 
 
 def _named_call(op: str, args: list, kwargs: dict) -> Optional[Tuple[list, dict]]:
-    """(tensor shapes, every other argument by name) of a sample call whose tensors come first and are
-    passed by position; None otherwise (a UT scenario passes tensors first)."""
+    """(tensor shapes, every other argument by name) of a sample call whose tensors are passed by position,
+    one after the other, after the op's leading scalars only (``polygamma(n, x)``: a UT scenario passes the
+    leading scalars, then the tensors, then the rest); None otherwise."""
     import torch
     from hp_agent.dist_op.interface import torch_interface
     names = [p.name for p in torch_interface(op).params]
+    lead = next((i for i, a in enumerate(args) if isinstance(a, torch.Tensor)), 0)
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
-    if any(isinstance(a, torch.Tensor) for a in args[len(tensors):]) or len(args) > len(names) \
+    stop = lead + len(tensors)
+    if not _tensors_in_a_row(args, lead, stop) or len(args) > len(names) \
             or any(isinstance(v, torch.Tensor) for v in kwargs.values()):
         return None
-    named = {names[i]: list(a) if isinstance(a, tuple) else a for i, a in enumerate(args) if i >= len(tensors)}
-    named.update({k: list(v) if isinstance(v, tuple) else v for k, v in kwargs.items()})
+    named = {names[i]: _listed(a) for i, a in enumerate(args) if not lead <= i < stop}
+    named.update({k: _listed(v) for k, v in kwargs.items()})
     return [list(t.shape) for t in tensors], named
+
+
+def _tensors_in_a_row(args: list, start: int, stop: int) -> bool:
+    import torch
+    return all(isinstance(a, torch.Tensor) for a in args[start:stop])
+
+
+def _listed(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
 
 
 def table_scenarios(op: str, synthesis: Any, options: Dict[str, Any], limit: int = 4) -> List[Dict[str, Any]]:
@@ -326,7 +341,8 @@ def table_scenarios(op: str, synthesis: Any, options: Dict[str, Any], limit: int
         rows = table.get(_table_key(key, layout)) or []
         args, kwargs = synthesis.calls[key]
         named = _named_call(op, args, kwargs)
-        if not rows or named is None or signature(args, kwargs) != key or len(out) >= limit * 8:
+        same = signature(args, kwargs, inserted=getattr(synthesis, "inserted", ())) == key
+        if not rows or named is None or not same or len(out) >= limit * 8:
             continue
         with torch.no_grad():
             ref = resolve_torch(op)(*args, **kwargs)

@@ -134,8 +134,8 @@ def _signature_positions(plan: Plan) -> Dict[str, Any]:
     iface = plan.meta["interface"][plan.op]
     positions, defaults = {}, {}
     for i, p in enumerate(iface["params"]):
-        if i == 0 or p.get("tensor") or p.get("keyword_only"):
-            continue
+        if p.get("tensor", i == 0) or p.get("keyword_only"):
+            continue  # the first tensor; a leading scalar (polygamma's n) keeps its position 0
         positions[p["name"]] = i
         if p.get("has_default"):
             defaults[p["name"]] = p.get("default")

@@ -46,15 +46,17 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from hp_agent.dist_op.probe import collect_tensors, probe_call
 
 __all__ = ["Strategy", "Synthesis", "GENERATORS", "LAYOUT_KWARGS", "synthesize", "opinfo_samples", "sweep",
-           "factor_equation", "equation_strategies", "conditions", "signature", "permutation", "shape_expressions",
-           "emit", "synth_op", "OpSynthesis", "extra_arguments", "SYNTH_BUDGET", "opinfo_name", "periods_of",
-           "close_all", "moved_arguments", "op_layout"]
+           "inserted_dims", "INSERTED", "factor_equation", "equation_strategies", "conditions", "signature",
+           "permutation", "shape_expressions", "emit", "synth_op", "OpSynthesis", "extra_arguments", "SYNTH_BUDGET",
+           "opinfo_name", "periods_of", "close_all", "moved_arguments", "op_layout"]
 
 _DIMS_ARGS = ("dim", "dims", "dim0", "dim1", "start_dim", "end_dim")
 LAYOUT_KWARGS = ("dim", "dims", "dim0", "dim1", "k", "keepdim", "p", "start_dim", "end_dim", "diagonal", "offset")
 INPUT_PARTIALS = ("sum", "avg", "max", "min")
 GENERATORS = ("sample", "arange", "negative", "zeros_ones", "offset", "membership", "repeats")
 MAX_COMBOS = 400
+#: layout option marker of a dim argument naming one of ``ndim + 1`` positions (``unsqueeze``'s ``dim``)
+INSERTED = "inserted"
 TABLE_MODULE = "hyper_parallel.core.ops.rules.table"
 REPEAT = "*"  # a row's last output repeated to the call's output count (rules/table.py REPEAT)
 _PLACEMENT_TEXT = re.compile(r"^(R|S\(\d+\)|P\((sum|avg|max|min)\))$")
@@ -92,6 +94,7 @@ class Synthesis:
     opinfo: Optional[str] = None
     calls: Dict[str, Tuple[list, dict]] = field(default_factory=dict)  # signature -> its first sample call
     periods: Dict[str, int] = field(default_factory=dict)  # integer layout argument -> period (rot90's k: 4)
+    inserted: List[str] = field(default_factory=list)  # dim arguments over ndim + 1 positions (unsqueeze)
 
     def plan_cases(self, limit: int = 4) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
         """(accepted UT scenarios, ST cases) for a plan: per signature (up to ``limit``, tensors passed
@@ -261,8 +264,9 @@ def captured_samples(op: str, fn: Callable, limit: int = 6) -> List[Tuple[list, 
     return out
 
 
-def _values(name: str, value: Any, ndim: int) -> List[Any]:
-    """Candidate values of layout argument ``name`` for an input of rank ``ndim``."""
+def _values(name: str, value: Any, ndim: int, inserted: Sequence[str] = ()) -> List[Any]:
+    """Candidate values of layout argument ``name`` for an input of rank ``ndim`` (an ``inserted`` dim
+    argument names one of ``ndim + 1`` positions)."""
     if name in ("keepdim",):
         return [False, True]
     if name == "k":
@@ -272,7 +276,7 @@ def _values(name: str, value: Any, ndim: int) -> List[Any]:
     if name == "dims" and isinstance(value, (list, tuple)):
         return [list(c) for c in itertools.permutations(range(ndim), len(value))] if ndim else [value]
     if isinstance(value, int) and not isinstance(value, bool):
-        return list(range(ndim)) if ndim else [value]
+        return list(range(ndim + (name in inserted))) if ndim else [value]
     return [value]
 
 
@@ -313,7 +317,7 @@ def _size_variants(shapes: List[Tuple[int, ...]]) -> List[List[List[int]]]:
 
 
 def sweep(fn: Callable, sample: Tuple[list, dict], layout_kwargs: Sequence[str] = LAYOUT_KWARGS,
-          limit: int = 12) -> List[Tuple[list, dict]]:
+          limit: int = 12, inserted: Sequence[str] = ()) -> List[Tuple[list, dict]]:
     """The sample with each layout argument it carries (by keyword) set to every value valid for it (the
     single-device call must succeed); the original first."""
     import torch
@@ -324,7 +328,7 @@ def sweep(fn: Callable, sample: Tuple[list, dict], layout_kwargs: Sequence[str] 
     if not names:
         return [sample]
     out, seen = [sample], {repr(sorted(kwargs.items()))}
-    for values in itertools.product(*[_values(k, kwargs[k], ndim) for k in names]):
+    for values in itertools.product(*[_values(k, kwargs[k], ndim, inserted) for k in names]):
         kw = dict(kwargs, **dict(zip(names, values)))
         key = repr(sorted(kw.items()))
         if key in seen:
@@ -385,8 +389,10 @@ def _variant(name: str, args: list, kwargs: dict) -> Tuple[list, dict]:
 
 
 # ---------------------------------------------------------------------- synthesis
-def signature(args: list, kwargs: dict, layout_kwargs: Sequence[str] = LAYOUT_KWARGS) -> str:
-    """``2,1`` (input ranks) plus ``;name=value`` for each layout argument (dims normalised >= 0)."""
+def signature(args: list, kwargs: dict, layout_kwargs: Sequence[str] = LAYOUT_KWARGS,
+              inserted: Sequence[str] = ()) -> str:
+    """``2,1`` (input ranks) plus ``;name=value`` for each layout argument (dims normalised >= 0; an
+    ``inserted`` dim argument modulo ``ndim + 1``: :func:`inserted_dims`)."""
     locs = collect_tensors(args, kwargs)
     from hp_agent.dist_op.probe import _get  # pylint: disable=import-outside-toplevel,protected-access
     ranks = [_get(args, kwargs, loc).dim() for loc in locs]
@@ -394,7 +400,7 @@ def signature(args: list, kwargs: dict, layout_kwargs: Sequence[str] = LAYOUT_KW
     parts = [",".join(str(r) for r in ranks)]
     for k in sorted(kwargs):
         if k in layout_kwargs:
-            parts.append(f"{k}={_norm(kwargs[k], ndim, k)}")
+            parts.append(f"{k}={_norm(kwargs[k], ndim + (k in inserted), k)}")
     return ";".join(parts)
 
 
@@ -433,6 +439,26 @@ def _agreed(fn: Callable, args: list, kwargs: dict, combos: List[Tuple[str, ...]
             else:
                 agreed[combo] = [x & set(y) for x, y in zip(sets, found)]
     return {c: v for c, v in agreed.items() if v and all(v)}
+
+
+def inserted_dims(fn: Callable, pool: Sequence[Tuple[list, dict]]) -> List[str]:
+    """Dim arguments that name one of ``ndim + 1`` positions (a dim the op inserts: ``unsqueeze``, ``stack``):
+    on the first sample passing the argument (by keyword) as an integer, the op also takes ``ndim`` and
+    ``-(ndim + 1)``. Their values are keyed modulo ``ndim + 1`` (``dim=-1`` is ``dim=ndim``, not
+    ``ndim - 1``): the layout option marks them :data:`INSERTED`."""
+    from hp_agent.dist_op.probe import _get  # pylint: disable=import-outside-toplevel,protected-access
+    found = []
+    for name in _DIMS_ARGS:
+        sample = next(((a, k) for a, k in pool if isinstance(k.get(name), int) and not isinstance(k[name], bool)),
+                      None)
+        locs = collect_tensors(*sample) if sample is not None else []
+        if not locs:
+            continue
+        args, kwargs = sample
+        ndim = _get(args, kwargs, locs[0]).dim()
+        if ndim and all(_runs(fn, args, dict(kwargs, **{name: v})) for v in (ndim, -ndim - 1)):
+            found.append(name)
+    return found
 
 
 def _runs(fn: Callable, args: list, kwargs: dict) -> bool:
@@ -508,7 +534,9 @@ def synthesize(op: str, fn: Callable, samples: Optional[Sequence[Tuple[list, dic
         pool = [v for s in pool for v in (s, distinct_sizes(fn, s)) if v is not None]
     result = Synthesis(op)
     result.replicate_only = replicate_only
-    calls = pool if replicate_only else [call for sample in pool for call in sweep(fn, sample, layout_kwargs)]
+    result.inserted = inserted_dims(fn, pool)
+    calls = pool if replicate_only else [call for sample in pool
+                                         for call in sweep(fn, sample, layout_kwargs, inserted=result.inserted)]
     for n, (args, kwargs) in enumerate(calls):
         if result.samples >= max_samples * 4:
             break
@@ -578,7 +606,7 @@ def _one_call(result: Synthesis, fn: Callable, args: list, kwargs: dict, how: tu
         return
     ref, tensors = evidence
     result.samples += 1
-    key = signature(args, kwargs, layout_kwargs)
+    key = signature(args, kwargs, layout_kwargs, result.inserted)
     combos = [tuple(c) for c in itertools.product(*[_candidates(t, partials) for t in tensors])]
     if replicate_only:
         combos = [tuple("R" for _ in tensors)]
@@ -835,9 +863,9 @@ def _with_defaults(key: str, layout: Dict[str, Tuple[int, Any]]) -> str:
     parts = key.split(";")
     have = dict(p.split("=", 1) for p in parts[1:])
     ndim = int(parts[0].split(",")[0]) if parts[0] else 0
-    for name, (_, default) in layout.items():
+    for name, (_, default, *extra) in layout.items():
         if name not in have:
-            have[name] = str(_norm(default, ndim, name))
+            have[name] = str(_norm(default, ndim + (INSERTED in extra), name))
     return ";".join([parts[0]] + [f"{k}={have[k]}" for k in sorted(have)])
 
 
@@ -1032,7 +1060,8 @@ def _table_entry(synth: Synthesis, layout: Dict[str, Tuple[int, Any]],
         return None, ["no signature could be expressed"]
     if _replicated_rows_only(table):
         return None, ["the table keeps no sharded or partial input: ReplicateRule runs the same"]
-    layout_option = {u: list(v) + ([synth.periods[u]] if u in synth.periods else []) for u, v in spec.items()}
+    layout_option = {u: list(v) + ([synth.periods[u]] if u in synth.periods else [])
+                     + ([INSERTED] if u in synth.inserted else []) for u, v in spec.items()}
     return {"rule": "StrategyTableRule", "module": TABLE_MODULE,
             "options": {"layout": layout_option, "table": table, "shapes": shape_table,
                         "fallback": "replicate"}}, []

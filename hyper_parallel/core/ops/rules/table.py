@@ -78,6 +78,9 @@ _DIM_ARGS = ("dim", "dim0", "dim1", "start_dim", "end_dim")
 META = "meta"
 #: suffix of a row's last output placement that repeats to the call's output count (``"S(1)->S(1)*"``)
 REPEAT = "*"
+#: third ``layout`` item of a dim argument naming one of ``ndim + 1`` positions (``unsqueeze``'s ``dim``:
+#: ``-1`` is ``ndim``), keyed modulo ``ndim + 1``
+INSERTED = "inserted"
 
 
 class FactorRule(EinsumRule):
@@ -243,13 +246,14 @@ class ReplicateRule(OpRule):
 
 
 def _layout_option(op: str, layout: Any) -> Dict[str, Any]:
-    """Option ``layout`` checked: argument -> [position, default] or [position, default, period]."""
+    """Option ``layout`` checked: argument -> [position, default], [position, default, period] or
+    [position, default, "inserted"] (:data:`INSERTED`)."""
     out = dict(layout or {})
     for name, spec in out.items():
         if not isinstance(spec, (list, tuple)) or len(spec) not in (2, 3) or not isinstance(spec[0], int) \
-                or (len(spec) == 3 and (not isinstance(spec[2], int) or spec[2] < 2)):
-            raise RuleError(f"{op}: option layout.{name}={spec!r}: expected [position, default] or "
-                            "[position, default, period] (an integer period >= 2)")
+                or (len(spec) == 3 and spec[2] != INSERTED and (not isinstance(spec[2], int) or spec[2] < 2)):
+            raise RuleError(f"{op}: option layout.{name}={spec!r}: expected [position, default], [position, "
+                            f"default, period] (an integer period >= 2) or [position, default, {INSERTED!r}]")
     return out
 
 
@@ -289,8 +293,8 @@ class StrategyTableRule(OpRule):
         ndim = ranks[0] if ranks else 0
         values = {}
         for name, (pos, default, *period) in self.layout.items():
-            value = _norm(name, call.arg(pos, name, default), ndim)
-            if period and isinstance(value, int) and not isinstance(value, bool):
+            value = _norm(name, call.arg(pos, name, default), ndim + (period == [INSERTED]))
+            if period and period != [INSERTED] and isinstance(value, int) and not isinstance(value, bool):
                 value %= period[0]  # rot90's k: k and k + 4 give the same result
             values[name] = value
         return signature_of(ranks, values)

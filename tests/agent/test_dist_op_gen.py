@@ -1,0 +1,96 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Synthesis and resynth fixes for ops verify reported false negatives on (session 5, ``distop-gen``).
+
+* a dim argument naming one of ``ndim + 1`` positions (``unsqueeze_copy``'s ``dim``: ``-1`` inserts after
+  the last dim) is keyed modulo ``ndim + 1`` by the synthesis and by the table rule (``dim=-1`` and
+  ``dim=2`` of a 3-D input used to share one signature, and their rows cancelled out);
+* an op with leading scalars (``polygamma(n, x)``) gets UT scenarios, and the UT call passes the scalars
+  first (the backend computes ``meta`` shapes from that call);
+* resynth proposes a strategy whose moved numbers the op refuses on one device too (``lu_factor``'s
+  ``pivot=False`` on CPU), as the synthesis and verify's scopes do;
+* a table layout with a period (``rot90``'s ``k``) gives table keys with defaults filled in (resynth used to
+  crash unpacking it).
+"""
+from types import SimpleNamespace
+
+import pytest
+
+from hyper_parallel.core.ops.rule import OpCall, RuleError, TensorArg
+from hyper_parallel.core.ops.rules.table import INSERTED, META, StrategyTableRule
+from hyper_parallel.core.placement import Replicate, Shard
+from hyper_parallel.testing.op_cases import rule_call
+
+from hp_agent.dist_op.resynth import _holds_shifted, _table_key, table_scenarios
+from hp_agent.dist_op.synth import LAYOUT_KWARGS, Strategy, emit, inserted_dims, signature, synthesize
+
+
+def _unsqueeze_synthesis():
+    import torch
+    torch.manual_seed(0)
+    x = torch.rand(3, 4, 5) + 0.5
+    pool = [([x], {"dim": 2}), ([x], {"dim": -1})]
+    return synthesize("torch.unsqueeze_copy", torch.unsqueeze_copy, pool, use_opinfo=False, distinct=False,
+                      generators=("sample", "arange"), partials=("sum",))
+
+
+def test_an_inserted_dim_is_keyed_modulo_ndim_plus_one():
+    import torch
+    x = torch.rand(3, 4, 5)
+    assert inserted_dims(torch.unsqueeze_copy, [([x], {"dim": 0})]) == ["dim"]
+    assert inserted_dims(torch.select, [([x], {"dim": 0, "index": 1})]) == []  # select(x, dim=3) raises
+    assert signature([x], {"dim": -1}, inserted=["dim"]) == "3;dim=3"
+    assert signature([x], {"dim": -1}) == "3;dim=2"  # a dim over ndim positions (the default)
+    table = _unsqueeze_synthesis().table()
+    assert "S(2)->S(3)" in table["3;dim=2"] and "S(2)->S(2)" in table["3;dim=3"]  # were intersected away
+
+
+def test_the_table_rule_keys_an_inserted_dim_like_the_synthesis():
+    entry, questions = emit(_unsqueeze_synthesis(), {"dim": (1, None)})
+    assert not questions and entry["options"]["layout"] == {"dim": [1, None, INSERTED]}
+    rule = StrategyTableRule("torch.unsqueeze_copy", **entry["options"])
+    for dim, out in ((-1, Shard(2)), (3, Shard(2)), (2, Shard(3)), (-2, Shard(3))):
+        call = OpCall("torch.unsqueeze_copy", [TensorArg(0, (3, 4, 5), (Shard(2),))], (("__tensor__", 0), dim),
+                      {}, (2,))
+        decision = rule.infer(call)
+        assert decision.inputs == [(Shard(2),)] and decision.outputs[0] == (out,), dim
+    with pytest.raises(RuleError, match="inserted"):
+        StrategyTableRule("torch.unsqueeze_copy", layout={"dim": [1, None, "after"]}, table={"2": ["R->R"]},
+                          shapes={"2": META})
+
+
+def test_leading_scalars_get_scenarios_and_the_ut_call_passes_them_first():
+    import torch
+    args, kwargs = [1, torch.rand(4, 6)], {}
+    key = signature(args, kwargs)
+    options = {"layout": {}, "table": {_table_key(key, {}): ["R->R", "S(1)->S(1)"]}, "shapes": {key: META},
+               "fallback": "replicate"}
+    scenarios = table_scenarios("torch.polygamma", SimpleNamespace(calls={key: (args, kwargs)}), options)
+    assert {"shapes": [[4, 6]], "kwargs": {"n": 1}, "input": ["S(1)"], "need": ["S(1)"], "output": ["S(1)"],
+            "out_shape": [4, 6]} in scenarios
+    rule = StrategyTableRule("torch.polygamma", **options)
+    for positional in (False, True):
+        call = rule_call("torch.polygamma", scenarios[-1], ["S(1)"], positional, {"n": 0}, {})
+        assert call.args == (1, ("__tensor__", 0)) and call.kwargs == {}
+        decision = rule.infer(call)  # meta shapes: torch.polygamma(1, <meta 4x6>)
+        assert decision.inputs == [(Shard(1),)] and tuple(decision.outputs) == ((Shard(1),), (4, 6))
+    plain = rule_call("torch.nn.functional.softmax", {"shape": [4, 6], "kwargs": {"dim": 1}}, ["R"], True,
+                      {"dim": 1}, {})
+    assert plain.args == (("__tensor__", 0), 1) and plain.tensors[0].placements == (Replicate(),)
+
+
+def test_a_strategy_whose_moved_numbers_the_op_refuses_is_proposed():
+    import torch
+    torch.manual_seed(0)
+    x = torch.rand(3, 4, 4) + 0.5
+    batch = Strategy(("S(0)",), ("S(0)", "S(0)"))
+    assert _holds_shifted(torch.linalg.lu_factor, [x], {"pivot": True}, batch, LAYOUT_KWARGS)  # pivot=False raises
+    # numbers that move and run still decide: masked_fill's value=0 keeps P(sum) by coincidence only
+    mask = torch.rand(4, 6) > 0.5
+    partial = Strategy(("P(sum)", "R"), ("P(sum)",))
+    assert not _holds_shifted(torch.masked_fill, [torch.rand(4, 6), mask, 0.0], {}, partial, LAYOUT_KWARGS)
+
+
+def test_table_key_of_a_periodic_layout_fills_defaults():
+    assert _table_key("2;k=1", {"k": [1, 1, 4], "dims": [2, [0, 1]]}) == "2;dims=[0, 1];k=1"
+    assert _table_key("3", {"dim": [1, -1, INSERTED]}) == "3;dim=3"
