@@ -94,3 +94,15 @@ def test_a_strategy_whose_moved_numbers_the_op_refuses_is_proposed():
 def test_table_key_of_a_periodic_layout_fills_defaults():
     assert _table_key("2;k=1", {"k": [1, 1, 4], "dims": [2, [0, 1]]}) == "2;dims=[0, 1];k=1"
     assert _table_key("3", {"dim": [1, -1, INSERTED]}) == "3;dim=3"
+
+
+def test_a_regenerated_table_marks_the_inserted_dim_and_keeps_old_rows():
+    from hp_agent.dist_op.resynth import Missing, OpDiff, _regenerated_table
+    synthesis = _unsqueeze_synthesis()
+    entry = SimpleNamespace(options={"layout": {"dim": [1, None]}, "table": {"3;dim=2": ["R->R", "S(0)->S(0)"]},
+                                     "shapes": {"3;dim=2": META}, "fallback": "replicate"})
+    diff = OpDiff("torch.unsqueeze_copy", "StrategyTableRule", "", synthesis=synthesis,
+                  missing=[Missing("3;dim=3", "S(2)->S(2)", "", "redistributes")])
+    options = _regenerated_table(diff, entry)
+    assert options["layout"] == {"dim": [1, None, INSERTED]}
+    assert options["table"]["3;dim=2"] == ["R->R", "S(0)->S(0)"] and "S(2)->S(2)" in options["table"]["3;dim=3"]

@@ -310,8 +310,8 @@ def _named_call(op: str, args: list, kwargs: dict) -> Optional[Tuple[list, dict]
     lead = next((i for i, a in enumerate(args) if isinstance(a, torch.Tensor)), 0)
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     stop = lead + len(tensors)
-    if not _tensors_in_a_row(args, lead, stop) or len(args) > len(names) \
-            or any(isinstance(v, torch.Tensor) for v in kwargs.values()):
+    unnamed = any(i >= len(names) for i in range(len(args)) if not lead <= i < stop)  # torch.lu(*args): none
+    if not _tensors_in_a_row(args, lead, stop) or unnamed or any(isinstance(v, torch.Tensor) for v in kwargs.values()):
         return None
     named = {names[i]: _listed(a) for i, a in enumerate(args) if not lead <= i < stop}
     named.update({k: _listed(v) for k, v in kwargs.items()})
@@ -381,15 +381,29 @@ def _regenerated_table(diff: OpDiff, entry: Any) -> Dict[str, Any]:
     table = {k: list(v) for k, v in (entry.options.get("table") or {}).items()}
     shapes = dict(entry.options.get("shapes") or {})
     new_shapes = _synth_shapes(diff.synthesis, "meta" in shapes.values())
+    layout = _marked_layout(entry.options.get("layout") or {}, diff.synthesis)
     for m in diff.missing:
-        key = _table_key(m.signature, entry.options.get("layout") or {})
+        key = _table_key(m.signature, layout)
         if key not in shapes and m.signature in new_shapes:
             shapes[key] = new_shapes[m.signature]
             # a new signature also needs the replicated row (the table gathers what it cannot keep)
             table.setdefault(key, []).extend(_replicated_rows(diff.synthesis, m.signature))
         if key in shapes and m.strategy not in table.setdefault(key, []):
             table[key].append(m.strategy)
-    return dict(entry.options, table={k: sorted(v) for k, v in table.items() if k in shapes}, shapes=shapes)
+    return dict(entry.options, table={k: sorted(v) for k, v in table.items() if k in shapes}, shapes=shapes,
+                layout=layout)
+
+
+def _marked_layout(layout: Dict[str, Any], synthesis: Any) -> Dict[str, Any]:
+    """The entry's layout with the synthesis' inserted dims marked (``unsqueeze_copy``'s ``dim``: keyed modulo
+    ``ndim + 1`` from now on). An old row stays valid: its key ``k`` was shared by ``k`` and ``k - ndim``, and
+    held for both."""
+    from hp_agent.dist_op.synth import INSERTED
+    out = {k: list(v) for k, v in layout.items()}
+    for name in getattr(synthesis, "inserted", ()):
+        if name in out and INSERTED not in out[name]:
+            out[name] = out[name][:2] + [INSERTED]
+    return out
 
 
 def _replicated_rows(synthesis: Any, key: str) -> List[str]:
