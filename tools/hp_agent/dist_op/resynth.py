@@ -310,12 +310,17 @@ def _named_call(op: str, args: list, kwargs: dict) -> Optional[Tuple[list, dict]
     lead = next((i for i, a in enumerate(args) if isinstance(a, torch.Tensor)), 0)
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     stop = lead + len(tensors)
-    unnamed = any(i >= len(names) for i in range(len(args)) if not lead <= i < stop)  # torch.lu(*args): none
-    if not _tensors_in_a_row(args, lead, stop) or unnamed or any(isinstance(v, torch.Tensor) for v in kwargs.values()):
+    if not _tensors_in_a_row(args, lead, stop) or _unnamed(names, len(args), lead, stop) \
+            or any(isinstance(v, torch.Tensor) for v in kwargs.values()):
         return None
     named = {names[i]: _listed(a) for i, a in enumerate(args) if not lead <= i < stop}
     named.update({k: _listed(v) for k, v in kwargs.items()})
     return [list(t.shape) for t in tensors], named
+
+
+def _unnamed(names: List[str], count: int, lead: int, stop: int) -> bool:
+    """Some non-tensor positional argument has no parameter name (``torch.lu(*args)``: tensors alone pass)."""
+    return any(i >= len(names) for i in range(count) if not lead <= i < stop)
 
 
 def _tensors_in_a_row(args: list, start: int, stop: int) -> bool:
