@@ -106,3 +106,19 @@ def test_a_regenerated_table_marks_the_inserted_dim_and_keeps_old_rows():
     options = _regenerated_table(diff, entry)
     assert options["layout"] == {"dim": [1, None, INSERTED]}
     assert options["table"]["3;dim=2"] == ["R->R", "S(0)->S(0)"] and "S(2)->S(2)" in options["table"]["3;dim=3"]
+
+
+def test_a_constant_result_proves_no_output_placement_but_still_disproves():
+    import torch
+    torch.manual_seed(0)
+    y, x = torch.rand(3, 2) + 0.5, torch.rand(3, 2) + 0.5
+    one = torch.rand(3, 1) + 0.5  # trapz over one point: 0 everywhere, whatever the placements
+    pool = [([y, x], {"dim": 1}), ([one, one], {"dim": 1})]
+    table = synthesize("torch.trapz", torch.trapz, pool, use_opinfo=False, distinct=False,
+                       generators=("sample", "arange", "repeats"), partials=("sum",)).table()
+    # repeats makes every difference 0 (a constant result): it used to leave only R and wipe P(sum)
+    assert {"P(sum),R->P(sum)", "R,P(sum)->P(sum)", "S(0),S(0)->S(0)"} <= set(table["2,2;dim=1"])
+    assert "S(1),S(1)->S(0)" not in table["2,2;dim=1"]  # the integrated dim sharded: wrong on real values
+    alone = synthesize("torch.trapz", torch.trapz, pool[1:], use_opinfo=False, distinct=False,
+                       generators=("sample",), partials=("sum",)).table()
+    assert "S(0),S(0)->S(0)" in alone["2,2;dim=1"]  # constant results only: their own strategies stand

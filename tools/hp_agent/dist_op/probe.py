@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-__all__ = ["Placed", "parse_placement", "fmt", "collect_tensors", "split", "simulate", "assembling",
+__all__ = ["Placed", "parse_placement", "fmt", "collect_tensors", "split", "simulate", "assembling", "constant",
            "probe_call", "CallProbe", "ProbeError", "placements_for"]
 
 _SHORT = re.compile(r"^(R|S\((-?\d+)\)|P\((sum|avg|max|min)\))$")
@@ -281,6 +281,18 @@ def _working(ref_flat: list, results: List[list], k: int, n: int, tight: bool = 
         # coincidence (max/min of identical values, or a sum of zeros: a loss that is 0 on the sample)
         ok = [o for o in ok if not o.startswith("P(")]
     return ok
+
+
+def constant(ref: list) -> bool:
+    """True when every output is constant (all elements equal) or a Python bool (one bit: ``allclose`` on
+    shards answers ``False`` on every rank whenever the whole answer is ``False``): any placement would
+    'reproduce' it."""
+    import torch
+    tensors = [r for r in ref if isinstance(r, torch.Tensor)]
+    flags = [r for r in ref if isinstance(r, bool)]
+    if len(tensors) + len(flags) != len(ref) or not ref:
+        return False
+    return all(t.numel() <= 1 or bool((t == t.flatten()[0]).all()) for t in tensors)
 
 
 def placements_for(t: Any, partial: bool = True) -> list:

@@ -310,12 +310,19 @@ def _named_call(op: str, args: list, kwargs: dict) -> Optional[Tuple[list, dict]
     lead = next((i for i, a in enumerate(args) if isinstance(a, torch.Tensor)), 0)
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     stop = lead + len(tensors)
-    if not _tensors_in_a_row(args, lead, stop) or _unnamed(names, len(args), lead, stop) \
-            or any(isinstance(v, torch.Tensor) for v in kwargs.values()):
+    if not _tensors_in_a_row(args, lead, stop) or _unnamed(names, len(args), lead, stop):
         return None
     named = {names[i]: _listed(a) for i, a in enumerate(args) if not lead <= i < stop}
     named.update({k: _listed(v) for k, v in kwargs.items()})
-    return [list(t.shape) for t in tensors], named
+    # a tensor by keyword, or a dtype (_softmax_backward_data): no YAML scenario form
+    return ([list(t.shape) for t in tensors], named) if all(_plain(v) for v in named.values()) else None
+
+
+def _plain(value: Any) -> bool:
+    """A value a YAML case file holds as written (numbers, strings, bools, None, lists of those)."""
+    if isinstance(value, list):
+        return all(_plain(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str))
 
 
 def _unnamed(names: List[str], count: int, lead: int, stop: int) -> bool:

@@ -95,6 +95,8 @@ class Synthesis:
     calls: Dict[str, Tuple[list, dict]] = field(default_factory=dict)  # signature -> its first sample call
     periods: Dict[str, int] = field(default_factory=dict)  # integer layout argument -> period (rot90's k: 4)
     inserted: List[str] = field(default_factory=list)  # dim arguments over ndim + 1 positions (unsqueeze)
+    constant_only: set = field(default_factory=set)  # signatures seen on constant results only (see _record)
+    assembled: Dict[str, set] = field(default_factory=dict)  # signature -> input combos every constant result took
 
     def plan_cases(self, limit: int = 4) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
         """(accepted UT scenarios, ST cases) for a plan: per signature (up to ``limit``, tensors passed
@@ -430,15 +432,36 @@ def _agreed(fn: Callable, args: list, kwargs: dict, combos: List[Tuple[str, ...]
             continue
         alive = [c for c, v in agreed.items() if v is None or all(v)]
         probe = probe_call(fn, a, k, ranks=ranks, combos=alive, max_combos=MAX_COMBOS)
+        constant = name != "sample" and _constant_result(fn, a, k)
         for combo, sets in agreed.items():
-            found = probe.table.get(combo)
-            if found is None:  # not representable (e.g. Partial of an integer tensor) or not probed
-                agreed[combo] = [set()]
-            elif sets is None:
-                agreed[combo] = [set(f) for f in found]
-            else:
-                agreed[combo] = [x & set(y) for x, y in zip(sets, found)]
+            agreed[combo] = _narrowed(sets, probe.table.get(combo), constant)
     return {c: v for c, v in agreed.items() if v and all(v)}
+
+
+def _narrowed(sets: Optional[List[set]], found: Optional[list], constant: bool) -> Optional[List[set]]:
+    """A combo's output placements after one generator (``found``: what it accepted; None: not representable,
+    e.g. Partial of an integer tensor, or not probed). A ``constant`` result (every element equal: repeats
+    makes trapz's differences 0) proves no placement, since any 'reproduces' it; one it misses disproves."""
+    if found is None:
+        return [set()]
+    if constant:
+        return sets if all(found) else [set()]
+    if sets is None:
+        return [set(f) for f in found]
+    return [x & set(y) for x, y in zip(sets, found)]
+
+
+def _constant_result(fn: Callable, args: list, kwargs: dict) -> bool:
+    """The op's result on this generator's values is constant (:func:`_constant_flat`)."""
+    import torch
+    with torch.no_grad():
+        return _constant_flat(_flat(fn(*args, **kwargs)))
+
+
+def _constant_flat(ref: list) -> bool:
+    """Every output constant, or a Python bool (:func:`hp_agent.dist_op.probe.constant`)."""
+    from hp_agent.dist_op.probe import constant  # pylint: disable=import-outside-toplevel
+    return constant(ref)
 
 
 def inserted_dims(fn: Callable, pool: Sequence[Tuple[list, dict]]) -> List[str]:
@@ -612,20 +635,48 @@ def _one_call(result: Synthesis, fn: Callable, args: list, kwargs: dict, how: tu
         combos = [tuple("R" for _ in tensors)]
     agreed = _agreed(fn, args, kwargs, combos, ranks, generators)
     found = _accepted_strategies(agreed, replicate_only)
-    _record(result, key, tensors, kwargs, [o for o in ref if isinstance(o, torch.Tensor)], found)
+    constant = _constant_flat(ref)
+    if not constant and key in result.constant_only:  # the first real evidence of the signature
+        for name in ("calls", "evidence", "kwargs"):
+            getattr(result, name).pop(key, None)
+    _record(result, key, tensors, kwargs, [o for o in ref if isinstance(o, torch.Tensor)], found, constant)
     result.calls.setdefault(key, (list(args), dict(kwargs)))
     if result.differentiable is None and any(t.is_floating_point() for t in tensors):
         result.differentiable = _differentiable(fn, args, kwargs)
 
 
-def _record(result: Synthesis, key: str, tensors: list, kwargs: dict, outs: list, found: set) -> None:
-    """Intersect ``found`` into the signature's strategies; keep the evidence and the shapes."""
+def _record(result: Synthesis, key: str, tensors: list, kwargs: dict, outs: list, found: set,
+            constant: bool = False) -> None:
+    """Intersect ``found`` into the signature's strategies; keep the evidence and the shapes.
+
+    A call whose result is ``constant`` (every element equal: ``trapz`` over one point is 0) is no evidence
+    for an output placement (any placement 'reproduces' it, and the preferred ``R`` would wipe the others);
+    it only disproves the input combos whose local results assemble under no placement (as verify counts
+    it). A signature seen on constant results only keeps their strategies (intersected among them)."""
     result.integer_output = result.integer_output or any(not o.is_floating_point() for o in outs)
     old = result.strategies.get(key)
+    if constant:
+        found, old = _constant_call(result, key, old, found)
+    elif key in result.constant_only:  # the first real evidence replaces what constant results gave
+        result.constant_only.discard(key)
+        old = None
+    if not constant and key in result.assembled:
+        found = {s for s in found if s.inputs in result.assembled[key]}
     result.strategies[key] = sorted(found if old is None else _intersect(old, found), key=Strategy.text)
     result.evidence.setdefault(key, _describe(tensors, kwargs))
     result.kwargs.setdefault(key, dict(kwargs))
     result.shapes.setdefault(key, []).append(([tuple(t.shape) for t in tensors], [tuple(o.shape) for o in outs]))
+
+
+def _constant_call(result: Synthesis, key: str, old: Optional[Sequence[Strategy]],
+                   found: set) -> Tuple[set, Optional[Sequence[Strategy]]]:
+    """(strategies, earlier ones to intersect with) after a call with a constant result (see :func:`_record`)."""
+    took = result.assembled.setdefault(key, {s.inputs for s in found})
+    took &= {s.inputs for s in found}
+    if old is not None and key not in result.constant_only:
+        return {s for s in old if s.inputs in took}, None
+    result.constant_only.add(key)
+    return found, old
 
 
 def _intersect(old: Sequence[Strategy], found: set) -> set:

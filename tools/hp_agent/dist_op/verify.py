@@ -23,7 +23,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from hp_agent.dist_op.probe import assemble, close, collect_tensors, flatten, placements_for, simulate
+from hp_agent.dist_op.probe import assemble, close, collect_tensors, constant, flatten, placements_for, simulate
 from hp_agent.dist_op.samples import NONDETERMINISTIC_MODULES, NONDETERMINISTIC_OPS, describe, samples_for
 
 __all__ = ["Finding", "OpResult", "VerifyReport", "verify", "verify_op", "render_markdown"]
@@ -169,15 +169,8 @@ def _opcall(name, args, kwargs, placements, n):
 
 
 def _constant(ref) -> bool:
-    """True when every output is constant (all elements equal) or a Python bool (one bit: ``allclose`` on
-    shards answers ``False`` on every rank whenever the whole answer is ``False``): any placement would
-    'reproduce' it."""
-    import torch
-    tensors = [r for r in ref if isinstance(r, torch.Tensor)]
-    flags = [r for r in ref if isinstance(r, bool)]
-    if len(tensors) + len(flags) != len(ref) or not ref:
-        return False
-    return all(t.numel() <= 1 or bool((t == t.flatten()[0]).all()) for t in tensors)
+    """True when every output is constant or a Python bool (:func:`hp_agent.dist_op.probe.constant`)."""
+    return constant(ref)
 
 
 def _is_inplace(name: str) -> bool:
