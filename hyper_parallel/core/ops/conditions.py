@@ -16,7 +16,9 @@ The language is deliberately small (data, never code):
   (``a == b == 1`` means ``a == b and b == 1``);
 * ``TERM`` — a literal (an integer, a decimal number, ``True``, ``False``, ``None``) or an argument
   ``name@position`` (positional ``position`` of the call, else keyword ``name``, else ``None``), or a bare
-  ``name`` that the rule's ``layout``/``args`` option places (else read by keyword only);
+  ``name`` that the rule's ``layout``/``args`` option places (else read by keyword only); an argument whose
+  name contains ``dim`` reads a negative integer counted from the first tensor's rank (``dim=-1`` of a 2-D
+  input is ``1``); a sequence equals a number when every item does (``kernel_size=(1, 1)`` equals ``1``);
 * layout atoms, about the tensor dims the row shards (``S(d)`` inputs) on the mesh dim being decided, with
   the sizes of the call's global shapes: ``even`` — every shard has the same size (the dim's size is a
   multiple of the mesh dims that shard it); ``nonempty`` — no shard is empty.
@@ -78,15 +80,20 @@ class _Term:
     pos: Optional[int] = None
 
     def read(self, call: OpCall, places: Mapping[str, Sequence[Any]]) -> Any:
-        """The term's value for ``call`` (an absent argument reads as its default, else ``None``)."""
+        """The term's value for ``call`` (an absent argument reads as its default, else ``None``; a negative
+        integer of a dim argument — its name contains ``dim`` — counts from the first tensor's rank)."""
         if self.name is None:
             return self.value
         if self.pos is not None:
-            return call.arg(self.pos, self.name, None)
-        if self.name in places:
-            pos, default = places[self.name][0], places[self.name][1]
-            return call.arg(pos, self.name, default)
-        return call.kwargs.get(self.name)
+            value = call.arg(self.pos, self.name, None)
+        elif self.name in places:
+            value = call.arg(places[self.name][0], self.name, places[self.name][1])
+        else:
+            value = call.kwargs.get(self.name)
+        if "dim" in self.name and isinstance(value, int) and not isinstance(value, bool) and value < 0 \
+                and call.tensors and call.tensors[0].ndim:
+            return value % call.tensors[0].ndim  # dim=-1 is the last dim, as torch reads it
+        return value
 
 
 def _term(text: str, where: str) -> _Term:
@@ -121,8 +128,11 @@ class _Compare:
 
 def _same(a: Any, b: Any) -> bool:
     """Argument equality: ``None`` only equals ``None``; numbers by value (``0 == 0.0``); sequences item by
-    item (``kernel_size=(1, 1)`` equals ``[1, 1]``); a one-item sequence equals its item (``(1,) == 1``)."""
-    a, b = _unwrap(a, b), _unwrap(b, a)
+    item (``kernel_size=(1, 1)`` equals ``[1, 1]``); a sequence equals a number when every item does
+    (``(1, 1) == 1``, ``(1,) == 1``)."""
+    if isinstance(a, (list, tuple)) != isinstance(b, (list, tuple)):  # (1, 1) == 1: every item equals it
+        seq, one = (a, b) if isinstance(a, (list, tuple)) else (b, a)
+        return bool(seq) and all(_same(x, one) for x in seq)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     if a is None or b is None:
@@ -130,13 +140,6 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         return float(a) == float(b)
     return False  # a tensor placeholder or another object never equals a literal
-
-
-def _unwrap(a: Any, other: Any) -> Any:
-    """A one-item sequence compared with a non-sequence: its item (``kernel_size=(1,)`` equals ``1``)."""
-    if isinstance(a, (list, tuple)) and len(a) == 1 and not isinstance(other, (list, tuple)):
-        return a[0]
-    return a
 
 
 def _compare(text: str, where: str) -> _Compare:

@@ -343,9 +343,13 @@ def verify_cmd(ops: Tuple[str, ...], all_ops: bool, markdown: str, as_json: bool
 @click.option("--write/--no-write", default=True, show_default=True,
               help="Write plan updates to <plans_dir>/updates/<op>.yaml.")
 @click.option("--all-partials", is_flag=True, help="Also propose P(avg|max|min) inputs (verify and ST check P(sum)).")
+@click.option("--conditional", is_flag=True,
+              help="Also derive conditional strategies ('S(0)->S(0) when even', 'value@2 == 0': argument values "
+                   "and mesh sizes swept).")
 @json_option
 @internal_errors
-def resynth_cmd(ops: Tuple[str, ...], from_verify: bool, write: bool, all_partials: bool, as_json: bool) -> None:
+def resynth_cmd(ops: Tuple[str, ...], from_verify: bool, write: bool, all_partials: bool, conditional: bool,
+                as_json: bool) -> None:
     """Re-derive registered OPS through the synthesis, diff against their rules, propose missing strategies."""
     from hyper_parallel.core.ops.registry import get_registry
     from hp_agent.dist_op.resynth import rederive, write_update
@@ -362,7 +366,7 @@ def resynth_cmd(ops: Tuple[str, ...], from_verify: bool, write: bool, all_partia
     partials = ("sum", "avg", "max", "min") if all_partials else ("sum",)
     rows = []
     for i, op in enumerate(ops, 1):
-        diff = rederive(op, reg.entries[op], partials)
+        diff = rederive(op, reg.entries[op], partials, conditional=conditional)
         path = write_update(layout.path(layout.plans_dir) / "updates", diff, reg.entries[op]) if write else None
         rows.append({**diff.to_dict(), "update": str(path.relative_to(layout.root)) if path else None})
         if not as_json:

@@ -217,8 +217,10 @@ def _rule_only(rule: Any, op: str, args: list, kwargs: dict, key: str, strategie
     return out
 
 
-def rederive(op: str, entry: Any = None, partials: Sequence[str] = ("sum",), use_opinfo: bool = True) -> OpDiff:
-    """Synthesise registered ``op`` and diff the result against its rule (errors are reported in the diff)."""
+def rederive(op: str, entry: Any = None, partials: Sequence[str] = ("sum",), use_opinfo: bool = True,
+             conditional: bool = False) -> OpDiff:
+    """Synthesise registered ``op`` and diff the result against its rule (errors are reported in the diff);
+    ``conditional``: also derive conditional strategies (:func:`conditional_missing`)."""
     from hyper_parallel.core.ops.registry import get_registry
     from hp_agent.dist_op.interface import resolve_torch, torch_interface
     from hp_agent.dist_op.synth import emit, op_layout, synth_op
@@ -235,11 +237,43 @@ def rederive(op: str, entry: Any = None, partials: Sequence[str] = ("sum",), use
             diff = diff_synthesis(op, entry.rule_instance(), result.synthesis, _fresh(resolve_torch(source)),
                                   partials)
             diff.entry = emit(result.synthesis, op_layout(torch_interface(source)))[0]
+            if conditional:
+                conditional_missing(diff, entry.rule_instance(), source, result.synthesis)
     except Exception as exc:  # pylint: disable=broad-except  # reported per op, never hidden
         diff = OpDiff(op, entry.rule, "", error=f"{type(exc).__name__}: {exc}".splitlines()[0][:200])
     diff.source = entry.source.rsplit("/", 1)[-1]
     diff.seconds = time.monotonic() - start
     return diff
+
+
+def conditional_missing(diff: OpDiff, rule: Any, source: str, synthesis: Any) -> None:
+    """Add to ``diff.missing`` the conditional strategies (``... when CONDITION``,
+    :mod:`hp_agent.dist_op.conditional`) that the rule does not keep on their evidence call."""
+    from hp_agent.dist_op.conditional import derive, op_calls
+    from hp_agent.dist_op.interface import resolve_torch, torch_interface
+    fn = _fresh(resolve_torch(source))
+    try:
+        iface = torch_interface(source)
+    except Exception:  # pylint: disable=broad-except  # no schema: arguments are read by position only
+        iface = None
+    calls = op_calls(source, fn, synthesis, iface)
+    accepted = {k: {tuple(s.inputs) for s in v} for k, v in synthesis.strategies.items()}
+    for row in derive(source, fn, calls, iface, accepted, mutated=synthesis.mutated):
+        if _inplace(diff.op) and row.outputs[0] != row.inputs[0]:
+            continue  # an in-place result keeps self's placement
+        args, kwargs = calls[row.signature][0]
+        sample = next(((a, k) for a, k in calls[row.signature] if _evidence_of(a, k) == row.evidence), (args, kwargs))
+        does = _rule_view(rule, diff.op, sample[0], sample[1], row.inputs)
+        if does == "keeps":
+            diff.covered += 1
+            continue
+        diff.missing.append(Missing(row.signature, row.text(), row.evidence, does))
+
+
+def _evidence_of(args: list, kwargs: dict) -> str:
+    from hp_agent.dist_op.conditional import _evidence  # pylint: disable=protected-access
+    from hp_agent.dist_op.probe import _get, collect_tensors  # pylint: disable=protected-access
+    return _evidence([_get(args, kwargs, loc) for loc in collect_tensors(args, kwargs)], kwargs)
 
 
 def _merge_signatures(synthesis: Any, extra: Any) -> None:
@@ -468,10 +502,20 @@ def write_update(folder: Path, diff: OpDiff, entry: Any) -> Optional[Path]:
             "coincidences": [m.to_dict() for m in diff.coincidences],
             "rule_only_not_removed": diff.rule_only[:20], "covered": diff.covered}
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{slug_of(diff.op)}.yaml"
+    path = _free_update_path(folder, slug_of(diff.op))
     path.write_text("# Plan update written by `hp-agent dist-op resynth`: review `change`, then run\n"
                     "# `hp-agent dist-op apply-updates` on this file (it records who/when/sha256).\n"
                     + dump_yaml(data), encoding="utf-8")
+    return path
+
+
+def _free_update_path(folder: Path, slug: str) -> Path:
+    """``<slug>.yaml``, or ``<slug>.2.yaml``, ``<slug>.3.yaml``... when an earlier update was applied there
+    (its confirmation record is kept; a proposed one not applied yet is replaced)."""
+    path, n = folder / f"{slug}.yaml", 1
+    while path.is_file() and "status: applied" in path.read_text(encoding="utf-8"):
+        n += 1
+        path = folder / f"{slug}.{n}.yaml"
     return path
 
 

@@ -26,7 +26,9 @@ agrees (the intersection of their output placements is not empty):
   (``isin``, ``bucketize``: an op that looks values up in another input fails here when that input is
   sharded);
 * ``repeats`` — every value twice in a row (ops comparing neighbours or counting equal values:
-  ``unique_consecutive`` is the identity on distinct values, so a ``Partial`` input looked linear).
+  ``unique_consecutive`` is the identity on distinct values, so a ``Partial`` input looked linear);
+* ``runs`` — every value five times in a row: runs that cross shard boundaries at even offsets (``repeats``
+  pairs never do when every shard has an even number of elements).
 
 Uneven chunks come from the 3-rank mesh and the samples' own sizes (OpInfo's samples include size-1 and
 odd dims). The synthesis groups samples by a *signature* (the inputs' ranks and the swept argument
@@ -53,7 +55,7 @@ __all__ = ["Strategy", "Synthesis", "GENERATORS", "LAYOUT_KWARGS", "synthesize",
 _DIMS_ARGS = ("dim", "dims", "dim0", "dim1", "start_dim", "end_dim")
 LAYOUT_KWARGS = ("dim", "dims", "dim0", "dim1", "k", "keepdim", "p", "start_dim", "end_dim", "diagonal", "offset")
 INPUT_PARTIALS = ("sum", "avg", "max", "min")
-GENERATORS = ("sample", "arange", "negative", "zeros_ones", "offset", "membership", "repeats")
+GENERATORS = ("sample", "arange", "negative", "zeros_ones", "offset", "membership", "repeats", "runs")
 MAX_COMBOS = 400
 #: layout option marker of a dim argument naming one of ``ndim + 1`` positions (``unsqueeze``'s ``dim``)
 INSERTED = "inserted"
@@ -354,9 +356,10 @@ def _generate(name: str, t: Any, index: int) -> Any:
         return t
     if name == "sample":
         return t
-    if name == "repeats":  # every value twice in a row: ops that compare neighbours (unique_consecutive)
-        flat = t.detach().flatten()
-        return flat[torch.arange(flat.numel()) // 2].reshape(t.shape).clone()
+    if name in ("repeats", "runs"):  # every value twice (runs: five times) in a row: ops that compare
+        flat = t.detach().flatten()  # neighbours (unique_consecutive); runs of 5 cross shard boundaries that
+        width = 2 if name == "repeats" else 5  # fall on even offsets (a multiple of 2, 3, 4 or 6 elements)
+        return flat[torch.arange(flat.numel()) // width].reshape(t.shape).clone() + (0.25 * index if width > 2 else 0)
     if name == "arange":
         return torch.arange(t.numel(), dtype=t.dtype).reshape(t.shape) / max(t.numel(), 1) + 0.25 + index
     if name == "negative":

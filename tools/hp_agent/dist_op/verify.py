@@ -213,7 +213,62 @@ def _datasets(fn, args, kwargs, ref):
 def _native_ok(fn, args, kwargs, placements, ref, n, inplace: bool = False) -> bool:
     """True when the given placements assemble into the reference under some output placement (for an
     in-place op: under self's own placement), for two random Partial splits of every dataset of
-    :func:`_datasets` (a constant result proves nothing and never counts)."""
+    :func:`_datasets` (a constant result proves nothing and never counts). A tensor input the op writes in
+    place besides self (``batch_norm``'s running statistics) counts as an output that must keep its own
+    placement: a partial running mean updated on every rank is not the updated running mean."""
+    written = _written(fn, args, kwargs, inplace)
+    if not written:
+        return _native_sets_ok(fn, args, kwargs, placements, ref, n, inplace)
+    both = _with_writes(fn, written)
+    full = _reference(both, args, kwargs)
+    if full is None:
+        return False
+    return _native_sets_ok(both, args, kwargs, placements, full, n, inplace,
+                           {len(full) - len(written) + j: placements[i].short() for j, i in enumerate(written)})
+
+
+def _written(fn, args, kwargs, inplace: bool) -> List[int]:
+    """Tensor inputs (by position among the call's tensors) that one call of ``fn`` writes in place, self of
+    an in-place op excepted."""
+    import torch
+    raw = getattr(fn, "__wrapped__", None)
+    if raw is None:
+        return []
+    a, k = _cloned(args, kwargs)
+    tensors = [_nth(a, k, loc) for loc in collect_tensors(a, k)]
+    before = [t.clone() if isinstance(t, torch.Tensor) else t for t in tensors]
+    try:
+        with torch.no_grad():
+            raw(*a, **k)
+    except Exception:  # pylint: disable=broad-except  # a call the op refuses writes nothing
+        return []
+    return [i for i, (t, b) in enumerate(zip(tensors, before)) if (i > 0 or not inplace)
+            and isinstance(t, torch.Tensor) and (t.shape != b.shape or not torch.equal(t.nan_to_num(), b.nan_to_num()))]
+
+
+def _cloned(args, kwargs):
+    import torch
+    a = [x.clone() if isinstance(x, torch.Tensor) else type(x)(t.clone() if isinstance(t, torch.Tensor) else t
+                                                                for t in x) if type(x) in (list, tuple) else x
+         for x in args]
+    return a, {key: v.clone() if isinstance(v, torch.Tensor) else v for key, v in kwargs.items()}
+
+
+def _with_writes(fn, written: Sequence[int]):
+    """``fn`` returning its outputs followed by the tensor inputs at ``written`` after the call."""
+    raw = fn.__wrapped__
+
+    def run(*args, **kwargs):
+        a, k = _cloned(args, kwargs)
+        out = flatten(raw(*a, **k))
+        locs = collect_tensors(a, k)
+        return tuple(out) + tuple(_nth(a, k, locs[i]) for i in written)
+    return run
+
+
+def _native_sets_ok(fn, args, kwargs, placements, ref, n, inplace: bool = False,
+                    keep: Optional[Dict[int, str]] = None) -> bool:
+    """:func:`_native_ok` on ``fn``'s outputs; ``keep``: output index -> the placement it must assemble under."""
     common: Optional[List[set]] = None
     for i, (a, k, want) in enumerate(_datasets(fn, args, kwargs, ref)):
         if want is None or _constant(want):
@@ -225,8 +280,15 @@ def _native_ok(fn, args, kwargs, placements, ref, n, inplace: bool = False) -> b
             if found is None:
                 return False
             common = found if common is None else [c & f for c, f in zip(common, found)]
-    # one output placement must work for every dataset and split (not P(max) here and P(min) there)
+    return _one_placement(common, placements, inplace, keep)
+
+
+def _one_placement(common: Optional[List[set]], placements, inplace: bool, keep: Optional[Dict[int, str]]) -> bool:
+    """One output placement works for every dataset and split (not P(max) here and P(min) there); an in-place
+    op's self and every written input (``keep``) under its own placement."""
     if not common or not all(common):
+        return False
+    if any(k >= len(common) or p not in common[k] for k, p in (keep or {}).items()):
         return False
     return not inplace or placements[0].short() in common[0]
 
