@@ -122,3 +122,14 @@ def test_a_constant_result_proves_no_output_placement_but_still_disproves():
     alone = synthesize("torch.trapz", torch.trapz, pool[1:], use_opinfo=False, distinct=False,
                        generators=("sample",), partials=("sum",)).table()
     assert "S(0),S(0)->S(0)" in alone["2,2;dim=1"]  # constant results only: their own strategies stand
+
+
+def test_a_positional_layout_argument_before_other_arguments_is_keyed():
+    import torch
+    from hp_agent.dist_op.interface import torch_interface
+    from hp_agent.dist_op.synth import _keywordize
+    x = torch.rand(3, 4)
+    sample = ([x, x, 1.0, "use_mm_for_euclid_dist"], {})
+    args, kwargs = _keywordize(sample, torch_interface("torch.cdist"), LAYOUT_KWARGS, torch.cdist)
+    assert len(args) == 2 and kwargs == {"p": 1.0, "compute_mode": "use_mm_for_euclid_dist"}
+    assert signature(args, kwargs) == "2,2;p=1.0"  # was keyed "2,2" (the default p=2.0) with p=1.0 rows

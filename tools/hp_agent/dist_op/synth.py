@@ -1145,18 +1145,22 @@ class OpSynthesis:
                 "questions": self.questions, "seconds": round(self.seconds, 2)}
 
 
-def _keywordize(sample: Tuple[list, dict], iface: Any, layout_kwargs: Sequence[str]) -> Tuple[list, dict]:
-    """Layout arguments passed by position moved to keywords (so the sweep and the signature see them)."""
+def _keywordize(sample: Tuple[list, dict], iface: Any, layout_kwargs: Sequence[str],
+                fn: Optional[Callable] = None) -> Tuple[list, dict]:
+    """Layout arguments passed by position moved to keywords (so the sweep and the signature see them), with
+    the non-tensor arguments after them (``cdist(x1, x2, p, compute_mode)``: ``p`` is keyed only by keyword;
+    kept positional when ``fn`` refuses the call by keyword)."""
     import torch
     args, kwargs = list(sample[0]), dict(sample[1])
     names = [p.name for p in iface.params]
-    cut = len(args)
-    for i in range(len(args) - 1, 0, -1):
-        if i < len(names) and names[i] in layout_kwargs and not isinstance(args[i], torch.Tensor) \
-                and not iface.params[i].keyword_only and i == cut - 1:
-            kwargs[names[i]] = args[i]
-            cut = i
-    args = args[:cut]
+    tail = len(args)
+    while tail > 1 and tail - 1 < len(names) and not isinstance(args[tail - 1], torch.Tensor) \
+            and not iface.params[tail - 1].keyword_only:
+        tail -= 1
+    first = next((i for i in range(tail, len(args)) if names[i] in layout_kwargs), len(args))
+    moved = dict(kwargs, **{names[i]: args[i] for i in range(first, len(args))})
+    if fn is None or first == len(args) or _runs(fn, args[:first], moved):
+        args, kwargs = args[:first], moved
     for name in names[len(args):]:  # tensors passed by keyword (prelu's weight) go to their positions
         param = iface.params[names.index(name)]
         if not isinstance(kwargs.get(name), torch.Tensor) or param.keyword_only:  # segment_reduce(*, lengths)
@@ -1252,7 +1256,7 @@ def synth_op(op: str, use_opinfo: bool = True, ranks: Sequence[int] = (2, 3),
         own = samples_for(op)
     except Exception:  # pylint: disable=broad-except  # the schema gave no sample: OpInfo's only
         own = []
-    pool = [_with_layout_defaults(_keywordize(s, iface, LAYOUT_KWARGS), layout) for s in from_db + own]
+    pool = [_with_layout_defaults(_keywordize(s, iface, LAYOUT_KWARGS, fn), layout) for s in from_db + own]
     extra = extra_arguments(pool)
     if extra:  # each sample followed by its moved variant: a row must hold for every observed argument value
         pool = [v for s in pool for v in (s, moved_arguments(fn, s)) if v is not None]
