@@ -6,7 +6,8 @@
 * ``StrategyTableRule`` repeats a row's ``*`` output to the call's output count (from the ``meta`` shapes),
   gathers inputs no row keeps, and refuses (no fallback) a call no row fits with a message naming both counts;
 * ``parse_strategy`` accepts ``*`` on the last output only;
-* the synthesis writes such rows for a signature whose samples return different numbers of outputs, and
+* the synthesis writes such rows for a signature whose samples return different numbers of outputs (plus
+  fixed-count rows for what only one count allows: one piece of a split is the whole input), and
   ``resynth``'s UT scenarios fill the repeated output per sample;
 * the dispatcher wraps an op returning a one-tensor sequence under one declared output (``vsplit(x, 1)``).
 """
@@ -82,6 +83,21 @@ def test_synthesis_writes_repeated_rows_when_the_count_varies():
     assert entry["options"]["shapes"] == {"2": META}
     rule = StrategyTableRule(VSPLIT, **entry["options"])
     assert _specs(rule.infer(_call(VSPLIT, (6, 4), Shard(1), (6,))).outputs) == [((Shard(1),), (1, 4))] * 6
+
+
+def test_one_output_of_a_split_is_the_whole_input_and_gets_its_own_row():
+    import torch
+    from hp_agent.dist_op.synth import emit, synthesize
+    torch.manual_seed(0)
+    x = torch.rand(6, 4) + 0.5
+    synth = synthesize(VSPLIT, torch.vsplit, [([x, 1], {}), ([x, 2], {}), ([x, 3], {})], use_opinfo=False,
+                       distinct=False)
+    rows = emit(synth, {})[0]["options"]["table"]["2"]
+    assert "S(0)->S(0)" in rows and "S(1)->S(1)*" in rows and "S(0)->S(0)*" not in rows
+    rule = StrategyTableRule(VSPLIT, table={"2": rows}, shapes={"2": META}, fallback="replicate")
+    whole = rule.infer(_call(VSPLIT, (6, 4), Shard(0), (1,)))
+    assert whole.inputs == [(Shard(0),)] and _specs(whole.outputs) == [((Shard(0),), (6, 4))]
+    assert rule.infer(_call(VSPLIT, (6, 4), Shard(0), (2,))).inputs == [(Replicate(),)]
 
 
 def test_scenarios_fill_the_repeated_output_per_sample():

@@ -165,6 +165,22 @@ def _from_schema(name: str) -> Optional[Interface]:
                      + (f".{primary.overload_name}" if primary.overload_name else ""), params)
 
 
+def _dispatch_flag(name: str, fn: Callable, iface: Interface) -> Interface:
+    """``iface`` with the flag of a boolean-dispatched function appended (``max_pool1d``,
+    ``adaptive_max_pool2d``: ``fn(*args, **kwargs)`` choosing a branch by ``return_indices``, which the aten
+    schema lacks) when it comes right after the schema's parameters; else ``iface`` unchanged."""
+    try:
+        from torch._jit_internal import boolean_dispatched  # pylint: disable=import-outside-toplevel
+        info = boolean_dispatched.get(fn)
+    except (ImportError, TypeError):  # TypeError: not weak-referenceable, so not a dispatched function
+        return iface
+    if not info or info["index"] != len(iface.params) or iface.param(info["arg_name"]) is not None:
+        return iface
+    flag = Param(info["arg_name"], "bool", info["default"], True, False, False)
+    return Interface(name, f"{iface.signature} + {flag.name}: bool = {flag.default}",
+                     f"{iface.source} + boolean_dispatch flag", iface.params + [flag], iface.dtypes)
+
+
 def torch_interface(name: str) -> Interface:
     """The interface of a torch op from the framework (signature first, then the aten schema)."""
     fn = resolve_torch(name)
@@ -180,6 +196,7 @@ def torch_interface(name: str) -> Interface:
                           [Param("self", "Tensor", None, False, False, True)])
     if iface is None:
         raise AnalyzeError(f"{name}: neither inspect.signature nor an aten schema describes it")
+    iface = _dispatch_flag(name, fn, iface)
     if name.startswith("Tensor.") and iface.params and iface.params[0].name != "self":
         iface.params[0].name = "self"
     if iface.params and iface.params[0].type not in ("int", "float", "bool", "str"):

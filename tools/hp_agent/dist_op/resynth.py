@@ -280,7 +280,7 @@ def _merge_signatures(synthesis: Any, extra: Any) -> None:
     """Add the signatures of ``extra`` that ``synthesis`` lacks (strategies, evidence, sample, shapes)."""
     for key in set(extra.strategies) - set(synthesis.strategies):
         synthesis.strategies[key] = extra.strategies[key]
-        for name in ("evidence", "kwargs", "shapes", "calls"):
+        for name in ("evidence", "kwargs", "shapes", "calls", "by_count", "alternates"):
             if key in getattr(extra, name):
                 getattr(synthesis, name)[key] = getattr(extra, name)[key]
 
@@ -348,8 +348,11 @@ def _named_call(op: str, args: list, kwargs: dict) -> Optional[Tuple[list, dict]
         return None
     named = {names[i]: _listed(a) for i, a in enumerate(args) if not lead <= i < stop}
     named.update({k: _listed(v) for k, v in kwargs.items()})
-    # a tensor by keyword, or a dtype (_softmax_backward_data): no YAML scenario form
-    return ([list(t.shape) for t in tensors], named) if all(_plain(v) for v in named.values()) else None
+    # a tensor by keyword, or a dtype (_softmax_backward_data): no YAML scenario form; a keyword form the op
+    # reads otherwise (hsplit's list of indices passed as ``sections``): no scenario either
+    if not all(_plain(v) for v in named.values()) or not _same_by_name(op, (args, kwargs), tensors, named, lead):
+        return None
+    return [list(t.shape) for t in tensors], named
 
 
 def _plain(value: Any) -> bool:
@@ -373,29 +376,62 @@ def _listed(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
+def _same_by_name(op: str, call: Tuple[list, dict], tensors: list, named: dict, lead: int = 0) -> bool:
+    """True when the op gives the sample's outputs (count and shapes) with its arguments passed by name: a
+    list passed to ``hsplit``'s ``sections`` (an int; the list form is the ``indices`` overload) is not. An op
+    with leading scalars (``polygamma(n, x)``, ``lead`` > 0) keeps them first: not checked."""
+    from hp_agent.dist_op.interface import resolve_torch
+    from hp_agent.dist_op.synth import _flat  # pylint: disable=protected-access
+    if lead:
+        return True
+    args, kwargs = call
+    fn = _fresh(resolve_torch(op))  # an in-place op works on copies: the sample stays intact
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = [tuple(getattr(o, "shape", ())) for o in _flat(fn(*args, **kwargs))]
+            got = [tuple(getattr(o, "shape", ())) for o in _flat(fn(*tensors, **named))]
+    except Exception:  # pylint: disable=broad-except  # the op refuses the keyword form
+        return False
+    return want == got
+
+
 def table_scenarios(op: str, synthesis: Any, options: Dict[str, Any], limit: int = 4) -> List[Dict[str, Any]]:
     """UT scenarios of a synthesised table: per signature (up to ``limit``), each row on the signature's
     evidence sample (input = need = the row's inputs, its first output and global shape; an op returning
-    several tensors lists the others under ``more_outputs``)."""
-    import torch
-    from hp_agent.dist_op.interface import resolve_torch
-    from hp_agent.dist_op.synth import signature
+    several tensors lists the others under ``more_outputs``). A row the evidence sample cannot show (another
+    output count, a sample the op refuses with its arguments by name) is shown on the signature's next
+    sample call that can (:attr:`Synthesis.alternates`)."""
     layout = {k: tuple(v) for k, v in (options.get("layout") or {}).items()}
     table = options.get("table") or {}
     out: List[Dict[str, Any]] = []
     for key in sorted(synthesis.calls):
         rows = table.get(_table_key(key, layout)) or []
-        args, kwargs = synthesis.calls[key]
-        named = _named_call(op, args, kwargs)
-        same = signature(args, kwargs, inserted=getattr(synthesis, "inserted", ())) == key
-        if not rows or named is None or not same or len(out) >= limit * 8:
-            continue
-        with torch.no_grad():
-            ref = resolve_torch(op)(*args, **kwargs)
-        shapes = _tensor_shapes(ref)
-        if shapes:
-            out.extend(filter(None, (_row_scenario(named, row, shapes) for row in rows)))
+        for args, kwargs in [synthesis.calls[key]] + list(getattr(synthesis, "alternates", {}).get(key, [])):
+            if not rows or len(out) >= limit * 8:
+                break
+            shown = _call_scenarios(op, key, (args, kwargs), rows, getattr(synthesis, "inserted", ()))
+            out.extend(shown.values())
+            rows = [r for r in rows if r not in shown]
     return out
+
+
+def _call_scenarios(op: str, key: str, call: Tuple[list, dict], rows: List[str],
+                    inserted: Sequence[str] = ()) -> Dict[str, Dict[str, Any]]:
+    """Row -> its UT scenario on one sample call of signature ``key`` (rows it cannot show left out;
+    ``inserted``: dim arguments over ``ndim + 1`` positions, as the synthesis keyed them)."""
+    import torch
+    from hp_agent.dist_op.interface import resolve_torch
+    from hp_agent.dist_op.synth import signature
+    args, kwargs = call
+    named = _named_call(op, args, kwargs)
+    if named is None or signature(args, kwargs, inserted=inserted) != key:
+        return {}
+    with torch.no_grad():
+        ref = resolve_torch(op)(*args, **kwargs)
+    shapes = _tensor_shapes(ref)
+    found = {row: _row_scenario(named, row, shapes) for row in rows} if shapes else {}
+    return {row: scenario for row, scenario in found.items() if scenario is not None}
 
 
 def _tensor_shapes(ref: Any) -> List[List[int]]:

@@ -59,6 +59,7 @@ GENERATORS = ("sample", "arange", "negative", "zeros_ones", "offset", "membershi
 MAX_COMBOS = 400
 #: layout option marker of a dim argument naming one of ``ndim + 1`` positions (``unsqueeze``'s ``dim``)
 INSERTED = "inserted"
+MAX_ALTERNATES = 8  # sample calls kept per signature besides the first (for UT scenarios)
 TABLE_MODULE = "hyper_parallel.core.ops.rules.table"
 REPEAT = "*"  # a row's last output repeated to the call's output count (rules/table.py REPEAT)
 _PLACEMENT_TEXT = re.compile(r"^(R|S\(\d+\)|P\((sum|avg|max|min)\))$")
@@ -99,6 +100,10 @@ class Synthesis:
     inserted: List[str] = field(default_factory=list)  # dim arguments over ndim + 1 positions (unsqueeze)
     constant_only: set = field(default_factory=set)  # signatures seen on constant results only (see _record)
     assembled: Dict[str, set] = field(default_factory=dict)  # signature -> input combos every constant result took
+    #: signature -> later sample calls (up to MAX_ALTERNATES): UT scenarios of rows the first call cannot show
+    alternates: Dict[str, List[Tuple[list, dict]]] = field(default_factory=dict)
+    #: signature -> output count -> the strategies of the samples returning that many tensors (intersected)
+    by_count: Dict[str, Dict[int, List[Strategy]]] = field(default_factory=dict)
 
     def plan_cases(self, limit: int = 4) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
         """(accepted UT scenarios, ST cases) for a plan: per signature (up to ``limit``, tensors passed
@@ -640,10 +645,13 @@ def _one_call(result: Synthesis, fn: Callable, args: list, kwargs: dict, how: tu
     found = _accepted_strategies(agreed, replicate_only)
     constant = _constant_flat(ref)
     if not constant and key in result.constant_only:  # the first real evidence of the signature
-        for name in ("calls", "evidence", "kwargs"):
+        for name in ("calls", "evidence", "kwargs", "alternates"):
             getattr(result, name).pop(key, None)
     _record(result, key, tensors, kwargs, [o for o in ref if isinstance(o, torch.Tensor)], found, constant)
-    result.calls.setdefault(key, (list(args), dict(kwargs)))
+    if key not in result.calls:
+        result.calls[key] = (list(args), dict(kwargs))
+    elif len(result.alternates.setdefault(key, [])) < MAX_ALTERNATES:
+        result.alternates[key].append((list(args), dict(kwargs)))
     if result.differentiable is None and any(t.is_floating_point() for t in tensors):
         result.differentiable = _differentiable(fn, args, kwargs)
 
@@ -658,17 +666,31 @@ def _record(result: Synthesis, key: str, tensors: list, kwargs: dict, outs: list
     it). A signature seen on constant results only keeps their strategies (intersected among them)."""
     result.integer_output = result.integer_output or any(not o.is_floating_point() for o in outs)
     old = result.strategies.get(key)
+    fresh = old is None
     if constant:
         found, old = _constant_call(result, key, old, found)
     elif key in result.constant_only:  # the first real evidence replaces what constant results gave
         result.constant_only.discard(key)
-        old = None
+        old, fresh = None, True
     if not constant and key in result.assembled:
         found = {s for s in found if s.inputs in result.assembled[key]}
     result.strategies[key] = sorted(found if old is None else _intersect(old, found), key=Strategy.text)
+    _count_strategies(result, key, len(outs), found, constant, fresh)
     result.evidence.setdefault(key, _describe(tensors, kwargs))
     result.kwargs.setdefault(key, dict(kwargs))
     result.shapes.setdefault(key, []).append(([tuple(t.shape) for t in tensors], [tuple(o.shape) for o in outs]))
+
+
+def _count_strategies(result: Synthesis, key: str, count: int, found: set, constant: bool, fresh: bool) -> None:
+    """:attr:`Synthesis.by_count` after one call returning ``count`` tensors (``fresh``: the signature's first
+    real evidence); a constant call after real evidence only drops the input combos it disproved."""
+    per = {} if fresh else result.by_count.get(key, {})
+    if constant and key not in result.constant_only:
+        took = result.assembled.get(key, set())
+        per = {n: [s for s in rows if s.inputs in took] for n, rows in per.items()}
+    else:
+        per[count] = sorted(found if count not in per else set(per[count]) & found, key=Strategy.text)
+    result.by_count[key] = per
 
 
 def _constant_call(result: Synthesis, key: str, old: Optional[Sequence[Strategy]],
@@ -930,13 +952,15 @@ def _tables(synth: Synthesis, shapes: Dict[str, Any], spec: Dict[str, Any],
     are dropped when their output shapes differ). In a signature of ``varying`` (its samples return different
     numbers of outputs: ``vsplit(x, 2)`` and ``vsplit(x, 3)``, ``max_pool1d``'s ``return_indices``) every
     row gives one placement to all outputs (:func:`_intersect`), written with the repeat mark
-    (``S(1)->S(1)*``): the table rule repeats it to each call's output count (its shapes are ``meta``)."""
+    (``S(1)->S(1)*``): the table rule repeats it to each call's output count (its shapes are ``meta``); the
+    strategies of one observed count that no repeated row gives follow as fixed-count rows (:func:`_count_rows`)."""
     table: Dict[str, List[str]] = {}
     shape_table: Dict[str, Any] = {}
     clash = set()
     for key in sorted(k for k in set(synth.strategies) & set(shapes) if synth.strategies[k]):  # evidence only
         full = _fold(_with_defaults(key, spec), synth.periods)
-        rows = [s.text() + (REPEAT if key in varying else "") for s in synth.strategies[key]]
+        rows = [s.text() for s in synth.strategies[key]] if key not in varying else \
+            [s.text() + REPEAT for s in synth.strategies[key]] + _count_rows(synth, key)
         if full in table:
             table[full] = [r for r in table[full] if r in rows]
             if shape_table[full] != shapes[key] or not table[full]:
@@ -946,6 +970,17 @@ def _tables(synth: Synthesis, shapes: Dict[str, Any], spec: Dict[str, Any],
     for full in clash:
         del table[full], shape_table[full]
     return table, shape_table
+
+
+def _count_rows(synth: Synthesis, key: str) -> List[str]:
+    """Fixed-count rows of a signature whose output count varies: the strategies every sample returning that
+    many tensors accepted, that no repeated row already gives (``vsplit(x, 1)`` returns ``x`` whole, so with
+    one output ``S(0)->S(0)`` holds, although no split into two or more does)."""
+    repeated = {(s.inputs, s.outputs[0]) for s in synth.strategies.get(key, [])}
+    out = []
+    for _, rows in sorted(synth.by_count.get(key, {}).items()):
+        out += [s.text() for s in rows if len(set(s.outputs)) != 1 or (s.inputs, s.outputs[0]) not in repeated]
+    return out
 
 
 def _fold(key: str, periods: Dict[str, int]) -> str:
@@ -1103,7 +1138,8 @@ def _table_entry(synth: Synthesis, layout: Dict[str, Tuple[int, Any]],
     (``"meta"``) instead of written as expressions (so are those of a signature no expression explains)."""
     if _value_outputs(synth):
         return None, ["an output is not a tensor (a Python value): a table holds tensor placements only"]
-    shapes = _shape_items(synth, meta)
+    shapes = {k: v for k, v in _shape_items(synth, meta).items()
+              if v != "meta" or k not in synth.calls or _backend_shapes(synth.op, synth.calls[k])}
     used = sorted({p.split("=", 1)[0] for key in synth.strategies for p in key.split(";")[1:]})
     missing = [u for u in used if u not in layout]
     if missing:
@@ -1119,6 +1155,22 @@ def _table_entry(synth: Synthesis, layout: Dict[str, Tuple[int, Any]],
     return {"rule": "StrategyTableRule", "module": TABLE_MODULE,
             "options": {"layout": layout_option, "table": table, "shapes": shape_table,
                         "fallback": "replicate"}}, []
+
+
+def _backend_shapes(op: str, call: Tuple[list, dict]) -> bool:
+    """True when the torch backend computes the global output shapes of ``call`` without data, as a ``meta``
+    signature needs at run time (``Platform.output_shapes``); a signature it cannot shape (``tensor_split``
+    with a tensor of split indices, read as data) would only ever run replicated, so it gets no rows."""
+    from hp_agent.dist_op.probe import _get, _put  # pylint: disable=import-outside-toplevel,protected-access
+    from hyper_parallel.platform import get_platform  # pylint: disable=import-outside-toplevel
+    args, kwargs = list(call[0]), dict(call[1])
+    locs = collect_tensors(args, kwargs)
+    shapes = [tuple(_get(args, kwargs, loc).shape) for loc in locs]
+    for i, loc in enumerate(locs):
+        _put(args, kwargs, loc, ("__tensor__", i))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return get_platform("torch").output_shapes(op, args, kwargs, shapes) is not None
 
 
 @dataclass
