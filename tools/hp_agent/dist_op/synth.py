@@ -648,12 +648,18 @@ def _one_call(result: Synthesis, fn: Callable, args: list, kwargs: dict, how: tu
         for name in ("calls", "evidence", "kwargs", "alternates"):
             getattr(result, name).pop(key, None)
     _record(result, key, tensors, kwargs, [o for o in ref if isinstance(o, torch.Tensor)], found, constant)
+    _keep_call(result, key, args, kwargs)
+    if result.differentiable is None and any(t.is_floating_point() for t in tensors):
+        result.differentiable = _differentiable(fn, args, kwargs)
+
+
+def _keep_call(result: Synthesis, key: str, args: list, kwargs: dict) -> None:
+    """The signature's first sample call (its evidence), or one more of its alternates (up to
+    MAX_ALTERNATES)."""
     if key not in result.calls:
         result.calls[key] = (list(args), dict(kwargs))
     elif len(result.alternates.setdefault(key, [])) < MAX_ALTERNATES:
         result.alternates[key].append((list(args), dict(kwargs)))
-    if result.differentiable is None and any(t.is_floating_point() for t in tensors):
-        result.differentiable = _differentiable(fn, args, kwargs)
 
 
 def _record(result: Synthesis, key: str, tensors: list, kwargs: dict, outs: list, found: set,
@@ -1138,8 +1144,7 @@ def _table_entry(synth: Synthesis, layout: Dict[str, Tuple[int, Any]],
     (``"meta"``) instead of written as expressions (so are those of a signature no expression explains)."""
     if _value_outputs(synth):
         return None, ["an output is not a tensor (a Python value): a table holds tensor placements only"]
-    shapes = {k: v for k, v in _shape_items(synth, meta).items()
-              if v != "meta" or k not in synth.calls or _backend_shapes(synth.op, synth.calls[k])}
+    shapes = _shapeable(synth, _shape_items(synth, meta))
     used = sorted({p.split("=", 1)[0] for key in synth.strategies for p in key.split(";")[1:]})
     missing = [u for u in used if u not in layout]
     if missing:
@@ -1150,11 +1155,21 @@ def _table_entry(synth: Synthesis, layout: Dict[str, Tuple[int, Any]],
         return None, ["no signature could be expressed"]
     if _replicated_rows_only(table):
         return None, ["the table keeps no sharded or partial input: ReplicateRule runs the same"]
-    layout_option = {u: list(v) + ([synth.periods[u]] if u in synth.periods else [])
-                     + ([INSERTED] if u in synth.inserted else []) for u, v in spec.items()}
     return {"rule": "StrategyTableRule", "module": TABLE_MODULE,
-            "options": {"layout": layout_option, "table": table, "shapes": shape_table,
+            "options": {"layout": _layout_option(synth, spec), "table": table, "shapes": shape_table,
                         "fallback": "replicate"}}, []
+
+
+def _layout_option(synth: Synthesis, spec: Dict[str, Any]) -> Dict[str, List[Any]]:
+    """The table's ``layout`` option: per argument [position, default], its period, the inserted-dim mark."""
+    return {u: list(v) + ([synth.periods[u]] if u in synth.periods else [])
+            + ([INSERTED] if u in synth.inserted else []) for u, v in spec.items()}
+
+
+def _shapeable(synth: Synthesis, shapes: Dict[str, Any]) -> Dict[str, Any]:
+    """``shapes`` without the ``meta`` signatures whose evidence call the backend cannot shape."""
+    return {k: v for k, v in shapes.items()
+            if v != "meta" or k not in synth.calls or _backend_shapes(synth.op, synth.calls[k])}
 
 
 def _backend_shapes(op: str, call: Tuple[list, dict]) -> bool:
