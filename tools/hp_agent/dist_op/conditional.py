@@ -88,7 +88,16 @@ def argument_atoms(iface: Any, args: list, kwargs: dict) -> List[_Atom]:
     if fits:
         atoms += [_Atom(f"{p.name}@{i}", None, arg=(i, p.name)) for i, p in enumerate(params[len(args):], len(args))
                   if not p.tensor and p.name not in kwargs and p.has_default]
+    _normalise_dims(atoms, getattr(args[0], "ndim", 0) if args else 0)
     return atoms
+
+
+def _normalise_dims(atoms: List[_Atom], ndim: int) -> None:
+    """A negative dim argument's value counted from the rank, as the condition reads the call's."""
+    for atom in atoms:
+        if "dim" in str(atom.arg[1]) and isinstance(atom.value, int) and not isinstance(atom.value, bool) \
+                and atom.value < 0 and ndim:
+            atom.value %= ndim
 
 
 def _tensor_like(a: Any) -> bool:
