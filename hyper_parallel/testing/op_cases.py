@@ -108,7 +108,7 @@ def rule_call(name: str, case: Dict[str, Any], placements: Sequence[str], positi
     ``positional`` the case's keyword arguments (and the defaults before them) are passed by position."""
     from hyper_parallel.core.ops.rule import OpCall, TensorArg
     shapes = case.get("shapes") or [case["shape"]]
-    kwargs = dict(case["kwargs"])
+    kwargs = {k: _dtype(v) for k, v in case["kwargs"].items()}
     by_pos = {index: key for key, index in positions.items()}
     args = _leading(by_pos, kwargs) + [("__tensor__", i) for i in range(len(shapes))]
     if positional and any(k in positions for k in kwargs):  # keyword-only arguments stay keywords
@@ -119,6 +119,16 @@ def rule_call(name: str, case: Dict[str, Any], placements: Sequence[str], positi
     tensors = [TensorArg(i, tuple(shape), (parse_placement(p),))
                for i, (shape, p) in enumerate(zip(shapes, placements))]
     return OpCall(name, tensors, tuple(args), kwargs, (2,))
+
+
+def _dtype(value: Any) -> Any:
+    """A scenario's ``"torch.float32"`` as the dtype (``_softmax_backward_data``'s ``input_dtype``)."""
+    if isinstance(value, str) and re.fullmatch(r"torch\.\w+", value):
+        import torch
+        found = getattr(torch, value.split(".", 1)[1], None)
+        if isinstance(found, torch.dtype):
+            return found
+    return value
 
 
 def _leading(by_pos: Dict[int, str], kwargs: Dict[str, Any]) -> List[Any]:

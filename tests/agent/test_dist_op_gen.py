@@ -133,3 +133,15 @@ def test_a_positional_layout_argument_before_other_arguments_is_keyed():
     args, kwargs = _keywordize(sample, torch_interface("torch.cdist"), LAYOUT_KWARGS, torch.cdist)
     assert len(args) == 2 and kwargs == {"p": 1.0, "compute_mode": "use_mm_for_euclid_dist"}
     assert signature(args, kwargs) == "2,2;p=1.0"  # was keyed "2,2" (the default p=2.0) with p=1.0 rows
+
+
+def test_a_dtype_argument_goes_through_a_ut_scenario_as_its_name():
+    import torch
+    from hp_agent.dist_op.resynth import _named_call
+    op = "torch.ops.aten._softmax_backward_data"
+    shapes, named = _named_call(op, [torch.rand(4, 6), torch.rand(4, 6), 1, torch.float32], {})
+    assert shapes == [[4, 6], [4, 6]] and named == {"dim": 1, "input_dtype": "torch.float32"}
+    call = rule_call(op, {"shapes": shapes, "kwargs": named}, ["R", "R"], True, {"dim": 2, "input_dtype": 3}, {})
+    assert call.args[2:] == (1, torch.float32)
+    keep = rule_call(op, {"shapes": shapes, "kwargs": {"mode": "torch.nothing"}}, ["R", "R"], False, {}, {})
+    assert keep.kwargs == {"mode": "torch.nothing"}  # not a dtype name: the string stays

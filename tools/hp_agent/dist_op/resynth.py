@@ -348,8 +348,8 @@ def _named_call(op: str, args: list, kwargs: dict) -> Optional[Tuple[list, dict]
         return None
     named = {names[i]: _listed(a) for i, a in enumerate(args) if not lead <= i < stop}
     named.update({k: _listed(v) for k, v in kwargs.items()})
-    # a tensor by keyword, or a dtype (_softmax_backward_data): no YAML scenario form; a keyword form the op
-    # reads otherwise (hsplit's list of indices passed as ``sections``): no scenario either
+    # a tensor by keyword (or another object): no YAML scenario form; a keyword form the op reads otherwise
+    # (hsplit's list of indices passed as ``sections``): no scenario either
     if not all(_plain(v) for v in named.values()) or not _same_by_name(op, (args, kwargs), tensors, named, lead):
         return None
     return [list(t.shape) for t in tensors], named
@@ -373,6 +373,10 @@ def _tensors_in_a_row(args: list, start: int, stop: int) -> bool:
 
 
 def _listed(value: Any) -> Any:
+    """A tuple as a list, a dtype as its name (``torch.float32``: ``rule_call`` reads it back)."""
+    import torch
+    if isinstance(value, torch.dtype):
+        return str(value)
     return list(value) if isinstance(value, tuple) else value
 
 
@@ -382,6 +386,7 @@ def _same_by_name(op: str, call: Tuple[list, dict], tensors: list, named: dict, 
     with leading scalars (``polygamma(n, x)``, ``lead`` > 0) keeps them first: not checked."""
     from hp_agent.dist_op.interface import resolve_torch
     from hp_agent.dist_op.synth import _flat  # pylint: disable=protected-access
+    from hyper_parallel.testing.op_cases import _dtype  # pylint: disable=protected-access
     if lead:
         return True
     args, kwargs = call
@@ -390,7 +395,8 @@ def _same_by_name(op: str, call: Tuple[list, dict], tensors: list, named: dict, 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             want = [tuple(getattr(o, "shape", ())) for o in _flat(fn(*args, **kwargs))]
-            got = [tuple(getattr(o, "shape", ())) for o in _flat(fn(*tensors, **named))]
+            by_name = {k: _dtype(v) for k, v in named.items()}  # "torch.float32" as the dtype again
+            got = [tuple(getattr(o, "shape", ())) for o in _flat(fn(*tensors, **by_name))]
     except Exception:  # pylint: disable=broad-except  # the op refuses the keyword form
         return False
     return want == got
