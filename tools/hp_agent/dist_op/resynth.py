@@ -321,7 +321,8 @@ def proposal(diff: OpDiff, entry: Any) -> Optional[Dict[str, Any]]:
             if emitted.get("rule") in TABLE_RULES else []
         if not scenarios:  # no UT scenario can show the table (tensors after other arguments, no tensor output)
             return None
-        return {"kind": "table", "rule": emitted["rule"], "options": emitted["options"], "accepted": scenarios}
+        return {"kind": "table", "rule": emitted["rule"], "options": _with_conditional(emitted["options"], diff),
+                "accepted": scenarios}
     by_ranks: Dict[str, List[str]] = {}
     for m in diff.missing:
         # a row per layout-argument value would be a table, and so would a row repeated to the call's output
@@ -332,6 +333,17 @@ def proposal(diff: OpDiff, entry: Any) -> Optional[Dict[str, Any]]:
         return None
     free, keyed = _rank_free(by_ranks, diff.synthesis)
     return {"kind": "strategies", "strategies": _merge_rows(entry.strategies, free, keyed)}
+
+
+def _with_conditional(options: Dict[str, Any], diff: OpDiff) -> Dict[str, Any]:
+    """An emitted table's options plus the conditional rows (``... when ...``) of ``diff.missing`` on the
+    signatures it has."""
+    table = {k: list(v) for k, v in (options.get("table") or {}).items()}
+    for m in diff.missing:
+        key = _table_key(m.signature, options.get("layout") or {})
+        if " when " in m.strategy and key in table and m.strategy not in table[key]:
+            table[key].append(m.strategy)
+    return dict(options, table=table)
 
 
 def _named_call(op: str, args: list, kwargs: dict) -> Optional[Tuple[list, dict]]:
