@@ -9,7 +9,9 @@
 * the synthesis writes such rows for a signature whose samples return different numbers of outputs (plus
   fixed-count rows for what only one count allows: one piece of a split is the whole input), and
   ``resynth``'s UT scenarios fill the repeated output per sample;
-* the dispatcher wraps an op returning a one-tensor sequence under one declared output (``vsplit(x, 1)``).
+* the dispatcher wraps an op returning a one-tensor sequence under one declared output (``vsplit(x, 1)``);
+* boolean-dispatched pools name ``return_indices`` after their schema; a ``meta`` signature the backend
+  cannot shape (``tensor_split`` with a tensor of indices) gets no rows.
 """
 import pytest
 
@@ -125,3 +127,24 @@ def test_one_declared_output_wraps_a_one_tensor_sequence():
     assert wrap_outputs(local, spec, Local, lambda t, s: ("wrapped", t, s)) == ("wrapped", local, spec)
     with pytest.raises(RuleError, match="declared a tensor output"):
         wrap_outputs((local, local), spec, Local, lambda t, s: t)
+
+
+def test_boolean_dispatched_pools_name_their_flag_after_the_schema():
+    from hp_agent.dist_op.interface import torch_interface
+    pool = torch_interface(POOL)
+    assert pool.position("return_indices") == 6 and pool.param("return_indices").default is False
+    assert torch_interface("torch.nn.functional.adaptive_max_pool2d").position("return_indices") == 2
+    assert torch_interface(VSPLIT).param("return_indices") is None
+
+
+def test_a_meta_signature_the_backend_cannot_shape_gets_no_rows():
+    import torch
+    from hp_agent.dist_op.synth import emit, extra_arguments, synthesize
+    torch.manual_seed(0)
+    x = torch.rand(5, 4, 3) + 0.5
+    pool = [([x, torch.tensor(2)], {"dim": 0}), ([x, 2], {"dim": 0}), ([x, 3], {"dim": 0})]
+    synth = synthesize("torch.tensor_split", torch.tensor_split, pool, use_opinfo=False, distinct=False)
+    synth.extra_args = extra_arguments(pool)
+    assert "3,0;dim=0" in synth.strategies  # synthesised, but its split indices are data the meta run lacks
+    table = emit(synth, {"dim": (2, 0)})[0]["options"]["table"]
+    assert "3,0;dim=0" not in table and "S(1)->S(1)*" in table["3;dim=0"]
