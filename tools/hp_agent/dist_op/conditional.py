@@ -263,6 +263,8 @@ def _generalise(op: str, fn: Callable, sample, combo, atoms: List[_Atom], layout
     if not kept and not layout:
         return "unconditional", [], outs
     for atom in list(atoms):
+        if not _moved_runs(fn, sample, atom):
+            continue  # no other value of it runs on one device: no evidence that the row holds without it
         rest = [a for a in kept if a is not atom]
         found = validate(op, fn, sample, combo, _condition_text(rest, layout), [a for a in atoms if a not in rest],
                          ranks, generators)
@@ -273,6 +275,16 @@ def _generalise(op: str, fn: Callable, sample, combo, atoms: List[_Atom], layout
         elif _dim_argument(atom):
             kept, outs = _widen(op, fn, sample, combo, (atoms, kept, atom), layout, ranks, generators, outs)
     return "conditional", kept, outs
+
+
+def _moved_runs(fn: Callable, sample, atom: _Atom) -> bool:
+    """Some other value of the atom's argument (:func:`_moves`) runs on one device with the sample. When none
+    does (``repeat_interleave``'s ``output_size``: only the global size is valid, and a shard's local call
+    raises with it), the atom is kept: the variants could not show the row holds for other values."""
+    from hp_agent.dist_op.synth import _runs  # pylint: disable=import-outside-toplevel,protected-access
+    args, kwargs = sample
+    ndim = getattr(args[0], "ndim", 0) if args else 0
+    return any(_runs(fn, *_set_arg(args, kwargs, atom, v)) for v in _moves(atom.value, ndim))
 
 
 def _widen(op, fn, sample, combo, state, layout, ranks, generators, outs):
