@@ -91,8 +91,15 @@ def _to_group_order(chunks, perm):
 _WIDEN = {torch.int16: torch.int32, torch.uint16: torch.int32, torch.uint32: torch.int64}
 
 
+def _materialized(x: torch.Tensor) -> torch.Tensor:
+    """``x`` with its lazy conjugate/negative bits applied to the data: collectives move storage, and a
+    conjugate view (``torch.fft.ifft`` of a real tensor returns one) would arrive un-conjugated."""
+    return x.resolve_conj().resolve_neg()
+
+
 def raw_all_gather(x: torch.Tensor, group, dim: int, sizes: Sequence[int]) -> torch.Tensor:
     """All-gather along ``dim`` with per-rank ``sizes``; returns the concatenation."""
+    x = _materialized(x)
     if x.dtype in _WIDEN:  # exact: every value of the narrow type fits the wider one
         return raw_all_gather(x.to(_WIDEN[x.dtype]), group, dim, sizes).to(x.dtype)
     n = len(sizes)
@@ -121,7 +128,7 @@ def raw_all_gather(x: torch.Tensor, group, dim: int, sizes: Sequence[int]) -> to
 
 def raw_all_reduce(x: torch.Tensor, op: str, group) -> torch.Tensor:
     """All-reduce a copy of ``x`` (``avg`` = sum / n, since gloo has no AVG)."""
-    out = x.clone(memory_format=torch.contiguous_format)
+    out = _materialized(x).clone(memory_format=torch.contiguous_format)
     try:
         dist.all_reduce(out, op=_REDUCE["sum" if op == "avg" else op], group=group)
     except RuntimeError as exc:
@@ -133,6 +140,7 @@ def raw_all_reduce(x: torch.Tensor, op: str, group) -> torch.Tensor:
 
 def raw_reduce_scatter(x: torch.Tensor, op: str, group, dim: int, sizes: Sequence[int], index: int) -> torch.Tensor:
     """Reduce over the group and keep chunk ``index`` (per-rank ``sizes``) along ``dim``."""
+    x = _materialized(x)
     n = len(sizes)
     if op in ("max", "min"):
         full = raw_all_reduce(x, op, group)
@@ -162,6 +170,7 @@ def raw_all_to_all(x: torch.Tensor, group, split_dim: int, concat_dim: int, spli
                    concat_sizes: Sequence[int], index: int) -> torch.Tensor:
     """``x`` is chunk ``index`` along ``concat_dim`` and whole along ``split_dim``; return the whole
     along ``concat_dim`` and chunk ``index`` along ``split_dim``."""
+    x = _materialized(x)
     n = len(split_sizes)
     ctop = max(concat_sizes)
     ceven = all(s == ctop for s in concat_sizes)
@@ -288,7 +297,7 @@ def raw_all_to_all_single(x: torch.Tensor, group, output_split_sizes: Sequence[i
     """Uneven all-to-all along dim 0 (see ``Platform.all_to_all_single``); with ``async_op`` returns
     ``(out, work)`` where ``out`` is valid after ``work.wait()``."""
     _check_splits(x, group, output_split_sizes, input_split_sizes)
-    src = x.contiguous()
+    src = _materialized(x).contiguous()
     out = src.new_empty((sum(output_split_sizes),) + tuple(src.shape[1:]))
     _count_sent(src, group, input_split_sizes)
     try:
