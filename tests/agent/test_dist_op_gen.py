@@ -12,6 +12,7 @@
 * a table layout with a period (``rot90``'s ``k``) gives table keys with defaults filled in (resynth used to
   crash unpacking it).
 """
+import functools
 from types import SimpleNamespace
 
 import pytest
@@ -25,6 +26,7 @@ from hp_agent.dist_op.resynth import _holds_shifted, _table_key, table_scenarios
 from hp_agent.dist_op.synth import LAYOUT_KWARGS, Strategy, emit, inserted_dims, signature, synthesize
 
 
+@functools.lru_cache(maxsize=1)  # one synthesis for the three tests that read it (none changes it)
 def _unsqueeze_synthesis():
     import torch
     torch.manual_seed(0)
