@@ -200,10 +200,13 @@ def raw_all_to_all(x: torch.Tensor, group, split_dim: int, concat_dim: int, spli
 
 def raw_broadcast(x: torch.Tensor, src: int, group) -> torch.Tensor:
     """In-place broadcast from global rank ``src``."""
+    buf = _materialized(x)  # a conjugate/negative view is broadcast through a plain copy, then written back
     try:
-        dist.broadcast(x, src=src, group=group)
+        dist.broadcast(buf, src=src, group=group)
     except RuntimeError as exc:
         raise _fail("broadcast", group, exc) from exc
+    if buf is not x:
+        x.copy_(buf)
     return x
 
 
@@ -241,7 +244,7 @@ def batch_isend_irecv(ops) -> list:
         recv = op.op == "recv"
         fn = dist.irecv if recv else dist.isend
         desc = f"{op.op} {'from' if recv else 'to'} rank {op.peer} (tag {op.tag})"
-        tensor = op.tensor if op.tensor.is_contiguous() else op.tensor.contiguous()
+        tensor = _materialized(op.tensor).contiguous()  # a conjugate view would travel un-conjugated
         try:
             work = fn(tensor, op.peer, group=op.group, tag=op.tag)
         except RuntimeError as exc:
