@@ -269,12 +269,11 @@ class StrategyTableRule(OpRule):
         super().__init__(op, **options)
         self.layout = _layout_option(op, options.get("layout"))
         self.places = condition_places(self.layout, options.get("args"), op)  # bare names in row conditions
-        self.cache_args = tuple(self.layout)
         table = options.get("table")
         shapes = options.get("shapes")
         if not isinstance(table, dict) or not table or not isinstance(shapes, dict):
             raise RuleError(f"{op}: options table and shapes must be non-empty mappings keyed by signature")
-        self.table: Dict[str, List[Tuple[Tuple[str, ...], Tuple[str, ...]]]] = {}
+        self.table: Dict[str, List[Row]] = {}
         for key, rows in table.items():
             if key not in shapes:
                 raise RuleError(f"{op}: signature {key!r} has strategies but no output shape in option shapes")
@@ -283,6 +282,7 @@ class StrategyTableRule(OpRule):
             self.table[key] = _rows(op, key, rows)
         self.shapes = shapes
         names = {n for rows in self.table.values() for r in rows if r.when is not None for n in r.when.names()}
+        # the decision cache keys on the layout arguments and the arguments row conditions read
         self.cache_args = tuple(self.layout) + tuple(sorted(names - set(self.layout)))
         self.fallback = options.get("fallback")
         if self.fallback not in (None, "replicate"):
