@@ -59,6 +59,27 @@ def placement_candidates(tensor, mesh_ndim: int, partial: bool = True):
     return list(itertools.product(single, repeat=mesh_ndim))
 
 
+def _partial_part(region, n: int, index: int, gen):
+    """Part ``index`` of ``n`` random parts summing to ``region`` (a ``Partial(sum)`` input's local value).
+
+    With two parts the split is exact: ``a + b`` rounds to ``region`` bit for bit (``b = region - a``;
+    where that sum would round elsewhere, both parts are ``region / 2``, which is exact), so the
+    DTensor's value is the reference input itself and an ill-conditioned op (``pinverse``, ``mvlgamma``
+    near its pole) is not charged with the summation's rounding. More parts keep a zero-mean random
+    split, whose all-reduce rounds in an order the harness does not control."""
+    import torch
+    noise = torch.randn((n,) + tuple(region.shape), generator=gen, dtype=region.dtype)
+    noise = noise - noise.mean(0, keepdim=True)
+    if n != 2:
+        return region / n + noise[index]
+    first = region / 2 + noise[0]
+    second = region - first
+    exact = (first + second == region) & torch.isfinite(first) & torch.isfinite(second)
+    half = region / 2
+    first, second = torch.where(exact, first, half), torch.where(exact, second, half)
+    return first if index == 0 else second
+
+
 def _make_input(t, mesh, placements, seed):
     """A DTensor for full tensor ``t`` (Partial: random split summing to ``t``) and its leaf local."""
     import torch
@@ -76,10 +97,7 @@ def _make_input(t, mesh, placements, seed):
         gen = torch.Generator().manual_seed(seed)
         for d, p in enumerate(placements):
             if isinstance(p, Partial):
-                n = mesh.shape[d]
-                noise = torch.randn((n,) + tuple(region.shape), generator=gen, dtype=region.dtype)
-                noise = noise - noise.mean(0, keepdim=True)
-                region = region / n + noise[coord[d]]
+                region = _partial_part(region, mesh.shape[d], coord[d], gen)
     elif any(isinstance(p, Partial) for p in placements):
         return None, None
     leaf = region.requires_grad_(t.requires_grad)
