@@ -38,6 +38,8 @@ __all__ = ["OpCases", "CaseFileError", "load_op_cases", "check_rule_cases", "che
 
 _UT_KEYS = frozenset({"op", "plan", "names", "positions", "defaults", "accepted", "rejected"})
 _ST_KEYS = frozenset({"op", "plan", "names", "cases"})
+#: keys a case file may carry besides its tier's: the confirmation sha256 prefix of the plan it came from
+_OPTIONAL_KEYS = frozenset({"plan_sha256"})
 
 
 class CaseFileError(ValueError):
@@ -80,7 +82,7 @@ def load_op_cases(folder: Any, tier: str) -> List[OpCases]:
         if not isinstance(data, dict):
             raise CaseFileError(f"{path}: expected a mapping with keys {sorted(keys)}")
         missing = sorted(keys - set(data))
-        unknown = sorted(set(data) - keys)
+        unknown = sorted(set(data) - keys - _OPTIONAL_KEYS)
         if missing or unknown:
             raise CaseFileError(f"{path}: {tier} case file: missing keys {missing}, unknown keys {unknown}")
         out.append(OpCases(str(data["op"]), path, data))

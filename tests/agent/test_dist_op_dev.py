@@ -77,6 +77,10 @@ def test_analyze_confirm_dev_in_fixture_repo(tmp_repo, cli):
     assert "shape: minus_n" in registry and "linear: true" in registry
     report = (root / "plans/Tensor.diff.report.md").read_text(encoding="utf-8")
     assert "result **GREEN**" in report and "fixture_tests/st/cases/Tensor.diff.yaml" in report
+    # green is read from the tree (registry entry and case files as the plan renders them, sha included)
+    truth = json.loads(cli(["dist-op", "status", "--json"], cwd=root).stdout)["plans"]
+    assert [(t["plan"], t["state"], t["green"]) for t in truth] == [(PLAN, "confirmed", True)]
+    assert cli(documented("hp-agent check plans", "check", "plans"), cwd=root).returncode == 0
     # verify reads the library's registry (where a merged op lives): torch.diff is registered there
     verified = cli(documented("hp-agent dist-op verify OP", "dist-op", "verify", "torch.diff"), cwd=root)
     assert verified.returncode == 0 and "0 false positive(s)" in verified.stdout, verified.stdout + verified.stderr
@@ -94,6 +98,10 @@ def test_analyze_confirm_dev_in_fixture_repo(tmp_repo, cli):
     assert "result **FAILED**" in report and "Run 2" in report and "run 1 at" in report
     assert "dim_position: 1" in rule.read_text(encoding="utf-8")  # --continue did not regenerate
     assert (root / UT_CASES).is_file()
+    status = cli(["dist-op", "status", "--not-green"], cwd=root)
+    assert f"{PLAN}: confirmed, not green: Tensor.diff's registry entry differs" in status.stdout, status.stdout
+    refused = cli(["check", "plans"], cwd=root)
+    assert refused.returncode == 1 and "confirmed but not green" in refused.stdout + refused.stderr
 
     plan = root / PLAN
     plan.write_text(plan.read_text(encoding="utf-8").replace("Reason:", "Reason (edited):"), encoding="utf-8")

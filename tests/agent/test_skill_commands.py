@@ -36,7 +36,7 @@ REFERENCES = ["hp-agent", "hp-agent git", "hp-agent gate-doctor", "hp-agent gate
 DIST_OP_FLOW = ["hp-agent dist-op analyze OP [OP...]", "hp-agent dist-op status",
                 "hp-agent dist-op set plans/<op>.md KEY=VALUE", "hp-agent dist-op confirm plans/<op>.md",
                 "hp-agent dist-op dev plans/<op>.md", "hp-agent dist-op dev plans/<op>.md --continue",
-                "hp-agent dist-op verify OP"]
+                "hp-agent dist-op verify OP", "hp-agent check plans"]
 SHELL = json.dumps({"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": "ls"}})
 STOP = json.dumps({"hook_event_name": "stop", "conversation_id": "c", "loop_count": 0, "status": "completed"})
 

@@ -37,7 +37,7 @@ __all__ = ["RegistryError", "OpEntry", "Registry", "load_yaml_file", "register_o
 BUILTIN_YAML_DIR = Path(__file__).parent / "yaml"
 ENV_VAR = "HYPER_PARALLEL_OP_YAML"
 ENTRY_POINT_GROUP = "hyper_parallel.ops"
-FIELDS = frozenset({"rule", "module", "options", "doc", "strategies"})
+FIELDS = frozenset({"rule", "module", "options", "doc", "strategies", "plan_sha256"})
 
 
 class RegistryError(ValueError):

@@ -24,7 +24,7 @@ from hp_agent.findings import Finding
 
 REGISTRY_DIR = "hyper_parallel/core/ops/yaml"
 RULES_DIR = "hyper_parallel/core/ops/rules"
-ENTRY_FIELDS = {"rule", "module", "options", "doc", "strategies"}
+ENTRY_FIELDS = {"rule", "module", "options", "doc", "strategies", "plan_sha256"}
 DEFAULT_FIELDS = ENTRY_FIELDS
 DEFAULT_KEY = "__default__"
 

@@ -64,6 +64,20 @@ def op_registry(as_json: bool) -> None:
     sys.exit(emit_findings(findings, as_json, summary=f"op-registry: {summary}"))
 
 
+@cli_group.command("plans")
+@json_option
+@internal_errors
+def plans_check(as_json: bool) -> None:
+    """Every confirmed plan is green (registered from this plan's sha, case files as rendered) and every
+    pipeline registry entry or case file has a confirmed plan behind it (no processes)."""
+    from hp_agent.dist_op.green import check_plans, plan_paths
+    from hp_agent.dist_op.layout import load_layout
+    layout = load_layout(root_or_exit())
+    findings = check_plans(layout)
+    summary = f"plans: {len(plan_paths(layout))} plan(s), {len(findings)} finding(s)"
+    sys.exit(emit_findings(findings, as_json, summary=summary))
+
+
 @cli_group.command("commit-msg")
 @click.argument("message_file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("-m", "--message", help="The message text (instead of a file).")

@@ -18,7 +18,7 @@ from hp_agent.cliutil import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, err_console, in
     root_or_exit
 from hp_agent.dist_op.interface import AnalyzeError
 from hp_agent.dist_op.layout import LayoutError, load_layout
-from hp_agent.dist_op.plan import PlanError, confirm_plan, find_tbd, git_identity, load_plan, plan_state
+from hp_agent.dist_op.plan import PlanError, confirm_plan, git_identity, load_plan, plan_state
 
 
 def _layout():
@@ -196,31 +196,28 @@ def set_cmd(plan: str, assignments: Tuple[str, ...], as_json: bool) -> None:
 
 
 @cli_group.command("status")
+@click.option("--not-green", "only_bad", is_flag=True, help="Only the plans that are not green.")
 @json_option
 @internal_errors
-def status_cmd(as_json: bool) -> None:
-    """Every plan under plans/ with its state (draft, confirmed, stale) and open [TBD] count."""
-    layout = _layout()
+def status_cmd(only_bad: bool, as_json: bool) -> None:
+    """Every plan under plans/: its state (draft, confirmed, stale), whether it is registered, and whether it
+    is green, read from the tree (registry entry and case files as this plan renders them, sha included)."""
+    from hp_agent.dist_op.green import PlanTruth, plan_truths
     rows = []
-    for path in sorted(layout.path(layout.plans_dir).glob("*.md")):
-        if path.name.endswith(".report.md"):
-            continue
-        try:
-            parsed = load_plan(path)
-        except PlanError as exc:
-            rows.append({"plan": path.name, "state": "invalid", "error": str(exc)})
-            continue
-        report = path.with_name(path.name[:-3] + ".report.md")
-        green = report.is_file() and "result **GREEN**" in report.read_text(encoding="utf-8")
-        rows.append({"plan": path.name, "op": parsed.op, "path": parsed.meta.get("path"),
-                     "state": plan_state(parsed), "tbd": len(find_tbd(parsed)), "green": green})
+    for truth in plan_truths(_layout()):
+        if isinstance(truth, PlanTruth):
+            rows.append(truth.to_dict())
+        else:
+            rows.append({"plan": truth[0], "state": "invalid", "green": False, "reason": truth[1]})
+    if only_bad:
+        rows = [r for r in rows if not r["green"]]
     if as_json:
         click.echo(json.dumps({"ok": True, "plans": rows}, indent=2))
         return
     for r in rows:
-        click.echo(f"{r['plan']}: {r['state']}" + (f", path {r.get('path')}, {r.get('tbd')} [TBD], "
-                                                    f"{'green' if r.get('green') else 'not green'}"
-                                                    if r["state"] != "invalid" else f" ({r['error']})"))
+        click.echo(f"{r['plan']}: {r['state']}, " + ("green" if r["green"] else f"not green: {r['reason']}"))
+    green = sum(1 for r in rows if r["green"])
+    click.echo(f"{len(rows)} plan(s): {green} green, {len(rows) - green} not green")
 
 
 @cli_group.command("dev")

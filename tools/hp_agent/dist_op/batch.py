@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from hp_agent.dist_op.layout import Layout
-from hp_agent.dist_op.plan import Plan, PlanError, confirm_plan, find_tbd, load_plan, plan_state, set_field, slug_of
-from hp_agent.dist_op.scaffold import scaffold
+from hp_agent.dist_op.plan import Plan, PlanError, confirm_plan, find_tbd, load_plan, plan_state, return_to_draft, \
+    set_field, slug_of
+from hp_agent.dist_op.scaffold import remove_files, scaffold
 
 __all__ = ["unsupported_ops", "torch_name", "review_rows", "confirm_batch", "dev_batch", "BatchRow", "read_batch"]
 
@@ -308,7 +309,8 @@ def _batch_rows(loaded, broken, ut, st, ms, scaffold_s) -> List[BatchRow]:
 
 
 def dev_batch(plans: Sequence[Path], layout: Layout, progress=None) -> List[BatchRow]:
-    """Scaffold every confirmed plan, then one pytest process for all UT and one for all ST."""
+    """Scaffold every confirmed plan, then one pytest process for all UT and one for all ST; a plan that does not
+    go green is withdrawn (its files removed, the plan back to draft with the reason)."""
     loaded = _load_confirmed(plans)
     start = time.monotonic()
     broken = _invalid_entries(loaded)
@@ -326,4 +328,30 @@ def dev_batch(plans: Sequence[Path], layout: Layout, progress=None) -> List[Batc
     if any(in_scope(p) for p in loaded):
         report("MindSpore frontends: kernel check in one MindSpore process, then one 2-rank launch")
     ms = mindspore_step(loaded, layout)
-    return _batch_rows(loaded, broken, ut, st, ms, scaffold_s)
+    rows = _batch_rows(loaded, broken, ut, st, ms, scaffold_s)
+    _withdraw_failed(loaded + plans_of(broken, plans), rows, layout)
+    return rows
+
+
+def plans_of(broken: Dict[str, str], paths: Sequence[Path]) -> List[Plan]:
+    """The loaded plans of the ops in ``broken`` (invalid registry entries: never scaffolded)."""
+    out = []
+    for path in paths:
+        plan = load_plan(path)
+        if plan.op in broken:
+            out.append(plan)
+    return out
+
+
+def _withdraw_failed(plans: Sequence[Plan], rows: Sequence[BatchRow], layout: Layout) -> None:
+    """A batch keeps only what went green: a failed op's registry entries and case files are removed and its
+    plan returns to draft with the reason (``returned``), so nothing confirmed is left failing its tests."""
+    failed = {r.op: r for r in rows if not r.green}
+    for plan in plans:
+        row = failed.get(plan.op)
+        if row is None:
+            continue
+        remove_files(plan, layout)
+        return_to_draft(plan, f"dev --batch failed: UT {row.ut[:200]}; ST {row.st[:200]}; MindSpore "
+                              f"{row.mindspore[:200]}")
+        plan.save()

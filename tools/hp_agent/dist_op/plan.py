@@ -24,7 +24,7 @@ __all__ = ["Plan", "PlanError", "TBD", "load_plan", "find_tbd", "content_hash", 
 
 TBD = "[TBD]"
 _FENCE = "---"
-_VOLATILE = ("status", "confirmation")
+_VOLATILE = ("status", "confirmation", "returned")
 STATES = ("draft", "confirmed", "stale")
 
 
@@ -169,6 +169,19 @@ def confirm_plan(plan: Plan, who: str, now: Optional[datetime.datetime] = None) 
     record = {"by": who, "at": stamp, "sha256": content_hash(plan)}
     plan.meta["status"] = "confirmed"
     plan.meta["confirmation"] = record
+    return record
+
+
+def return_to_draft(plan: Plan, reason: str, now: Optional[datetime.datetime] = None) -> Dict[str, Any]:
+    """Withdraw the confirmation of a plan whose design did not hold (``dev`` failed): status ``draft``, and
+    ``returned`` records when, why and the confirmation it replaces, so the reviewer sees what to decide."""
+    stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    record = {"at": stamp, "reason": reason}
+    if plan.meta.get("confirmation"):
+        record["confirmation"] = plan.meta["confirmation"]
+    plan.meta["status"] = "draft"
+    plan.meta.pop("confirmation", None)
+    plan.meta["returned"] = record
     return record
 
 

@@ -20,14 +20,16 @@ from hp_agent.dist_op.layout import Layout
 from hp_agent.dist_op.plan import Plan, PlanError, dump_yaml, slug_of
 from hp_agent.dist_op.render import render
 
-__all__ = ["Scaffold", "scaffold", "planned_files", "planned_entry", "PLANNED", "PLANNED_MODULE", "UT_TEST",
-           "ST_TEST"]
+__all__ = ["Scaffold", "scaffold", "planned_files", "planned_entry", "render_files", "render_cases", "remove_files",
+           "plan_sha", "PLANNED", "PLANNED_MODULE", "UT_TEST", "ST_TEST", "SHA_LEN"]
 
 PLANNED_MODULE = "hyper_parallel.core.ops.rules.planned"
 # plan template -> the shared class that executes it (paths B and C)
 PLANNED = {"dim_local": "DimLocalRule", "coupled_dim": "CoupledDimRule", "scan": "CombineScanRule"}
 UT_TEST = "test_generated_rules.py"
 ST_TEST = "test_generated_parity.py"
+#: hex digits of the plan's confirmation sha256 recorded in its registry entries and case files
+SHA_LEN = 16
 _CASES_HEADER = ("# Cases of {op}, written by `hp-agent dist-op dev` from the confirmed plan {plan}\n"
                  "# (read by {test}): change the plan and re-run dev, do not edit by hand.\n")
 
@@ -119,14 +121,24 @@ def planned_entry(plan: Plan) -> Dict[str, Any]:
     return {"rule": PLANNED[template], "module": PLANNED_MODULE, "options": options}
 
 
-def _registry_entries(plan: Plan, layout: Layout) -> Dict[str, Dict[str, Any]]:
+def plan_sha(plan: Plan) -> str:
+    """The first :data:`SHA_LEN` hex digits of the plan's confirmation sha256 ('' when not confirmed): the
+    registry entries and case files carry it, so a later change of the plan shows as a mismatch."""
+    return str((plan.meta.get("confirmation") or {}).get("sha256") or "")[:SHA_LEN]
+
+
+def _read_registry(layout: Layout) -> Dict[str, Dict[str, Any]]:
     target = layout.path(layout.registry_yaml)
-    entries: Dict[str, Dict[str, Any]] = {}
-    if target.is_file():
-        entries = yaml.safe_load(target.read_text(encoding="utf-8")) or {}
+    if not target.is_file():
+        return {}
+    return yaml.safe_load(target.read_text(encoding="utf-8")) or {}
+
+
+def _registry_entries(plan: Plan, layout: Layout) -> Dict[str, Dict[str, Any]]:
+    entries = _read_registry(layout)
     entry = planned_entry(plan)
     for name in plan.meta["registry"]["names"]:
-        entries[name] = {**entry, "doc": f"{layout.plans_dir}/{slug_of(plan.op)}.md"}
+        entries[name] = {**entry, "doc": f"{layout.plans_dir}/{slug_of(plan.op)}.md", "plan_sha256": plan_sha(plan)}
     return dict(sorted(entries.items()))
 
 
@@ -150,7 +162,8 @@ def _cases_text(plan: Plan, layout: Layout, test: str, body: Dict[str, Any]) -> 
     """The case file: scalars and mappings as in the plan, every case on one line (flow style)."""
     plan_path = f"{layout.plans_dir}/{slug_of(plan.op)}.md"
     lines = [_CASES_HEADER.format(op=plan.op, plan=plan_path, test=test).rstrip("\n"),
-             dump_yaml({"op": plan.op, "plan": plan_path, "names": list(plan.meta["registry"]["names"])}).rstrip()]
+             dump_yaml({"op": plan.op, "plan": plan_path, "plan_sha256": plan_sha(plan),
+                        "names": list(plan.meta["registry"]["names"])}).rstrip()]
     for key, value in body.items():
         if isinstance(value, list):
             lines.append(f"{key}:" + ("" if value else " []"))
@@ -160,25 +173,38 @@ def _cases_text(plan: Plan, layout: Layout, test: str, body: Dict[str, Any]) -> 
     return "\n".join(lines) + "\n"
 
 
-def scaffold(plan: Plan, layout: Layout, write: bool = True) -> Scaffold:
-    """Render every file of ``plan`` (and write them unless ``write`` is False)."""
+def render_cases(plan: Plan, layout: Layout) -> Dict[str, str]:
+    """The plan's two case files (UT, ST) as ``dev`` writes them: relative path -> text. Pure."""
     _check_plan(plan)
     files = planned_files(plan, layout)
-    out: Dict[str, str] = {}
+    out = {files.ut_cases: _cases_text(plan, layout, files.ut_file, {
+        **_signature_positions(plan), "accepted": plan.meta.get("accepted") or [],
+        "rejected": plan.meta.get("rejected") or []}),
+        files.st_cases: _cases_text(plan, layout, files.st_file, {"cases": plan.meta.get("st_cases") or []})}
+    return {rel: text.rstrip("\n") + "\n" for rel, text in out.items()}
+
+
+def render_files(plan: Plan, layout: Layout) -> Dict[str, str]:
+    """Every file of ``plan`` as ``dev`` writes it: relative path -> text (the registry file with this plan's
+    entries merged into the current one). Pure: reads the registry, writes nothing."""
+    files = planned_files(plan, layout)
+    out: Dict[str, str] = render_cases(plan, layout)
     entries = _registry_entries(plan, layout)
     out[files.registry_file] = render("registry.yaml.j2", entries=list(entries.items()))
-    out[files.ut_cases] = _cases_text(plan, layout, files.ut_file, {
-        **_signature_positions(plan), "accepted": plan.meta.get("accepted") or [],
-        "rejected": plan.meta.get("rejected") or []})
-    out[files.st_cases] = _cases_text(plan, layout, files.st_file, {"cases": plan.meta.get("st_cases") or []})
     out[files.ut_file] = render("test_ut.py.j2")
     out[files.st_file] = render("test_st.py.j2")
     for test_dir in (layout.ut_dir, layout.st_dir):
         out[f"{test_dir}/__init__.py"] = _init_text("Tests generated by hp-agent dist-op dev from confirmed plans.")
+    return {rel: text.rstrip("\n") + "\n" for rel, text in out.items()}
+
+
+def scaffold(plan: Plan, layout: Layout, write: bool = True) -> Scaffold:
+    """Render every file of ``plan`` (and write them unless ``write`` is False)."""
+    files = planned_files(plan, layout)
+    out = render_files(plan, layout)
     if write:
         for rel, text in out.items():
             target = layout.path(rel)
-            text = text.rstrip("\n") + "\n"
             if target.exists() and (rel.endswith("__init__.py") or target.read_text(encoding="utf-8") == text):
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -190,3 +216,23 @@ def scaffold(plan: Plan, layout: Layout, write: bool = True) -> Scaffold:
 def _init_text(doc: str) -> str:
     return ("# Copyright 2026 The hyper-parallel Authors. All rights reserved.\n"
             "# SPDX-License-Identifier: Apache-2.0\n" f'"""{doc}"""\n')
+
+
+def remove_files(plan: Plan, layout: Layout) -> List[str]:
+    """Undo ``dev`` for a plan that did not go green: drop its names from the registry file and delete its
+    case files (the shared test modules stay). Returns the relative paths changed."""
+    files = planned_files(plan, layout)
+    changed = []
+    entries = _read_registry(layout)
+    names = [n for n in plan.meta["registry"]["names"] if n in entries]
+    if names:
+        for name in names:
+            del entries[name]
+        layout.path(files.registry_file).write_text(
+            render("registry.yaml.j2", entries=sorted(entries.items())).rstrip("\n") + "\n", encoding="utf-8")
+        changed.append(files.registry_file)
+    for rel in (files.ut_cases, files.st_cases):
+        if layout.path(rel).is_file():
+            layout.path(rel).unlink()
+            changed.append(rel)
+    return changed
