@@ -1,0 +1,80 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""ST: Qwen3-VL under FSDP (2 ranks, each its own image-text sample) and TP (2 ranks, the whole batch) trains
+like one process: 3 SGD steps, the same losses and parameters."""
+import pytest
+
+from hyper_parallel.testing import multi_rank
+
+
+def _sample(batch, index):
+    """Sample ``index`` of the test batch with only its own pixels (images of sample 0, the video of sample 2)."""
+    out = {k: batch[k][index:index + 1] for k in ("input_ids", "attention_mask", "mm_token_type_ids")}
+    if index == 0:
+        out.update(pixel_values=batch["pixel_values"], image_grid_thw=batch["image_grid_thw"])
+    if index == 2:
+        out.update(pixel_values_videos=batch["pixel_values_videos"], video_grid_thw=batch["video_grid_thw"])
+    return out
+
+
+def _loss(model, sample):
+    import torch.nn.functional as F
+    logits = model(**sample)
+    labels = sample["input_ids"][:, 1:].masked_fill(sample["attention_mask"][:, 1:] == 0, -100)
+    return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(), labels.reshape(-1))
+
+
+def _steps(model, samples, n=3, lr=0.5):
+    """``n`` SGD steps on the mean of the samples' losses (SGD: a gradient off by a factor shows, where Adam
+    would normalise it away); the losses per step."""
+    import torch
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    out = []
+    for _ in range(n):
+        opt.zero_grad()
+        loss = sum(_loss(model, s) for s in samples) / len(samples)
+        loss.backward()
+        opt.step()
+        out.append(loss.detach())
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("layout", ["fsdp", "tp"])
+@multi_rank(world_size=2, timeout=600)
+def test_qwen3_vl_trains_like_one_process(layout):
+    import copy
+    import torch
+    import torch.distributed as dist
+    import hyper_parallel as hp
+    from hyper_parallel.models.qwen3_vl import FLAVORS, Qwen3VLForConditionalGeneration
+    from hyper_parallel.models.qwen3_vl.parallelize import parallelize_qwen3_vl
+    from tests.st.torch.vl_inputs import vl_batch
+    cfg = FLAVORS["debug"]
+    torch.manual_seed(0)
+    ref = Qwen3VLForConditionalGeneration(cfg)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.normal_(0.0, 0.1)
+    batch = vl_batch(cfg)
+    mesh = hp.init_device_mesh("cpu", (2,), mesh_dim_names=(layout,))
+    ours = copy.deepcopy(ref)
+    rank = dist.get_rank()
+    samples = [_sample(batch, 0), _sample(batch, 2)]
+    start = {k: v.detach().clone() for k, v in ref.named_parameters()}
+    want = _steps(ref, samples)
+    moved = max(float((p.detach() - start[k]).abs().max()) for k, p in ref.named_parameters())
+    assert moved > 1e-2, moved  # the comparison below (1e-4) is a small fraction of how far training moved
+    if layout == "fsdp":
+        parallelize_qwen3_vl(ours, dp_mesh=mesh)
+        got = _steps(ours, [samples[rank]])      # each rank its own sample; gradients averaged by FSDP
+        dist.all_reduce(got)
+        got = got / 2
+    else:
+        parallelize_qwen3_vl(ours, tp_mesh=mesh)
+        got = _steps(ours, samples)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    theirs = dict(ref.named_parameters())
+    for name, p in ours.named_parameters():
+        full = p.full_tensor() if isinstance(p, hp.DTensor) else p
+        torch.testing.assert_close(full.detach(), theirs[name].detach(), rtol=1e-4, atol=1e-4,
+                                   msg=lambda m, name=name: f"{layout} {name}: {m}")
