@@ -17,21 +17,68 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from hyper_parallel.trainer.config import ConfigError, JobConfig, load_config, parallel_degrees, parse_overrides
+from hyper_parallel.trainer.config import ConfigError, JobConfig, load_config, parse_overrides
+from hyper_parallel.trainer.validate import validate_job
 
-__all__ = ["main", "launch_command"]
+__all__ = ["main", "launch_command", "config_reference"]
 
 EXIT_CONFIG = 2
 
 
+def config_reference() -> str:
+    """Every config section and key with its type and default, generated from the dataclasses of
+    :mod:`hyper_parallel.trainer.config` (the epilog of ``hp-train --help``)."""
+    import dataclasses  # pylint: disable=import-outside-toplevel
+    import typing  # pylint: disable=import-outside-toplevel
+    lines = ["config sections and keys (TOML [section] key = value, or --section.key VALUE):"]
+    hints = typing.get_type_hints(JobConfig)
+    for section in dataclasses.fields(JobConfig):
+        if section.name == "source":
+            continue
+        cls = hints[section.name]
+        if not dataclasses.is_dataclass(cls):
+            lines.append(f"  [{section.name}]  free-form table: {_FREE[section.name]}")
+            continue
+        lines.append(f"  [{section.name}]")
+        types = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore
+            lines.append(f"    {f.name:<22} {_toml_type(types[f.name]):<10} default {_toml_value(default)}")
+    return "\n".join(lines)
+
+
+_FREE = {"optimizer": "the keys of hyper_parallel.optim.config.OptimConfig (name, lr, betas, eps, warmup_steps, "
+                      "decay, ...)",
+         "activation": "the block of hyper_parallel.activation.apply_activation_policy (mode = none | full | "
+                       "selective-op | every-k | swap | auto, ...)"}
+
+
+def _toml_type(tp: Any) -> str:
+    import typing  # pylint: disable=import-outside-toplevel
+    args = typing.get_args(tp)
+    if args:
+        return f"list[{_toml_type(args[0])}]"
+    return {int: "int", float: "float", bool: "bool", str: "string"}.get(tp, str(tp))
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    return repr(value)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hp-train", description="Train a model as a TOML config says; overrides "
-                                "as --section.key VALUE (e.g. --training.steps 10).")
+                                "as --section.key VALUE (e.g. --training.steps 10).", epilog=config_reference(),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", help="the TOML file (configs/*.toml)")
     p.add_argument("--max-restarts", type=int, default=0,
                    help="torchrun --max-restarts when hp-train launches itself (fault tolerance)")
     p.add_argument("--tour", action="store_true", help="run the feature tour (examples/demo.py) on 2 ranks")
-    p.add_argument("--check", action="store_true", help="validate the config, print it, and exit")
+    p.add_argument("--check", action="store_true", help="validate everything that needs no rank (model, data, "
+                   "degrees vs job.nproc, batch, pipeline, heads, refused combinations), print the config, exit")
     return p
 
 
@@ -171,6 +218,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_CONFIG
     try:
         cfg = load_config(args.config, parse_overrides(rest))
+        validate_job(cfg, int(os.environ["WORLD_SIZE"]) if _under_launcher() else None)
         if args.check:
             import json  # pylint: disable=import-outside-toplevel
             from hyper_parallel.trainer.config import config_to_dict  # pylint: disable=import-outside-toplevel
@@ -181,10 +229,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return run_mindspore(cfg, [sys.executable, "-m", "hyper_parallel.trainer.cli", *argv], run,
                                  args.max_restarts)
         if not _under_launcher():
-            try:
-                parallel_degrees(cfg.parallelism, cfg.job.nproc)
-            except ValueError as exc:
-                raise ConfigError(f"{cfg.source}: [parallelism] on job.nproc = {cfg.job.nproc} ranks: {exc}") from None
             cmd = launch_command(cfg, argv, args.max_restarts)
             sys.stdout.flush()
             if shutil.which(cmd[0]) is None and not os.path.isfile(cmd[0]):

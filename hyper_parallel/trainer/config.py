@@ -28,6 +28,9 @@ MIXED_PRECISION = ("fp32", "bf16")
 COMPILE_BACKENDS = ("inductor", "aot_eager")
 BACKENDS = ("torch", "mindspore")
 ASYNC_MODES = ("disabled", "async")
+#: ``parallelism.cp_method`` (``hyper_parallel.cp``: ring, all-gather, Ulysses all-to-all) and ``cp_load_balance``
+CP_METHODS = ("ring", "allgather", "alltoall")
+CP_LOAD_BALANCE = ("headtail", "zigzag", "none")
 
 
 class ConfigError(ValueError):
@@ -56,7 +59,11 @@ class ModelSection:
 @dataclass
 class ParallelismSection:
     """``[parallelism]``: the degrees of :class:`hyper_parallel.trainer.ParallelDims` (``-1`` infers one) and
-    their options. ``pp_layers_per_stage`` splits the decoder layers over the pipeline stages explicitly (one
+    their options. ``etp``: tensor parallel inside each expert (1 or ``tp``). ``loss_parallel``: the logits stay
+    vocabulary-sharded over the TP ranks into the loss. ``cp_method``: ``ring``, ``allgather`` or ``alltoall``
+    (Ulysses); ``cp_async`` overlaps each block's K/V exchange with compute (ring, allgather);
+    ``cp_load_balance``: ``headtail`` (load-balanced causal, default), ``zigzag`` or ``none``.
+    ``pp_layers_per_stage`` splits the decoder layers over the pipeline stages explicitly (one
     entry per stage: ``pp`` x the schedule's stages per rank, summing to the model's layer count; empty: the
     balanced TorchTitan split)."""
 
@@ -66,8 +73,12 @@ class ParallelismSection:
     tp: int = 1
     pp: int = 1
     ep: int = 1
+    etp: int = 1
     sequence_parallel: bool = True
+    loss_parallel: bool = False
     cp_method: str = "ring"
+    cp_async: bool = False
+    cp_load_balance: str = "headtail"
     pp_schedule: str = "1F1B"
     pp_microbatches: int = 2
     pp_layers_per_stage: List[int] = field(default_factory=list)
@@ -246,7 +257,8 @@ def _validate_parallelism(src: str, par: ParallelismSection) -> None:
         raise ConfigError(f"{src}: [parallelism]: {exc}") from None
     _check_positive(src, "parallelism.pp_microbatches", par.pp_microbatches)
     _validate_stage_split(src, par)
-    _check_choice(src, "parallelism.cp_method", par.cp_method, ("ring", "allgather", "alltoall"))
+    _check_choice(src, "parallelism.cp_method", par.cp_method, CP_METHODS)
+    _check_choice(src, "parallelism.cp_load_balance", par.cp_load_balance, CP_LOAD_BALANCE)
 
 
 def pipeline_stages(par: ParallelismSection, pp: Optional[int] = None) -> int:
@@ -281,7 +293,7 @@ def parallel_degrees(par: ParallelismSection, world_size: Optional[int] = None) 
     """The ``[parallelism]`` degrees checked by ``hyper_parallel.models.parallel_dims.check_degrees`` (with
     ``world_size``: the ``-1`` inferred and the product checked); a ``ValueError`` naming the degree."""
     from hyper_parallel.models.parallel_dims import check_degrees  # pure module
-    return check_degrees({k: getattr(par, k) for k in ("dp_replicate", "dp_shard", "cp", "tp", "pp", "ep")},
+    return check_degrees({k: getattr(par, k) for k in ("dp_replicate", "dp_shard", "cp", "tp", "pp", "ep", "etp")},
                          world_size)
 
 

@@ -152,7 +152,8 @@ class TorchTrainerBackend:
                 apply_activation_policy(model, activation)
             return model
         spec, world = model_spec(cfg.model.name), dims.mesh("world")
-        kwargs = dict(sequence_parallel=par.sequence_parallel, cp_method=par.cp_method, activation=activation)
+        kwargs = dict(sequence_parallel=par.sequence_parallel, cp_method=par.cp_method, activation=activation,
+                      loss_parallel=par.loss_parallel, async_cp=par.cp_async, cp_load_balance=par.cp_load_balance)
         if not dims.pp_enabled:
             return spec.parallelize_fn(model, world, dims, **kwargs)
         loss_fn = type(model).loss
@@ -165,7 +166,8 @@ class TorchTrainerBackend:
             split = list(par.pp_layers_per_stage)
         self._schedule, parts = spec.pipelining_fn(  # losses scaled by 1/grad_accum while training
             model, world, dims, schedule=par.pp_schedule, n_microbatches=par.pp_microbatches,
-            layers_per_stage=split, loss_fn=lambda out, tgt: loss_fn(out.float(), tgt) * self._pp_loss_scale)
+            layers_per_stage=split,
+            loss_fn=lambda out, tgt: self._next_token_loss(loss_fn, out, tgt) * self._pp_loss_scale)
         self._stages = [spec.parallelize_fn(part, world, dims, **kwargs) for part in parts]
         self._pp_group = dims.mesh("pp").get_group(0)
         self._pp_first = any(getattr(p.model, "embed_tokens", None) is not None for p in self._stages)
@@ -297,6 +299,15 @@ class TorchTrainerBackend:
             return torch.autocast("cpu" if not torch.cuda.is_available() else "cuda", dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
+    def _next_token_loss(self, loss_fn: Any, logits: Any, labels: Any) -> Any:
+        """``loss_fn(logits.float(), labels)``; with ``parallelism.loss_parallel`` the logits are vocabulary-sharded
+        DTensors and the cross-entropy runs vocabulary-parallel (``hyper_parallel.tp.loss_parallel``)."""
+        if not self.config.parallelism.loss_parallel:
+            return loss_fn(logits.float(), labels)
+        from hyper_parallel.tp import loss_parallel  # pylint: disable=import-outside-toplevel
+        with loss_parallel():
+            return loss_fn(logits.float(), labels)
+
     def _loss(self, rows: List[List[int]]) -> Any:
         batch = torch.tensor(rows, dtype=torch.long)
         ids, labels = batch[:, :-1], batch[:, 1:]
@@ -304,11 +315,12 @@ class TorchTrainerBackend:
         if self._cp_mesh is not None:
             from hyper_parallel.cp import context_parallel_shard  # pylint: disable=import-outside-toplevel
             ids, labels, pos = context_parallel_shard(  # pylint: disable=unbalanced-tuple-unpacking
-                self._cp_mesh, [ids, labels, pos], [1, 1, 0])
+                self._cp_mesh, [ids, labels, pos], [1, 1, 0], load_balance=self.config.parallelism.cp_load_balance)
         with self._autocast():
             logits = self.model(ids, position_ids=pos)
-            return type(self.model).loss(logits.float(), labels) if hasattr(type(self.model), "loss") else \
-                torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), labels.flatten())
+            loss_fn = getattr(type(self.model), "loss", None) or (
+                lambda out, tgt: torch.nn.functional.cross_entropy(out.flatten(0, 1), tgt.flatten()))
+            return self._next_token_loss(loss_fn, logits, labels)
 
     def _mean_over_loss_ranks(self, value: float) -> float:
         if self._loss_group is None:

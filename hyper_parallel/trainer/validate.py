@@ -1,0 +1,308 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""The one validation of a run that needs no rank: ``hp-train --check``, ``hp-train`` before it launches torchrun
+and the composition matrix (``hyper_parallel.devtools.composition``) all call :func:`validate_job`.
+
+It checks what :func:`hyper_parallel.trainer.config.load_config` cannot see from the file alone: the model name
+and flavor (through the registry), the tokenizer and data paths (exist, readable, format), the degrees against the
+world size, the global batch against data parallel x gradient accumulation x pipeline micro-batches, the layers
+against the pipeline stages and the schedule's constraints, the heads against ``tp`` and ``cp``, the sequence
+length against ``cp`` -- and the combinations the trainer refuses, listed once as data in :data:`REFUSALS`. Every
+problem is a :class:`~hyper_parallel.trainer.config.ConfigError` whose one-line message names the key(s).
+
+Lifting a refusal (once the combination works) is deleting its :class:`Refusal` entry. Imports no framework at
+module level (the model registry imports the model package, which needs torch, when a model is checked).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from hyper_parallel.trainer.config import ConfigError, JobConfig, parallel_degrees, pipeline_stages
+
+__all__ = ["Refusal", "RunFacts", "REFUSALS", "refusals_of", "validate_job", "run_facts"]
+
+#: file types ``data.source = "files"`` reads without HF ``datasets`` / with it
+_PLAIN_EXT = (".txt", ".py", ".md", ".rst", ".jsonl")
+_DATASETS_EXT = (".parquet", ".csv", ".json")
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What a refusal rule looks at: the config, its degrees resolved on the world size, and the model config."""
+
+    cfg: JobConfig
+    degrees: Dict[str, int]
+    model: Any
+
+    @property
+    def moe(self) -> bool:
+        """Whether the model has MoE layers."""
+        return getattr(self.model, "moe", None) is not None
+
+    def __getitem__(self, degree: str) -> int:
+        return self.degrees[degree]
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A combination the trainer cannot run: the two config keys that conflict, when, and why (one line)."""
+
+    first: str
+    second: str
+    applies: Callable[[RunFacts], bool]
+    why: str
+
+
+def _mtp_busy(f: RunFacts) -> bool:
+    return bool(getattr(f.model, "num_nextn_predict_layers", 0)) and any(f[n] > 1 for n in ("tp", "ep", "pp", "cp"))
+
+
+#: Every combination the trainer refuses, checked before any rank starts. Delete an entry to lift it.
+REFUSALS: Tuple[Refusal, ...] = (
+    Refusal("parallelism.cp", "model.name", lambda f: f.moe and f["cp"] > 1,
+            "a model with MoE layers runs pp x dp_shard x tp x ep only: the expert mesh and the experts' FSDP "
+            "have no cp dim yet"),
+    Refusal("parallelism.dp_replicate", "model.name", lambda f: f.moe and f["dp_replicate"] > 1,
+            "a model with MoE layers runs pp x dp_shard x tp x ep only: the expert mesh and the experts' FSDP "
+            "have no replicate (HSDP) dim yet"),
+    Refusal("parallelism.tp", "parallelism.cp", lambda f: not f.moe and f["tp"] > 1 and f["cp"] > 1
+            and f["dp_shard"] == 1,
+            "fully_shard needs its data-parallel mesh ('cp',) and the TP mesh to be slices of one named 2-D mesh, "
+            "which the trainer's meshes do not build yet"),
+    Refusal("parallelism.tp", "parallelism.dp_replicate", lambda f: not f.moe and f["tp"] > 1
+            and f["dp_replicate"] > 1,
+            "fully_shard takes TP-sharded parameters on a 1-D data-parallel mesh that is a slice of one named 2-D "
+            "mesh with the TP mesh; DDP / HSDP over dp_replicate is not such a mesh yet"),
+    Refusal("parallelism.etp", "parallelism.ep", lambda f: f["etp"] > 1,
+            "the trainer does not build the [ep, tp] expert mesh (ETP) yet; set parallelism.etp = 1"),
+    Refusal("parallelism.ep", "model.name", lambda f: f["ep"] > 1 and not f.moe,
+            "expert parallel splits MoE experts; this model has no MoE layers"),
+    Refusal("parallelism.loss_parallel", "parallelism.tp", lambda f: f.cfg.parallelism.loss_parallel and f["tp"] == 1,
+            "loss parallel splits the vocabulary over the TP ranks; it needs tp > 1"),
+    Refusal("parallelism.cp_async", "parallelism.cp_method", lambda f: f.cfg.parallelism.cp_async
+            and f.cfg.parallelism.cp_method == "alltoall",
+            "all-to-all (Ulysses) CP has no asynchronous variant; only ring and allgather overlap their exchange"),
+    Refusal("training.compile", "parallelism.tp", lambda f: f.cfg.training.compile and f["tp"] > 1,
+            "under TP the blocks compute on hyper_parallel DTensors dispatched in Python (__torch_function__), "
+            "which TorchDynamo does not trace into a graph"),
+    Refusal("training.compile", "parallelism.cp", lambda f: f.cfg.training.compile and f["cp"] > 1,
+            "under CP the attention runs on hyper_parallel DTensors dispatched in Python (__torch_function__), "
+            "which TorchDynamo does not trace into a graph"),
+    Refusal("training.compile", "model.name", lambda f: f.cfg.training.compile and f.moe,
+            "MoE blocks route a data-dependent number of tokens per expert (a recompile almost every step) and run "
+            "expert-parallel all-to-alls inside the block"),
+    Refusal("model.flavor", "parallelism.pp", lambda f: bool(getattr(f.model, "tie_word_embeddings", False))
+            and f["pp"] > 2,
+            "tied embeddings with the first and last stage on different ranks need a 2-rank pipeline group"),
+    Refusal("model.flavor", "parallelism", _mtp_busy,
+            "the multi-token-prediction layers have no TP / EP / PP / CP plan yet; use FSDP / HSDP only"),
+)
+
+
+def refusals_of(facts: RunFacts) -> List[Refusal]:
+    """The entries of :data:`REFUSALS` that apply to ``facts``."""
+    return [r for r in REFUSALS if r.applies(facts)]
+
+
+def _setting(cfg: JobConfig, key: str) -> str:
+    """``key = value`` as the user wrote it (``model.name`` with its flavor)."""
+    if "." not in key:
+        return f"[{key}]"
+    section, name = key.split(".", 1)
+    value = getattr(getattr(cfg, section), name)
+    if key == "model.name":
+        return f"model.name = {value!r} (flavor {cfg.model.flavor!r})"
+    if isinstance(value, bool):
+        return f"{key} = {str(value).lower()}"
+    return f"{key} = {value!r}"
+
+
+def _model_config(cfg: JobConfig) -> Any:
+    from hyper_parallel.trainer.models import build_model_config  # pylint: disable=import-outside-toplevel
+    try:
+        return build_model_config(cfg.model.name, cfg.model.flavor, vocab_size=cfg.data.vocab_size,
+                                  max_position_embeddings=max(cfg.training.seq_len, 128))
+    except ValueError as exc:
+        raise ConfigError(f"{cfg.source}: {exc}") from None
+
+
+def _check_file(src: str, key: str, path: str) -> None:
+    if not os.path.exists(path):
+        raise ConfigError(f"{src}: {key}: {path!r} does not exist")
+    if not os.access(path, os.R_OK):
+        raise ConfigError(f"{src}: {key}: {path!r} is not readable")
+
+
+def _check_tokenizer(cfg: JobConfig) -> None:
+    spec = cfg.data.tokenizer
+    if spec == "bpe":
+        return
+    _check_file(cfg.source, "data.tokenizer", spec)
+    try:
+        with open(spec, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{cfg.source}: data.tokenizer: {spec!r} is not a tokenizer.json file ({exc})") from None
+    if not isinstance(doc, dict) or "model" not in doc:
+        raise ConfigError(f"{cfg.source}: data.tokenizer: {spec!r} is not a tokenizer.json file (no 'model' entry); "
+                          f"expected 'bpe' or a Hugging Face tokenizers file")
+
+
+def _check_jsonl(src: str, path: str, text_key: str) -> None:
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as exc:
+                raise ConfigError(f"{src}: data.paths: {path}:{lineno}: not valid JSON ({exc})") from None
+            if not isinstance(row, dict) or not isinstance(row.get(text_key), str):
+                raise ConfigError(f"{src}: data.paths: {path}:{lineno}: expected an object with a string field "
+                                  f"{text_key!r} (data.text_key)")
+            return
+
+
+def _data_files(cfg: JobConfig) -> List[str]:
+    files: List[str] = []
+    for path in cfg.data.paths:
+        _check_file(cfg.source, "data.paths", path)
+        if os.path.isdir(path):
+            files.extend(sorted(os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs))
+        else:
+            files.append(path)
+    if not files:
+        raise ConfigError(f"{cfg.source}: data.paths: no files in {cfg.data.paths}")
+    return files
+
+
+def _check_data(cfg: JobConfig) -> None:
+    if cfg.data.source != "files":
+        return
+    for path in _data_files(cfg):
+        ext = os.path.splitext(path)[1].lower()
+        if ext not in _PLAIN_EXT + _DATASETS_EXT:
+            raise ConfigError(f"{cfg.source}: data.paths: {path}: unsupported file type {ext!r}; expected one of "
+                              f"{list(_PLAIN_EXT + _DATASETS_EXT)}")
+        if not os.access(path, os.R_OK):
+            raise ConfigError(f"{cfg.source}: data.paths: {path!r} is not readable")
+        if ext in _DATASETS_EXT and importlib.util.find_spec("datasets") is None:
+            raise ConfigError(f"{cfg.source}: data.paths: {path}: reading {ext} files needs HF datasets "
+                              f"(pip install datasets)")
+        if ext == ".jsonl":
+            _check_jsonl(cfg.source, path, cfg.data.text_key)
+
+
+def _check_batch(cfg: JobConfig, d: Dict[str, int]) -> None:
+    t, par = cfg.training, cfg.parallelism
+    dp = d["dp_replicate"] * d["dp_shard"]
+    micro = par.pp_microbatches if d["pp"] > 1 else 1
+    need = dp * t.grad_accum * micro
+    if t.global_batch % need:
+        parts = f"data-parallel degree dp_replicate*dp_shard = {dp} x training.grad_accum {t.grad_accum}"
+        if d["pp"] > 1:
+            parts += f" x parallelism.pp_microbatches {micro}"
+        raise ConfigError(f"{cfg.source}: training.global_batch = {t.global_batch} is not divisible by {parts} = "
+                          f"{need}")
+
+
+def _check_pipeline(cfg: JobConfig, d: Dict[str, int], model: Any) -> None:
+    if d["pp"] == 1:
+        return
+    from hyper_parallel.pipeline.schedules import SCHEDULES, canonical_schedule_name, check_constraints  # noqa
+    from hyper_parallel.pipeline.split import check_layers_per_stage, split_layers  # noqa  # pylint: disable=C0415
+    par = cfg.parallelism
+    stages = pipeline_stages(par, d["pp"])
+    kind = SCHEDULES[canonical_schedule_name(par.pp_schedule)]
+    try:
+        check_constraints(kind.name, d["pp"], par.pp_microbatches, stages // d["pp"])
+    except ValueError as exc:
+        raise ConfigError(f"{cfg.source}: parallelism.pp_schedule = {par.pp_schedule!r} with parallelism.pp = "
+                          f"{d['pp']} and parallelism.pp_microbatches = {par.pp_microbatches}: {exc}") from None
+    layers = model.num_hidden_layers
+    try:
+        if par.pp_layers_per_stage:
+            check_layers_per_stage(par.pp_layers_per_stage, layers, stages, what="parallelism.pp_layers_per_stage")
+        else:
+            split_layers(layers, stages)
+    except ValueError as exc:
+        raise ConfigError(f"{cfg.source}: parallelism.pp = {d['pp']} ({par.pp_schedule}: {stages} stages) vs "
+                          f"{cfg.model.name}/{cfg.model.flavor}'s {layers} layers: {exc}") from None
+
+
+def _divides(cfg: JobConfig, key: str, degree: int, sizes: Dict[str, int]) -> None:
+    for what, value in sizes.items():
+        if value % degree:
+            raise ConfigError(f"{cfg.source}: {key} = {degree} does not divide {cfg.model.name}/{cfg.model.flavor}'s "
+                              f"{what} = {value}")
+
+
+def _check_heads(cfg: JobConfig, d: Dict[str, int], model: Any) -> None:
+    tp, cp = d["tp"], d["cp"]
+    heads = model.num_attention_heads
+    if tp > 1:
+        sizes = {"num_attention_heads": heads, "num_key_value_heads": model.num_key_value_heads,
+                 "vocab_size (data.vocab_size)": model.vocab_size}
+        if getattr(model, "moe", None) is None or getattr(model, "first_k_dense_layers", 0):
+            sizes["intermediate_size"] = model.intermediate_size
+        _divides(cfg, "parallelism.tp", tp, sizes)
+    par = cfg.parallelism
+    if cp > 1 and par.cp_method == "alltoall" and (heads // tp) % cp:
+        raise ConfigError(f"{cfg.source}: parallelism.cp_method = 'alltoall' (Ulysses) with parallelism.cp = {cp}: "
+                          f"the {heads // tp} query heads per TP rank are not divisible by cp; use 'ring' or "
+                          f"'allgather'")
+    if cp > 1:
+        multiple = cp * (1 if par.cp_load_balance == "none" else 2)
+        if cfg.training.seq_len % multiple:
+            raise ConfigError(f"{cfg.source}: training.seq_len = {cfg.training.seq_len} is not divisible by {multiple} "
+                              f"(parallelism.cp = {cp} with cp_load_balance {par.cp_load_balance!r})")
+
+
+def _check_experts(cfg: JobConfig, d: Dict[str, int], model: Any) -> None:
+    moe = getattr(model, "moe", None)
+    if moe is not None and d["ep"] > 1 and moe.num_experts % d["ep"]:
+        raise ConfigError(f"{cfg.source}: parallelism.ep = {d['ep']} does not divide {cfg.model.name}/"
+                          f"{cfg.model.flavor}'s {moe.num_experts} experts")
+
+
+def run_facts(cfg: JobConfig, world_size: Optional[int] = None) -> RunFacts:
+    """The degrees resolved on ``world_size`` (default ``job.nproc``) and the model config; ``ConfigError`` when
+    either is wrong."""
+    world = cfg.job.nproc if world_size is None else world_size
+    par = cfg.parallelism
+    try:
+        degrees = parallel_degrees(par, world)
+    except ValueError as exc:
+        raise ConfigError(f"{cfg.source}: [parallelism] on job.nproc = {world} ranks: {exc}") from None
+    return RunFacts(cfg, degrees, _model_config(cfg))
+
+
+def _refuse(facts: RunFacts) -> None:
+    found = refusals_of(facts)
+    if found:
+        r, cfg = found[0], facts.cfg
+        second = r.second
+        if second == "parallelism":  # the first busy degree
+            second = next(f"parallelism.{n}" for n in ("tp", "ep", "pp", "cp") if facts[n] > 1)
+        raise ConfigError(f"{cfg.source}: {_setting(cfg, r.first)} conflicts with {_setting(cfg, second)}: {r.why}")
+
+
+def validate_job(cfg: JobConfig, world_size: Optional[int] = None) -> RunFacts:
+    """Everything about ``cfg`` that needs no rank (see the module docstring); returns the :class:`RunFacts`,
+    raises ``ConfigError`` (one line naming the key or the two conflicting keys) on the first problem."""
+    if cfg.job.backend == "mindspore":  # what the MindSpore trainer path cannot do, named first
+        from hyper_parallel.trainer._mindspore.launch import check_mindspore_config  # noqa  # pylint: disable=C0415
+        check_mindspore_config(cfg)
+    facts = run_facts(cfg, world_size)
+    _check_tokenizer(cfg)
+    _check_data(cfg)
+    _check_batch(cfg, facts.degrees)
+    _check_pipeline(cfg, facts.degrees, facts.model)
+    _check_heads(cfg, facts.degrees, facts.model)
+    _check_experts(cfg, facts.degrees, facts.model)
+    _refuse(facts)
+    return facts
