@@ -1,0 +1,695 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""The composition matrix: every parallelism combination of ``hyper_parallel/trainer/composition.yaml`` through
+``hp-train``, against one process.
+
+    python -m hyper_parallel.devtools.composition list                 # the combinations, legal or why refused
+    python -m hyper_parallel.devtools.composition run [-k SUBSTR] [--out FILE] [--timeout S] [--jobs N]
+    python -m hyper_parallel.devtools.composition pairwise [--budget S]  # the CI subset (tests/st/torch)
+    python -m hyper_parallel.devtools.composition doc [--check]         # docs/parallelism.md from table + results
+
+Legality is decided by the one config validation (:func:`hyper_parallel.trainer.validate.validate_job`, what
+``hp-train --check`` runs); there is no second list of illegal combinations. Each legal combination runs
+``steps`` steps through ``hp-train`` (a real torchrun launch); its per-step losses and its final parameters (read
+from the checkpoint it writes at the last step) are compared with one process (``hp-train`` on one rank, every
+degree 1, no gradient accumulation, activation policy or compile) of the same model, data and precision; the
+one-process reference runs once per (model, precision) within a run. Each illegal combination must be refused
+by ``hp-train --check`` with exit 2 and one line naming both conflicting settings. Results go to a JSON file
+(default ``docs/parallelism_results.json``), from which ``doc`` renders ``docs/parallelism.md``.
+
+Pure logic (table, expansion, pairwise cover, rendering) imports no framework; ``run`` starts processes.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import fnmatch
+import hashlib
+import itertools
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+
+import yaml
+
+__all__ = ["Combination", "TABLE_PATH", "load_table", "expand", "judge", "pairs_of", "pairwise_cover",
+           "render_doc", "run_matrix", "main", "RESULTS_PATH", "DOC_PATH"]
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TABLE_PATH = os.path.join(ROOT, "hyper_parallel", "trainer", "composition.yaml")
+RESULTS_PATH = os.path.join(ROOT, "docs", "parallelism_results.json")
+DOC_PATH = os.path.join(ROOT, "docs", "parallelism.md")
+DEGREES = ("dp_replicate", "dp_shard", "cp", "tp", "pp")
+#: dimensions that only mean something while another is active (``pp_schedule`` needs ``pp > 1``)
+ACTIVE_WHEN = {"pp_schedule": "pp", "pp_microbatches": "pp", "pp_layers_per_stage": "pp", "cp_method": "cp",
+               "cp_load_balance": "cp", "sequence_parallel": "tp", "loss_parallel": "tp"}
+_ROW_KEYS = ("model", "note", "ranks8")
+
+
+@dataclass(frozen=True)
+class Combination:
+    """One expanded row: ``dims`` are the non-default dimension values that run (after an 8-rank shape's
+    halving); ``overrides`` the ``--section.key value`` pairs (model, base and dimensions)."""
+
+    cid: str
+    model: str
+    dims: Tuple[Tuple[str, Any], ...]
+    overrides: Tuple[Tuple[str, Any], ...]
+    nproc: int
+    scaled_from: str = ""
+    note: str = ""
+
+    @property
+    def dim_map(self) -> Dict[str, Any]:
+        """``dims`` as a dict."""
+        return dict(self.dims)
+
+
+# ---------------------------------------------------------------------------------------------- the table
+def load_table(path: Optional[str] = None) -> Dict[str, Any]:
+    """The table (``composition.yaml``); a ``ValueError`` naming the entry when it is malformed."""
+    path = path or TABLE_PATH
+    with open(path, encoding="utf-8") as fh:
+        table = yaml.safe_load(fh)
+    for key in ("steps", "tolerance", "base", "models", "dimensions", "rows"):
+        if key not in table:
+            raise ValueError(f"{path}: missing top-level key {key!r}")
+    for name, dim in table["dimensions"].items():
+        if "default" not in dim or "values" not in dim:
+            raise ValueError(f"{path}: dimensions.{name}: needs 'values' and 'default'")
+        if not _has_value(dim["values"], dim["default"]):
+            raise ValueError(f"{path}: dimensions.{name}: default {dim['default']!r} is not one of its values")
+    for i, row in enumerate(table["rows"]):
+        unknown = set(row) - set(table["dimensions"]) - set(_ROW_KEYS)
+        if unknown or row.get("model") is None:
+            raise ValueError(f"{path}: rows[{i}] {row}: unknown dimension(s) {sorted(unknown)} or no model")
+    return table
+
+
+def table_digest(path: Optional[str] = None) -> str:
+    """SHA-256 (16 hex digits) of the table file: results name the table they were run from."""
+    with open(path or TABLE_PATH, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()[:16]
+
+
+def _has_value(values: Any, value: Any) -> bool:
+    """Whether ``value`` is one of ``values`` (a list, or a mapping of named values), type included."""
+    return any(v == value and type(v) is type(value) for v in values)
+
+
+def _dim_overrides(dim: Mapping[str, Any], value: Any) -> List[Tuple[str, Any]]:
+    if isinstance(dim["values"], Mapping):
+        return list(dim["values"][value].items())
+    if value is None:
+        return []
+    return [(dim["key"], value)]
+
+
+def _cid(model: str, dims: Mapping[str, Any]) -> str:
+    parts = [model]
+    for name, value in dims.items():
+        text = json.dumps(value, separators=(",", "")) if isinstance(value, list) else _text(value)
+        parts.append(f"{name}={text}")
+    return " ".join(parts)
+
+
+def _text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _halve(dims: Dict[str, Any], degree: str) -> str:
+    full = dict(dims)
+    dims[degree] = dims[degree] // 2
+    shape = " x ".join(f"{n} {full[n]}" for n in DEGREES if full.get(n, 1) > 1)
+    return f"8-rank shape {shape}, run at 4 ranks with {degree} halved"
+
+
+def _combination(table: Mapping[str, Any], model: str, chosen: Dict[str, Any], row: Mapping[str, Any]
+                 ) -> Combination:
+    dims_table = table["dimensions"]
+    scaled = _halve(chosen, row["ranks8"]) if row.get("ranks8") else ""
+    dims = {n: v for n, v in chosen.items() if v != dims_table[n]["default"] or type(v) is not type(
+        dims_table[n]["default"])}
+    dims = {n: dims[n] for n in dims_table if n in dims}  # table order
+    overrides = list(table["models"][model].items()) + list(table["base"].items())
+    for name in dims_table:
+        value = chosen.get(name, dims_table[name]["default"])
+        overrides += _dim_overrides(dims_table[name], value)
+    nproc = math.prod(chosen.get(n, dims_table[n]["default"]) for n in DEGREES)
+    cid = _cid(model, dims) + (f" (8-rank shape, {row['ranks8']} halved)" if scaled else "")
+    return Combination(cid, model, tuple(dims.items()), tuple(overrides), nproc, scaled,
+                       str(row.get("note", "")))
+
+
+def expand(table: Mapping[str, Any]) -> List[Combination]:
+    """Every combination of the table's rows (list values expand as a cross product), in row order, without
+    repeats (the first row that names a combination keeps it)."""
+    out: List[Combination] = []
+    seen: Set[str] = set()
+    for row in table["rows"]:
+        names = [n for n in row if n not in _ROW_KEYS]
+        models = row["model"] if isinstance(row["model"], list) else [row["model"]]
+        choices = [row[n] if isinstance(row[n], list) and n != "pp_layers_per_stage" or (
+            n == "pp_layers_per_stage" and row[n] and isinstance(row[n][0], list)) else [row[n]] for n in names]
+        for model in models:
+            for values in itertools.product(*choices):
+                combo = _combination(table, model, dict(zip(names, values)), row)
+                if combo.cid not in seen:
+                    seen.add(combo.cid)
+                    out.append(combo)
+    return out
+
+
+def all_dims(table: Mapping[str, Any], combo: Combination) -> Dict[str, Any]:
+    """Every dimension's value in ``combo`` (defaults filled in), plus ``model``; dimensions that are not active
+    (``pp_schedule`` without ``pp``) are left out."""
+    dims_table = table["dimensions"]
+    chosen = combo.dim_map
+    out: Dict[str, Any] = {"model": combo.model}
+    for name, dim in dims_table.items():
+        gate = ACTIVE_WHEN.get(name)
+        if gate and chosen.get(gate, dims_table[gate]["default"]) <= 1:
+            continue
+        out[name] = chosen.get(name, dim["default"])
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- legality
+def job_config(combo: Combination, extra: Sequence[Tuple[str, Any]] = ()) -> Any:
+    """The trainer config of ``combo`` (``job.nproc`` set), with ``extra`` overrides last."""
+    from hyper_parallel.trainer.config import load_config  # pylint: disable=import-outside-toplevel
+    return load_config(None, list(combo.overrides) + [("job.nproc", combo.nproc)] + list(extra))
+
+
+def judge(combo: Combination) -> Tuple[bool, str]:
+    """``(True, "")`` when the one validation accepts ``combo``, else ``(False, its one-line reason)``."""
+    from hyper_parallel.trainer.config import ConfigError  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.trainer.validate import validate_job  # pylint: disable=import-outside-toplevel
+    try:
+        validate_job(job_config(combo))
+    except ConfigError as exc:
+        return False, str(exc)
+    return True, ""
+
+
+def cli_args(overrides: Iterable[Tuple[str, Any]]) -> List[str]:
+    """``--section.key VALUE`` arguments (values written as TOML literals)."""
+    out: List[str] = []
+    for key, value in overrides:
+        out += [f"--{key}", _literal(value)]
+    return out
+
+
+def _literal(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_literal(v) for v in value) + "]"
+    return repr(value)
+
+
+# ---------------------------------------------------------------------------------------------- running
+def _hp_train() -> List[str]:
+    return [sys.executable, "-m", "hyper_parallel.trainer.cli"]
+
+
+def _one_line(text: str) -> str:
+    """The most telling line of a failed run's output (the error, not the traceback frames)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and "ChildFailedError" not in ln
+             and "torch/distributed/elastic" not in ln]
+    for marker in ("hp-train: error:", "Error:", "Error", "error", "Traceback"):
+        hits = [ln for ln in lines if marker in ln and not ln.startswith("File ")]
+        if hits:
+            return hits[-1][:400] if marker != "Traceback" else lines[-1][:400]
+    return (lines[-1] if lines else "no output")[:400]
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGTERM the session ``pid`` leads (torchrun forwards it to its workers), then SIGKILL what is left of
+    it and of its descendants (torchrun starts its workers in sessions of their own)."""
+    try:
+        import psutil  # pylint: disable=import-outside-toplevel
+        tree = psutil.Process(pid).children(recursive=True)
+    except Exception:  # pylint: disable=broad-except  # psutil missing or the process already gone
+        tree = []
+    try:
+        os.killpg(pid, signal.SIGTERM)
+        time.sleep(5)
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    for child in tree:
+        try:
+            child.kill()
+        except Exception:  # pylint: disable=broad-except  # already exited
+            pass
+
+
+def _run(cmd: List[str], timeout: float, cwd: str) -> Tuple[int, str, float]:
+    """Run ``cmd`` in its own session; on timeout kill that session (only the processes it started)."""
+    start = time.perf_counter()
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    with subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          start_new_session=True, env=env) as proc:
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_tree(proc.pid)
+            out, _ = proc.communicate()
+            return 124, (out or "") + f"\ntimed out after {timeout:.0f} s", time.perf_counter() - start
+    return proc.returncode, out or "", time.perf_counter() - start
+
+
+def _read_losses(out_dir: str) -> List[float]:
+    path = os.path.join(out_dir, "metrics.jsonl")
+    if not os.path.isfile(path):
+        return []
+    with open(path, encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
+    return [float(r["loss"]) for r in rows if "loss" in r and "step" in r and "eval_loss" not in r]
+
+
+def _read_params(ckpt_root: str, steps: int) -> Dict[str, Any]:
+    """The model's full parameters from the checkpoint of step ``steps`` (resharded while read)."""
+    from hyper_parallel.checkpoint._torch.convert import read_full  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.checkpoint.api import CheckpointManager  # pylint: disable=import-outside-toplevel
+    path = CheckpointManager(ckpt_root).checkpoint_path(steps)
+    model = read_full(path)["model"]
+    return {k: v for k, v in model.items() if hasattr(v, "shape")}
+
+
+def _train(overrides: Sequence[Tuple[str, Any]], nproc: int, out_dir: str, steps: int, cache: str, cwd: str,
+           timeout: float) -> Dict[str, Any]:
+    """One ``hp-train`` run of ``steps`` steps writing its metrics and a final checkpoint under ``out_dir``."""
+    run = [("job.nproc", nproc), ("job.out_dir", out_dir), ("training.steps", steps), ("data.cache_dir", cache),
+           ("checkpoint.enable", True), ("checkpoint.interval", steps), ("checkpoint.async_mode", "disabled"),
+           ("checkpoint.keep_latest_k", 1), ("checkpoint.resume", False), ("checkpoint.overwrite", True),
+           ("checkpoint.folder", os.path.join(out_dir, "ckpt"))]
+    shutil.rmtree(out_dir, ignore_errors=True)  # metrics.jsonl appends: start clean
+    rc, out, seconds = _run(_hp_train() + cli_args(list(overrides) + run), timeout, cwd)
+    result: Dict[str, Any] = {"rc": rc, "seconds": round(seconds, 1), "losses": _read_losses(out_dir)}
+    if rc != 0:
+        result["error"] = _one_line(out)
+        return result
+    try:
+        result["params"] = _read_params(os.path.join(out_dir, "ckpt"), steps)
+    except Exception as exc:  # pylint: disable=broad-except  # reported, not raised: the matrix goes on
+        result["rc"], result["error"] = 1, f"reading the final checkpoint: {exc}"
+    return result
+
+
+def reference_overrides(table: Mapping[str, Any], combo: Combination) -> List[Tuple[str, Any]]:
+    """The one-process run ``combo`` is compared with: the same model, base and precision; every other
+    dimension at its default (no parallelism, gradient accumulation, activation policy or compile)."""
+    keep = {"mixed_precision"}
+    ref = Combination("", combo.model, tuple((n, v) for n, v in combo.dims if n in keep), (), 1)
+    return list(_combination(table, combo.model, ref.dim_map, {}).overrides)
+
+
+def compare(run: Mapping[str, Any], ref: Mapping[str, Any], tol: float) -> Dict[str, Any]:
+    """Relative errors of the losses (per step) and the final parameters (per tensor: max |a-b| / max |b|)."""
+    import torch  # pylint: disable=import-outside-toplevel
+    losses, ref_losses = run["losses"], ref["losses"]
+    if len(losses) != len(ref_losses) or not losses:
+        return {"status": "fail", "reason": f"{len(losses)} losses vs {len(ref_losses)} of one process"}
+    loss_err = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(losses, ref_losses))
+    params, ref_params = run["params"], ref["params"]
+    if set(params) != set(ref_params):
+        diff = sorted(set(params) ^ set(ref_params))[:3]
+        return {"status": "fail", "loss_rel_err": loss_err, "reason": f"parameter names differ: {diff}"}
+    worst, worst_name = 0.0, ""
+    for name, b in ref_params.items():
+        a = params[name].to(torch.float64)
+        b = b.to(torch.float64)
+        err = float((a - b).abs().max() / b.abs().max().clamp(min=1e-12)) if b.numel() else 0.0
+        if err > worst:
+            worst, worst_name = err, name
+    ok = loss_err <= tol and worst <= tol
+    return {"status": "pass" if ok else "fail", "loss_rel_err": loss_err, "param_rel_err": worst,
+            "worst_param": worst_name, "losses": losses, "ref_losses": ref_losses}
+
+
+def check_refusal(combo: Combination, cwd: str, timeout: float = 120) -> Dict[str, Any]:
+    """``hp-train --check`` on an illegal combination: it must exit 2 with one line naming both settings."""
+    rc, out, seconds = _run(_hp_train() + ["--check"] + cli_args(list(combo.overrides) + [("job.nproc", combo.nproc)]),
+                            timeout, cwd)
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    ok = rc == 2 and len(lines) == 1 and lines[0].startswith("hp-train: error:")
+    return {"status": "refused" if ok else "fail", "check_rc": rc, "check_output": "\n".join(lines[:5])[:600],
+            "seconds": round(seconds, 1)}
+
+
+@dataclass
+class _Runner:
+    table: Mapping[str, Any]
+    workdir: str
+    timeout: float
+    cwd: str
+    refs: Dict[Tuple, Any] = field(default_factory=dict)
+    lock: Any = field(default_factory=threading.Lock)
+
+    def reference(self, combo: Combination) -> Dict[str, Any]:
+        """The cached one-process run for ``combo``'s model and precision."""
+        over = reference_overrides(self.table, combo)
+        key = tuple((k, json.dumps(v)) for k, v in over)
+        with self.lock:  # one reference run per key, even with several jobs
+            return self._reference(key, over)
+
+    def _reference(self, key: Tuple, over: List[Tuple[str, Any]]) -> Dict[str, Any]:
+        if key not in self.refs:
+            slug = hashlib.sha256(repr(key).encode()).hexdigest()[:10]
+            self.refs[key] = _train(over, 1, os.path.join(self.workdir, f"ref-{slug}"), self.table["steps"],
+                                    os.path.join(self.workdir, "data"), self.cwd, self.timeout)
+            self.refs[key]["slug"] = slug
+        return self.refs[key]
+
+    def legal(self, combo: Combination) -> Dict[str, Any]:
+        """Run ``combo`` and compare it with its reference."""
+        ref = self.reference(combo)
+        slug = hashlib.sha256(combo.cid.encode()).hexdigest()[:10]
+        run = _train(combo.overrides, combo.nproc, os.path.join(self.workdir, slug), self.table["steps"],
+                     os.path.join(self.workdir, "data"), self.cwd, self.timeout)
+        out: Dict[str, Any] = {"seconds": run["seconds"], "reference": ref.get("slug")}
+        if ref["rc"] != 0:
+            return dict(out, status="error", reason=f"one-process reference failed: {ref.get('error')}")
+        if run["rc"] != 0:
+            return dict(out, status="error", reason=run.get("error", ""), losses=run["losses"])
+        tol = self.table["tolerance"][combo.dim_map.get("mixed_precision", "fp32")]
+        return dict(out, **compare(run, ref, tol), tolerance=tol)
+
+
+def _record(table: Mapping[str, Any], combo: Combination, legal: bool, reason: str) -> Dict[str, Any]:
+    return {"id": combo.cid, "model": combo.model, "dims": combo.dim_map, "all_dims": all_dims(table, combo),
+            "nproc": combo.nproc, "scaled_from": combo.scaled_from, "note": combo.note, "legal": legal,
+            "refusal": reason}
+
+
+def _run_one(runner: _Runner, combo: Combination, log: Any) -> Dict[str, Any]:
+    legal, reason = judge(combo)
+    rec = _record(runner.table, combo, legal, reason)
+    try:
+        rec.update(runner.legal(combo) if legal else check_refusal(combo, runner.cwd))
+    except Exception as exc:  # pylint: disable=broad-except  # one broken combination must not stop the matrix
+        rec.update(status="error", reason=f"runner: {type(exc).__name__}: {exc}")
+    err = "" if rec["status"] in ("pass", "refused") else f"  {rec.get('reason', '')}"
+    if "loss_rel_err" in rec:
+        err = f"  loss {rec['loss_rel_err']:.1e} param {rec.get('param_rel_err', float('nan')):.1e}" + err
+    log(f"{rec['status']:>8} {rec.get('seconds', 0):6.1f}s  [{combo.nproc}] {combo.cid}{err}")
+    return rec
+
+
+def run_matrix(combos: Sequence[Combination], table: Mapping[str, Any], *, workdir: str, timeout: float = 300,
+               jobs: int = 1, log: Any = print) -> Dict[str, Any]:
+    """Run (legal) or check the refusal of (illegal) every combination; returns the results document."""
+    runner = _Runner(table, workdir, timeout, ROOT)
+    started = time.time()
+    legal_first = sorted(combos, key=lambda c: c.nproc)
+    if legal_first:  # the data cache (tokenizer, tokens) is written once, by the first reference
+        runner.reference(legal_first[0])
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        records = list(pool.map(lambda c: _run_one(runner, c, log), combos))
+    return {"generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "table_digest": table_digest(), "steps": table["steps"], "tolerance": table["tolerance"],
+            "wall_s": round(time.time() - started, 1), "load_avg": os.getloadavg(), "combinations": records}
+
+
+# ---------------------------------------------------------------------------------------------- pairwise
+def pairs_of(dims: Mapping[str, Any]) -> Set[Tuple[Tuple[str, str], Tuple[str, str]]]:
+    """Every unordered pair of ``(dimension, value)`` of one combination."""
+    items = sorted((n, json.dumps(v)) for n, v in dims.items())
+    return set(itertools.combinations(items, 2))
+
+
+def pairwise_cover(records: Sequence[Mapping[str, Any]], budget_s: Optional[float] = None,
+                   cost_key: str = "seconds") -> Dict[str, Any]:
+    """Greedy pairwise cover over the passing combinations of ``records`` (results): pick the combination that
+    covers the most uncovered pairs per second of run time until every pair the passing combinations hold is
+    covered, or until ``budget_s`` is spent. Returns the ids, their cost and the coverage reached."""
+    passing = [r for r in records if r.get("status") == "pass"]
+    target: Set[Any] = set()
+    for r in passing:
+        target |= pairs_of(r["all_dims"])
+    covered: Set[Any] = set()
+    chosen: List[str] = []
+    cost = 0.0
+    pool = list(passing)
+    while pool and covered != target:
+        best = max(pool, key=lambda r: len(pairs_of(r["all_dims"]) - covered) / max(1.0, r.get(cost_key, 1.0)))
+        gain = pairs_of(best["all_dims"]) - covered
+        if not gain:
+            break
+        if budget_s is not None and cost + best.get(cost_key, 0.0) > budget_s:
+            pool.remove(best)
+            continue
+        chosen.append(best["id"])
+        covered |= gain
+        cost += best.get(cost_key, 0.0)
+        pool.remove(best)
+    all_pairs: Set[Any] = set()
+    for r in records:
+        if r.get("legal"):
+            all_pairs |= pairs_of(r["all_dims"])
+    return {"ids": chosen, "cost_s": round(cost, 1), "pairs_covered": len(covered), "pairs_passing": len(target),
+            "pairs_legal": len(all_pairs)}
+
+
+# ---------------------------------------------------------------------------------------------- the doc
+_MARK = {"pass": "✓", "fail": "✗", "error": "✗", "refused": "refused"}
+
+
+def _short_reason(text: str) -> str:
+    """A refusal's ``a conflicts with b: why`` without the config source prefix."""
+    for marker in (" conflicts with ", " is not divisible", " does not divide", ": expected"):
+        if marker in text:
+            head, _, _ = text.partition(marker)
+            key = head.rsplit(": ", 1)[-1]
+            return (key + marker + text.partition(marker)[2]).replace("|", "/")
+    return text.rsplit(": ", 2)[-1].replace("|", "/")
+
+
+def _cell(rec: Optional[Mapping[str, Any]]) -> str:
+    if rec is None:
+        return "not run"
+    status = rec.get("status", "not run")
+    if status == "pass":
+        return "✓"
+    if status == "refused":
+        return "refused"
+    if status == "fail" and "loss_rel_err" in rec:
+        return f"✗ {max(rec['loss_rel_err'], rec.get('param_rel_err', 0.0)):.1e}"
+    return "✗ error"
+
+
+def _layout(combo: Combination) -> str:
+    text = " ".join(f"{n}={json.dumps(v) if isinstance(v, list) else _text(v)}" for n, v in combo.dims)
+    text = text or "one rank (defaults)"
+    return text + (" (8-rank shape, halved)" if combo.scaled_from else "")
+
+
+def render_doc(table: Mapping[str, Any], results: Optional[Mapping[str, Any]]) -> str:
+    """``docs/parallelism.md``: the support matrix (layouts x models) from the table and the results, the
+    refusals and the failures with their error magnitudes."""
+    combos = expand(table)
+    recs = {r["id"]: r for r in (results or {}).get("combinations", [])}
+    models = list(table["models"])
+    layouts: Dict[str, Dict[str, Any]] = {}
+    for c in combos:
+        layouts.setdefault(_layout(c), {"nproc": c.nproc, "scaled": c.scaled_from, "cells": {}})["cells"][c.model] = c
+    lines = _doc_header(table, results, combos, recs)
+    lines += ["| layout | ranks | " + " | ".join(models) + " |", "|---|---|" + "---|" * len(models)]
+    for layout, row in layouts.items():
+        ranks = f"{row['nproc']}" + (" (8→4)" if row["scaled"] else "")
+        cells = [(_cell(recs.get(row["cells"][m].cid)) if m in row["cells"] else "") for m in models]
+        lines.append(f"| {layout} | {ranks} | " + " | ".join(cells) + " |")
+    lines += _doc_refusals(combos, recs) + _doc_failures(combos, recs) + _doc_scaled(combos)
+    return "\n".join(lines) + "\n"
+
+
+def _doc_header(table: Mapping[str, Any], results: Optional[Mapping[str, Any]], combos: Sequence[Combination],
+                recs: Mapping[str, Any]) -> List[str]:
+    counts: Dict[str, int] = {}
+    for c in combos:
+        status = recs.get(c.cid, {}).get("status", "not run")
+        counts[status] = counts.get(status, 0) + 1
+    tol = table["tolerance"]
+    when = (results or {}).get("generated", "never")
+    summary = ", ".join(f"{counts[k]} {k}" for k in sorted(counts))
+    return ["# Parallelism support matrix", "",
+            "<!-- generated by `python -m hyper_parallel.devtools.composition doc` from "
+            "hyper_parallel/trainer/composition.yaml and docs/parallelism_results.json; do not edit -->", "",
+            f"Every layout of `hyper_parallel/trainer/composition.yaml` trained {table['steps']} steps through "
+            "`hp-train` (torchrun, gloo, CPU) against one process of the same model and data: ✓ = every step's "
+            f"loss and every final parameter within {tol['fp32']:g} relative (fp32; bf16: {tol['bf16']:g}), ✗ = "
+            "not (the worst relative error shown; `✗ error` = the run failed, see below), refused = "
+            "`hp-train --check` refuses it before launch (reason below). Empty: not in the table.", "",
+            f"{len(combos)} combinations: {summary} (results of {when}). Rerun: `make matrix` (whole table) then "
+            "`python -m hyper_parallel.devtools.composition doc`.", ""]
+
+
+def _doc_refusals(combos: Sequence[Combination], recs: Mapping[str, Any]) -> List[str]:
+    from hyper_parallel.trainer.validate import REFUSALS  # pylint: disable=import-outside-toplevel
+    lines = ["", "## Refused combinations", "",
+             "The one validation (`hyper_parallel.trainer.validate`, run by `hp-train --check` and before every "
+             "launch) refuses these; each rule is one entry of `REFUSALS`:", "",
+             "| settings | why |", "|---|---|"]
+    lines += [f"| `{r.first}` x `{r.second}` | {r.why} |" for r in REFUSALS]
+    refused = [(c, recs[c.cid]) for c in combos if recs.get(c.cid, {}).get("status") == "refused"]
+    if refused:
+        lines += ["", "Refused layouts of the table:", ""]
+        lines += [f"- `{c.cid}`: {_short_reason(r['refusal'])}" for c, r in refused]
+    return lines
+
+
+def _doc_failures(combos: Sequence[Combination], recs: Mapping[str, Any]) -> List[str]:
+    bad = [(c, recs[c.cid]) for c in combos if recs.get(c.cid, {}).get("status") in ("fail", "error")]
+    lines = ["", "## Known failures", ""]
+    if not bad:
+        return lines + ["None."]
+    lines += ["| combination | ranks | loss rel. error | param rel. error | what |", "|---|---|---|---|---|"]
+    for c, r in bad:
+        loss = f"{r['loss_rel_err']:.1e}" if "loss_rel_err" in r else ""
+        par = f"{r['param_rel_err']:.1e}" if "param_rel_err" in r else ""
+        what = (r.get("reason") or (f"worst parameter {r.get('worst_param', '')}" if par else "")
+                or r.get("check_output", ""))
+        lines.append(f"| `{c.cid}` | {c.nproc} | {loss} | {par} | {str(what).replace('|', '/')[:300]} |")
+    return lines
+
+
+def _doc_scaled(combos: Sequence[Combination]) -> List[str]:
+    scaled = [c for c in combos if c.scaled_from]
+    if not scaled:
+        return []
+    return ["", "## 8-rank shapes run at 4 ranks", ""] + [f"- `{c.cid}`: {c.scaled_from}" for c in scaled]
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+def _select(combos: Sequence[Combination], patterns: Sequence[str]) -> List[Combination]:
+    if not patterns:
+        return list(combos)
+    return [c for c in combos if any(fnmatch.fnmatchcase(c.cid, p) for p in patterns)]
+
+
+def _load_results(path: str) -> Optional[Dict[str, Any]]:
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def _merge(old: Optional[Mapping[str, Any]], new: Dict[str, Any]) -> Dict[str, Any]:
+    """``new`` results with the records of ``old`` for the combinations ``new`` did not run (a partial rerun)."""
+    if not old:
+        return new
+    ran = {r["id"] for r in new["combinations"]}
+    new["combinations"] = [r for r in old.get("combinations", []) if r["id"] not in ran] + new["combinations"]
+    return new
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    table = load_table(args.table)
+    combos = _select(expand(table), args.k)
+    legal = 0
+    for c in combos:
+        ok, reason = judge(c)
+        legal += ok
+        print(f"{'legal  ' if ok else 'ILLEGAL'} [{c.nproc}] {c.cid}" + ("" if ok else f"  -- {_short_reason(reason)}"))
+    print(f"{len(combos)} combinations: {legal} legal, {len(combos) - legal} illegal")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    table = load_table(args.table)
+    combos = _select(expand(table), args.k)
+    workdir = args.workdir or tempfile.mkdtemp(prefix="hp-matrix-")
+    print(f"{len(combos)} combinations, workdir {workdir}, timeout {args.timeout:.0f} s per combination", flush=True)
+    results = run_matrix(combos, table, workdir=workdir, timeout=args.timeout, jobs=args.jobs,
+                         log=lambda m: print(m, flush=True))
+    if args.k:
+        results = _merge(_load_results(args.out), results)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w", encoding="utf-8") as fh:
+        json.dump(results, fh, indent=1, sort_keys=True)
+    counts: Dict[str, int] = {}
+    for r in results["combinations"]:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    print(f"results -> {args.out}: {counts} in {results['wall_s']:.0f} s")
+    return 0 if not set(counts) - {"pass", "refused"} else 1
+
+
+def _cmd_pairwise(args: argparse.Namespace) -> int:
+    results = _load_results(args.results)
+    if results is None:
+        print(f"composition pairwise: no results at {args.results}; run the matrix first", file=sys.stderr)
+        return 2
+    full = pairwise_cover(results["combinations"])
+    fit = pairwise_cover(results["combinations"], budget_s=args.budget)
+    print(json.dumps({"full": full, "within_budget": dict(fit, budget_s=args.budget)}, indent=1))
+    return 0
+
+
+def _cmd_doc(args: argparse.Namespace) -> int:
+    text = render_doc(load_table(args.table), _load_results(args.results))
+    if args.check:
+        current = ""
+        if os.path.isfile(args.doc):
+            with open(args.doc, encoding="utf-8") as fh:
+                current = fh.read()
+        if current != text:
+            print(f"{args.doc} is stale: run python -m hyper_parallel.devtools.composition doc", file=sys.stderr)
+            return 1
+        return 0
+    with open(args.doc, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    print(f"wrote {args.doc}")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m hyper_parallel.devtools.composition", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--table", default=TABLE_PATH, help="the combination table (YAML)")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    ls = sub.add_parser("list", help="every combination, legal or why refused (no process started)")
+    ls.add_argument("-k", action="append", default=[],
+                    help="only combinations whose id matches this glob ('llama3 tp=2*')")
+    run = sub.add_parser("run", help="run the matrix")
+    run.add_argument("-k", action="append", default=[],
+                     help="only combinations whose id matches this glob (repeatable)")
+    run.add_argument("--out", default=RESULTS_PATH, help="results JSON (a -k run merges into it)")
+    run.add_argument("--workdir", default="", help="run folders and the data cache (default: a new temp dir)")
+    run.add_argument("--timeout", type=float, default=300.0, help="seconds per combination")
+    run.add_argument("--jobs", type=int, default=1, help="combinations run at once")
+    pw = sub.add_parser("pairwise", help="the pairwise-covering subset of the passing combinations")
+    pw.add_argument("--results", default=RESULTS_PATH)
+    pw.add_argument("--budget", type=float, default=90.0, help="seconds of run time the subset may cost")
+    doc = sub.add_parser("doc", help="render docs/parallelism.md from the table and the results")
+    doc.add_argument("--results", default=RESULTS_PATH)
+    doc.add_argument("--doc", default=DOC_PATH)
+    doc.add_argument("--check", action="store_true", help="exit 1 when the doc is not current")
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point (see the module docstring)."""
+    args = _parser().parse_args(argv)
+    try:
+        return {"list": _cmd_list, "run": _cmd_run, "pairwise": _cmd_pairwise, "doc": _cmd_doc}[args.cmd](args)
+    except (ValueError, OSError) as exc:
+        print(f"composition: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

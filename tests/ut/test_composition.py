@@ -1,0 +1,95 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""The composition table (hyper_parallel/trainer/composition.yaml), its expansion, the pairwise cover and the
+rendered docs/parallelism.md (which must be current: rendered from the table and the committed results)."""
+import json
+import os
+
+from hyper_parallel.devtools import composition as comp
+
+TABLE = comp.load_table()
+COMBOS = comp.expand(TABLE)
+
+
+def test_table_expands_to_unique_runnable_combinations():
+    ids = [c.cid for c in COMBOS]
+    assert len(ids) == len(set(ids)) and len(ids) > 100
+    assert all(1 <= c.nproc <= TABLE["max_ranks"] for c in COMBOS)
+    models = {c.model for c in COMBOS}
+    assert models == set(TABLE["models"])
+    for c in COMBOS:  # every override is a real trainer key: the config loads
+        cfg = comp.job_config(c)
+        assert cfg.job.nproc == c.nproc
+
+
+def test_every_dimension_value_is_used_by_some_row():
+    used = {}
+    for c in COMBOS:
+        for name, value in comp.all_dims(TABLE, c).items():
+            used.setdefault(name, []).append(json.dumps(value))
+    for name, dim in TABLE["dimensions"].items():
+        values = list(dim["values"])
+        missing = [v for v in values if json.dumps(v) not in used.get(name, [])]
+        assert not missing, f"dimensions.{name}: values {missing} appear in no row"
+
+
+def test_eight_rank_rows_run_at_four_with_one_degree_halved():
+    scaled = [c for c in COMBOS if c.scaled_from]
+    assert len(scaled) >= 4
+    for c in scaled:
+        assert c.nproc == 4 and c.scaled_from.startswith("8-rank shape ") and "halved" in c.cid
+
+
+def test_legality_comes_from_the_one_validation():
+    """Illegal combinations exist and each reason is one line naming a key; the table holds no legality."""
+    verdicts = [comp.judge(c) for c in COMBOS]
+    illegal = [r for ok, r in verdicts if not ok]
+    assert 10 <= len(illegal) < len(COMBOS) // 2
+    assert all("\n" not in r and ("parallelism." in r or "model." in r or "training." in r) for r in illegal)
+    assert not any("legal" in row for row in TABLE["rows"])
+
+
+def _records():
+    def rec(cid, dims, status="pass", seconds=10.0):
+        return {"id": cid, "all_dims": dims, "status": status, "legal": status != "refused", "seconds": seconds}
+    return [rec("a", {"m": 1, "x": 1, "y": 1}), rec("b", {"m": 1, "x": 2, "y": 2}),
+            rec("c", {"m": 2, "x": 1, "y": 2}), rec("d", {"m": 2, "x": 2, "y": 1}),
+            rec("e", {"m": 1, "x": 1, "y": 2}, seconds=100.0), rec("f", {"m": 2, "x": 3, "y": 1}, status="fail")]
+
+
+def test_pairwise_cover_covers_every_pair_of_the_passing_combinations():
+    out = comp.pairwise_cover(_records())
+    chosen = [r for r in _records() if r["id"] in out["ids"]]
+    covered = set().union(*(comp.pairs_of(r["all_dims"]) for r in chosen))
+    target = set().union(*(comp.pairs_of(r["all_dims"]) for r in _records() if r["status"] == "pass"))
+    assert covered == target and out["pairs_covered"] == out["pairs_passing"] == len(target)
+    assert "f" not in out["ids"] and out["pairs_legal"] > out["pairs_passing"]  # the failing one's pairs count
+    assert "e" not in out["ids"]  # a, b, c, d cover every pair; e is dearer for nothing new
+
+
+def test_pairwise_cover_respects_the_budget():
+    out = comp.pairwise_cover(_records(), budget_s=25.0)
+    assert out["cost_s"] <= 25.0 and len(out["ids"]) == 2 and out["pairs_covered"] < out["pairs_passing"]
+
+
+def test_docs_parallelism_md_is_rendered_from_the_table_and_the_results():
+    with open(comp.RESULTS_PATH, encoding="utf-8") as fh:
+        results = json.load(fh)
+    with open(comp.DOC_PATH, encoding="utf-8") as fh:
+        doc = fh.read()
+    assert doc == comp.render_doc(TABLE, results), ("docs/parallelism.md is stale: run "
+                                                     "python -m hyper_parallel.devtools.composition doc")
+    assert os.path.basename(comp.TABLE_PATH) == "composition.yaml"
+
+
+def test_render_marks_pass_fail_refused_and_lists_failures():
+    first, second, third = COMBOS[0], COMBOS[1], next(c for c in COMBOS if not comp.judge(c)[0])
+    results = {"generated": "t", "combinations": [
+        {"id": first.cid, "status": "pass"},
+        {"id": second.cid, "status": "fail", "loss_rel_err": 3e-4, "param_rel_err": 1e-3, "worst_param": "w"},
+        {"id": third.cid, "status": "refused", "refusal": comp.judge(third)[1]}]}
+    text = comp.render_doc(TABLE, results)
+    assert "| ✓ |" in text or " ✓ " in text
+    assert "✗ 1.0e-03" in text and f"`{second.cid}` | {second.nproc} | 3.0e-04 | 1.0e-03 |" in text
+    assert "refused" in text and f"`{third.cid}`" in text
+    assert "not run" in text  # the rest of the table
