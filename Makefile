@@ -6,7 +6,7 @@ STAMP := $(VENV)/.hp-installed
 NPROC ?= 2
 export PYTHONUNBUFFERED := 1
 
-.PHONY: demo tour test ut st agent gate bench coverage install clean
+.PHONY: demo tour test ut st agent gate bench coverage matrix install clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,13 @@ bench: $(STAMP)
 ## coverage: PyTorch OpInfo samples through our DTensor and torch DTensor on 2 ranks -> docs/op_coverage.md
 coverage: $(STAMP)
 	$(PY) -m hyper_parallel.devtools.op_coverage --out docs/op_coverage.md --impl both --quiet
+
+## matrix: every combination of hyper_parallel/trainer/composition.yaml through hp-train vs one process, then
+## docs/parallelism.md (slow: ~50 min under load; make test runs the pairwise subset in tests/st/torch/test_composition.py)
+MATRIX_JOBS ?= 3
+matrix: $(STAMP)
+	$(PY) -m hyper_parallel.devtools.composition run --jobs $(MATRIX_JOBS) --timeout 600
+	$(PY) -m hyper_parallel.devtools.composition doc
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -42,8 +42,8 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, 
 
 import yaml
 
-__all__ = ["Combination", "TABLE_PATH", "load_table", "expand", "judge", "pairs_of", "pairwise_cover",
-           "render_doc", "run_matrix", "main", "RESULTS_PATH", "DOC_PATH"]
+__all__ = ["Combination", "MatrixRunner", "check_refusal", "TABLE_PATH", "load_table", "expand", "judge", "pairs_of",
+           "pairwise_cover", "render_doc", "run_matrix", "main", "RESULTS_PATH", "DOC_PATH"]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TABLE_PATH = os.path.join(ROOT, "hyper_parallel", "trainer", "composition.yaml")
@@ -352,7 +352,10 @@ def check_refusal(combo: Combination, cwd: str, timeout: float = 120) -> Dict[st
 
 
 @dataclass
-class _Runner:
+class MatrixRunner:
+    """Runs combinations of ``table`` under ``workdir`` (one cached one-process reference per model and
+    precision); :meth:`legal` runs and compares one combination."""
+
     table: Mapping[str, Any]
     workdir: str
     timeout: float
@@ -396,7 +399,7 @@ def _record(table: Mapping[str, Any], combo: Combination, legal: bool, reason: s
             "refusal": reason}
 
 
-def _run_one(runner: _Runner, combo: Combination, log: Any) -> Dict[str, Any]:
+def _run_one(runner: MatrixRunner, combo: Combination, log: Any) -> Dict[str, Any]:
     legal, reason = judge(combo)
     rec = _record(runner.table, combo, legal, reason)
     try:
@@ -411,18 +414,40 @@ def _run_one(runner: _Runner, combo: Combination, log: Any) -> Dict[str, Any]:
 
 
 def run_matrix(combos: Sequence[Combination], table: Mapping[str, Any], *, workdir: str, timeout: float = 300,
-               jobs: int = 1, log: Any = print) -> Dict[str, Any]:
-    """Run (legal) or check the refusal of (illegal) every combination; returns the results document."""
-    runner = _Runner(table, workdir, timeout, ROOT)
+               jobs: int = 1, log: Any = print, partial: Optional[str] = None) -> Dict[str, Any]:
+    """Run (legal) or check the refusal of (illegal) every combination; returns the results document (also
+    written to ``partial`` after each combination, so an interrupted matrix keeps what it ran)."""
+    runner = MatrixRunner(table, workdir, timeout, ROOT)
     started = time.time()
     legal_first = sorted(combos, key=lambda c: c.nproc)
     if legal_first:  # the data cache (tokenizer, tokens) is written once, by the first reference
         runner.reference(legal_first[0])
+    records: List[Dict[str, Any]] = []
+
+    def document() -> Dict[str, Any]:
+        return {"generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "table_digest": table_digest(), "steps": table["steps"], "tolerance": table["tolerance"],
+                "wall_s": round(time.time() - started, 1), "load_avg": os.getloadavg(), "combinations": records}
+
+    def one(combo: Combination) -> None:
+        rec = _run_one(runner, combo, log)
+        with runner.lock:
+            records.append(rec)
+            if partial:
+                _write_json(partial, document())
+
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        records = list(pool.map(lambda c: _run_one(runner, c, log), combos))
-    return {"generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "table_digest": table_digest(), "steps": table["steps"], "tolerance": table["tolerance"],
-            "wall_s": round(time.time() - started, 1), "load_avg": os.getloadavg(), "combinations": records}
+        list(pool.map(one, combos))
+    order = {c.cid: i for i, c in enumerate(combos)}
+    records.sort(key=lambda r: order[r["id"]])
+    return document()
+
+
+def _write_json(path: str, doc: Mapping[str, Any]) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=1, sort_keys=True)
+    os.replace(tmp, path)
 
 
 # ---------------------------------------------------------------------------------------------- pairwise
@@ -433,30 +458,36 @@ def pairs_of(dims: Mapping[str, Any]) -> Set[Tuple[Tuple[str, str], Tuple[str, s
 
 
 def pairwise_cover(records: Sequence[Mapping[str, Any]], budget_s: Optional[float] = None,
-                   cost_key: str = "seconds") -> Dict[str, Any]:
+                   ref_cost_s: float = 0.0) -> Dict[str, Any]:
     """Greedy pairwise cover over the passing combinations of ``records`` (results): pick the combination that
-    covers the most uncovered pairs per second of run time until every pair the passing combinations hold is
+    covers the most uncovered pairs per second of run time (its ``seconds``, plus ``ref_cost_s`` when it needs a
+    one-process reference not yet run: a new ``reference``) until every pair the passing combinations hold is
     covered, or until ``budget_s`` is spent. Returns the ids, their cost and the coverage reached."""
     passing = [r for r in records if r.get("status") == "pass"]
     target: Set[Any] = set()
     for r in passing:
         target |= pairs_of(r["all_dims"])
     covered: Set[Any] = set()
+    refs: Set[Any] = set()
     chosen: List[str] = []
     cost = 0.0
     pool = list(passing)
+
+    def price(r: Mapping[str, Any]) -> float:
+        return float(r.get("seconds", 1.0)) + (ref_cost_s if r.get("reference") not in refs else 0.0)
+
     while pool and covered != target:
-        best = max(pool, key=lambda r: len(pairs_of(r["all_dims"]) - covered) / max(1.0, r.get(cost_key, 1.0)))
+        best = max(pool, key=lambda r: len(pairs_of(r["all_dims"]) - covered) / max(1.0, price(r)))
         gain = pairs_of(best["all_dims"]) - covered
         if not gain:
             break
-        if budget_s is not None and cost + best.get(cost_key, 0.0) > budget_s:
-            pool.remove(best)
+        pool.remove(best)
+        if budget_s is not None and cost + price(best) > budget_s:
             continue
         chosen.append(best["id"])
         covered |= gain
-        cost += best.get(cost_key, 0.0)
-        pool.remove(best)
+        cost += price(best)
+        refs.add(best.get("reference"))
     all_pairs: Set[Any] = set()
     for r in records:
         if r.get("legal"):
@@ -615,12 +646,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     workdir = args.workdir or tempfile.mkdtemp(prefix="hp-matrix-")
     print(f"{len(combos)} combinations, workdir {workdir}, timeout {args.timeout:.0f} s per combination", flush=True)
     results = run_matrix(combos, table, workdir=workdir, timeout=args.timeout, jobs=args.jobs,
-                         log=lambda m: print(m, flush=True))
+                         log=lambda m: print(m, flush=True), partial=args.out + ".partial")
     if args.k:
         results = _merge(_load_results(args.out), results)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w", encoding="utf-8") as fh:
-        json.dump(results, fh, indent=1, sort_keys=True)
+    _write_json(args.out, results)
     counts: Dict[str, int] = {}
     for r in results["combinations"]:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
@@ -633,9 +663,10 @@ def _cmd_pairwise(args: argparse.Namespace) -> int:
     if results is None:
         print(f"composition pairwise: no results at {args.results}; run the matrix first", file=sys.stderr)
         return 2
-    full = pairwise_cover(results["combinations"])
-    fit = pairwise_cover(results["combinations"], budget_s=args.budget)
-    print(json.dumps({"full": full, "within_budget": dict(fit, budget_s=args.budget)}, indent=1))
+    full = pairwise_cover(results["combinations"], ref_cost_s=args.ref_cost)
+    fit = pairwise_cover(results["combinations"], budget_s=args.budget, ref_cost_s=args.ref_cost)
+    print(json.dumps({"full": dict(full, n=len(full["ids"])),
+                      "within_budget": dict(fit, n=len(fit["ids"]), budget_s=args.budget)}, indent=1))
     return 0
 
 
@@ -673,7 +704,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--jobs", type=int, default=1, help="combinations run at once")
     pw = sub.add_parser("pairwise", help="the pairwise-covering subset of the passing combinations")
     pw.add_argument("--results", default=RESULTS_PATH)
-    pw.add_argument("--budget", type=float, default=90.0, help="seconds of run time the subset may cost")
+    pw.add_argument("--budget", type=float, default=90.0,
+                    help="seconds of run time (as the results measured them) the subset may cost")
+    pw.add_argument("--ref-cost", type=float, default=60.0, help="seconds one one-process reference costs")
     doc = sub.add_parser("doc", help="render docs/parallelism.md from the table and the results")
     doc.add_argument("--results", default=RESULTS_PATH)
     doc.add_argument("--doc", default=DOC_PATH)

@@ -1,0 +1,211 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Composition layouts torch can express with its own APIs: our ``hp-train`` step time over torch's, 2 CPU ranks.
+
+    python benchmarks/composition.py [--rounds 5] [--steps 3] [--seq 128] [--batch 8] [--only fsdp,tp,pp,cp]
+
+For each layout of the composition matrix that torch expresses with its own APIs -- FSDP2 (``fully_shard``), TP
+(``torch.distributed.tensor.parallel``), pipelining (``torch.distributed.pipelining``, 1F1B) and CP
+(``torch.distributed.tensor.experimental.context_parallel``) -- the same ``small`` Llama (same class, init and
+batches) trains with ``hyper_parallel.trainer.LLMTrainer`` (``ours``) and with a plain torch loop on torch's API
+(AdamW, clip, the same global batch). Rounds interleave (ours, then torch, ``--steps`` steps each) so machine noise
+hits both alike; printed: the median step time of each and ours / torch (below 1.0: we are faster). A layout
+torch cannot run here is printed with torch's error instead of a ratio. Not a test: no timing is asserted.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch  # noqa: E402  # pylint: disable=wrong-import-position
+import torch.distributed as dist  # noqa: E402  # pylint: disable=wrong-import-position
+
+from _common import ensure_launched, print_table  # noqa: E402  # pylint: disable=wrong-import-position,import-error
+
+#: layout -> the trainer's [parallelism] overrides (2 ranks)
+LAYOUTS = {
+    "fsdp": {"dp_shard": 2},
+    "tp": {"dp_shard": 1, "tp": 2, "sequence_parallel": False},
+    "pp": {"dp_shard": 1, "pp": 2, "pp_schedule": "1F1B", "pp_microbatches": 2},
+    "cp": {"dp_shard": 1, "cp": 2, "cp_method": "ring", "cp_load_balance": "none"},
+}
+
+
+def _ours(args, layout):
+    from hyper_parallel.trainer.api import LLMTrainer
+    from hyper_parallel.trainer.config import load_config
+    over = [("model.flavor", "small"), ("job.nproc", 2), ("training.steps", 10_000),
+            ("training.global_batch", args.batch), ("training.seq_len", args.seq), ("training.clip_grad_norm", 1.0),
+            ("optimizer.lr", 1e-3), ("metrics.progress", False), ("metrics.jsonl", False), ("metrics.plot", False),
+            ("metrics.moe_monitor", False), ("metrics.log_every", 100_000),
+            ("job.out_dir", f"/tmp/hp_bench_composition_{layout}")]
+    over += [(f"parallelism.{k}", v) for k, v in LAYOUTS[layout].items()]
+    trainer = LLMTrainer(load_config(None, over))
+    trainer.setup()
+    return trainer
+
+
+def _model(trainer):
+    from hyper_parallel.models.llama3.model import LlamaForCausalLM
+    torch.manual_seed(0)
+    cfg = trainer.backend.model[0].config if isinstance(trainer.backend.model, list) else \
+        trainer.backend.model.config
+    return LlamaForCausalLM(cfg)
+
+
+def _loop(params_of, forward_loss, loader):
+    """A TorchTitan-style step over torch-parallelised modules: AdamW, clip, step."""
+    params = list(params_of())
+    opt = torch.optim.AdamW(params, lr=1e-3)
+
+    def step():
+        loss = forward_loss(torch.tensor(loader.next_batch(), dtype=torch.long))
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        opt.zero_grad()
+        return loss
+    return step
+
+
+def _torch_fsdp(model, loader, _args):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    mesh = init_device_mesh("cpu", (2,))
+    for layer in model.model.layers:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+
+    def fwd(batch):
+        loss = type(model).loss(model(batch[:, :-1]).float(), batch[:, 1:])
+        loss.backward()
+        return loss
+    return _loop(model.parameters, fwd, loader)
+
+
+def _torch_tp(model, loader, _args):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    mesh = init_device_mesh("cpu", (2,))
+    plan = {"model.embed_tokens": RowwiseParallel(input_layouts=Replicate()),
+            "lm_head": ColwiseParallel(output_layouts=Replicate())}
+    for i in range(len(model.model.layers)):
+        for name in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj"):
+            plan[f"model.layers.{i}.{name}"] = ColwiseParallel()
+        for name in ("self_attn.o_proj", "mlp.down_proj"):
+            plan[f"model.layers.{i}.{name}"] = RowwiseParallel()
+    parallelize_module(model, mesh, plan)
+
+    def fwd(batch):
+        loss = type(model).loss(model(batch[:, :-1]).float(), batch[:, 1:])
+        loss.backward()
+        return loss
+    return _loop(model.parameters, fwd, loader)
+
+
+def _torch_pp(model, loader, _args):
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+    rank = dist.get_rank()
+    n = len(model.model.layers)
+    keep = range(0, n // 2) if rank == 0 else range(n // 2, n)
+    model.model.layers = torch.nn.ModuleDict({str(i): model.model.layers[i] for i in keep})
+    if rank == 0:
+        model.model.norm, model.lm_head = None, None
+    else:
+        model.model.embed_tokens = None
+    stage = PipelineStage(model, rank, 2, torch.device("cpu"))
+    sched = Schedule1F1B(stage, n_microbatches=2, loss_fn=lambda out, tgt: type(model).loss(out.float(), tgt))
+
+    def fwd(batch):
+        losses = []
+        if rank == 0:
+            sched.step(batch[:, :-1])
+        else:
+            sched.step(target=batch[:, 1:], losses=losses)
+        return losses
+    return _loop(model.parameters, fwd, loader)
+
+
+def _torch_cp(model, loader, _args):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.experimental import context_parallel
+    mesh = init_device_mesh("cpu", (2,))
+
+    def fwd(batch):
+        ids, labels = batch[:, :-1].contiguous(), batch[:, 1:].contiguous()
+        pos = torch.arange(ids.shape[1])
+        with context_parallel(mesh, buffers=[ids, labels, pos], buffer_seq_dims=[1, 1, 0]):
+            loss = type(model).loss(model(ids, position_ids=pos).float(), labels)
+            loss.backward()
+        return loss
+    return _loop(model.parameters, fwd, loader)
+
+
+TORCH = {"fsdp": _torch_fsdp, "tp": _torch_tp, "pp": _torch_pp, "cp": _torch_cp}
+
+
+def _time(fn, steps):
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(steps):
+        fn()
+    return (time.perf_counter() - start) / steps
+
+
+def _bench(args, layout):
+    """Median step seconds (ours, torch) over interleaved rounds, or (ours, error text)."""
+    from hyper_parallel.trainer.data import DistributedBatchLoader
+    trainer = _ours(args, layout)
+    dp = 2 if layout == "fsdp" else 1
+    loader = DistributedBatchLoader(trainer.dataset, args.batch, dp_rank=dist.get_rank() % dp, dp_size=dp, seed=0)
+    counter = [0]
+
+    def ours():
+        counter[0] += 1
+        trainer.train_step(counter[0])
+    try:
+        theirs = TORCH[layout](_model(trainer), loader, args)
+        for _ in range(2):
+            ours()
+            theirs()
+    except Exception as exc:  # pylint: disable=broad-except  # torch cannot run this layout here: say why
+        return _time(ours, args.steps), f"{type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
+    ours_t, theirs_t = [], []
+    for _ in range(args.rounds):
+        ours_t.append(_time(ours, args.steps))
+        theirs_t.append(_time(theirs, args.steps))
+    return statistics.median(ours_t), statistics.median(theirs_t)
+
+
+def main() -> None:
+    """Every layout, interleaved rounds; the table on rank 0."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--only", default=",".join(LAYOUTS))
+    args = p.parse_args()
+    ensure_launched(2)
+    rows = []
+    for layout in args.only.split(","):
+        ours, theirs = _bench(args, layout)
+        if isinstance(theirs, str):
+            rows.append((layout, f"{ours * 1e3:.0f} ms", "-", f"torch: {theirs}"))
+        else:
+            rows.append((layout, f"{ours * 1e3:.0f} ms", f"{theirs * 1e3:.0f} ms", f"{ours / theirs:.2f}"))
+    load = os.getloadavg()
+    print_table(f"composition: small Llama, 2 ranks, batch {args.batch} x seq {args.seq}, {args.rounds} interleaved "
+                f"rounds of {args.steps} steps (load avg {load[0]:.1f} {load[1]:.1f} {load[2]:.1f})", rows,
+                ("layout", "ours (median step)", "torch (median step)", "ours / torch"))
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
