@@ -447,6 +447,7 @@ def _write_json(path: str, doc: Mapping[str, Any]) -> None:
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(doc, fh, indent=1, sort_keys=True)
+        fh.write("\n")
     os.replace(tmp, path)
 
 
@@ -592,8 +593,8 @@ def _doc_failures(combos: Sequence[Combination], recs: Mapping[str, Any]) -> Lis
     for c, r in bad:
         loss = f"{r['loss_rel_err']:.1e}" if "loss_rel_err" in r else ""
         par = f"{r['param_rel_err']:.1e}" if "param_rel_err" in r else ""
-        what = (r.get("reason") or (f"worst parameter {r.get('worst_param', '')}" if par else "")
-                or r.get("check_output", ""))
+        worst = r.get("worst_param", "")
+        what = r.get("reason") or (f"worst: `{worst}`" if worst else "") or r.get("check_output", "")
         lines.append(f"| `{c.cid}` | {c.nproc} | {loss} | {par} | {str(what).replace('|', '/')[:300]} |")
     return lines
 
