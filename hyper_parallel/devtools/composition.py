@@ -502,13 +502,11 @@ _MARK = {"pass": "✓", "fail": "✗", "error": "✗", "refused": "refused"}
 
 
 def _short_reason(text: str) -> str:
-    """A refusal's ``a conflicts with b: why`` without the config source prefix."""
-    for marker in (" conflicts with ", " is not divisible", " does not divide", ": expected"):
-        if marker in text:
-            head, _, _ = text.partition(marker)
-            key = head.rsplit(": ", 1)[-1]
-            return (key + marker + text.partition(marker)[2]).replace("|", "/")
-    return text.rsplit(": ", 2)[-1].replace("|", "/")
+    """A refusal without the config source prefix (``<defaults> + command line: ``), table-safe."""
+    for prefix in ("<defaults> + command line: ", "<defaults>: "):
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+    return text.replace("|", "/")
 
 
 def _cell(rec: Optional[Mapping[str, Any]]) -> str:
