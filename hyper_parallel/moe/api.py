@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 __all__ = ["MoEConfig", "SCORE_FUNCS", "LOAD_BALANCE", "AUX_LOSS_LEVELS", "check_expert_parallel",
-           "expert_fsdp_degree"]
+           "expert_fsdp_degree", "uses_expert_bias", "uses_aux_loss"]
 
 SCORE_FUNCS = ("softmax", "sigmoid")
-LOAD_BALANCE = ("aux_loss", "expert_bias", None)
+LOAD_BALANCE = ("aux_loss", "expert_bias", "expert_bias+aux_loss", None)
 AUX_LOSS_LEVELS = ("batch", "sequence")
 
 
@@ -50,16 +50,21 @@ class MoEConfig:  # pylint: disable=too-many-instance-attributes
             group) and then its ``k`` experts inside them. ``n_groups=1``: plain top-k.
         load_balance: ``"aux_loss"`` (auxiliary loss through ``MoEAuxLossAutoScaler``),
             ``"expert_bias"`` (auxiliary-loss-free: a per-expert bias added to the scores for the
-            *selection only*, moved after each optimizer step) or ``None``.
+            *selection only*, moved after each optimizer step), ``"expert_bias+aux_loss"`` (both:
+            DeepSeek-V3's bias plus a small complementary auxiliary loss) or ``None``.
         aux_loss_coeff: ``alpha`` of the auxiliary loss ``alpha * E * sum_i f_i * P_i`` (= alpha at
             perfect balance).
-        bias_update_rate: ``gamma`` of the bias rule ``b_i += gamma * sign(mean - load_i)``.
+        bias_update_rate: ``gamma`` of the bias rule ``b_i += gamma * sign(mean - load_i)`` (default
+            ``1e-2``, chosen by measurement: see ``docs/moe.md``, "Choosing the balancing knobs").
         capacity_factor: ``None`` = dropless; otherwise each expert takes at most
             ``ceil(factor * tokens * k / E)`` of a rank's routed slots per call, first come first
             served in token order; the rest are dropped (their combine weight is 0).
         aux_loss_level: ``"batch"`` (statistics over all tokens of the call) or ``"sequence"``
             (per sequence of the ``[batch, seq, dim]`` input, then averaged over the sequences;
             DeepSeek-V3's complementary sequence-wise loss).
+        z_loss_coeff: router z-loss ``beta * mean_tokens(logsumexp(logits)^2)`` (ST-MoE), added to the
+            loss like the auxiliary loss (keeps the router logits small); 0 = off. Independent of
+            ``load_balance``.
         use_grouped_mm: ``None`` = automatic (one ``torch._grouped_mm`` per projection where the dtype,
             device and 16-byte stride rule allow it, else a per-expert loop); ``True``/``False`` force it
             (``True`` raises when the kernel cannot run).
@@ -77,10 +82,11 @@ class MoEConfig:  # pylint: disable=too-many-instance-attributes
     topk_groups: int = 1
     load_balance: Optional[str] = "expert_bias"
     aux_loss_coeff: float = 1e-2
-    bias_update_rate: float = 1e-3
+    bias_update_rate: float = 1e-2
     capacity_factor: Optional[float] = None
     aux_loss_level: str = "batch"
     use_grouped_mm: Optional[bool] = None
+    z_loss_coeff: float = 0.0
 
     def __post_init__(self) -> None:
         _int_at_least("num_experts", self.num_experts, 1)
@@ -100,6 +106,7 @@ class MoEConfig:  # pylint: disable=too-many-instance-attributes
             raise ValueError(f"MoEConfig(load_balance): expected one of {LOAD_BALANCE}, got {self.load_balance!r}")
         _number_at_least("aux_loss_coeff", self.aux_loss_coeff, 0.0, strict=False)
         _number_at_least("bias_update_rate", self.bias_update_rate, 0.0, strict=False)
+        _number_at_least("z_loss_coeff", self.z_loss_coeff, 0.0, strict=False)
         if self.capacity_factor is not None:
             _number_at_least("capacity_factor", self.capacity_factor, 0.0, strict=True)
         if self.aux_loss_level not in AUX_LOSS_LEVELS:
@@ -122,9 +129,29 @@ class MoEConfig:  # pylint: disable=too-many-instance-attributes
                              f"topk_groups={self.topk_groups} groups of {self.num_experts // self.n_groups}")
 
     @property
+    def uses_expert_bias(self) -> bool:
+        """Whether the selection adds ``expert_bias`` (``"expert_bias"`` or ``"expert_bias+aux_loss"``)."""
+        return uses_expert_bias(self.load_balance)
+
+    @property
+    def uses_aux_loss(self) -> bool:
+        """Whether the auxiliary loss is added (``"aux_loss"`` or ``"expert_bias+aux_loss"``)."""
+        return uses_aux_loss(self.load_balance)
+
+    @property
     def shared_hidden_dim(self) -> int:
         """Hidden width of the shared-experts FeedForward (0 when there are none)."""
         return self.num_shared_experts * self.hidden_dim
+
+
+def uses_expert_bias(load_balance: Optional[str]) -> bool:
+    """Whether ``load_balance`` selects with the expert bias."""
+    return load_balance in ("expert_bias", "expert_bias+aux_loss")
+
+
+def uses_aux_loss(load_balance: Optional[str]) -> bool:
+    """Whether ``load_balance`` adds the auxiliary loss."""
+    return load_balance in ("aux_loss", "expert_bias+aux_loss")
 
 
 def check_expert_parallel(num_experts: int, ep: int) -> int:

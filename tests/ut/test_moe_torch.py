@@ -220,3 +220,36 @@ def test_moe_rejects_bad_input_and_counts_only_in_training():
     moe.train()
     moe(torch.randn(2, 3, 8))
     assert int(moe.tokens_per_expert.sum()) == 6
+
+
+def test_dropped_tokens_keep_the_shared_expert_and_count_as_routed():
+    """Token dropping (capacity_factor): each expert takes its first ``capacity`` slots in token order; a dropped
+    slot adds nothing to its token's output, so a token whose every slot is dropped leaves the block with the
+    shared experts' output alone (the decoder layer's residual carries it on). ``tokens_per_expert`` counts the
+    routed slots (the demand the expert bias balances), dropped or not."""
+    torch.manual_seed(4)
+    cfg = dict(num_experts=4, top_k=2, dim=8, hidden_dim=8, num_shared_experts=1, load_balance="expert_bias")
+    moe = MoE(MoEConfig(**cfg, capacity_factor=0.25))  # ceil(0.25 * 12 * 2 / 4) = 2 slots per expert
+    moe.router.reset_parameters(std=0.5)
+    dropless = copy.deepcopy(moe)
+    dropless.config = MoEConfig(**cfg)
+    x = torch.randn(12, 8)
+    out = moe(x)
+    experts = moe.router(x).experts.tolist()
+    taken = {e: 0 for e in range(4)}
+    kept = []
+    for row in experts:  # first come, first served in token order
+        mine = []
+        for e in row:
+            mine.append(taken[e] < 2)
+            taken[e] += 1
+        kept.append(mine)
+    shared = moe.shared_experts(x)
+    full = dropless(x)
+    assert any(not any(k) for k in kept) and any(all(k) for k in kept)
+    for t, k in enumerate(kept):
+        if not any(k):
+            torch.testing.assert_close(out[t], shared[t], **TOL)
+        if all(k):
+            torch.testing.assert_close(out[t], full[t], **TOL)
+    assert moe.tokens_per_expert.tolist() == [sum(row.count(e) for row in experts) for e in range(4)]

@@ -223,6 +223,10 @@ def parallelize_llama_moe(model, mesh, *, ep: int, loss_parallel: bool = False, 
     layers = model.model.layers
     for i, layer in (((int(k), v) for k, v in layers.items()) if hasattr(layers, "items") else enumerate(layers)):
         if cfg.is_moe_layer(i):
+            # global-batch statistics for the auxiliary loss / z-loss: every rank of dp x tp holds distinct
+            # tokens (tp: sequence-parallel shards); router gradients are averaged over the dp replicas
+            layer.mlp.set_token_groups(flat.get_group(0), tp_mesh.get_group(0) if tp > 1 else None,
+                                       data_parallel_size=dp)
             fully_shard_experts(layer.mlp.experts, expert_mesh, data_parallel_size=dp)
             for part in (layer.mlp.router, layer.mlp.shared_experts):
                 if part is not None:

@@ -104,7 +104,7 @@ class LlamaStateDictAdapter(KeyMapAdapter):
     def _rules(self) -> List[Tuple[str, str]]:
         moe = self.model_config.moe
         return decoder_rules(self.model_config.qk_norm, moe is not None,
-                             moe is not None and moe.load_balance == "expert_bias")
+                             moe is not None and moe.uses_expert_bias)
 
     def _rope_parameters(self) -> Dict[str, Any]:
         c = self.model_config
@@ -133,7 +133,7 @@ class LlamaStateDictAdapter(KeyMapAdapter):
         no expert bias when the model does not balance by it)."""
         rest, experts = unstack_experts(state_dict)
         moe = self.model_config.moe
-        if moe is not None and moe.load_balance != "expert_bias":
+        if moe is not None and not moe.uses_expert_bias:
             rest = {k: v for k, v in rest.items() if not k.endswith(".mlp.expert_bias")}
         out = super().to_hf(rest)
         out.update(experts)
@@ -147,7 +147,7 @@ class LlamaStateDictAdapter(KeyMapAdapter):
         out = super().from_hf(rest)
         out.update(stacked)
         c = self.model_config
-        if c.moe is not None and c.moe.load_balance != "expert_bias":  # a buffer HF does not have: unused zeros
+        if c.moe is not None and not c.moe.uses_expert_bias:  # a buffer HF does not have: unused zeros
             import torch
             for i in range(c.num_hidden_layers):
                 if c.is_moe_layer(i) and f"model.layers.{i}.mlp.router.gate.weight" in out:

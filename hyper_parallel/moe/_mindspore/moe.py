@@ -114,7 +114,8 @@ class FeedForward(nn.Cell):
 def _check_config(c: MoEConfig) -> None:
     for bad, why in ((c.n_groups > 1, f"group-limited routing (n_groups={c.n_groups})"),
                      (c.capacity_factor is not None, f"token dropping (capacity_factor={c.capacity_factor})"),
-                     (c.load_balance == "aux_loss", "the auxiliary loss (load_balance='aux_loss')")):
+                     (c.uses_aux_loss, f"the auxiliary loss (load_balance={c.load_balance!r})"),
+                     (c.z_loss_coeff > 0, f"the router z-loss (z_loss_coeff={c.z_loss_coeff})")):
         if bad:
             raise ValueError(f"MoE on MindSpore: {why} is not supported; it needs per-op autograd hooks and "
                              "kernels that MindSpore 2.10 PyNative lacks on CPU (use load_balance='expert_bias' "
@@ -151,7 +152,7 @@ class MoE(nn.Cell):
             raise ValueError(f"MoE(x): expected [batch, seq, {c.dim}] or [tokens, {c.dim}], got {tuple(x.shape)}")
         flat = x.reshape(-1, c.dim)
         n = flat.shape[0]
-        bias = self.expert_bias if c.load_balance == "expert_bias" else None
+        bias = self.expert_bias if c.uses_expert_bias else None
         weights, experts, _ = self.router(flat, bias)
         chosen = experts.asnumpy().reshape(-1)  # [N * k], token-major
         counts = np.bincount(chosen, minlength=c.num_experts)

@@ -45,7 +45,7 @@ def update_expert_bias(model, group=None) -> List[List[int]]:
         layer_loads = loads[offset:offset + n]
         offset += n
         m.global_tokens_per_expert = tuple(layer_loads)
-        if m.config.load_balance == "expert_bias" and sum(layer_loads):
+        if m.config.uses_expert_bias and sum(layer_loads):
             delta = bias_update(layer_loads, m.config.bias_update_rate)
             with torch.no_grad():
                 m.expert_bias.add_(torch.tensor(delta, dtype=m.expert_bias.dtype, device=m.expert_bias.device))

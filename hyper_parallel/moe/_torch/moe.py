@@ -69,10 +69,12 @@ class MoE(nn.Module):
         router: :class:`TokenChoiceTopKRouter` (its ``gate`` is the routing ``nn.Linear``).
         experts: :class:`GroupedExperts`; its ``dispatcher`` decides how tokens reach them.
         shared_experts: :class:`FeedForward` or ``None``; computed while the token exchange is in flight.
-        expert_bias: ``[E]`` float32 buffer, used for the selection when ``load_balance="expert_bias"``.
+        expert_bias: ``[E]`` float32 buffer, used for the selection when ``config.uses_expert_bias``.
         tokens_per_expert: ``[E]`` int64 buffer: this rank's routed slots per expert, accumulated over
             the training forwards since the last optimizer step (see ``register_moe_load_balancing_hook``).
-        aux_loss: the last auxiliary loss (detached) when ``load_balance="aux_loss"``.
+        aux_loss: this rank's share of the last auxiliary loss plus z-loss (detached), when either is on.
+        token_group, sequence_group, data_parallel_size: see :meth:`set_token_groups` (set by the
+            parallelize functions; one process: None, None, 1).
     """
 
     expert_bias: torch.Tensor
@@ -91,6 +93,8 @@ class MoE(nn.Module):
         self.register_buffer("expert_bias", torch.zeros(c.num_experts, dtype=torch.float32))
         self.register_buffer("tokens_per_expert", torch.zeros(c.num_experts, dtype=torch.int64), persistent=False)
         self.aux_loss: Optional[torch.Tensor] = None
+        self.token_group = self.sequence_group = None
+        self.data_parallel_size = 1
 
     def reset_parameters(self, std: float = 0.02) -> None:
         """Normal(0, std) init of every weight; zero bias and counts."""
@@ -109,7 +113,7 @@ class MoE(nn.Module):
             raise ValueError(f"MoE.forward(x): expected [batch, seq, {c.dim}] or [tokens, {c.dim}], got "
                              f"{tuple(x.shape)}")
         flat = x.reshape(-1, c.dim)
-        bias = self.expert_bias if c.load_balance == "expert_bias" else None
+        bias = self.expert_bias if c.uses_expert_bias else None
         route = self.router(flat, bias)
         if self.training and not in_recompute():
             with torch.no_grad():
@@ -124,11 +128,62 @@ class MoE(nn.Module):
         out = dispatcher.combine(self.experts(tokens, per_expert), ctx)
         if shared is not None:
             out = out + shared
-        if c.load_balance == "aux_loss" and self.training and torch.is_grad_enabled():
-            aux = self._aux_loss(route, x)
+        if (c.uses_aux_loss or c.z_loss_coeff > 0) and self.training and torch.is_grad_enabled():
+            aux = self._router_losses(route, x)
             self.aux_loss = aux.detach()
             out = MoEAuxLossAutoScaler.apply(out, aux)
         return out.view(x.shape)
+
+    def set_token_groups(self, token_group=None, sequence_group=None, data_parallel_size: int = 1) -> None:
+        """Where the balancing statistics come from when the loss's tokens are spread over ranks.
+
+        Args:
+            token_group: the ranks holding distinct tokens of the one global batch (data parallel x the
+                ranks splitting a sequence); the batch-level auxiliary loss and the z-loss use the expert
+                counts and token total summed over it (global-batch statistics: the same value as one
+                process on the whole batch). None: this rank's tokens alone.
+            sequence_group: the ranks splitting one sequence (sequence / context parallel); the
+                sequence-level auxiliary loss sums each sequence's counts over it. None: whole sequences.
+            data_parallel_size: the number of data-parallel replicas whose gradients are averaged;
+                each rank's share of the losses gets this gradient factor so that the averaged gradient
+                is the gradient of the global loss.
+        """
+        if isinstance(data_parallel_size, bool) or not isinstance(data_parallel_size, int) or data_parallel_size < 1:
+            raise ValueError(f"MoE.set_token_groups(data_parallel_size): expected an int >= 1, got "
+                             f"{data_parallel_size!r}")
+        self.token_group, self.sequence_group, self.data_parallel_size = token_group, sequence_group, data_parallel_size
+
+    def _router_losses(self, route, x: torch.Tensor) -> torch.Tensor:
+        """This rank's share of the auxiliary loss plus the z-loss (their sum over the token group, with
+        the data-parallel gradient factor, is the loss of the global batch)."""
+        c = self.config
+        total = route.scores.new_zeros(())
+        if c.uses_aux_loss:
+            total = total + self._aux_loss(route, x)
+        if c.z_loss_coeff > 0:
+            total = total + self._z_loss(route)
+        return total
+
+    def _global_counts(self, counts: torch.Tensor, group) -> torch.Tensor:
+        if group is None:
+            return counts
+        import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+        counts = counts.clone()
+        dist.all_reduce(counts, group=group)
+        return counts
+
+    def _batch_stats(self, slots: torch.Tensor, dtype) -> torch.Tensor:
+        """``[E + 1]``: the expert counts and the token total over the token group (one all-reduce)."""
+        c = self.config
+        local = torch.cat([torch.bincount(slots.reshape(-1), minlength=c.num_experts),
+                           torch.tensor([slots.shape[0]], device=slots.device)]).to(torch.float64)
+        return self._global_counts(local, self.token_group).to(dtype)
+
+    def _z_loss(self, route) -> torch.Tensor:
+        c = self.config
+        stats = self._batch_stats(route.experts, route.logits.dtype)
+        lse = torch.logsumexp(route.logits, dim=-1)
+        return c.z_loss_coeff * (lse * lse).sum() / stats[-1] * self.data_parallel_size
 
     def _aux_loss(self, route, x: torch.Tensor) -> torch.Tensor:
         c = self.config
@@ -137,11 +192,17 @@ class MoE(nn.Module):
         slots = route.experts
         if c.aux_loss_level == "sequence" and x.dim() == 3:
             b, s = x.shape[0], x.shape[1]
-            counts = torch.zeros(b, c.num_experts, dtype=probs.dtype, device=probs.device)
-            counts.scatter_add_(1, slots.reshape(b, s * c.top_k), torch.ones_like(slots, dtype=probs.dtype).view(b, -1))
-            f = counts / (s * c.top_k)
-            p = probs.view(b, s, c.num_experts).mean(1)
+            counts = torch.zeros(b, c.num_experts + 1, dtype=torch.float64, device=probs.device)
+            counts.scatter_add_(1, slots.reshape(b, s * c.top_k),
+                                torch.ones_like(slots, dtype=torch.float64).view(b, -1))
+            counts[:, -1] = s
+            counts = self._global_counts(counts, self.sequence_group).to(probs.dtype)
+            seq = counts[:, -1:]  # the whole sequence's length over the ranks splitting it
+            f = counts[:, :-1] / (seq * c.top_k)
+            p = probs.view(b, s, c.num_experts).sum(1) / seq
             return c.aux_loss_coeff * c.num_experts * (f * p).sum(-1).mean()
-        n = slots.shape[0]
-        counts = torch.bincount(slots.reshape(-1), minlength=c.num_experts).to(probs.dtype)
-        return c.aux_loss_coeff * c.num_experts * ((counts / (n * c.top_k)) * probs.mean(0)).sum()
+        stats = self._batch_stats(slots, probs.dtype)
+        n = stats[-1]
+        f = stats[:-1] / (n * c.top_k)
+        return (c.aux_loss_coeff * c.num_experts * (f * (probs.sum(0) / n)).sum()
+                * self.data_parallel_size)

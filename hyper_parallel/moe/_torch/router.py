@@ -22,11 +22,13 @@ class RouterOutput(NamedTuple):
         weights: ``[N, k]`` combine weights (float32; from the unbiased scores).
         experts: ``[N, k]`` selected experts (int64), in descending selection-score order.
         scores: ``[N, E]`` router scores (float32; softmax or sigmoid), differentiable.
+        logits: ``[N, E]`` router logits (float32), differentiable (the z-loss reads them).
     """
 
     weights: torch.Tensor
     experts: torch.Tensor
     scores: torch.Tensor
+    logits: Optional[torch.Tensor] = None
 
 
 class TokenChoiceTopKRouter(nn.Module):
@@ -85,4 +87,4 @@ class TokenChoiceTopKRouter(nn.Module):
             weights = weights / (weights.sum(dim=-1, keepdim=True) + ROUTE_NORM_EPS)
         if self.route_scale != 1.0:
             weights = weights * self.route_scale
-        return RouterOutput(weights, experts, scores)
+        return RouterOutput(weights, experts, scores, logits)

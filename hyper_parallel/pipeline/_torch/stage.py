@@ -6,7 +6,8 @@
   each stage's autograd graph ends at its own inputs; a DTensor activation travels as its local
   tensor and is rebuilt on the receiver from the spec exchanged at shape inference.
 * Shape inference runs once (first step, and again when the first stage's microbatch shapes change):
-  stages run one no-grad forward in stage order and pass their output metadata to the next stage;
+  stages run one no-grad forward in stage order (in eval mode, so it has no training side effect: MoE
+  token counts, BatchNorm statistics) and pass their output metadata to the next stage;
   with ``input_args`` on every stage it is static (no exchange).
 * Backward: ``B`` runs the full backward; ``I`` / ``W`` use the graph-surgery split of ``backward.py``.
 * Stages on meshes of different sizes (``pipeline/meshes.py``): when a pipeline position holds several
@@ -302,8 +303,7 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
         if self.static_out is not None:
             self.out_meta = self.static_out
         else:
-            with torch.no_grad():
-                out = self._boundary_outputs(_flatten(self.submod(*ins, **kwargs), f"stage {self.stage_index} forward"))
+            out = self._probe_forward(ins, kwargs)
             self.out_meta = tuple(TensorMeta.of(t) for t in out)
         nxt = self.stage_index + 1
         pos = self.stage_to_rank[self.stage_index]
@@ -311,6 +311,18 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
                 and dist.get_rank() == self.positions[pos][0]:
             for peer in self.positions[self.stage_to_rank[nxt]]:
                 self._send_object(self.out_meta, peer)
+
+    def _probe_forward(self, ins, kwargs):
+        """The shape-inference forward: no grad, eval mode (no training side effects: MoE token counts, BatchNorm
+        statistics), every module's own mode restored afterwards."""
+        modes = [(m, m.training) for m in self.submod.modules()]
+        self.submod.train(False)
+        try:
+            with torch.no_grad():
+                return self._boundary_outputs(_flatten(self.submod(*ins, **kwargs), f"stage {self.stage_index} forward"))
+        finally:
+            for m, mode in modes:
+                m.training = mode
 
     def _send_object(self, obj, peer: int) -> None:
         data = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)

@@ -1,0 +1,81 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""ST: the MoE router losses (auxiliary loss, batch- and sequence-level, and the z-loss) on global statistics, on
+2 gloo ranks against one process on the whole batch.
+
+Two ways the tokens of one loss are spread: data parallel (rows split, gradients averaged over the ranks:
+``set_token_groups(world, None, data_parallel_size=2)``) and sequence parallel (each sequence split, gradients
+summed over the ranks as under TP: ``set_token_groups(world, world, 1)``). In both the averaged / summed router
+gradient equals the one-process gradient of the same losses on the whole batch.
+"""
+import copy
+
+import pytest
+
+from hyper_parallel.testing import multi_rank
+
+TOL = dict(rtol=1e-5, atol=1e-6)
+
+
+def _moe(level):
+    import torch
+    from hyper_parallel.moe import MoE, MoEConfig
+    torch.manual_seed(0)
+    moe = MoE(MoEConfig(num_experts=4, top_k=2, dim=8, hidden_dim=16, num_shared_experts=1,
+                        load_balance="expert_bias+aux_loss", aux_loss_coeff=0.5, aux_loss_level=level,
+                        z_loss_coeff=0.1))
+    moe.router.reset_parameters(std=0.5)
+    return moe
+
+
+@pytest.mark.parametrize("split", ["data", "sequence"])
+@multi_rank(world_size=2, timeout=120)
+def test_router_losses_on_global_statistics_match_one_process(split):
+    import torch
+    import torch.distributed as dist
+    rank = dist.get_rank()
+    g = torch.Generator().manual_seed(3)
+    x, w = torch.randn(4, 6, 8, generator=g), torch.randn(4, 6, 8, generator=g)
+    dim = 0 if split == "data" else 1
+    for level in ("batch", "sequence"):
+        ref = _moe(level)
+        model = copy.deepcopy(ref)
+        world = dist.group.WORLD
+        if split == "data":
+            model.set_token_groups(world, None, data_parallel_size=2)
+        else:
+            model.set_token_groups(world, world, data_parallel_size=1)
+        out = model(x.chunk(2, dim)[rank])
+        (out * w.chunk(2, dim)[rank]).sum().backward()
+        ref_out = ref(x)
+        # data parallel: the global loss is the mean of the ranks' losses; sequence split: their sum
+        ((ref_out * w).sum() * (0.5 if split == "data" else 1.0)).backward()
+        torch.testing.assert_close(out, ref_out.chunk(2, dim)[rank], **TOL)
+        for (name, p), (_, rp) in zip(model.named_parameters(), ref.named_parameters()):
+            grad = p.grad.clone()
+            dist.all_reduce(grad)
+            if split == "data":
+                grad /= 2
+            torch.testing.assert_close(grad, rp.grad, **TOL, msg=lambda m, n=name, lv=level: f"{lv} {n}: {m}")
+        aux = model.aux_loss.clone()  # this rank's share (times the data-parallel factor)
+        dist.all_reduce(aux)
+        torch.testing.assert_close(aux / (2 if split == "data" else 1), ref.aux_loss, **TOL)
+
+
+@multi_rank(world_size=2, timeout=120)
+def test_router_losses_without_global_statistics_differ():
+    """The control: the same data-parallel split with each rank's own statistics (no token group) gives a
+    different router gradient, so the test above can fail."""
+    import torch
+    import torch.distributed as dist
+    rank = dist.get_rank()
+    g = torch.Generator().manual_seed(3)
+    x, w = torch.randn(4, 6, 8, generator=g), torch.randn(4, 6, 8, generator=g)
+    ref = _moe("batch")
+    model = copy.deepcopy(ref)
+    model.set_token_groups(None, None, data_parallel_size=2)
+    (model(x.chunk(2)[rank]) * w.chunk(2)[rank]).sum().backward()
+    ((ref(x) * w).sum() * 0.5).backward()
+    grad = model.router.gate.weight.grad.clone()
+    dist.all_reduce(grad)
+    assert not torch.allclose(grad / 2, ref.router.gate.weight.grad, rtol=1e-5, atol=1e-6)
