@@ -11,7 +11,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence
 
 __all__ = ["Callback", "LoggingCallback", "CheckpointCallback", "EvalCallback", "MoeMonitorCallback",
-           "ProfilerCallback", "write_plot"]
+           "ProfilerCallback", "write_plot", "write_moe_plot"]
 
 
 class Callback:
@@ -182,35 +182,112 @@ class EvalCallback(Callback):
 
 
 class MoeMonitorCallback(Callback):
-    """Per MoE layer: the step's global expert load, its max/mean imbalance and the expert-bias norm, added
-    to the metrics (``moe_max_over_mean`` is the worst layer's); a summary table at the end."""
+    """Watches the expert load of every MoE layer.
 
-    def __init__(self) -> None:
+    Per step: each layer's global load per expert, max/mean, min/mean and expert-bias norm go into the
+    metrics (``metrics["moe"][layer]``, plus ``moe_max_over_mean`` / ``moe_min_over_mean``: the worst layer's).
+    It warns once per layer and kind, in one line naming the layer and the expert, when an expert's load
+    stays below ``min_load`` x the mean for ``steps`` consecutive steps ("starved") or the layer's max/mean
+    stays above ``max_over_mean`` for ``steps`` steps ("overloaded"); the warnings are kept in
+    ``self.warnings`` and logged with ``metrics["moe_warning"]``. At the end: a table of the last step and
+    ``moe_load.png`` (max/mean and min/mean per layer over the steps) in ``out_dir`` when given.
+    """
+
+    def __init__(self, min_load: float = 0.25, max_over_mean: float = 1.5, steps: int = 5,
+                 out_dir: Optional[str] = None) -> None:
+        if not 0 < min_load < 1 or max_over_mean < 1 or steps < 1:
+            raise ValueError(f"MoeMonitorCallback: expected 0 < min_load < 1, max_over_mean >= 1, steps >= 1; got "
+                             f"min_load={min_load}, max_over_mean={max_over_mean}, steps={steps}")
+        self.min_load, self.max_over_mean, self.steps, self.out_dir = min_load, max_over_mean, steps, out_dir
         self.last: Dict[str, Any] = {}
         self.first: Optional[float] = None
+        self.history: List[Dict[str, Any]] = []
+        self.warnings: List[str] = []
+        self._low: Dict[tuple, int] = {}
+        self._high: Dict[str, int] = {}
+        self._warned: set = set()
+
+    def _check(self, step: int, name: str, layer: Dict[str, Any]) -> List[str]:
+        load = layer["load"]
+        mean = sum(load) / max(1, len(load))
+        out = []
+        for e, c in enumerate(load):
+            key = (name, e)
+            self._low[key] = self._low.get(key, 0) + 1 if mean and c < self.min_load * mean else 0
+            if self._low[key] >= self.steps and (name, "low") not in self._warned:
+                self._warned.add((name, "low"))
+                out.append(f"MoE monitor: step {step}: layer {name} expert {e} starved: load below "
+                           f"{self.min_load:g} x mean for {self.steps} steps (now {c} vs mean {mean:.0f})")
+        ratio = layer["max_over_mean"]
+        self._high[name] = self._high.get(name, 0) + 1 if ratio > self.max_over_mean else 0
+        if self._high[name] >= self.steps and (name, "high") not in self._warned:
+            self._warned.add((name, "high"))
+            busiest = max(range(len(load)), key=load.__getitem__)
+            out.append(f"MoE monitor: step {step}: layer {name} expert {busiest} overloaded: max/mean above "
+                       f"{self.max_over_mean:g} for {self.steps} steps (now {ratio:.2f})")
+        return out
 
     def on_step_end(self, trainer: Any, step: int, metrics: Dict[str, Any]) -> None:
         layers = trainer.backend.moe_stats()
         if not layers:
             return
+        for layer in layers.values():
+            mean = sum(layer["load"]) / max(1, len(layer["load"]))
+            layer["min_over_mean"] = min(layer["load"]) / mean if mean else 0.0
         metrics["moe"] = layers
         worst = max(layer["max_over_mean"] for layer in layers.values())
         metrics["moe_max_over_mean"] = worst
+        metrics["moe_min_over_mean"] = min(layer["min_over_mean"] for layer in layers.values())
         if self.first is None:
             self.first = worst
         self.last = layers
+        self.history.append({"step": step, **{n: (v["max_over_mean"], v["min_over_mean"]) for n, v in layers.items()}})
+        new = [w for name, layer in layers.items() for w in self._check(step, name, layer)]
+        if new:
+            metrics["moe_warning"] = new
+            self.warnings.extend(new)
+            for line in new:
+                trainer.log(f"[yellow]{line}[/yellow]")
 
     def on_train_end(self, trainer: Any) -> None:
         if not (self.last and trainer.is_logging_rank):
             return
         from rich.table import Table  # pylint: disable=import-outside-toplevel
         table = Table(title="MoE expert load (last step)")
-        for col in ("layer", "tokens per expert", "max/mean", "bias norm"):
+        for col in ("layer", "tokens per expert", "max/mean", "min/mean", "bias norm"):
             table.add_column(col)
         for name, layer in self.last.items():
             table.add_row(name, " ".join(str(c) for c in layer["load"]), f"{layer['max_over_mean']:.2f}",
-                          f"{layer['bias_norm']:.4f}")
+                          f"{layer['min_over_mean']:.2f}", f"{layer['bias_norm']:.4f}")
         trainer.console.print(table)
+        if self.out_dir and self.history:
+            os.makedirs(self.out_dir, exist_ok=True)
+            path = write_moe_plot(self.history, os.path.join(self.out_dir, "moe_load.png"))
+            trainer.log(f"MoE load plot: {path}")
+
+
+def write_moe_plot(history: Sequence[Dict[str, Any]], path: str) -> str:
+    """max/mean and min/mean expert load per MoE layer over the steps (``history``: one dict per step,
+    ``{"step": n, layer: (max_over_mean, min_over_mean), ...}``) as a PNG at ``path``; returns ``path``."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+    steps = [h["step"] for h in history]
+    names = [k for k in history[0] if k != "step"]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for name in names:
+        ax1.plot(steps, [h[name][0] for h in history], label=name)
+        ax2.plot(steps, [h[name][1] for h in history], label=name)
+    ax1.set_ylabel("max / mean expert load")
+    ax2.set_ylabel("min / mean expert load")
+    for ax in (ax1, ax2):
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
 
 
 class ProfilerCallback(Callback):

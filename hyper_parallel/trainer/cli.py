@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from hyper_parallel.trainer.config import ConfigError, JobConfig, load_config, parse_overrides
 from hyper_parallel.trainer.validate import validate_job
 
-__all__ = ["main", "launch_command", "config_reference"]
+__all__ = ["main", "launch_command", "config_reference", "balance_check"]
 
 EXIT_CONFIG = 2
 
@@ -170,12 +170,50 @@ def _one_process_phase(trainer: Any, losses: Dict[int, float]) -> bool:
     return ok
 
 
+def balance_check(history: Sequence[Dict[str, Any]], start: int, max_over_mean: float,
+                  min_load: float) -> Dict[str, Dict[str, Any]]:
+    """Per MoE layer, over the steps ``>= start`` of ``history`` (the trainer's metrics): the worst max/mean, the
+    lowest min/mean, and ``ok`` (max/mean never above ``max_over_mean``, no expert ever under ``min_load`` x the
+    mean). Empty when no step has MoE loads."""
+    out: Dict[str, Dict[str, Any]] = {}
+    for m in history:
+        if m["step"] < start:
+            continue
+        for name, layer in m.get("moe", {}).items():
+            load = layer["load"]
+            mean = sum(load) / max(1, len(load))
+            row = out.setdefault(name, {"max_over_mean": 0.0, "min_over_mean": float("inf"), "steps": 0})
+            row["max_over_mean"] = max(row["max_over_mean"], max(load) / mean if mean else float("inf"))
+            row["min_over_mean"] = min(row["min_over_mean"], min(load) / mean if mean else 0.0)
+            row["steps"] += 1
+    for row in out.values():
+        row["ok"] = row["max_over_mean"] <= max_over_mean and row["min_over_mean"] >= min_load
+    return out
+
+
+def _balance_phase(trainer: Any, history: Sequence[Dict[str, Any]]) -> bool:
+    demo = trainer.config.demo
+    rows = balance_check(history, demo.balance_from, demo.balance_max_over_mean, demo.balance_min_load)
+    if not rows:
+        trainer.log(f"[red]balance check: no MoE loads in the metrics from step {demo.balance_from}[/red]")
+        return False
+    if trainer.is_logging_rank:
+        _table(trainer.console, f"expert load, steps {demo.balance_from}..{history[-1]['step']} (check: max/mean <= "
+               f"{demo.balance_max_over_mean:g}, min/mean >= {demo.balance_min_load:g})",
+               ("layer", "worst max/mean", "lowest min/mean", ""),
+               [(n, f"{r['max_over_mean']:.3f}", f"{r['min_over_mean']:.3f}", "balanced" if r["ok"] else "IMBALANCED")
+                for n, r in rows.items()])
+    return all(r["ok"] for r in rows.values())
+
+
 def _demo_phases(trainer: Any, history: Sequence[Dict[str, Any]]) -> bool:
     demo = trainer.config.demo
-    if not history or not (demo.resume_steps or demo.compare_steps):
+    if not history or not (demo.resume_steps or demo.compare_steps or demo.balance_from):
         return True
     losses = {m["step"]: m["loss"] for m in history}
     ok = True
+    if demo.balance_from:
+        ok = _balance_phase(trainer, history) and ok
     if demo.resume_steps:
         ok = _resume_phase(trainer, losses) and ok
     if demo.compare_steps:

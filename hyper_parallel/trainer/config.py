@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 __all__ = ["ConfigError", "JobConfig", "ModelSection", "ParallelismSection", "TrainingSection", "CheckpointSection",
-           "DataSection", "MetricsSection", "FaultSection", "DemoSection", "JobSection", "load_config",
+           "DataSection", "MetricsSection", "FaultSection", "DemoSection", "JobSection", "MoeSection", "load_config",
            "parse_config", "parse_overrides", "config_to_dict", "parallel_degrees", "pipeline_stages"]
 
 MIXED_PRECISION = ("fp32", "bf16")
@@ -152,15 +152,62 @@ class FaultSection:
     kill_rank: int = 1
 
 
+#: ``moe.load_balance`` values (``"flavor"``: keep the model flavor's; ``"none"``: no balancing)
+MOE_LOAD_BALANCE = ("flavor", "expert_bias", "aux_loss", "expert_bias+aux_loss", "none")
+MOE_AUX_LEVELS = ("flavor", "batch", "sequence")
+
+
+@dataclass
+class MoeSection:  # pylint: disable=too-many-instance-attributes
+    """``[moe]``: load-balancing knobs of every MoE layer, overriding the model flavor's ``MoEConfig``
+    (``"flavor"`` / a negative number keeps the flavor's value), and the MoE monitor's warning thresholds.
+
+    ``load_balance``: ``expert_bias`` (DeepSeek-V3 auxiliary-loss-free bias, moved by ``bias_update_rate``
+    after each step from the global token counts), ``aux_loss`` (Switch/GShard auxiliary loss of coefficient
+    ``aux_loss_coeff`` on global-batch statistics, or per sequence with ``aux_loss_level = "sequence"``), both,
+    or ``none``. ``z_loss_coeff``: router z-loss. ``capacity_factor``: 0 = dropless, else token dropping.
+    The monitor warns once per layer when an expert stays below ``warn_min_load`` x the mean load for
+    ``warn_steps`` steps, or max/mean exceeds ``warn_max_over_mean`` for ``warn_steps`` steps."""
+
+    load_balance: str = "flavor"
+    bias_update_rate: float = -1.0
+    aux_loss_coeff: float = -1.0
+    aux_loss_level: str = "flavor"
+    z_loss_coeff: float = -1.0
+    capacity_factor: float = -1.0
+    warn_min_load: float = 0.25
+    warn_max_over_mean: float = 1.5
+    warn_steps: int = 5
+
+    def overrides(self) -> Dict[str, Any]:
+        """The ``MoEConfig`` fields this section sets (empty: the flavor's configuration as it is)."""
+        out: Dict[str, Any] = {}
+        if self.load_balance != "flavor":
+            out["load_balance"] = None if self.load_balance == "none" else self.load_balance
+        if self.aux_loss_level != "flavor":
+            out["aux_loss_level"] = self.aux_loss_level
+        for key in ("bias_update_rate", "aux_loss_coeff", "z_loss_coeff"):
+            if getattr(self, key) >= 0:
+                out[key] = getattr(self, key)
+        if self.capacity_factor >= 0:
+            out["capacity_factor"] = self.capacity_factor or None
+        return out
+
+
 @dataclass
 class DemoSection:
     """``[demo]``: after training, resume from the checkpoint of ``resume_from`` and rerun ``resume_steps``
     steps next to the first run's losses, then train ``compare_steps`` steps on one process next to the
-    distributed first losses (0 disables each)."""
+    distributed first losses (0 disables each). ``balance_from``: check that from this step on every MoE layer's
+    expert load has max/mean <= ``balance_max_over_mean`` and no expert under ``balance_min_load`` x the mean
+    (0 disables the check)."""
 
     resume_from: int = 0
     resume_steps: int = 0
     compare_steps: int = 0
+    balance_from: int = 0
+    balance_max_over_mean: float = 1.3
+    balance_min_load: float = 0.25
 
 
 @dataclass
@@ -177,6 +224,7 @@ class JobConfig:
     data: DataSection = field(default_factory=DataSection)
     metrics: MetricsSection = field(default_factory=MetricsSection)
     fault: FaultSection = field(default_factory=FaultSection)
+    moe: MoeSection = field(default_factory=MoeSection)
     demo: DemoSection = field(default_factory=DemoSection)
     source: str = "<defaults>"
 
@@ -328,7 +376,8 @@ def _validate(cfg: JobConfig) -> JobConfig:
     _check_positive(src, "metrics.log_every", me.log_every)
     _check_positive(src, "metrics.eval_every", me.eval_every, 0)
     _check_positive(src, "metrics.eval_batches", me.eval_batches)
-    for key in ("resume_from", "resume_steps", "compare_steps"):
+    _validate_moe(src, cfg.moe)
+    for key in ("resume_from", "resume_steps", "compare_steps", "balance_from"):
         _check_positive(src, f"demo.{key}", getattr(cfg.demo, key), 0)
     if cfg.demo.resume_steps and not (ck.enable and 0 < cfg.demo.resume_from < tr.steps
                                       and cfg.demo.resume_from % ck.interval == 0):
@@ -336,6 +385,16 @@ def _validate(cfg: JobConfig) -> JobConfig:
                           f"training.steps that is a multiple of checkpoint.interval, got {cfg.demo.resume_from}")
     _validate_free_sections(cfg)
     return cfg
+
+
+def _validate_moe(src: str, moe: MoeSection) -> None:
+    _check_choice(src, "moe.load_balance", moe.load_balance, MOE_LOAD_BALANCE)
+    _check_choice(src, "moe.aux_loss_level", moe.aux_loss_level, MOE_AUX_LEVELS)
+    if not 0 < moe.warn_min_load < 1:
+        raise ConfigError(f"{src}: moe.warn_min_load: expected a fraction of the mean load in (0, 1), got "
+                          f"{moe.warn_min_load}")
+    _check_positive(src, "moe.warn_max_over_mean", moe.warn_max_over_mean, 1)
+    _check_positive(src, "moe.warn_steps", moe.warn_steps)
 
 
 def _validate_free_sections(cfg: JobConfig) -> None:

@@ -38,6 +38,16 @@ def _flops_per_token(cfg: Any, n_params: int, seq_len: int) -> float:
     return 6.0 * n_params + 12.0 * layers * hidden * seq_len
 
 
+def _with_moe_overrides(mcfg: Any, overrides: Dict[str, Any]) -> Any:
+    """``mcfg`` with the ``[moe]`` section's fields applied to its ``MoEConfig`` (validated by it)."""
+    if not overrides:
+        return mcfg
+    import dataclasses  # pylint: disable=import-outside-toplevel
+    if getattr(mcfg, "moe", None) is None:
+        raise ValueError(f"moe.{sorted(overrides)[0]}: the model has no MoE layers; remove the [moe] settings")
+    return dataclasses.replace(mcfg, moe=dataclasses.replace(mcfg.moe, **overrides))
+
+
 def _restarted_attempt_store() -> None:
     """After a torchrun restart, join the process group through a store prefix of this attempt.
 
@@ -134,6 +144,7 @@ class TorchTrainerBackend:
         cfg = self.config
         mcfg = build_model_config(cfg.model.name, cfg.model.flavor, vocab_size=vocab_size,
                                   max_position_embeddings=max(cfg.training.seq_len, 128))
+        mcfg = _with_moe_overrides(mcfg, cfg.moe.overrides())
         torch.manual_seed(cfg.job.seed)
         model = model_spec(cfg.model.name).model_cls(mcfg)
         n_params = sum(p.numel() for p in model.parameters())
@@ -282,7 +293,7 @@ class TorchTrainerBackend:
             loads = m.tokens_per_expert.tolist()
             m.global_tokens_per_expert = tuple(loads)
             with torch.no_grad():
-                if m.config.load_balance == "expert_bias" and sum(loads):
+                if m.config.uses_expert_bias and sum(loads):
                     m.expert_bias += torch.tensor(bias_update(loads, m.config.bias_update_rate))
                 m.tokens_per_expert.zero_()
 
@@ -322,6 +333,17 @@ class TorchTrainerBackend:
                 lambda out, tgt: torch.nn.functional.cross_entropy(out.flatten(0, 1), tgt.flatten()))
             return self._next_token_loss(loss_fn, logits, labels)
 
+    def _set_router_loss_scale(self, reset: bool = False) -> None:
+        """The MoE auxiliary loss / z-loss are taken per micro-batch, like the main loss (gradient-accumulation
+        semantics): each micro-batch's router losses get the gradient its main loss gets, ``1 / grad_accum``, and
+        under PP ``1 / (grad_accum x pp_microbatches)`` (the schedule divides each micro-batch loss by the
+        micro-batch count). So PP with ``n`` micro-batches equals one process with ``grad_accum = n``."""
+        if not self._moe:
+            return
+        from hyper_parallel.moe._torch.moe import MoEAuxLossAutoScaler  # pylint: disable=import-outside-toplevel
+        micro = self.config.parallelism.pp_microbatches if self._schedule is not None else 1
+        MoEAuxLossAutoScaler.set_loss_scale(1.0 if reset else 1.0 / (self.config.training.grad_accum * micro))
+
     def _mean_over_loss_ranks(self, value: float) -> float:
         if self._loss_group is None:
             return value
@@ -335,12 +357,16 @@ class TorchTrainerBackend:
         start = time.perf_counter()
         micro = len(rows) // t.grad_accum
         total = 0.0
-        if self._schedule is not None:
-            total = self._pp_step(rows)
-        for i in range(t.grad_accum if self._schedule is None else 0):
-            loss = self._loss(rows[i * micro:(i + 1) * micro]) / t.grad_accum
-            loss.backward()
-            total += loss.detach().item()
+        self._set_router_loss_scale()
+        try:
+            if self._schedule is not None:
+                total = self._pp_step(rows)
+            for i in range(t.grad_accum if self._schedule is None else 0):
+                loss = self._loss(rows[i * micro:(i + 1) * micro]) / t.grad_accum
+                loss.backward()
+                total += loss.detach().item()
+        finally:
+            self._set_router_loss_scale(reset=True)
         grad_norm = 0.0
         if t.clip_grad_norm > 0:
             from hyper_parallel.optim._torch.clip import clip_grad_norm_  # pylint: disable=import-outside-toplevel
