@@ -30,6 +30,11 @@ SETTINGS = {
     "bias 1e-2": {"load_balance": "expert_bias", "bias_update_rate": 1e-2},
     "bias 1e-3 (old default)": {"load_balance": "expert_bias", "bias_update_rate": 1e-3},
     "none": {"load_balance": "none"},
+    "sinkhorn": {"load_balance": "sinkhorn"},
+    "aux 1e-1": {"load_balance": "aux_loss", "aux_loss_coeff": 1e-1},
+    "aux 3e-2": {"load_balance": "aux_loss", "aux_loss_coeff": 3e-2},
+    "bias 1e-2 + aux 1e-1": {"load_balance": "expert_bias+aux_loss", "bias_update_rate": 1e-2,
+                             "aux_loss_coeff": 1e-1},
 }
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -108,7 +113,20 @@ def plot(records: list, path: str) -> None:
     plt.close(fig)
 
 
+def _run_all(args) -> None:
+    """Every setting as its own process, ``args.jobs`` at a time."""
+    pending, running = list(SETTINGS), []
+    while pending or running:
+        while pending and len(running) < args.jobs:
+            name = pending.pop(0)
+            running.append(subprocess.Popen([sys.executable, __file__, "--out", args.out, "--steps",  # noqa  # pylint: disable=R1732
+                                             str(args.steps), "--only", name]))
+        running[0].wait()
+        running = [p for p in running if p.poll() is None]
+
+
 def main() -> None:
+    """Run the settings (or one with ``--only``), then print the table and draw the plot."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--out", default="runs/moe_balance")
     parser.add_argument("--jobs", type=int, default=2)
@@ -122,14 +140,7 @@ def main() -> None:
         run_one(args.only, args.out, args.steps)
         return
     if not args.plot_only:
-        pending, running = list(SETTINGS), []
-        while pending or running:
-            while pending and len(running) < args.jobs:
-                name = pending.pop(0)
-                running.append(subprocess.Popen([sys.executable, __file__, "--out", args.out, "--steps",
-                                                 str(args.steps), "--only", name]))
-            running[0].wait()
-            running = [p for p in running if p.poll() is None]
+        _run_all(args)
     records = []
     for name in SETTINGS:
         path = os.path.join(args.out, _slug(name) + ".json")

@@ -10,11 +10,13 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-__all__ = ["MoEConfig", "SCORE_FUNCS", "LOAD_BALANCE", "AUX_LOSS_LEVELS", "check_expert_parallel",
+__all__ = ["MoEConfig", "SCORE_FUNCS", "LOAD_BALANCE", "SINKHORN_ITERS", "AUX_LOSS_LEVELS", "check_expert_parallel",
            "expert_fsdp_degree", "uses_expert_bias", "uses_aux_loss"]
 
 SCORE_FUNCS = ("softmax", "sigmoid")
-LOAD_BALANCE = ("aux_loss", "expert_bias", "expert_bias+aux_loss", None)
+LOAD_BALANCE = ("aux_loss", "expert_bias", "expert_bias+aux_loss", "sinkhorn", None)
+#: Sinkhorn iterations of ``load_balance="sinkhorn"`` (a fixed count: every rank runs the same collectives)
+SINKHORN_ITERS = 8
 AUX_LOSS_LEVELS = ("batch", "sequence")
 
 
@@ -51,7 +53,11 @@ class MoEConfig:  # pylint: disable=too-many-instance-attributes
         load_balance: ``"aux_loss"`` (auxiliary loss through ``MoEAuxLossAutoScaler``),
             ``"expert_bias"`` (auxiliary-loss-free: a per-expert bias added to the scores for the
             *selection only*, moved after each optimizer step), ``"expert_bias+aux_loss"`` (both:
-            DeepSeek-V3's bias plus a small complementary auxiliary loss) or ``None``.
+            DeepSeek-V3's bias plus a small complementary auxiliary loss), ``"sinkhorn"`` (Megatron's
+            Sinkhorn routing: while training, the selection is made on the router probabilities
+            Sinkhorn-normalised over the batch, so that every expert gets the same share of each
+            batch; the combine weights stay the plain scores; evaluation routes by plain top-k) or
+            ``None``.
         aux_loss_coeff: ``alpha`` of the auxiliary loss ``alpha * E * sum_i f_i * P_i`` (= alpha at
             perfect balance).
         bias_update_rate: ``gamma`` of the bias rule ``b_i += gamma * sign(mean - load_i)`` (default

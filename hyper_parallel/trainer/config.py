@@ -153,7 +153,7 @@ class FaultSection:
 
 
 #: ``moe.load_balance`` values (``"flavor"``: keep the model flavor's; ``"none"``: no balancing)
-MOE_LOAD_BALANCE = ("flavor", "expert_bias", "aux_loss", "expert_bias+aux_loss", "none")
+MOE_LOAD_BALANCE = ("flavor", "expert_bias", "aux_loss", "expert_bias+aux_loss", "sinkhorn", "none")
 MOE_AUX_LEVELS = ("flavor", "batch", "sequence")
 
 

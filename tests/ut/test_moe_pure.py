@@ -40,7 +40,7 @@ def cfg(**kw):
     (dict(n_groups=3), ["n_groups=3", "num_experts=8"]),
     (dict(n_groups=4, topk_groups=5), ["topk_groups=5", "n_groups=4"]),
     (dict(n_groups=4, topk_groups=1, top_k=3), ["top_k=3", "2 experts reachable"]),
-    (dict(load_balance="sinkhorn"), ["load_balance", "sinkhorn"]),
+    (dict(load_balance="switch"), ["load_balance", "switch"]),
     (dict(aux_loss_coeff=-1.0), ["aux_loss_coeff", "-1.0"]),
     (dict(bias_update_rate=-0.1), ["bias_update_rate", "-0.1"]),
     (dict(capacity_factor=0), ["capacity_factor", "0"]),

@@ -114,7 +114,8 @@ class MoE(nn.Module):
                              f"{tuple(x.shape)}")
         flat = x.reshape(-1, c.dim)
         bias = self.expert_bias if c.uses_expert_bias else None
-        route = self.router(flat, bias)
+        sinkhorn = c.load_balance == "sinkhorn" and self.training
+        route = self.router(flat, bias, sinkhorn=sinkhorn, group=self.token_group if sinkhorn else None)
         if self.training and not in_recompute():
             with torch.no_grad():
                 counts = torch.bincount(route.experts.reshape(-1), minlength=c.num_experts)

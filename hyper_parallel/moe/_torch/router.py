@@ -12,7 +12,34 @@ from torch import nn
 from hyper_parallel.moe.api import SCORE_FUNCS
 from hyper_parallel.moe.routing import ROUTE_NORM_EPS
 
-__all__ = ["TokenChoiceTopKRouter", "RouterOutput"]
+__all__ = ["TokenChoiceTopKRouter", "RouterOutput", "sinkhorn_balance"]
+
+
+def sinkhorn_balance(logits: torch.Tensor, group=None, iters: Optional[int] = None) -> torch.Tensor:
+    """``diag(r) exp(logits - max) diag(c)`` with ``r``, ``c`` from ``iters`` Sinkhorn iterations: every row (token)
+    sums to 1 and every column (expert) to ``N_total / E``, where the column sums run over the tokens of every rank
+    of ``group`` (one ``[E]`` all-reduce per iteration; None: this rank's tokens). Each token's top-k of it spreads
+    a batch evenly over the experts even when the tokens' own scores barely differ (Megatron-Core's ``sinkhorn``)."""
+    from hyper_parallel.moe.api import SINKHORN_ITERS  # pylint: disable=import-outside-toplevel
+    iters = SINKHORN_ITERS if iters is None else iters
+    logits = logits.double()
+    peak = logits.max()
+    if group is not None:
+        import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+        dist.all_reduce(peak, op=dist.ReduceOp.MAX, group=group)
+    cost = torch.exp(logits - peak)
+    n = torch.tensor([float(cost.shape[0])], dtype=cost.dtype)
+    if group is not None:
+        dist.all_reduce(n, group=group)
+    col = torch.ones(cost.shape[1], dtype=cost.dtype)
+    row = torch.ones(cost.shape[0], dtype=cost.dtype)
+    for _ in range(iters):
+        row = 1.0 / ((cost * col).sum(1) + 1e-30)
+        sums = (cost * row.unsqueeze(1)).sum(0)
+        if group is not None:
+            dist.all_reduce(sums, group=group)
+        col = (n / cost.shape[1]) / (sums + 1e-30)
+    return (cost * col * row.unsqueeze(1)).float()
 
 
 class RouterOutput(NamedTuple):
@@ -73,12 +100,16 @@ class TokenChoiceTopKRouter(nn.Module):
         mask = torch.zeros_like(group_score, dtype=torch.bool).scatter_(1, keep, True)
         return mask.unsqueeze(-1).expand_as(grouped).reshape(n, e)
 
-    def forward(self, x: torch.Tensor, expert_bias: Optional[torch.Tensor] = None) -> RouterOutput:
-        """Route ``x: [N, dim]``."""
+    def forward(self, x: torch.Tensor, expert_bias: Optional[torch.Tensor] = None, *, sinkhorn: bool = False,
+                group=None) -> RouterOutput:
+        """Route ``x: [N, dim]``. ``sinkhorn``: select on the Sinkhorn-balanced probabilities (column sums over the
+        tokens of every rank of ``group`` made equal), see :func:`sinkhorn_balance`."""
         logits = self.gate(x).float()
         scores = torch.softmax(logits, dim=-1) if self.score_func == "softmax" else torch.sigmoid(logits)
         with torch.no_grad():
             selection = scores if expert_bias is None else scores + expert_bias.float()
+            if sinkhorn:
+                selection = sinkhorn_balance(logits, group)
             if self.n_groups > 1:
                 selection = selection.masked_fill(~self._group_mask(selection), float("-inf"))
             experts = selection.topk(self.top_k, dim=-1).indices

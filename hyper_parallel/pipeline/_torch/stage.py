@@ -319,7 +319,8 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
         self.submod.train(False)
         try:
             with torch.no_grad():
-                return self._boundary_outputs(_flatten(self.submod(*ins, **kwargs), f"stage {self.stage_index} forward"))
+                out = self.submod(*ins, **kwargs)
+                return self._boundary_outputs(_flatten(out, f"stage {self.stage_index} forward"))
         finally:
             for m, mode in modes:
                 m.training = mode

@@ -106,7 +106,7 @@ def test_moe_section_overrides_and_errors(tmp_path):
     assert load_config(None).moe.overrides() == {}
     assert load_config(None, [("moe.load_balance", "none")]).moe.overrides() == {"load_balance": None}
     with pytest.raises(ConfigError, match="moe.load_balance"):
-        load_config(None, [("moe.load_balance", "sinkhorn")])
+        load_config(None, [("moe.load_balance", "switch")])
     with pytest.raises(ConfigError, match="moe.warn_min_load"):
         load_config(None, [("moe.warn_min_load", 2)])
     with pytest.raises(ConfigError, match="demo.balance_from"):
