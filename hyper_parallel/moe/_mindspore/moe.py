@@ -115,7 +115,8 @@ def _check_config(c: MoEConfig) -> None:
     for bad, why in ((c.n_groups > 1, f"group-limited routing (n_groups={c.n_groups})"),
                      (c.capacity_factor is not None, f"token dropping (capacity_factor={c.capacity_factor})"),
                      (c.uses_aux_loss, f"the auxiliary loss (load_balance={c.load_balance!r})"),
-                     (c.z_loss_coeff > 0, f"the router z-loss (z_loss_coeff={c.z_loss_coeff})")):
+                     (c.z_loss_coeff > 0, f"the router z-loss (z_loss_coeff={c.z_loss_coeff})"),
+                     (c.load_balance == "sinkhorn", "Sinkhorn routing (load_balance='sinkhorn')")):
         if bad:
             raise ValueError(f"MoE on MindSpore: {why} is not supported; it needs per-op autograd hooks and "
                              "kernels that MindSpore 2.10 PyNative lacks on CPU (use load_balance='expert_bias' "
