@@ -130,3 +130,47 @@ def test_codex_apply_patch_edits_are_checked_and_shell_guard_ignores_patches(pro
     assert _run("codex", "after-write", project, payload).returncode == 2
     pre = dict(payload, hook_event_name="PreToolUse")  # Codex also fires PreToolUse for apply_patch
     assert _run("codex", "before-shell", project, pre).returncode == 0
+
+
+def _run_from(name: str, event: str, root: Path, cwd: Path, command_text: str, env_extra: dict | None = None):
+    assistant = assistants.get(name)
+    payload = dict(_payload(name, event, root, command_text), cwd=str(cwd))
+    env = {**_git_env(), "HP_AGENT_PYTHON": sys.executable, **(env_extra or {})}
+    return subprocess.run(["sh", "-c", assistant.registrations(root)[event]], input=json.dumps(payload),
+                          capture_output=True, text=True, cwd=cwd, env=env, timeout=60, check=False)
+
+
+@pytest.mark.parametrize("name", ["codex", "cursor", "gemini"])
+def test_hook_outside_the_work_tree_fails_closed_on_git(project, tmp_path, name):
+    """Started from a directory outside the work tree (no project variable), the registered command cannot find
+    the hook: a git command is blocked with the error named, other commands go through (nothing to protect)."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    blocked = _run_from(name, "before-shell", project, outside, "git push -f origin main")
+    assert blocked.returncode == 2, blocked.stderr
+    assert "cannot run .agent/hooks/before-shell" in blocked.stderr and "not a git repository" in blocked.stderr
+    allowed = _run_from(name, "before-shell", project, outside, "ls -la")
+    assert allowed.returncode == 0 and "cannot run" in allowed.stderr
+    wrote = _run_from(name, "after-write", project, outside, str(outside / "x.py"))
+    assert wrote.returncode == 0 and "nothing checked" in wrote.stderr
+
+
+def test_gemini_hook_finds_the_project_from_its_variable(project, tmp_path):
+    proc = _run_from("gemini", "before-shell", project, tmp_path, "git push -f origin main",
+                     {"GEMINI_PROJECT_DIR": str(project)})
+    assert proc.returncode == 2 and "protected branch 'main'" in proc.stderr
+
+
+@pytest.mark.parametrize("name", REGISTERED)
+def test_a_crashing_hook_blocks_with_its_error(project, tmp_path, name):
+    """A hook that dies before answering (here: its Python exits 1 with a traceback) blocks, naming the error."""
+    crash = tmp_path / "python"
+    crash.write_text("#!/bin/sh\necho 'Traceback (most recent call last): ImportError: boom' >&2\nexit 1\n")
+    crash.chmod(0o755)
+    assistant = assistants.get(name)
+    env = {**_git_env(), **assistant.probe_env(project), "HP_AGENT_PYTHON": str(crash)}
+    payload = json.dumps(_payload(name, "before-shell", project, "git status"))
+    proc = subprocess.run(["sh", "-c", assistant.registrations(project)["before-shell"]], input=payload,
+                          capture_output=True, text=True, cwd=project, env=env, timeout=60, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert "ImportError: boom" in proc.stderr and "exit status 1" in proc.stderr

@@ -3,7 +3,9 @@
 """The before-shell guard over a corpus of real command lines (tests/agent/data/shell_corpus.yaml).
 
 Every line is decided in a real repository (branch ``feature``, a modified tracked file, an untracked file,
-an ignored ``.venv/``, the commit-msg hook installed); a sample of each decision also goes through the real
+an ignored ``.venv/``, the commit-msg hook installed, a stash entry, a
+branch ``topic`` with an unpushed commit, a branch ``merged`` holding nothing of its own, a worktree with an
+uncommitted file, a git alias ``pf = push -f``); a sample of each decision also goes through the real
 hook entry (``.agent/hooks/before-shell``) with each assistant's exact payload.
 """
 from __future__ import annotations
@@ -45,10 +47,20 @@ def work(tmp_path_factory) -> Path:
     (root / ".gitignore").write_text(".venv/\n")
     _git(root, "add", "-A")
     _git(root, "commit", "-q", "-m", "chore(repo): initial")
+    _git(root, "branch", "merged")  # nothing of its own: deleting it loses nothing
+    unique = _git(root, "commit-tree", "HEAD^{tree}", "-p", "HEAD", "-m", "feat(x): unpushed").strip()
+    _git(root, "update-ref", "refs/heads/topic", unique)  # one commit no other ref holds
+    _git(root, "config", "alias.pf", "push -f")
+    (root / "tools" / "x.py").write_text("X = 3\n")
+    _git(root, "stash", "push", "-q", "-m", "keep")
+    worktree = root.parent / "wt-dirty"
+    _git(root, "worktree", "add", "-q", "-b", "wt", str(worktree))
+    (worktree / "wt.txt").write_text("uncommitted\n")
     (root / "tools" / "x.py").write_text("X = 2\n")
     (root / "notes.txt").write_text("untracked\n")
     (root / ".venv").mkdir()
     (root / ".venv" / "marker").write_text("env\n")
+    (root / ".venv" / "hooks.cfg").write_text("[core]\n\thooksPath = /dev/null\n")
     hook = root / ".git" / "hooks" / "commit-msg"
     hook.parent.mkdir(exist_ok=True)
     hook.write_text("#!/bin/sh\nexit 0\n")

@@ -180,6 +180,6 @@ def test_codex_hooks_are_generated(synced):
     hooks = json.loads((synced / ".codex/hooks.json").read_text())["hooks"]
     assert hooks["PreToolUse"][0]["matcher"] == "Bash"
     assert "apply_patch" in hooks["PostToolUse"][0]["matcher"]
-    assert hooks["PreToolUse"][0]["hooks"][0]["command"].endswith(".agent/hooks/before-shell --assistant codex'")
+    assert 'exec "$t/.agent/hooks/before-shell" --assistant codex' in hooks["PreToolUse"][0]["hooks"][0]["command"]
     cursor = json.loads((synced / ".cursor/hooks.json").read_text())["hooks"]
     assert set(cursor) == {"afterFileEdit", "beforeShellExecution", "stop"}

@@ -28,12 +28,28 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from hp_agent.assets import Assets
     from hp_agent.sync.targets import Output
 
-def hook_command(assets: "Assets", event: str, assistant: str, project_var: str | None = None) -> str:
-    """The command an assistant registers for ``event``: the ``.agent/hooks`` script from the project root."""
+def hook_command(assets: "Assets", event: str, assistant: str, project_var: str | None = None,
+                 dir_var: str | None = None) -> str:
+    """The command an assistant registers for ``event``: the ``.agent/hooks`` script from the project root.
+
+    ``project_var``: the assistant always sets this variable to the project root. Otherwise the root is
+    ``$dir_var`` when set, else the work tree of the hook's working directory. When the hook cannot be found
+    there (the working directory is outside the work tree, git is missing), the command fails closed: a
+    ``before-shell`` payload that mentions git is blocked (exit 2) with the error, anything else goes through
+    with the error on stderr (there is nothing of this project to protect or check).
+    """
     hook = assets.settings["hooks"][event]["hook"]
     if project_var:
         return f'"${project_var}"/{hook} --assistant {assistant}'
-    return f'sh -c \'cd "$(git rev-parse --show-toplevel)" && exec {hook} --assistant {assistant}\''
+    root = f'${{{dir_var}:-$(git rev-parse --show-toplevel 2>&1)}}' if dir_var else \
+        '$(git rev-parse --show-toplevel 2>&1)'
+    error = f'echo "hp-agent {event}: cannot run {hook} from $PWD ($t)' + '{what}" >&2'
+    if event == "before-shell":
+        fallback = (error.format(what="; a git command is blocked (fail closed): start the assistant in the "
+                                      "project") + '; if grep -q git; then exit 2; fi; exit 0')
+    else:
+        fallback = error.format(what="; nothing checked") + "; exit 0"
+    return f'sh -c \'t={root}; [ -x "$t/{hook}" ] && exec "$t/{hook}" --assistant {assistant}; {fallback}\''
 
 
 def hook_events(assets: "Assets") -> dict[str, dict]:
@@ -118,7 +134,7 @@ class Assistant:
         groups: dict[str, list] = {}
         for event, spec in hook_events(assets).items():
             if event in self.registered:
-                command = hook_command(assets, event, self.name, self.command_var)
+                command = hook_command(assets, event, self.name, self.command_var, self.project_dir_env)
                 groups.setdefault(self.registered[event], []).append(
                     {"matcher": self.matchers[event], "hooks": [make_entry(event, spec, command)]})
         return groups

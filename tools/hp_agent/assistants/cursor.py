@@ -85,7 +85,7 @@ class Cursor(Assistant):
                     f"alwaysApply: {'true' if not globs else 'false'}", "---"]
             out[f".cursor/rules/{r.name}.mdc"] = T.Generated("\n".join(head) + "\n" + T.marker(r.path) + "\n"
                                                              + r.body.lstrip(), r.path)
-        hooks = {self.registered[e]: [{"command": T.hook_command(assets, e, self.name)}]
+        hooks = {self.registered[e]: [{"command": T.hook_command(assets, e, self.name, None, self.project_dir_env)}]
                  for e in T.hook_events(assets) if e in self.registered}
         out[".cursor/hooks.json"] = T.Generated({"version": 1, "hooks": hooks}, ".agent/settings.json",
                                                 owns=owned_hook_item, owned_keys="`version`, hook entries running "

@@ -26,6 +26,8 @@ from __future__ import annotations
 import os
 import posixpath
 
+from hp_agent.checks import guard_env
+from hp_agent.checks.guard_loss import LossChecks
 from hp_agent.checks.protected import is_protected
 from hp_agent.checks.shparse import Command, ShellSyntaxError, Word, parse_commands
 
@@ -111,6 +113,13 @@ class GitContext:
         path = path if os.path.isabs(path) else os.path.join(cwd, path)
         return os.path.isfile(path) and os.access(path, os.X_OK)
 
+    def git_alias(self, cwd: str, name: str) -> str | None:
+        """The value of git alias ``name`` in ``cwd``'s configuration (None when there is none)."""
+        if not os.path.isdir(cwd):
+            return None
+        proc = self._cached(("alias", name, cwd), "config", "--get", f"alias.{name}")
+        return proc.stdout.strip() or None if proc.returncode == 0 else None
+
     def would_lose(self, cwd: str, kind: str) -> list[str]:
         """Paths whose content ``kind`` (tracked | untracked | ignored) would discard."""
         args = ["status", "--porcelain=v1", "--untracked-files=all" if kind != "tracked" else "--untracked-files=no"]
@@ -182,26 +191,29 @@ def _env_chdir(words: list[Word], cwd: str | None) -> str | None:
     return cwd
 
 
-def _unwrap_once(cmd: Command) -> tuple[list[Word], str | None] | None:
-    """Strip one wrapper (``env``, ``sudo``, ...) from ``cmd``; None when it is not a wrapper."""
+def _unwrap_once(cmd: Command) -> tuple[list[Word], str | None, list[Word]] | None:
+    """Strip one wrapper (``env``, ``sudo``, ...) from ``cmd``: the words it runs, its cwd and the variables the
+    wrapper sets (``env NAME=VALUE``); None when it is not a wrapper."""
     name = cmd.name
     if name not in _SIMPLE_WRAPPERS:
         return None
     words = cmd.words
     if name == "command" and any(w.value in ("-v", "-V") for w in words[1:2]):
-        return [], cmd.cwd  # a lookup, not a run
+        return [], cmd.cwd, []  # a lookup, not a run
     start = _skip_options(words, 1, _WRAPPER_ARG_OPTS.get(name, set()))
     cwd = _env_chdir(words, cmd.cwd) if name == "env" else cmd.cwd
+    assigned: list[Word] = []
     if name == "env":
-        while start < len(words) and words[start].value and "=" in words[start].value \
-                and not words[start].value.startswith("="):
+        while start < len(words) and "=" in words[start].raw.split("$", 1)[0] \
+                and not words[start].raw.startswith("="):
+            assigned.append(words[start])
             start += 1
     if name == "timeout" and start < len(words):
         start += 1  # the duration
     rest = words[start:]
     if name == "xargs":
         rest = rest + [Word(None, "<xargs input>")]
-    return rest, cwd
+    return rest, cwd, assigned
 
 
 def expand(cmd: Command, depth: int = 0) -> Iterator[tuple[Command, int]]:
@@ -211,10 +223,12 @@ def expand(cmd: Command, depth: int = 0) -> Iterator[tuple[Command, int]]:
         unwrapped = _unwrap_once(current)
         if unwrapped is None:
             break
-        words, cwd = unwrapped
+        words, cwd, assigned = unwrapped
         if not words:
+            if assigned:
+                yield current.copy(words=[], assignments=current.assignments + assigned), depth
             return
-        current = current.copy(words=words, cwd=cwd)
+        current = current.copy(words=words, cwd=cwd, assignments=current.assignments + assigned)
     script = None
     if current.name in SHELLS:
         script = _shell_script(current.words)
@@ -259,7 +273,30 @@ def git_invocation(cmd: Command) -> tuple[list[Word], str | None, list[str]] | N
 
 
 def _hooks_path_override(configs: list[str]) -> bool:
-    return any(c.lower().startswith("core.hookspath") for c in configs)
+    return any(guard_env.risky_key(c.split("=", 1)[0]) for c in configs)
+
+
+def _config_aliases(configs: list[str]) -> dict[str, str]:
+    """``-c alias.NAME=VALUE`` settings of one git command."""
+    out = {}
+    for conf in configs:
+        key, eq, value = conf.partition("=")
+        if eq and key.lower().startswith("alias."):
+            out[key[6:]] = value
+    return out
+
+
+# git's own commands (an alias cannot shadow them; anything else may be an alias to look up)
+GIT_BUILTINS = frozenset(
+    "add am annotate apply archive bisect blame branch bundle cat-file check-ignore checkout cherry cherry-pick "
+    "clean clone commit commit-tree config count-objects describe diff diff-files diff-index diff-tree difftool "
+    "fetch for-each-ref format-patch fsck gc grep hash-object help init log ls-files ls-remote ls-tree maintenance "
+    "merge merge-base mergetool mv name-rev notes prune pull push range-diff read-tree rebase reflog remote repack "
+    "replace rerere reset restore rev-list rev-parse revert rm shortlog show show-ref sparse-checkout stash status "
+    "submodule switch symbolic-ref tag update-index update-ref var verify-commit version whatchanged worktree "
+    "write-tree lfs".split())
+_DECLARERS = {"export", "declare", "typeset", "local", "readonly"}
+_VAR_REF = "$"
 
 
 def _short_cluster(value: str, arg_letters: set[str]) -> tuple[set[str], str | None, str | None]:
@@ -318,13 +355,27 @@ def parse_commit(words: list[Word]) -> _CommitArgs:
     return args
 
 
-class Guard:
+def _var_name(raw: str) -> tuple[str, bool] | None:
+    """``(name, quoted)`` when a word is exactly one variable reference (``$g``, ``${g}``, ``"$g"``)."""
+    quoted = len(raw) > 1 and raw[0] == raw[-1] == '"'
+    body = raw[1:-1] if quoted else raw
+    if not body.startswith(_VAR_REF):
+        return None
+    name = body[2:-1] if body.startswith("${") and body.endswith("}") else body[1:]
+    return (name, quoted) if name and name.replace("_", "a").isalnum() and not name[0].isdigit() else None
+
+
+class Guard(LossChecks):
     """Evaluates a command line against the policy (see the module docstring)."""
 
-    def __init__(self, ctx: GitContext, bootstrap: bool = False) -> None:
+    def __init__(self, ctx: GitContext, bootstrap: bool = False, speculative: bool = False) -> None:
         self.ctx = ctx
         self.bootstrap = bootstrap
+        self.speculative = speculative  # checking "what if this were git": never write a backup
         self.verdict = Verdict()
+        self.variables: dict[str, str | None] = {}
+        self.aliases: dict[str, str] = {}
+        self.depth = 0
 
     def block(self, text: str) -> None:
         """Add a reason to block (once)."""
@@ -338,30 +389,166 @@ class Guard:
         except ShellSyntaxError as exc:
             self.block(f"cannot parse the shell command ({exc}); refusing to guess what it does")
             return self.verdict
+        self.check_all(commands)
+        return self.verdict
+
+    def check_all(self, commands: list[Command]) -> None:
+        """Check parsed commands in order (variables and aliases they define apply to the later ones)."""
         for top in commands:
             for cmd, _depth in expand(top):
                 self.check_one(cmd)
-        return self.verdict
 
     def check_one(self, cmd: Command) -> None:
         """Check one simple command."""
-        if cmd.words and cmd.words[0].value == "__opaque_script__":
+        self.check_environment(cmd, cmd.assignments)
+        self.check_redirects(cmd)
+        if not cmd.words:
+            self.remember(cmd.assignments)
+            return
+        if cmd.words[0].value == "__opaque_script__":
             self.block(f"the script given to a shell ({cmd.words[0].raw[:80]}) is built at run time or nested "
                        "too deeply; it cannot be checked. Run the commands directly")
             return
-        if cmd.name == "rm":
+        if cmd.words[0].value is None or cmd.name in self.aliases:
+            self.check_expanded_name(cmd)
+            return
+        if cmd.name in _DECLARERS or cmd.name == "alias":
+            self.declare(cmd)
+            return
+        self.check_writes(cmd)
+        if cmd.name in ("rm", "unlink", "shred"):
             self.check_rm(cmd)
             return
-        git = git_invocation(cmd)
-        if git is None:
+        if cmd.name == "find":
+            self.check_find(cmd)
             return
-        words, cwd, configs = git
+        git = git_invocation(cmd)
+        if git is not None:
+            self.check_git(cmd, *git)
+
+    def check_git(self, cmd: Command, words: list[Word], cwd: str | None, configs: list[str]) -> None:
+        """One git command: its ``-c`` settings, then its subcommand (a git alias is expanded first)."""
         if _hooks_path_override(configs):
-            self.block("overriding core.hooksPath on the command line bypasses the repository's git hooks")
+            self.block("overriding core.hooksPath or including another config file (include.path/includeIf) on "
+                       "the command line bypasses the repository's git hooks")
         sub = words[0].value if words else None
+        if sub and sub not in GIT_BUILTINS and self.depth < MAX_DEPTH:
+            alias = _config_aliases(configs).get(sub) or self.ctx.git_alias(self.ctx.resolve(cwd), sub)
+            if alias:
+                self.check_git_alias(cmd.copy(cwd=cwd), alias, words[1:])
+                return
         handler = getattr(self, f"git_{(sub or '').replace('-', '_')}", None)
         if handler is not None:
             handler(words, cmd.copy(cwd=cwd))
+
+    def check_git_alias(self, cmd: Command, alias: str, rest: list[Word]) -> None:
+        """A git alias runs git with its words (or a shell command for ``!...``), then the given arguments."""
+        self.depth += 1
+        try:
+            if alias.startswith("!"):
+                extra = " ".join(w.raw for w in rest)
+                self.check_all([c.copy(cwd=c.cwd or cmd.cwd) for c in parse_commands(f"{alias[1:]} {extra}")])
+                return
+            words = [Word("git", "git")] + [Word(v, v) for v in _split(alias)] + rest
+            self.check_one(cmd.copy(words=words, assignments=[]))
+        except ShellSyntaxError as exc:
+            self.block(f"the git alias {alias[:60]!r} cannot be parsed ({exc})")
+        finally:
+            self.depth -= 1
+
+    # -- variables, aliases, environment ---------------------------------------------------------------
+    def remember(self, assignments: list[Word]) -> None:
+        """Record ``NAME=VALUE`` words (their static value, None when only known at run time)."""
+        for word in assignments:
+            name, _, raw_value = word.raw.partition("=")
+            value = word.value.partition("=")[2] if word.value is not None else None
+            self.variables[name] = value if value is not None or not raw_value else None
+
+    def declare(self, cmd: Command) -> None:
+        """``export``/``declare``/... record variables; ``alias name=value`` records an alias."""
+        words = [w for w in cmd.words[1:] if not (w.value or "").startswith("-")]
+        assigned = [w for w in words if "=" in w.raw.split("$", 1)[0]]
+        if cmd.name == "alias":
+            for word in assigned:
+                name, _, value = (word.value or word.raw).partition("=")
+                self.aliases[name] = value if word.value is not None else ""
+            return
+        self.check_environment(cmd, assigned)
+        self.remember(assigned)
+
+    def check_environment(self, cmd: Command, assignments: list[Word]) -> None:
+        """Variables that make git read other configuration (``GIT_CONFIG_*``)."""
+        for word in assignments:
+            name = word.raw.partition("=")[0]
+            value = word.value.partition("=")[2] if word.value is not None else None
+            found = guard_env.assignment_problem(name, value, self.ctx.resolve(cmd.cwd))
+            if found:
+                (self.block if found[0] == "block" else self.ask)(found[1])
+
+    def check_expanded_name(self, cmd: Command) -> None:
+        """A command name from a variable (``$g push``) or a shell alias: check what it expands to."""
+        first = cmd.words[0]
+        if self.depth >= MAX_DEPTH:
+            self.block(f"the command name {first.raw[:40]} expands too deeply to be checked; run it directly")
+            return
+        text = self.expansion(first)
+        self.depth += 1
+        alias = self.aliases.pop(cmd.name, None) if first.value is not None else None  # bash: no self-expansion
+        try:
+            if text is not None:
+                rest = " ".join(w.raw for w in cmd.words[1:])
+                self.check_all([c.copy(cwd=c.cwd or cmd.cwd) for c in parse_commands(f"{text} {rest}")])
+                return
+            self.speculate_git(cmd)
+        except ShellSyntaxError as exc:
+            self.block(f"the command {first.raw[:40]} expands to something that cannot be parsed ({exc})")
+        finally:
+            self.depth -= 1
+            if alias is not None:
+                self.aliases[cmd.name] = alias
+
+    def expansion(self, first: Word) -> str | None:
+        """Shell text a command name stands for: a shell alias, or a variable with a known value."""
+        if first.value is not None:
+            return self.aliases.get(posixpath.basename(first.value))
+        ref = _var_name(first.raw)
+        if not ref or self.variables.get(ref[0]) is None:
+            return None
+        value = self.variables[ref[0]] or ""
+        return _quote(value) if ref[1] else value
+
+    def speculate_git(self, cmd: Command) -> None:
+        """A command name only known at run time: refuse when, were it git, the command would be refused."""
+        other = Guard(self.ctx, bootstrap=self.bootstrap, speculative=True)
+        other.variables, other.aliases, other.depth = self.variables, self.aliases, self.depth
+        other.check_one(cmd.copy(words=[Word("git", "git")] + cmd.words[1:], assignments=[]))
+        for reason in other.verdict.blocks + other.verdict.asks:
+            self.block(f"the command name {cmd.words[0].raw[:40]} is only known at run time and, if it is git: "
+                       f"{reason}")
+
+    def check_redirects(self, cmd: Command) -> None:
+        """Writing git's config or hooks with a redirection."""
+        for op, target in cmd.redirects:
+            if op in (">", ">>", ">|", "&>", "&>>", "<>") and target.value:
+                what = guard_env.git_dir_target(target.value, self.ctx.resolve(cmd.cwd))
+                if what:
+                    self.block(f"writing {what} directly (`{op} {target.value}`) can switch off the repository's "
+                               "git hooks; use `git config`/`hp-agent install` instead")
+
+    def check_writes(self, cmd: Command) -> None:
+        """``rm``/``mv``/``chmod``/``sed -i``... on git's config or hooks."""
+        if cmd.name not in guard_env.WRITERS:
+            return
+        values = [w.value for w in cmd.words[1:] if w.value and not w.value.startswith("-")]
+        if cmd.name in ("cp", "install", "ln", "dd"):
+            values = values[-1:] if cmd.name != "dd" else [v[3:] for v in values if v.startswith("of=")]
+        if cmd.name in ("sed", "perl") and not any((w.value or "").startswith(("-i", "-pi")) for w in cmd.words):
+            return
+        for value in values:
+            what = guard_env.git_dir_target(value, self.ctx.resolve(cmd.cwd))
+            if what:
+                self.block(f"`{cmd.name}` on {what} ({value}) can switch off the repository's git hooks; "
+                           "use `git config`/`hp-agent install` instead")
 
     # -- commit ----------------------------------------------------------------------------------------
     def git_commit(self, words: list[Word], cmd: Command) -> None:
@@ -465,12 +652,9 @@ class Guard:
     def git_config(self, words: list[Word], cmd: Command) -> None:
         """Setting core.hooksPath switches the repository's hooks off."""
         del cmd
-        values = [w.value or "" for w in words[1:]]
-        if "--unset" in values or "--unset-all" in values or "--get" in values:
-            return
-        plain = [v for v in values if not v.startswith("-")]
-        if len(plain) >= 2 and plain[0].lower() == "core.hookspath":
-            self.block("setting core.hooksPath switches off the repository's git hooks")
+        problem = guard_env.config_write_problem([w.value or "" for w in words[1:]])
+        if problem:
+            self.block(problem)
 
     # -- destructive -----------------------------------------------------------------------------------
     def git_reset(self, words: list[Word], cmd: Command) -> None:
@@ -515,7 +699,9 @@ class Guard:
     def check_rm(self, cmd: Command) -> None:
         """``rm -r`` of ``.git``, of the repository (or a parent of it), or of everything in it."""
         values = [w.value for w in cmd.words[1:]]
+        targets = _rm_targets(values)
         if not _rm_recursive(values):
+            self.lose_files(cmd, targets, f"`{cmd.name}`")
             return
         base = self.ctx.resolve(cmd.cwd)
         top = self.ctx.toplevel(base) if os.path.isdir(base) else None
@@ -525,6 +711,8 @@ class Guard:
                 self.ask(f"`rm -r {value}` deletes the repository's history (.git); it cannot be undone")
             elif top and value in ("*", "./*") and base == top:
                 self.destructive(cmd, f"`rm -r {value}`", "untracked")
+        if not self.verdict.asks:
+            self.lose_files(cmd, targets, "`rm -r`")
 
     def ask(self, text: str) -> None:
         """A reason the user must approve."""
@@ -542,7 +730,7 @@ class Guard:
             self.ask(f"{what} would discard uncommitted work ({shown}); commit it or run "
                      "`git stash push --include-untracked` first, or let the user approve")
             return
-        backup = self.ctx.backup_head(cwd)
+        backup = None if self.speculative else self.ctx.backup_head(cwd)
         self.verdict.notes.append(f"{what}: the working tree has nothing to lose"
                                   + (f"; HEAD backed up as branch {backup}" if backup else ""))
 
@@ -566,6 +754,32 @@ def _deletes_repo(value: str, target: str, top: str | None) -> bool:
     if posixpath.basename(value.rstrip("/")) == ".git" or os.path.exists(os.path.join(target, ".git")):
         return True
     return bool(top) and (top == target or top.startswith(target + "/"))
+
+
+def _rm_targets(values: list[str | None]) -> list[str | None]:
+    """The operands of ``rm`` (after ``--`` everything is one)."""
+    out: list[str | None] = []
+    operands = False
+    for value in values:
+        if value == "--" and not operands:
+            operands = True
+        elif operands or value is None or not value.startswith("-") or value == "-":
+            out.append(value)
+    return out
+
+
+def _split(text: str) -> list[str]:
+    """Split a git alias (or an unquoted variable's value) into words, as git and the shell do."""
+    import shlex  # pylint: disable=import-outside-toplevel
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return text.split()
+
+
+def _quote(value: str) -> str:
+    import shlex  # pylint: disable=import-outside-toplevel
+    return shlex.quote(value)
 
 
 def _rm_recursive(values: list[str | None]) -> bool:

@@ -49,11 +49,12 @@ class Word:
 class Command:
     """A simple command: assignments, argv words, stdin text when static, cwd when changed by ``cd``."""
 
-    __slots__ = ("words", "assignments", "stdin", "stdin_known", "cwd", "piped_from")
+    __slots__ = ("words", "assignments", "stdin", "stdin_known", "cwd", "piped_from", "redirects")
 
     def __init__(self, words: list[Word], cwd: str | None = None) -> None:
         self.words = words
         self.assignments: list[Word] = []
+        self.redirects: list[tuple[str, Word]] = []
         self.stdin: str | None = None
         self.stdin_known = False
         self.cwd = cwd
@@ -68,6 +69,10 @@ class Command:
 
     def __repr__(self) -> str:
         return f"Command({self.argv()!r}, cwd={self.cwd!r}, stdin={self.stdin!r})"
+
+    def runs_something(self) -> bool:
+        """True when the command has words, assignments or redirections (an assignment alone sets a variable)."""
+        return bool(self.words or self.assignments or self.redirects)
 
     def argv(self) -> list[str | None]:
         """The words' values (None for dynamic ones)."""
@@ -215,7 +220,7 @@ class _Parser:  # pylint: disable=too-few-public-methods
                 self.skip_header(word.value)
             else:
                 cmd.words.append(word)
-        return cmd if cmd.words else None
+        return cmd if cmd.runs_something() else None
 
     def skip_header(self, keyword: str) -> None:
         """``for x in a b c`` / ``case w in``: skip to the body (``do``) or the first pattern."""
@@ -281,6 +286,7 @@ class _Parser:  # pylint: disable=too-few-public-methods
                 break
         self.skip_blanks()
         target = self.word()
+        cmd.redirects.append((op, target))
         if op in ("<<", "<<-"):
             delimiter = target.raw.replace("'", "").replace('"', "").replace("\\", "")
             self.pending.append(_Heredoc(delimiter, op == "<<-", cmd))
