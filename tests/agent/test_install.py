@@ -94,3 +94,36 @@ def test_this_repository_pre_commit_config_lists_the_hooks():
     data = yaml.safe_load((REPO / ".pre-commit-config.yaml").read_text())
     ids = {h["id"] for r in data["repos"] for h in r["hooks"]}
     assert {"hp-agent-pre-commit", "hp-agent-commit-msg", "hp-agent-pre-push"} <= ids
+
+
+def test_launcher_goes_to_a_directory_on_path(tmp_path, monkeypatch):
+    """`make install` puts the launcher where every shell looks: ~/.local/bin when on PATH, else another
+    writable directory on PATH (never a version manager's shims), else ~/.local/bin with a note."""
+    from hp_agent.install import default_bin_dir  # pylint: disable=import-outside-toplevel
+
+    monkeypatch.delenv("XDG_BIN_HOME", raising=False)
+    home = tmp_path / "home"
+    local, tools, shims = home / ".local" / "bin", home / "tools" / "bin", home / ".pyenv" / "shims"
+    for path in (local, tools, shims):
+        path.mkdir(parents=True)
+    assert default_bin_dir(f"/usr/bin:{local}", home) == local
+    assert default_bin_dir(f"{shims}:/nonexistent:{tools}:/usr/bin", home) == tools
+    assert default_bin_dir(f"{shims}:/usr/bin", home) == local  # nothing usable: the default, off PATH
+    monkeypatch.setenv("XDG_BIN_HOME", str(tools))
+    assert default_bin_dir(f"{local}:{tools}", home) == tools
+
+
+def test_launcher_on_path_runs_this_clone(tmp_repo, tmp_path):
+    """The launcher found on PATH runs the hp-agent of the work tree the shell is in."""
+    from hp_agent.install import install_launcher  # pylint: disable=import-outside-toplevel
+
+    root = Path(tmp_repo.working_tree_dir)
+    bin_dir = tmp_path / "bin"
+    assert install_launcher(bin_dir) == "written"
+    shim = root / ".agent" / "bin" / "hp-agent"
+    shim.parent.mkdir(parents=True)
+    shim.write_text("#!/bin/sh\necho \"shim of $(pwd) $*\"\n")
+    shim.chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_dir}:/usr/bin:/bin")
+    proc = subprocess.run(["hp-agent", "doctor"], cwd=root, env=env, capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == f"shim of {root} doctor"

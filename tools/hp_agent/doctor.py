@@ -83,8 +83,9 @@ def environment(root: Path) -> tuple[str, str | None]:
 def _path_problem() -> str | None:
     found = shutil.which("hp-agent")
     if found is None:
+        from hp_agent.install import default_bin_dir  # pylint: disable=import-outside-toplevel
         return ("`hp-agent` is not on PATH, but every rule and skill runs `hp-agent ...`: run `make install` "
-                "(it installs ~/.local/bin/hp-agent) and put ~/.local/bin on PATH")
+                f"(it installs the launcher into {default_bin_dir()}) and put that directory on PATH")
     return None
 
 

@@ -196,9 +196,37 @@ def write_pre_commit_config(root: Path) -> str:
     return "merged" if existed else "written"
 
 
-def default_bin_dir() -> Path:
-    """Where the launcher goes: ``$XDG_BIN_HOME`` or ``~/.local/bin``."""
-    return Path(os.environ.get("XDG_BIN_HOME") or Path.home() / ".local" / "bin")
+def default_bin_dir(path_env: str | None = None, home: Path | None = None) -> Path:
+    """Where the launcher goes: a directory on PATH, so that every shell (an assistant's too) finds it.
+
+    In order: ``$XDG_BIN_HOME``, ``~/.local/bin``, ``~/bin`` when on PATH; else ``/usr/local/bin`` when on PATH
+    and writable (root, or a user-owned prefix); else another writable directory on PATH under the home directory
+    (not a version manager's ``shims``); else ``$XDG_BIN_HOME`` or ``~/.local/bin`` (``install`` then notes that
+    it is not on PATH and ``hp-agent doctor`` names the fix).
+    """
+    home = home or Path.home()
+    entries = [Path(p) for p in (os.environ.get("PATH", "") if path_env is None else path_env).split(os.pathsep)
+               if p and os.path.isabs(p)]
+    on_path = {_resolved(p) for p in entries}
+    preferred = Path(os.environ.get("XDG_BIN_HOME") or home / ".local" / "bin")
+    for candidate in (preferred, home / ".local" / "bin", home / "bin"):
+        if _resolved(candidate) in on_path:
+            return candidate
+    local = Path("/usr/local/bin")
+    if _resolved(local) in on_path and os.access(local, os.W_OK):
+        return local
+    for entry in entries:
+        inside_home = str(_resolved(entry)).startswith(str(_resolved(home)) + os.sep)
+        if inside_home and entry.name != "shims" and entry.is_dir() and os.access(entry, os.W_OK):
+            return entry
+    return preferred
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except OSError:
+        return path
 
 
 def install(root: Path, with_config: bool = True, launcher_dir: Path | None = None) -> InstallResult:

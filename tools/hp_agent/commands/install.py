@@ -15,7 +15,8 @@ from hp_agent.install import InstallResult, default_bin_dir, install
 
 @click.command(name="install")
 @click.option("--no-pre-commit-config", is_flag=True, help="Do not write/merge .pre-commit-config.yaml.")
-@click.option("--launcher", is_flag=True, help="Also install the hp-agent launcher (default dir: ~/.local/bin).")
+@click.option("--launcher", is_flag=True, help="Also install the hp-agent launcher (default: a directory on PATH, see "
+                                                  "`default_bin_dir`; ~/.local/bin first).")
 @click.option("--launcher-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Directory for the launcher (implies --launcher).")
 @click.option("--quiet", "-q", is_flag=True, help="Print only what changed.")
