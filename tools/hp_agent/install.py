@@ -215,11 +215,13 @@ def default_bin_dir(path_env: str | None = None, home: Path | None = None) -> Pa
     local = Path("/usr/local/bin")
     if _resolved(local) in on_path and os.access(local, os.W_OK):
         return local
-    for entry in entries:
-        inside_home = str(_resolved(entry)).startswith(str(_resolved(home)) + os.sep)
-        if inside_home and entry.name != "shims" and entry.is_dir() and os.access(entry, os.W_OK):
-            return entry
-    return preferred
+    return next((e for e in entries if _writable_home_dir(e, home)), preferred)
+
+
+def _writable_home_dir(entry: Path, home: Path) -> bool:
+    """A writable directory under ``home`` that no version manager regenerates (``shims``)."""
+    inside = str(_resolved(entry)).startswith(str(_resolved(home)) + os.sep)
+    return inside and entry.name != "shims" and entry.is_dir() and os.access(entry, os.W_OK)
 
 
 def _resolved(path: Path) -> Path:
