@@ -132,7 +132,11 @@ def test_the_cli_watcher_killed_with_sigterm_mid_wait(tmp_path):
         proc.send_signal(signal.SIGTERM)
         _out, err = proc.communicate(timeout=60)
         saved = json.loads(state_file.read_text())
-        assert proc.returncode == 1, err
+        assert proc.returncode == 143, err  # killed, resumable: distinct from a red gate (1)
         assert saved["terminal"] == "interrupted" and "SIGTERM" in saved["note"]
         assert any(e["event"] == "wait" for e in saved["timeline"]) and saved["phase"] == "wait-check"
         assert [c["body"] for c in f.comments[PR]] == ["/check-pr"]
+        report = subprocess.run([str(Path(sys.executable).with_name("hp-agent")), "gate-doctor", "report", str(PR),
+                                 "--state-dir", "st"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                timeout=60, check=False)
+        assert report.returncode == 143 and "interrupted" in report.stdout, report.stderr

@@ -249,3 +249,14 @@ def test_skip_ledger_parsing_from_git_diff(tmp_path, monkeypatch):
     skips = LocalBackend(r.work).added_skips()
     assert [(s["file"], s["line"]) for s in skips] == [("tests/ut/test_x.py", 4), ("tests/ut/test_x.py", 6)]
     assert split_git_diff("") == [] and added_skips("a.py", "@@ -1 +1 @@\n-x\n+y\n") == []
+
+
+def test_exit_codes_tell_interrupted_from_failed():
+    from types import SimpleNamespace  # pylint: disable=import-outside-toplevel
+
+    from hp_agent.commands.gate_doctor import exit_code  # pylint: disable=import-outside-toplevel
+
+    assert exit_code(SimpleNamespace(terminal="passed", note="")) == 0
+    assert exit_code(SimpleNamespace(terminal="interrupted", note="interrupted (SIGTERM) in phase wait")) == 143
+    assert exit_code(SimpleNamespace(terminal="interrupted", note="interrupted (Ctrl-C) in phase wait")) == 130
+    assert {exit_code(SimpleNamespace(terminal=t, note="")) for t in ("needs-human", "patch-ceiling", None)} == {1}

@@ -104,6 +104,18 @@ def _print_diagnosis(result: dict) -> None:
         say(f"  fix: {fix['file']}:{fix['line']} {fix['rule']} → {fix['hint']}")
 
 
+EXIT_SIGINT, EXIT_SIGTERM = 130, 143  # the shell's 128 + signal number: "interrupted, run watch again to resume"
+
+
+def exit_code(state) -> int:
+    """0 passed; 143 / 130 interrupted by SIGTERM / Ctrl-C (state saved, resumable); 1 anything else."""
+    if state.terminal == "passed":
+        return 0
+    if state.terminal == "interrupted":
+        return EXIT_SIGTERM if "SIGTERM" in (state.note or "") else EXIT_SIGINT
+    return EXIT_FAIL
+
+
 @cli_group.command("watch")
 @common
 @click.option("--time-scale", type=float, help="Scale every wait (e.g. 0.01 for a demo); env HP_AGENT_TIME_SCALE.")
@@ -122,7 +134,7 @@ def watch_cmd(pr: str, local: bool, report_path: str | None, provider: str | Non
     state = Watcher(backend, _store(root, state_dir), pr, clock).run(max_steps)
     report = final_report(state)
     _ = emit_json(report) if as_json else say(render_text(report))
-    sys.exit(0 if state.terminal == "passed" else EXIT_FAIL)
+    sys.exit(exit_code(state))
 
 
 @cli_group.command("check-pr")
@@ -166,4 +178,4 @@ def report_cmd(pr: str, as_json: bool, state_dir: str | None) -> None:
         raise ValueError(f"no watch state for PR {pr}; run `hp-agent gate-doctor watch {pr}` first")
     report = final_report(state)
     _ = emit_json(report) if as_json else say(render_text(report))
-    sys.exit(0 if state.terminal == "passed" else EXIT_FAIL)
+    sys.exit(exit_code(state))
