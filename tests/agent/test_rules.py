@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from hp_agent.rules import check_rules, rules_for
 
 from .conftest import REPO
@@ -82,3 +84,17 @@ def test_this_repository_rules_resolve():
     assert "distributed-invariants" in [r.name for r in rules_for(REPO, "hyper_parallel/core/placement.py")]
     assert "testing" in [r.name for r in rules_for(REPO, "tests/ut/test_x.py")]
     assert check_rules(REPO) == []
+
+
+@pytest.mark.parametrize("path", ["hyper_parallel/fsdp/_torch/param.py", "hyper_parallel/optim/_mindspore/x.py",
+                                  "hyper_parallel/models/llama3/_mindspore/model.py", "hyper_parallel/core/spec.py"])
+def test_backend_rules_cover_every_feature_backend_folder(path):
+    """The new layout: DTensor invariants and dual-backend symmetry apply to each ``<feature>/_torch|_mindspore``."""
+    names = [r.name for r in rules_for(REPO, path)]
+    assert "distributed-invariants" in names
+    assert ("dual-backend" in names) == ("/_torch/" in path or "/_mindspore/" in path)
+
+
+def test_backend_rules_leave_backend_free_feature_code_alone():
+    names = [r.name for r in rules_for(REPO, "hyper_parallel/fsdp/api.py")]
+    assert "dual-backend" not in names and "distributed-invariants" not in names

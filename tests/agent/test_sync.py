@@ -53,7 +53,7 @@ def test_claude_files(synced):
 def test_cursor_rules_are_mdc(synced):
     text = (synced / ".cursor/rules/distributed-invariants.mdc").read_text()
     head = text.split("---\n")[1]
-    assert "globs: hyper_parallel/core/**,hyper_parallel/platform/**\n" in head
+    assert "globs: hyper_parallel/core/**,hyper_parallel/platform/**,hyper_parallel/**/_torch/**," in head
     assert "alwaysApply: false" in head and head.startswith("description: DTensor")
     always = (synced / ".cursor/rules/project-overview.mdc").read_text()
     assert "alwaysApply: true" in always and "globs:\n" in always
