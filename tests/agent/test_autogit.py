@@ -73,7 +73,7 @@ def test_commit_without_tty_or_message_refuses_and_stages_nothing(repos):
     make_changes(repos)
     before = status_porcelain(repos.work)
     head = repos.sha()
-    res = run("git", "commit")
+    res = run("git", "commit", "--all")
     assert res.exit_code == 2
     assert "Show the files and the message above to the user first" in res.stderr
     assert "hyper_parallel/core/placement.py" in res.stdout and "feat(core)" in res.stdout
@@ -82,7 +82,7 @@ def test_commit_without_tty_or_message_refuses_and_stages_nothing(repos):
 
 def test_commit_plan_lists_untracked_not_ignored_and_drafts_type_scope(repos):
     make_changes(repos)
-    res = run("git", "commit", "--dry-run", "--json")
+    res = run("git", "commit", "--all", "--dry-run", "--json")
     plan = json.loads(res.stdout)
     files = {f["path"]: f["kind"] for f in plan["files"]}
     assert files == {"README.md": "deleted", "hyper_parallel/core/mesh.py": "modified",
@@ -92,7 +92,7 @@ def test_commit_plan_lists_untracked_not_ignored_and_drafts_type_scope(repos):
 
 def test_commit_with_message_commits_everything_and_discards_nothing(repos):
     make_changes(repos)
-    res = run("git", "commit", "-m", "feat(core): add placement")
+    res = run("git", "commit", "--all", "-m", "feat(core): add placement")
     assert res.exit_code == 0, res.output
     committed = git(repos.work, "show", "--name-status", "--format=", "HEAD").splitlines()
     assert sorted(committed) == ["A\thyper_parallel/core/placement.py", "D\tREADME.md",
@@ -106,7 +106,7 @@ def test_commit_updates_only_this_projects_header_year(repos):
     repos.write("hyper_parallel/core/mesh.py", (repos.work / "hyper_parallel/core/mesh.py").read_text() + "Z = 3\n")
     third = repos.work / "hyper_parallel/vendor/vendored.py"
     third.write_text(third.read_text() + "Y = 2\n")
-    res = run("git", "commit", "--yes", "--json")
+    res = run("git", "commit", "--all", "--yes", "--json")
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["copyright_updated"] == ["hyper_parallel/core/mesh.py"]
@@ -119,7 +119,7 @@ def test_commit_updates_only_this_projects_header_year(repos):
 def test_commit_message_policy_rejects_and_leaves_tree_alone(repos):
     make_changes(repos)
     before = status_porcelain(repos.work)
-    res = run("git", "commit", "-m", "updated stuff")
+    res = run("git", "commit", "--all", "-m", "updated stuff")
     assert res.exit_code == 2
     assert "not a Conventional Commit" in res.stderr
     assert status_porcelain(repos.work) == before
@@ -128,7 +128,7 @@ def test_commit_message_policy_rejects_and_leaves_tree_alone(repos):
 def test_commit_interactive_confirmation(repos, monkeypatch):
     monkeypatch.setattr("hp_agent.commands.git.is_interactive", lambda: True)
     repos.write("docs/guide.md", "# guide\n")
-    res = run("git", "commit", input_text="y\n")
+    res = run("git", "commit", "--all", input_text="y\n")
     assert res.exit_code == 0, res.output
     assert git(repos.work, "log", "-1", "--format=%s") == "docs(docs): add guide.md"
 
@@ -137,7 +137,7 @@ def test_commit_interactive_decline_commits_nothing(repos, monkeypatch):
     monkeypatch.setattr("hp_agent.commands.git.is_interactive", lambda: True)
     repos.write("docs/guide.md", "# guide\n")
     head = repos.sha()
-    res = run("git", "commit", input_text="n\n")
+    res = run("git", "commit", "--all", input_text="n\n")
     assert res.exit_code == 2 and repos.sha() == head
 
 

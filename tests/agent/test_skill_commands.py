@@ -81,14 +81,16 @@ LOCAL = [
     ("CHANGE", [], None, OK, ""),
     ("hp-agent check changed", ["check", "changed"], None, FINDINGS, "README.md"),
     ("hp-agent check changed --json", ["check", "changed", "--json"], None, FINDINGS, "README.md"),
-    ("hp-agent git commit --dry-run", ["git", "commit", "--dry-run"], None, OK, "README.md"),
-    ("hp-agent git commit", ["git", "commit"], None, REFUSED, "Show the files and the message above"),
-    ('hp-agent git commit -m "<confirmed message>"', ["git", "commit", "-m", "docs(readme): the gate"], None, OK,
-     "committed"),
+    ("hp-agent git commit --dry-run [PATH...]", ["git", "commit", "--dry-run", "README.md"], None, OK, "README.md"),
+    ("hp-agent git commit", ["git", "commit"], None, REFUSED, "nothing staged"),
+    ("hp-agent git commit --dry-run", ["git", "commit", "--dry-run"], None, REFUSED, "name the paths"),
+    ('hp-agent git commit -m "<confirmed message>" [PATH...]', ["git", "commit", "-m", "docs(readme): the gate",
+                                                                "README.md"], None, OK, "committed"),
     ("CHANGE", [], None, OK, ""),
-    ('hp-agent git commit -m "<their message>"', ["git", "commit", "-m", "docs(readme): more"], None, OK, "committed"),
+    ('hp-agent git commit -m "<their message>" [PATH...]', ["git", "commit", "-m", "docs(readme): more", "README.md"],
+     None, OK, "committed"),
     ("CHANGE", [], None, OK, ""),
-    ("hp-agent git commit --yes", ["git", "commit", "--yes"], None, OK, "committed"),
+    ("hp-agent git commit --yes [PATH...]", ["git", "commit", "--yes", "README.md"], None, OK, "committed"),
     ("hp-agent doctor", ["doctor"], None, FINDINGS, "claude"),
 ]
 
@@ -162,6 +164,8 @@ def _clone(tmp: Path) -> Path:
              "hyper_parallel/core/placement.py": HEADER + '"""Placement."""\n',
              "hyper_parallel/core/ops/__init__.py": HEADER + '"""Ops."""\n',
              "hyper_parallel/platform/__init__.py": HEADER + '"""Platform."""\n',
+             "hyper_parallel/fsdp/_torch/__init__.py": HEADER + '"""FSDP, torch half."""\n',
+             "hyper_parallel/fsdp/_mindspore/__init__.py": HEADER + '"""FSDP, MindSpore half."""\n',
              "tools/hp_agent/__init__.py": HEADER + '"""The agent layer (fixture)."""\n'}
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -29,7 +29,7 @@ File format::
     [git]
     fork_remote = "origin"
     upstream_remote = "upstream"
-    base = "master"
+    base = ""                         # empty: the upstream remote's HEAD branch (main, master, ...)
     protected_branches = ["main", "master", "release/*"]
     [gate_doctor]
     time_scale = 1.0
@@ -76,7 +76,7 @@ class Config:
     jenkins_api_token: str | None = None
     fork_remote: str = "origin"
     upstream_remote: str = "upstream"
-    base_branch: str = "master"
+    base_branch: str = ""  # empty: the upstream remote's default branch (see autogit.flows.base_branch)
     protected_branches: tuple[str, ...] = DEFAULT_PROTECTED
     time_scale: float = 1.0
     bypass_max_seconds: float = 60.0

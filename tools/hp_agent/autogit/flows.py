@@ -15,7 +15,8 @@ from hp_agent.autogit.policy import check_message
 from hp_agent.autogit.prbody import PrFacts, fill_template, fixes_trailers, load_gate_report, read_template
 from hp_agent.autogit.safety import (Stash, UtcNow, backup_branch, prepare_rewrite_push, push, refuse_protected,
                                      refuse_upstream, repo_slug, rollback_on_error, utc_now)
-from hp_agent.autogit.staging import Change, collect_changes, stage
+from hp_agent.autogit.secrets import secret_problems
+from hp_agent.autogit.staging import Change, collect_changes, stage, staged_changes
 from hp_agent.config import Config
 from hp_agent.repo import NotARepositoryError, repo_root
 
@@ -32,45 +33,95 @@ class PolicyRejected(AutogitRefused):
 
 @dataclasses.dataclass
 class CommitPlan:
-    """What ``commit`` will do: the exact staging list and the drafted message."""
+    """What ``commit`` will do: what it commits (``index``, ``paths`` or ``all``), the files, the draft."""
 
     branch: str
     changes: list[Change]
     drafted: str
+    mode: str = "index"
+    paths: list[str] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict:
         """JSON-ready form."""
-        return {"branch": self.branch, "drafted_message": self.drafted,
+        return {"branch": self.branch, "drafted_message": self.drafted, "mode": self.mode,
                 "files": [{"path": c.path, "kind": c.kind, "from": c.orig_path} for c in self.changes]}
 
 
-def plan_commit(git: Git) -> CommitPlan:
-    """Collect every change and draft a message; ValueError when there is nothing to commit."""
-    changes = collect_changes(git)
-    branch = git.current_branch()
-    return CommitPlan(branch=branch, changes=changes, drafted=draft_message(changes))
+def plan_commit(git: Git, paths: list[str] | None = None, all_changes: bool = False) -> CommitPlan:
+    """What to commit, as git does: the index by default; with ``paths`` exactly those paths (untracked ones
+    included); with ``all_changes`` every change, untracked non-ignored files too."""
+    if paths and all_changes:
+        raise ValueError("give paths or --all, not both")
+    if all_changes:
+        mode, changes = "all", collect_changes(git)
+    elif paths:
+        mode, changes = "paths", collect_changes(git, list(paths))
+        if not changes:
+            raise AutogitRefused(f"nothing to commit under {' '.join(paths)}")
+    else:
+        mode, changes = "index", staged_changes(git)
+        if not changes:
+            raise AutogitRefused("nothing staged: `git add` what this commit holds, name the paths "
+                                 "(`hp-agent git commit PATH...`), or pass `--all` for every change")
+    return CommitPlan(branch=git.current_branch(), changes=changes, drafted=draft_message(changes),
+                      mode=mode, paths=list(paths or []))
 
 
-def commit(git: Git, plan: CommitPlan, message: str, now: UtcNow = utc_now) -> dict:
-    """Check the message, update this project's header years, stage exactly the plan, commit."""
+def committed_content(git: Git, plan: CommitPlan) -> dict[str, bytes]:
+    """Path -> the content the commit would record, for each file it adds or changes."""
+    out: dict[str, bytes] = {}
+    for change in plan.changes:
+        if change.kind in ("deleted", "conflict"):
+            continue
+        if plan.mode == "index":
+            data = git.run_bytes("show", f":{change.path}")
+            if data is not None:
+                out[change.path] = data
+        else:
+            path = git.root() / change.path
+            if path.is_file():
+                out[change.path] = path.read_bytes()
+    return out
+
+
+def commit(git: Git, plan: CommitPlan, message: str, now: UtcNow = utc_now, allow_secrets: bool = False) -> dict:
+    """Check the message and the files for secrets, update this project's header years, commit the plan."""
     problems, policy = check_message(message)
     if problems:
         raise PolicyRejected(problems, policy)
     conflicts = [c.path for c in plan.changes if c.kind == "conflict"]
     if conflicts:
         raise AutogitRefused(f"unresolved merge conflicts in {', '.join(conflicts)}; resolve them first")
+    secrets = [] if allow_secrets else secret_problems(committed_content(git, plan))
+    if secrets:
+        raise AutogitRefused("refusing to commit what looks like secrets (nothing was staged or committed):\n  "
+                             + "\n  ".join(secrets) + "\nRemove them (and add the files to .gitignore), or pass "
+                             "--allow-secrets if they are not secrets")
     index_tree = git.out("write-tree")
-    touched = [c.path for c in plan.changes if c.kind in ("modified", "renamed")]
+    touched = [c.path for c in plan.changes if c.kind in ("modified", "renamed")
+               and (plan.mode != "index" or not c.unstaged)]  # never stage a hunk the user left out
     originals = copyright_years.update_years(git.root(), touched, now().year)
     try:
-        stage(git, plan.changes)
-        git.run("commit", "--quiet", "--file", "-", input_text=message.rstrip("\n") + "\n")
+        _record(git, plan, message, sorted(originals))
     except BaseException:
         git.run("read-tree", index_tree)  # the index exactly as it was before
         copyright_years.restore(git.root(), originals)
         raise
     return {"commit": git.head_sha(), "branch": plan.branch, "message": message, "policy": policy,
-            "files": [c.path for c in plan.changes], "copyright_updated": sorted(originals)}
+            "mode": plan.mode, "files": [c.path for c in plan.changes], "copyright_updated": sorted(originals)}
+
+
+def _record(git: Git, plan: CommitPlan, message: str, header_updated: list[str]) -> None:
+    """Stage what the plan's mode says and run ``git commit``."""
+    if plan.mode == "index":
+        if header_updated:
+            git.run("add", "--", *header_updated)
+        git.run("commit", "--quiet", "--file", "-", input_text=message.rstrip("\n") + "\n")
+        return
+    stage(git, plan.changes)
+    only = [p for c in plan.changes for p in (c.path, c.orig_path) if p] if plan.mode == "paths" else []
+    git.run("commit", "--quiet", "--file", "-", *(["--only", "--", *only] if only else []),
+            input_text=message.rstrip("\n") + "\n")
 
 
 def branch_messages(git: Git, base: str) -> list[str]:
@@ -79,16 +130,39 @@ def branch_messages(git: Git, base: str) -> list[str]:
     return [m.strip() for m in raw.split("\0") if m.strip()]
 
 
+def base_branch(git: Git, cfg: Config) -> str:
+    """The branch PRs target: ``[git] base`` when set, else the upstream remote's HEAD (its default branch:
+    the remote-tracking ``<upstream>/HEAD``, else asked with ``git ls-remote --symref``), else the first of
+    ``main``/``master`` that exists locally, else ``main``. Resolved once per config."""
+    if cfg.base_branch:
+        return cfg.base_branch
+    remote = cfg.upstream_remote
+    name = None
+    if remote in git.out("remote").split():
+        local = git.run("symbolic-ref", "--quiet", "--short", f"refs/remotes/{remote}/HEAD", check=False)
+        name = local.stdout.strip().removeprefix(f"{remote}/") if local.returncode == 0 else None
+        if not name:
+            listed = git.run("ls-remote", "--symref", remote, "HEAD", check=False).stdout
+            first = listed.splitlines()[0] if listed.startswith("ref: ") else ""
+            name = first.split()[1].removeprefix("refs/heads/") if first else None
+    if not name:
+        name = next((b for b in ("main", "master") if git.ok("rev-parse", "--verify", "--quiet",
+                                                               f"refs/heads/{b}")), "main")
+    cfg.base_branch = name
+    return name
+
+
 def base_ref(git: Git, cfg: Config, fetch: bool = True) -> str:
     """``<upstream>/<base>`` (fetched first) when the upstream remote exists, else the local base branch."""
     remotes = git.out("remote").split()
+    base = base_branch(git, cfg)
     if cfg.upstream_remote in remotes:
         if fetch:
-            git.run("fetch", "--quiet", cfg.upstream_remote, cfg.base_branch)
-        return f"{cfg.upstream_remote}/{cfg.base_branch}"
-    if git.ok("rev-parse", "--verify", "--quiet", f"refs/heads/{cfg.base_branch}"):
-        return cfg.base_branch
-    raise AutogitRefused(f"no upstream remote {cfg.upstream_remote!r} and no local branch {cfg.base_branch!r} "
+            git.run("fetch", "--quiet", cfg.upstream_remote, base)
+        return f"{cfg.upstream_remote}/{base}"
+    if git.ok("rev-parse", "--verify", "--quiet", f"refs/heads/{base}"):
+        return base
+    raise AutogitRefused(f"no upstream remote {cfg.upstream_remote!r} and no local branch {base!r} "
                          f"to compare against; configure [git] upstream_remote/base")
 
 
@@ -140,7 +214,7 @@ def open_pr(git: Git, cfg: Config, host: CodeHost, options: dict) -> dict:
     body = fill_template(read_template(git.root(), host.provider), facts)
     result["push"] = push(git, cfg, branch, lease, rewrite=bool(options.get("squash")))
     owner = slug.split("/")[0]
-    pr = host.create_pr(title, f"{owner}:{branch}", cfg.base_branch, body, draft=bool(options.get("draft")))
+    pr = host.create_pr(title, f"{owner}:{branch}", base_branch(git, cfg), body, draft=bool(options.get("draft")))
     result.update(pr=pr, title=title, body=body, linked_issues=facts.issues)
     return result
 
@@ -196,11 +270,12 @@ def squash(git: Git, cfg: Config, message: str | None, push_after: bool = False,
     messages = branch_messages(git, base)
     if len(messages) < 2:
         raise AutogitRefused(f"nothing to squash: {len(messages)} commit(s) ahead of {base}")
+    coauthors = [f"Co-authored-by: {who}" for who in other_authors(git, base)]
     if message:
         fixes = [f"Fixes #{n}" for n in fixes_trailers(messages)]
-        message = with_trailers(message, [*fixes, *branch_trailers(messages)])
+        message = with_trailers(message, [*fixes, *branch_trailers(messages), *coauthors])
     else:
-        message = squash_message(messages)
+        message = with_trailers(squash_message(messages), coauthors)
     problems, policy = check_message(message)
     if problems:
         raise PolicyRejected(problems, policy)
@@ -217,6 +292,15 @@ def squash(git: Git, cfg: Config, message: str | None, push_after: bool = False,
     return {"branch": branch, "backup": backup, "squashed": len(messages), "commit": git.head_sha(),
             "message": message, "push": pushed, "remote_backup": lease.backup if lease else None,
             "stash_note": stash.note}
+
+
+def other_authors(git: Git, base: str) -> list[str]:
+    """``Name <email>`` of every author of ``base..HEAD`` other than you (the squashed commit's author), in the
+    order they first appear: a squash folds their commits in, so each becomes a ``Co-authored-by`` trailer."""
+    ident = git.out("var", "GIT_AUTHOR_IDENT")
+    me = ident[:ident.rfind(">") + 1].strip() if ">" in ident else ident
+    names = git.out("log", "--reverse", "--format=%an <%ae>", f"{base}..HEAD").splitlines()
+    return [who for who in dict.fromkeys(names) if who and who.lower() != me.lower()]
 
 
 _TRAILER_LINE = re.compile(r"^[A-Za-z][A-Za-z0-9-]*(?:: \S| #\d)")

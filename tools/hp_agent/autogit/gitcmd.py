@@ -37,6 +37,12 @@ class Git:
             raise GitError(redact(f"git {' '.join(args)} failed (exit {proc.returncode}): {detail}"))
         return proc
 
+    def run_bytes(self, *args: str) -> bytes | None:
+        """stdout of ``git *args`` as bytes (None on a non-zero exit)."""
+        proc = subprocess.run(["git", *args], cwd=self.cwd, capture_output=True, check=False,
+                              env=dict(os.environ, GIT_TERMINAL_PROMPT="0", LC_ALL="C"))
+        return proc.stdout if proc.returncode == 0 else None
+
     def out(self, *args: str) -> str:
         """Run ``git *args`` and return stdout without the trailing newline."""
         return self.run(*args).stdout.rstrip("\n")

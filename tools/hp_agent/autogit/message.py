@@ -35,6 +35,8 @@ def path_type(path: str) -> str:
 def path_scope(path: str) -> str:
     """The scope a path suggests: the sub-package under ``hyper_parallel``/``hp_agent``, else the top dir."""
     parts = PurePosixPath(path).parts
+    if _is_ops_path(parts):
+        return "ops"
     if len(parts) >= 3 and parts[0] == "tools" and parts[1] == "hp_agent":
         return PurePosixPath(parts[2]).stem.replace("_", "-")
     if len(parts) >= 2 and parts[0] == "hyper_parallel":
@@ -46,6 +48,11 @@ def path_scope(path: str) -> str:
     if len(parts) == 1:
         return "repo"
     return parts[0].lstrip(".").replace("_", "-")
+
+
+def _is_ops_path(parts: tuple[str, ...]) -> bool:
+    """The distributed-op system and its tests (``hyper_parallel/core/ops``, ``tests/*/ops``)."""
+    return parts[:3] == ("hyper_parallel", "core", "ops") or (parts[:1] == ("tests",) and "ops" in parts[2:-1])
 
 
 def infer_type(changes: list[Change]) -> str:

@@ -25,6 +25,7 @@ import re
 from typing import Callable, Iterator
 from urllib.parse import urlparse
 
+from hp_agent.autogit.backups import DEFAULT_KEEP, DEFAULT_MAX_AGE_DAYS, existing_backup, prune
 from hp_agent.autogit.gitcmd import AutogitRefused, Git, GitError
 from hp_agent.config import Config
 
@@ -42,12 +43,17 @@ def backup_branch(git: Git, branch: str, now: UtcNow = utc_now, target: str | No
     branch tip); return its name."""
     stamp = now().strftime("%Y%m%dT%H%M%SZ")
     base = prefix or f"backup/{branch}"
+    sha = git.head_sha(target or f"refs/heads/{branch}")
+    reused = existing_backup(git, base, sha)
+    if reused:
+        return reused  # this commit is already backed up: no new branch per attempt
     name = f"{base}/{stamp}"
     suffix = 1
     while git.ok("rev-parse", "--verify", "--quiet", f"refs/heads/{name}"):
         suffix += 1
         name = f"{base}/{stamp}-{suffix}"
-    git.run("branch", name, target or f"refs/heads/{branch}")
+    git.run("branch", name, sha)
+    prune(git, now(), keep=DEFAULT_KEEP, max_age_days=DEFAULT_MAX_AGE_DAYS)
     return name
 
 

@@ -1,6 +1,7 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""The exact list of paths ``hp-agent git commit`` stages: every change, untracked non-ignored files too."""
+"""The exact list of paths ``hp-agent git commit`` commits: the index (as git does), the named paths, or with
+``--all`` every change, untracked non-ignored files too."""
 from __future__ import annotations
 
 import dataclasses
@@ -18,6 +19,8 @@ class Change:
     path: str
     kind: str
     orig_path: str | None = None
+    staged: bool = False  # the index holds a change of this path (X column of ``git status``)
+    unstaged: bool = False  # the work tree differs from the index (Y column), untracked included
 
     def label(self) -> str:
         """Human-readable one-liner, e.g. ``renamed   a.py -> b.py``."""
@@ -37,9 +40,10 @@ def _kind(xy: str) -> str:
     return "modified"
 
 
-def collect_changes(git: Git) -> list[Change]:
-    """Parse ``git status --porcelain -z`` into changes, untracked files included, ignored ones excluded."""
-    raw = git.run("status", "--porcelain=v1", "-z", "--untracked-files=all").stdout
+def collect_changes(git: Git, paths: list[str] | None = None) -> list[Change]:
+    """Parse ``git status --porcelain -z`` into changes, untracked files included, ignored ones excluded
+    (only under ``paths`` when given)."""
+    raw = git.run("status", "--porcelain=v1", "-z", "--untracked-files=all", "--", *(paths or [])).stdout
     parts = raw.split("\0")
     changes: list[Change] = []
     i = 0
@@ -53,8 +57,14 @@ def collect_changes(git: Git) -> list[Change]:
         if xy[0] in "RC" or xy[1] in "RC":
             orig = parts[i]
             i += 1
-        changes.append(Change(path=path, kind=_kind(xy), orig_path=orig))
+        changes.append(Change(path=path, kind=_kind(xy), orig_path=orig, staged=xy[0] not in " ?",
+                              unstaged=xy[1] != " "))
     return sorted(changes, key=lambda c: c.path)
+
+
+def staged_changes(git: Git) -> list[Change]:
+    """The changes the index holds (what a plain ``git commit`` would commit)."""
+    return [c for c in collect_changes(git) if c.staged or c.kind == "conflict"]
 
 
 def stage(git: Git, changes: list[Change]) -> None:

@@ -44,7 +44,17 @@ def _backend(pr: str, local: bool, report: str | None, provider: str | None,
         raise ValueError(f"PR must be a number for the remote mode, got {pr!r} (use --local for local mode)")
     host = make_codehost(cfg, provider)
     jenkins = JenkinsClient(cfg.jenkins_url, cfg.jenkins_job, cfg.jenkins_user, cfg.jenkins_api_token)
-    return RemoteBackend(int(pr), host, jenkins, root, cfg.bypass_max_seconds, cfg.base_branch), cfg, root
+    return RemoteBackend(int(pr), host, jenkins, root, cfg.bypass_max_seconds, _base(root, cfg)), cfg, root
+
+
+def _base(root: Path, cfg) -> str:
+    """The configured base branch, else the upstream remote's default branch (``master`` outside a clone)."""
+    from hp_agent.autogit.flows import base_branch  # pylint: disable=import-outside-toplevel
+    from hp_agent.autogit.gitcmd import Git  # pylint: disable=import-outside-toplevel
+    try:
+        return base_branch(Git(root), cfg)
+    except GitError:
+        return cfg.base_branch or "master"
 
 
 def _store(root: Path, state_dir: str | None) -> StateStore:

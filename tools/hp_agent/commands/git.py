@@ -7,9 +7,10 @@ import sys
 
 import click
 
-from hp_agent.autogit import flows
+from hp_agent.autogit import backups, flows
 from hp_agent.autogit.codehost import CodeHostError, make_codehost
 from hp_agent.autogit.gitcmd import AutogitRefused, GitError
+from hp_agent.autogit.safety import utc_now
 from hp_agent.autogit.output import EXIT_FAIL, EXIT_REFUSED, CommandFailed, emit_json, guarded, is_interactive, say
 from hp_agent.config import PROVIDERS, ConfigError, load_config
 
@@ -53,15 +54,23 @@ def cli_group() -> None:
 
 
 @cli_group.command("commit")
-@click.option("-m", "--message", help="Commit message (already shown to and confirmed by the user).")
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("-m", "--message", "messages", multiple=True,
+              help="Commit message (already shown to and confirmed by the user); repeated, each is a paragraph.")
+@click.option("-a", "--all", "all_changes", is_flag=True,
+              help="Commit every change, untracked non-ignored files too (default: what is staged).")
+@click.option("--allow-secrets", is_flag=True, help="Commit files that look like secrets (.env*, keys, tokens).")
 @click.option("--yes", is_flag=True, help="Use the drafted message (the user confirmed it).")
 @click.option("--dry-run", is_flag=True, help="Only show the files and the drafted message.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @guard
-def commit_cmd(message: str | None, yes: bool, dry_run: bool, as_json: bool) -> None:
-    """Stage every change (untracked non-ignored files too) and commit with a Conventional message."""
+def commit_cmd(paths: tuple[str, ...], messages: tuple[str, ...], all_changes: bool,  # noqa: PLR0913
+               allow_secrets: bool, yes: bool, dry_run: bool, as_json: bool) -> None:
+    """Commit what is staged (as git does), or exactly PATHS, or with --all every change, with a Conventional
+    message; files that look like secrets are refused unless --allow-secrets."""
     git, _cfg = _setup()
-    plan = flows.plan_commit(git)
+    message = "\n\n".join(m.strip("\n") for m in messages) if messages else None
+    plan = flows.plan_commit(git, list(paths), all_changes)
     if dry_run:
         _ = emit_json(plan.to_dict()) if as_json else _show_plan(plan, message or plan.drafted)
         return
@@ -74,7 +83,7 @@ def commit_cmd(message: str | None, yes: bool, dry_run: bool, as_json: bool) -> 
         message = _confirm_message(plan)
     elif not as_json:
         _show_plan(plan, message or plan.drafted)
-    result = flows.commit(git, plan, message or plan.drafted)
+    result = flows.commit(git, plan, message or plan.drafted, allow_secrets=allow_secrets)
     if as_json:
         emit_json(result)
     else:
@@ -186,3 +195,32 @@ def _report_rewrite(result: dict, as_json: bool, what: str) -> None:
     if result.get("stash_note"):
         say(f"warning: {result['stash_note']}", err=True)
         sys.exit(EXIT_FAIL)
+
+
+@cli_group.command("backups")
+@click.option("--prune", "do_prune", is_flag=True, help="Delete the backups the policy drops (printed with "
+                                                         "their commit: `git branch NAME SHA` brings one back).")
+@click.option("--keep", type=click.IntRange(min=0), default=backups.DEFAULT_KEEP, show_default=True,
+              help="Newest backups kept per group.")
+@click.option("--max-age-days", type=click.FloatRange(min=0), default=backups.DEFAULT_MAX_AGE_DAYS,
+              show_default=True, help="Older backups are dropped (the newest of each group always stays).")
+@click.option("--json", "as_json", is_flag=True)
+@guard
+def backups_cmd(do_prune: bool, keep: int, max_age_days: float, as_json: bool) -> None:
+    """List the backup/... branches autogit and the shell guard wrote; --prune applies the keep/age policy."""
+    git, _cfg = _setup()
+    now = utc_now()
+    listed = backups.list_backups(git)
+    dropped = backups.prune(git, now, keep, max_age_days) if do_prune else \
+        backups.to_prune(listed, now, keep, max_age_days)
+    if as_json:
+        emit_json({"backups": [b.to_dict(now) for b in listed], "pruned" if do_prune else "would_prune":
+                   [b.to_dict(now) for b in dropped]})
+        return
+    gone = {b.name for b in dropped}
+    for backup in listed:
+        age = backup.age_days(now)
+        mark = ("pruned" if do_prune else "would prune") if backup.name in gone else ""
+        say(f"{backup.name}  {backup.sha[:12]}  {'?' if age is None else f'{age:.1f}d'}  {mark}".rstrip())
+    say(f"{len(listed)} backup branch(es); {len(dropped)} {'pruned' if do_prune else 'past the policy'} "
+        f"(keep {keep} per group, {max_age_days:g} days)")
