@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hp_agent.checks.op_registry import check_registry, is_registry_path
+from hp_agent.checks.op_registry import check_registry, check_registry_changed, is_registry_path
 
 RULES = "hyper_parallel/core/ops/rules"
 YAML = "hyper_parallel/core/ops/yaml"
@@ -55,7 +55,7 @@ def test_no_registry_passes_with_a_note(tmp_path):
     assert findings == [] and "no registry found" in summary
 
 
-@pytest.mark.parametrize("plant,rule,where", [
+PLANTED = [
     (lambda r: _write(r, f"{YAML}/bad.yaml", "torch.sub:\n  rule: SubRule\n"
                       "  module: hyper_parallel.core.ops.rules.missing\n"),
      "registry-module", (f"{YAML}/bad.yaml", 1, "torch.sub")),
@@ -74,7 +74,10 @@ def test_no_registry_passes_with_a_note(tmp_path):
      "registry-entry", (f"{YAML}/norule.yaml", 1, "no 'rule'")),
     (lambda r: _write(r, f"{YAML}/broken.yaml", "torch.neg: [unclosed\n"),
      "registry-yaml", (f"{YAML}/broken.yaml", None, "invalid YAML")),
-])
+]
+
+
+@pytest.mark.parametrize("plant,rule,where", PLANTED)
 def test_planted_errors_are_found_with_file_and_key(registry, plant, rule, where):
     plant(registry)
     findings, _ = check_registry(registry)
@@ -113,3 +116,36 @@ def test_cli_full_repo_mode_and_json(registry, cli, tmp_repo):
 def test_trigger_paths():
     assert is_registry_path(f"{YAML}/a.yaml") and is_registry_path(f"{RULES}/a.py")
     assert not is_registry_path("hyper_parallel/core/placement.py")
+
+
+def _changed_file(plant_case) -> str:
+    """The file a planted case writes (what the after-write hook would be told was edited)."""
+    return plant_case[2][0] if plant_case[1] != "registry-duplicate" else f"{YAML}/dup.yaml"
+
+
+@pytest.mark.parametrize("case", PLANTED, ids=[c[1] for c in PLANTED])
+def test_incremental_check_finds_what_the_full_check_finds(registry, case):
+    """The after-write hook's check of just the edited file reports the same problem as the full check."""
+    plant, rule, _where = case
+    plant(registry)
+    changed = _changed_file(case)
+    findings, summary = check_registry_changed(registry, [changed])
+    assert [f.rule for f in findings] == [rule], (findings, summary)
+    assert findings[0].file == changed
+
+
+def test_incremental_check_of_a_rule_module_sees_a_removed_class(registry):
+    rules = registry / RULES / "elementwise.py"
+    assert check_registry_changed(registry, [f"{RULES}/elementwise.py"])[0] == []  # fills the cache
+    rules.write_text(rules.read_text().replace("class InplaceRule", "class InPlaceRule"))
+    findings, summary = check_registry_changed(registry, [f"{RULES}/elementwise.py"])
+    assert [(f.rule, f.file, f.line) for f in findings] == [("registry-class", f"{YAML}/elementwise.yaml", 6)]
+    assert "1 registry file(s) parsed" in summary  # matmul.yaml does not name the module: not parsed
+
+
+def test_incremental_check_rereads_an_edited_registry_file(registry):
+    assert check_registry_changed(registry, [f"{YAML}/matmul.yaml"])[0] == []
+    path = registry / YAML / "matmul.yaml"
+    path.write_text(path.read_text().replace("MatmulRule", "MatMulRule"))  # same size: mtime tells
+    findings, _ = check_registry_changed(registry, [f"{YAML}/matmul.yaml"])
+    assert [f.rule for f in findings] == ["registry-class"]

@@ -73,10 +73,16 @@ def _classes_in(path: Path) -> set[str]:
     return {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
 
 
+def _loader():
+    """libyaml's safe loader when PyYAML was built with it (about 10x faster), else the pure-Python one."""
+    import yaml  # pylint: disable=import-outside-toplevel  # the hooks import this module before the env exists
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _key_lines(text: str) -> dict[str, int]:
     """Line number of each top-level key (from the YAML node tree, so comments don't shift it)."""
     import yaml  # pylint: disable=import-outside-toplevel  # the hooks import this module before the env exists
-    node = yaml.compose(text)
+    node = yaml.compose(text, Loader=_loader())
     if not isinstance(node, yaml.MappingNode):
         return {}
     return {k.value: k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
@@ -112,13 +118,21 @@ class _Checker:
         self.seen: dict[str, str] = {}
         self.referenced: set[Path] = set()
         self.class_cache: dict[Path, set[str]] = {}
+        self.module_cache: dict[str, tuple[Path | None, Path | None]] = {}
+        self.cache: dict | None = None  # path -> (mtime_ns, size, data, lines) when parses may be reused
+        self.cache_dirty = False
+        self.only_modules: set[str] | None = None  # resolve only entries of these modules (incremental check)...
+        self.full_files: set[Path] = set()  # ...except in these files, resolved in full
 
     def _resolve(self, rel: str, line: int, op: str, module: str, rule: str) -> None:
-        path = _module_file(module, self.root)
+        if module not in self.module_cache:
+            found = _module_file(module, self.root)
+            self.module_cache[module] = (found, found.resolve() if found else None)
+        path, resolved = self.module_cache[module]
         if path is None:
             self.findings.append(Finding(rel, line, "registry-module", f"{op}: module {module!r} not found"))
             return
-        self.referenced.add(path.resolve())
+        self.referenced.add(resolved)
         if path not in self.class_cache:
             try:
                 self.class_cache[path] = _classes_in(path)
@@ -134,10 +148,8 @@ class _Checker:
         """Check one registry YAML file: structure, fields, duplicates, module/class resolution."""
         import yaml  # pylint: disable=import-outside-toplevel  # the hooks import this module before the env
         rel = path.relative_to(self.root).as_posix()
-        text = path.read_text(encoding="utf-8")
         try:
-            data = yaml.safe_load(text) or {}
-            lines = _key_lines(text)
+            data, lines = self._parse(path)
         except yaml.YAMLError as exc:
             self.findings.append(Finding(rel, None, "registry-yaml", f"invalid YAML: {exc}"))
             return
@@ -163,9 +175,33 @@ class _Checker:
                 self.seen[op] = rel
             problems = _entry_findings(rel, line, op, spec, default)
             self.findings.extend(problems)
-            if not any(f.rule == "registry-entry" for f in problems):
-                self._resolve(rel, line, op, spec.get("module", default.get("module")),
-                              spec.get("rule", default.get("rule")))
+            module = spec.get("module", default.get("module")) if isinstance(spec, dict) else None
+            wanted = self.only_modules is None or path in self.full_files or module in self.only_modules
+            if wanted and not any(f.rule == "registry-entry" for f in problems):
+                self._resolve(rel, line, op, module, spec.get("rule", default.get("rule")))
+
+    def _parse(self, path: Path) -> tuple[object, dict[str, int]]:
+        """The file's data and key lines; reused from ``self.cache`` while the file's mtime and size match."""
+        import yaml  # pylint: disable=import-outside-toplevel  # the hooks import this module before the env
+        stat = path.stat()
+        key = str(path)
+        hit = self.cache.get(key) if self.cache is not None else None
+        if hit and hit[0] == stat.st_mtime_ns and hit[1] == stat.st_size:
+            return hit[2], hit[3]
+        text = path.read_text(encoding="utf-8")
+        data = yaml.load(text, Loader=_loader()) or {}  # noqa: S506  # a safe loader
+        lines = _key_lines(text)
+        if self.cache is not None:
+            self.cache[key] = (stat.st_mtime_ns, stat.st_size, data, lines)
+            self.cache_dirty = True
+        return data, lines
+
+    def check_modules_referenced(self, modules: dict[str, Path]) -> None:
+        """Report which of ``modules`` (dotted name -> file) no entry checked so far references."""
+        for module, path in modules.items():
+            if not _is_base_module(path) and path.resolve() not in self.referenced:
+                self.findings.append(Finding(path.relative_to(self.root).as_posix(), 1, "registry-unreferenced",
+                                             f"rule module is not referenced by any registry entry ({module})"))
 
     def check_unreferenced(self) -> None:
         """Report rule modules that no registry entry references (base modules exempt)."""
@@ -192,3 +228,88 @@ def check_registry(root: Path, layout: RegistryLayout | None = None) -> tuple[li
     summary = (f"{len(checker.seen)} op(s) in {len(files)} registry file(s), "
                f"{len(checker.referenced)} rule module(s) referenced, {len(checker.findings)} finding(s)")
     return checker.findings, summary
+
+
+def _top_keys(text: str) -> list[str]:
+    """The top-level keys of a registry file from its text alone (no YAML parse): ``name:`` at column 0."""
+    keys = []
+    for line in text.splitlines():
+        if line[:1] in ("", " ", "\t", "#", "-") or ":" not in line:
+            continue
+        key = line.split(": ", 1)[0].rstrip(":").strip().strip("'\"")
+        if key and key != DEFAULT_KEY:
+            keys.append(key)
+    return keys
+
+
+def check_registry_changed(root: Path, changed: list[str],
+                           layout: RegistryLayout | None = None) -> tuple[list[Finding], str]:
+    """The pairing check for the registry files and rule modules in ``changed`` only (the after-write hook).
+
+    An edited registry file is checked in full (structure, fields, module and class resolution) and its ops
+    against the other files' top-level keys (read from their text, not parsed). An edited rule module is
+    checked against the entries that can reference it: only registry files whose text names its module are
+    parsed. ``hp-agent check op-registry`` (and the gate) still check everything.
+    """
+    lay = layout or RegistryLayout()
+    files, edited_yaml, modules = _changed_sets(root, changed, lay)
+    texts = {path: path.read_text(encoding="utf-8") for path in files}
+    checker = _Checker(root, lay)
+    checker.cache = _load_cache(root)
+    to_parse = set(edited_yaml) | {p for p in files if any(m in texts[p] for m in modules)}
+    for path in files:  # the other files' ops, for duplicates
+        if path not in to_parse:
+            for key in _top_keys(texts[path]):
+                checker.seen.setdefault(key, path.relative_to(root).as_posix())
+    checker.only_modules, checker.full_files = set(modules), set(edited_yaml)
+    for path in sorted(to_parse):
+        checker.check_file(path)
+    checker.check_modules_referenced(modules)
+    if checker.cache_dirty:
+        _save_cache(root, checker.cache)
+    own = {p.relative_to(root).as_posix() for p in to_parse} | set(changed)
+    findings = [f for f in checker.findings if f.file in own]
+    return findings, f"{len(to_parse)} registry file(s) parsed for {len(changed)} changed file(s)"
+
+
+def _changed_sets(root: Path, changed: list[str], lay: RegistryLayout) -> tuple[list[Path], list[Path], dict]:
+    """Every registry file, the edited ones, and the edited rule modules (dotted name -> file)."""
+    reg_dir = root / lay.registry_dir
+    files = sorted([*reg_dir.glob("*.yaml"), *reg_dir.glob("*.yml")]) if reg_dir.is_dir() else []
+    rels = {path.relative_to(root).as_posix(): path for path in files}
+    edited_yaml = [rels[r] for r in changed if r in rels]
+    rules = [root / r for r in changed if r.startswith(lay.rules_dir + "/") and r.endswith(".py")
+             and (root / r).is_file()]
+    return files, edited_yaml, {_dotted(rule, root): rule for rule in rules}
+
+
+def _dotted(path: Path, root: Path) -> str:
+    return ".".join(path.relative_to(root).with_suffix("").parts)
+
+
+CACHE_FILE = ".gate/cache/op-registry.pickle"  # .gate/ is git-ignored; the cache is only ever a speed-up
+
+
+def _load_cache(root: Path) -> dict:
+    import pickle  # pylint: disable=import-outside-toplevel
+    try:
+        with open(root / CACHE_FILE, "rb") as fh:
+            data = pickle.load(fh)  # noqa: S301  # our own file, written below
+        return data if isinstance(data, dict) else {}
+    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ValueError):
+        return {}
+
+
+def _save_cache(root: Path, cache: dict | None) -> None:
+    import pickle  # pylint: disable=import-outside-toplevel
+    import tempfile  # pylint: disable=import-outside-toplevel
+    if not cache:
+        return
+    target = root / CACHE_FILE
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("wb", dir=target.parent, delete=False) as fh:
+            pickle.dump(cache, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        Path(fh.name).replace(target)
+    except OSError:
+        pass  # a read-only tree: no cache, same result

@@ -33,11 +33,27 @@ def stage_paths(root: Path, stage: Stage, changed: list[str] | None) -> list[str
     return [p for p in stage.paths if (root / p).exists()]
 
 
-def run_stage(root: Path, stage: Stage, changed: list[str] | None = None) -> StageResult:
-    """Run one stage in ``root`` and return its result (never raises for a failing tool)."""
-    paths = stage_paths(root, stage, changed) if stage.scoped else []
-    if stage.scoped and not paths:
+def selected_paths(root: Path, stage: Stage, changed: list[str] | None, context: dict) -> tuple[list[str], str]:
+    """The stage's ``{paths}`` and, when empty, why: the test files covering the change for a ``select: tests``
+    stage run with --changed (the whole scope when the change reaches every test), else :func:`stage_paths`."""
+    if stage.select != "tests" or changed is None:
+        paths = stage_paths(root, stage, changed) if stage.scoped else []
         why = "no changed file in scope" if changed is not None else "none of the scope paths exists"
+        return paths, why
+    from hp_agent.gate.select import ImportGraph, select_tests  # pylint: disable=import-outside-toplevel
+    if "graph" not in context:
+        context["graph"] = ImportGraph(root)
+    selection = select_tests(root, changed, stage.paths, context.get("base"), context["graph"])
+    if selection.tests is None:
+        return [p for p in stage.paths if (root / p).exists()], ""
+    return selection.tests, "no test covers the changed files"
+
+
+def run_stage(root: Path, stage: Stage, changed: list[str] | None = None,
+              context: dict | None = None) -> StageResult:
+    """Run one stage in ``root`` and return its result (never raises for a failing tool)."""
+    paths, why = selected_paths(root, stage, changed, context if context is not None else {})
+    if stage.scoped and not paths:
         return StageResult(stage.name, "not-run", 0.0, shlex.join(stage.argv(["<none>"])), log_tail=why)
     argv = stage.argv(paths)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -77,12 +93,14 @@ def run_gate(root: Path, stages: list[Stage], changed_only: bool = False,
              console: Console | None = None) -> tuple[GateReport, Path]:
     """Run ``stages`` in order, print progress and results, write the report; return it and its path."""
     con = console or Console(highlight=False, emoji=False, soft_wrap=True)
-    changed = changed_files(root, default_base(root)) if changed_only else None
+    base = default_base(root) if changed_only else None
+    changed = changed_files(root, base) if changed_only else None
+    context: dict = {"base": base}
     started = utc_now()
     results = []
     for index, stage in enumerate(stages, start=1):
         with con.status(f"[{index}/{len(stages)}] {stage.name} ..."):
-            res = run_stage(root, stage, changed)
+            res = run_stage(root, stage, changed, context)
         _print_stage(con, stage, res)
         results.append(res)
     report = GateReport(started=started, finished=utc_now(), changed_only=changed_only, stages=results)

@@ -12,7 +12,7 @@ import yaml
 from hp_agent.parsers import PARSERS
 
 STAGES_FILE = "ci/stages.yaml"
-_FIELDS = {"name", "run", "paths", "suffixes", "parser", "ok_codes", "timeout_s"}
+_FIELDS = {"name", "run", "paths", "suffixes", "parser", "ok_codes", "timeout_s", "select"}
 
 
 class StageConfigError(ValueError):
@@ -30,6 +30,7 @@ class Stage:
     suffixes: list[str] = field(default_factory=list)
     ok_codes: list[int] = field(default_factory=lambda: [0])
     timeout_s: float = 1800
+    select: str = ""  # "tests": with --changed, {paths} is the test files covering the change (gate/select.py)
 
     @property
     def scoped(self) -> bool:
@@ -62,6 +63,8 @@ def _validate(spec: object, index: int, seen: set[str]) -> dict:
         raise StageConfigError(f"{where}: needs 'name' and a non-empty 'run' list")
     if spec.get("parser") not in PARSERS:
         raise StageConfigError(f"{where} ({spec['name']}): parser must be one of {sorted(PARSERS)}")
+    if spec.get("select", "tests") != "tests":
+        raise StageConfigError(f"{where} ({spec['name']}): select must be 'tests', got {spec['select']!r}")
     if spec["name"] in seen:
         raise StageConfigError(f"{where}: stage name {spec['name']!r} used twice")
     seen.add(spec["name"])
@@ -82,7 +85,7 @@ def load_stages(root: Path) -> list[Stage]:
                             paths=[str(p) for p in spec.get("paths", [])],
                             suffixes=[str(s) for s in spec.get("suffixes", [])],
                             ok_codes=[int(c) for c in spec.get("ok_codes", [0])],
-                            timeout_s=float(spec.get("timeout_s", 1800))))
+                            timeout_s=float(spec.get("timeout_s", 1800)), select=str(spec.get("select", ""))))
     if not stages:
         raise StageConfigError(f"{STAGES_FILE}: no stages")
     return stages

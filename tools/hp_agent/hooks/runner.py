@@ -42,7 +42,7 @@ def _after_write(ev: HookEvent, assistant) -> HookAnswer:
     from hp_agent.repo import relative_to_repo  # pylint: disable=import-outside-toplevel
 
     base = Path(ev.cwd) if ev.cwd else Path.cwd()
-    problems, fixed, registry_roots = [], [], set()
+    problems, fixed, registry_roots = [], [], {}
     for name in ev.files:
         path = Path(name) if Path(name).is_absolute() else base / name
         if not path.is_file():
@@ -56,7 +56,7 @@ def _after_write(ev: HookEvent, assistant) -> HookAnswer:
             fixed.append(f"{rel}: fixed {', '.join(res.fixed)}")
         problems.extend(str(f) for f in res.findings)
         if _is_registry_path(rel):
-            registry_roots.add(root)
+            registry_roots.setdefault(root, []).append(rel)
     problems.extend(_registry_problems(registry_roots))
     note = "hp-agent style: " + "; ".join(fixed) + " (re-read the file before editing it again)" if fixed else ""
     if problems:
@@ -79,9 +79,13 @@ def _is_registry_path(rel: str) -> bool:
     return is_registry_path(rel)
 
 
-def _registry_problems(roots: set) -> list[str]:
+def _registry_problems(roots: "set | dict") -> list[str]:
+    """The op-registry pairing check: in full for a set of roots (pre-commit), incrementally for a mapping
+    root -> the registry files and rule modules just edited (after-write: only what those files touch;
+    the full check stays in the gate and in pre-commit)."""
     import importlib.util  # pylint: disable=import-outside-toplevel
-    from hp_agent.checks.op_registry import check_registry  # pylint: disable=import-outside-toplevel
+    from hp_agent.checks.op_registry import (check_registry,  # pylint: disable=import-outside-toplevel
+                                             check_registry_changed)
 
     if not roots:
         return []
@@ -89,6 +93,8 @@ def _registry_problems(roots: set) -> list[str]:
     if importlib.util.find_spec("yaml") is None:  # bootstrap: no PyYAML yet
         return [f"op-registry pairing not checked (PyYAML is missing): run {SETUP}, then "
                 "`hp-agent check op-registry`"]
+    if isinstance(roots, dict):
+        return [str(f) for root in sorted(roots) for f in check_registry_changed(root, roots[root])[0]]
     return [str(f) for root in sorted(roots) for f in check_registry(root)[0]]
 
 
