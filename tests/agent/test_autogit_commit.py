@@ -192,3 +192,28 @@ def test_backups_are_reused_listed_and_pruned(repos):
     assert "backup/topic/20260101T000000Z" in text and "3 backup branch(es)" in text
     with pytest.raises(ValueError):
         backups.to_prune([], day, keep=-1)
+
+
+def test_dist_op_dev_commits_one_op_with_the_plans_message(repos):
+    """`dist-op dev --commit`: the op's plan, report and generated files, nothing else, one commit."""
+    from types import SimpleNamespace  # pylint: disable=import-outside-toplevel
+
+    from hp_agent.commands.dist_op import commit_op, op_commit_message  # pylint: disable=import-outside-toplevel
+
+    root = repos.work
+    files = ["hyper_parallel/core/ops/yaml/generated.yaml", "tests/ut/ops/generated/cases/torch_gcd.yaml",
+             "tests/st/torch/ops/generated/cases/torch_gcd.yaml"]
+    for rel in files + ["plans/torch.gcd.md", "plans/torch.gcd.report.md"]:
+        repos.write(rel, f"# {rel}\n")
+    repos.write("hyper_parallel/core/ops/rules/other_op.py", "X = 1\n")  # another op's work: stays out
+    plan = SimpleNamespace(op="torch.gcd", path=root / "plans/torch.gcd.md",
+                           meta={"path": "A", "rule": {"class": "ElementwiseRule", "file": None}})
+    result = SimpleNamespace(report=root / "plans/torch.gcd.report.md", files=files)
+    layout = SimpleNamespace(root=root, path=lambda rel: root / rel)
+    out = commit_op(layout, plan, result)
+    assert out["message"] == "feat(ops): distributed torch.gcd (YAML, UT, ST)"
+    assert git(root, "log", "-1", "--format=%s") == "feat(ops): distributed torch.gcd (YAML, UT, ST)"
+    assert committed(root) == sorted(f"A\t{p}" for p in files + ["plans/torch.gcd.md", "plans/torch.gcd.report.md"])
+    assert untracked(root) == {"hyper_parallel/core/ops/rules/other_op.py"}
+    plan.meta = {"path": "B", "rule": {"class": "GcdRule", "file": "hyper_parallel/core/ops/rules/gcd.py"}}
+    assert op_commit_message(plan) == "feat(ops): distributed torch.gcd (rule, YAML, UT, ST)"

@@ -82,3 +82,14 @@ def test_set_field_errors():
         set_field(plan, "frontends.nope=1")
     with pytest.raises(PlanError, match="not a settable field"):
         set_field(plan, "status=confirmed")
+
+
+def test_set_field_stores_strings_unless_the_schema_types_the_field():
+    plan = Plan.parse(TEXT)
+    set_field(plan, "frontends.mindspore.in_scope=false")  # a [TBD] placeholder, typed bool by the schema
+    assert plan.meta["frontends"]["mindspore"]["in_scope"] is False
+    plan.meta["reason"] = "[TBD] why"
+    assert set_field(plan, "reason=a: b") == ("reason", "a: b")  # text, never a mapping
+    assert set_field(plan, "reason=true") == ("reason", "true")
+    with pytest.raises(PlanError, match="expected true or false"):
+        set_field(plan, "frontends.mindspore.in_scope=maybe")

@@ -86,6 +86,9 @@ def test_cli_verify_and_refusals(cli):
     data = json.loads(ok.stdout)
     assert data["ok"] and [r["op"] for r in data["table"]] == ["torch.relu", "torch.nn.functional.glu"]
     assert all(r["checked"] > 0 and r["fp"] == 0 for r in data["table"])
+    none = cli(["dist-op", "verify", "torch.linalg.cholesky", "--json"], cwd=REPO)  # no sample runs
+    assert none.returncode == 1 and json.loads(none.stdout)["ok"] is False, none.stdout[-500:]
+    assert json.loads(none.stdout)["unprobed"][0]["op"] == "torch.linalg.cholesky"
     both = cli(["dist-op", "verify", "torch.relu", "--all"], cwd=REPO)
     assert both.returncode == 2 and "not both" in both.stderr
     unknown = cli(["dist-op", "verify", "torch.nosuchop"], cwd=REPO)
@@ -106,3 +109,29 @@ def test_mesh_simulation_round_trips_nested_shards_and_partials():
     nested = split_nd(t, (Shard(0), Shard(0)), (2, 2), torch.Generator())
     assert [nested[c].shape[0] for c in sorted(nested)] == [2, 1, 1, 1]  # 5 -> 3 + 2 -> (2 + 1) + (1 + 1)
     assert assemble_nd(nested, (Shard(0), Replicate()), (2, 2)) is None
+
+
+SHAPES = """
+__default__:
+  module: hyper_parallel.core.ops.rules.elementwise
+  rule: ElementwiseRule
+torch.gcd: {}                                    # integer-only: probed on int64 inputs
+torch.logical_not: {}                            # takes any dtype; probed as given
+torch.linalg.cholesky: {}                        # needs a positive-definite matrix: no runnable sample
+"""
+
+
+def test_integer_only_ops_are_probed_and_an_unprobed_op_is_reported(tmp_path):
+    path = tmp_path / "shapes.yaml"
+    path.write_text(SHAPES, encoding="utf-8")
+    reg = Registry()
+    reg.load_paths([path])
+    report = verify(registry=reg)
+    by_op = {o.op: o for o in report.ops}
+    assert by_op["torch.gcd"].checked > 0 and by_op["torch.gcd"].findings == []  # gcd is element-wise
+    assert by_op["torch.logical_not"].checked > 0
+    assert [o.op for o in report.unprobed] == ["torch.linalg.cholesky"]
+    assert "integer and bool inputs tried" in by_op["torch.linalg.cholesky"].status
+    text = "\n".join(report.lines())
+    assert "torch.linalg.cholesky: probed nothing" in text and "dist-op synth" in text
+    assert report.to_dict()["unprobed"][0]["op"] == "torch.linalg.cholesky"

@@ -178,8 +178,9 @@ def _confirm_batch(layout, batch: Path, who: str, decisions: Tuple[str, ...], as
 @json_option
 @internal_errors
 def set_cmd(plan: str, assignments: Tuple[str, ...], as_json: bool) -> None:
-    """Decide front-matter fields of PLAN: KEY=VALUE (dotted keys, YAML values), e.g.
-    ``frontends.mindspore.in_scope=false``. A confirmed plan becomes stale (confirm it again)."""
+    """Decide front-matter fields of PLAN: KEY=VALUE (dotted keys), e.g. ``frontends.mindspore.in_scope=false``.
+    The value is a string unless the field is a bool, number, list or mapping (then it must be one).
+    A confirmed plan becomes stale (confirm it again)."""
     from hp_agent.dist_op.plan import set_field
     layout = _layout()
     try:
@@ -225,9 +226,12 @@ def status_cmd(only_bad: bool, as_json: bool) -> None:
 @click.option("--continue", "resume", is_flag=True, help="Keep the files (your fix) and re-run every step.")
 @click.option("--batch", "batch", type=click.Path(dir_okay=False), default=None,
               help="Every plan listed in this file: all UT in one pytest run, all ST in one (one worker pool).")
+@click.option("--commit", "do_commit", is_flag=True,
+              help="When green, commit the op's files (plan, report, YAML, cases, tests) as one commit with the "
+                   "plan's message, e.g. `feat(ops): distributed torch.gcd (rule, YAML, UT, ST)`.")
 @json_option
 @internal_errors
-def dev_cmd(plan: str, resume: bool, batch: str, as_json: bool) -> None:
+def dev_cmd(plan: str, resume: bool, batch: str, do_commit: bool, as_json: bool) -> None:  # noqa: PLR0913
     """From a confirmed PLAN: write rule/YAML/UT/ST, run UT, torch gloo ST and gate checks, write the report."""
     from hp_agent.dist_op.runner import dev
     layout = _layout()
@@ -237,11 +241,13 @@ def dev_cmd(plan: str, resume: bool, batch: str, as_json: bool) -> None:
         _dev_batch(layout, Path(batch), as_json)
         return
     try:
-        result = dev(load_plan(_plan_path(layout, plan)), layout, resume=resume)
+        parsed = load_plan(_plan_path(layout, plan))
+        result = dev(parsed, layout, resume=resume)
     except PlanError as exc:
         _refuse(exc)
+    committed = commit_op(layout, parsed, result) if do_commit and result.green else None
     if as_json:
-        click.echo(json.dumps({"ok": result.green, **result.to_dict()}, indent=2))
+        click.echo(json.dumps({"ok": result.green, **result.to_dict(), "commit": committed}, indent=2))
     else:
         for r in result.runs:
             click.echo(f"{'ok  ' if r.ok else 'FAIL'} {r.name}: {r.summary}")
@@ -249,7 +255,26 @@ def dev_cmd(plan: str, resume: bool, batch: str, as_json: bool) -> None:
                 click.echo(f"     first failure: {r.first_failure} {r.placements}".rstrip())
         click.echo(f"{result.op}: {'GREEN' if result.green else 'FAILED'} in {result.seconds:.1f} s; "
                    f"report {result.report}")
+        if committed:
+            click.echo(f"committed {committed['commit'][:12]}: {committed['message']}")
     sys.exit(EXIT_OK if result.green else EXIT_FINDINGS)
+
+
+def op_commit_message(plan) -> str:
+    """The commit of one op, from its plan: ``feat(ops): distributed torch.gcd (rule, YAML, UT, ST)``."""
+    rule = plan.meta.get("rule") if isinstance(plan.meta.get("rule"), dict) else {}
+    parts = (["rule"] if rule.get("file") or plan.meta.get("path") in ("B", "C") else []) + ["YAML", "UT", "ST"]
+    return f"feat(ops): distributed {plan.op} ({', '.join(parts)})"
+
+
+def commit_op(layout, plan, result) -> dict:
+    """Commit exactly the op's files (the plan, its report and the generated files) with the plan's message."""
+    from hp_agent.autogit import flows  # pylint: disable=import-outside-toplevel
+    git = flows.repo_git(layout.root)
+    paths = [str(plan.path.relative_to(layout.root)), str(result.report.relative_to(layout.root)), *result.files]
+    existing = [p for p in dict.fromkeys(paths) if layout.path(p).exists()]
+    commit_plan = flows.plan_commit(git, existing)
+    return flows.commit(git, commit_plan, op_commit_message(plan))
 
 
 @cli_group.command("synth")
@@ -325,12 +350,16 @@ def verify_cmd(ops: Tuple[str, ...], all_ops: bool, markdown: str, as_json: bool
         target = Path(markdown)
         target = target if target.is_absolute() else layout.root / target
         target.write_text(render_markdown(report), encoding="utf-8")
+    probed = [o for o in report.ops if o.status == "probed" and o.checked]
+    # named ops must each be probed; --all must probe something (ops without a sample are listed)
+    unprobed = bool(report.unprobed) if ops else not probed
+    ok = not report.false_positives and not unprobed
     if as_json:
-        click.echo(json.dumps({"ok": not report.false_positives, **report.to_dict()}, indent=2))
+        click.echo(json.dumps({"ok": ok, **report.to_dict()}, indent=2))
     else:
         for line in report.lines():
             click.echo(line)
-    sys.exit(EXIT_FINDINGS if report.false_positives else EXIT_OK)
+    sys.exit(EXIT_OK if ok else EXIT_FINDINGS)
 
 
 @cli_group.command("resynth")

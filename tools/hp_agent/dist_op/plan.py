@@ -186,17 +186,19 @@ def return_to_draft(plan: Plan, reason: str, now: Optional[datetime.datetime] = 
 
 
 def set_field(plan: Plan, assignment: str) -> tuple:
-    """Apply ``a.b.c=value`` (value parsed as YAML) to the front matter; returns ``(key, value)``."""
+    """Apply ``a.b.c=value`` to the front matter; returns ``(key, value)``.
+
+    The value is stored as the string given unless the field's current value (the plan template's schema)
+    says otherwise: a bool field takes ``true``/``false`` (``yes``/``no``...), a number field a number, a list
+    or mapping field a YAML list or mapping; anything else is refused with the type expected. So
+    ``reason=a: b`` stores the text ``a: b``, never a mapping.
+    """
     if "=" not in assignment:
         raise PlanError(f"{assignment!r}: expected KEY=VALUE (e.g. frontends.mindspore.in_scope=false)")
     key, raw = assignment.split("=", 1)
     parts = [p for p in key.strip().split(".") if p]
     if not parts or parts[0] in _VOLATILE:
         raise PlanError(f"{key!r}: not a settable field (status and confirmation belong to confirm)")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as exc:
-        raise PlanError(f"{key}: value {raw!r} is not valid YAML: {exc}") from exc
     node = plan.meta
     for p in parts[:-1]:
         if not isinstance(node, dict) or p not in node:
@@ -204,5 +206,43 @@ def set_field(plan: Plan, assignment: str) -> tuple:
         node = node[p]
     if not isinstance(node, dict) or parts[-1] not in node:
         raise PlanError(f"{key!r}: no field {parts[-1]!r} in the plan's front matter")
+    value = _typed(".".join(parts), raw, node[parts[-1]])
     node[parts[-1]] = value
     return ".".join(parts), value
+
+
+# fields whose type is not a string (a [TBD] or null placeholder does not tell); others take their value's type
+SCHEMA = {"frontends.mindspore.in_scope": bool, "frontends.mindspore.installed": bool, "frontends.torch": list,
+          "frontends.mindspore.names": list, "derivation.linear": bool, "derivation.differentiable": bool,
+          "derivation.legacy_dim": bool, "derivation.tensors": int, "derivation.probed_cases": int,
+          "dim_position": int, "dim_default": int, "options": dict, "cache_values": list}
+_TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number", list: "a YAML list ([a, b])",
+               dict: "a YAML mapping ({k: v})"}
+
+
+def field_type(key: str, current: object) -> type:
+    """The type ``key`` holds: :data:`SCHEMA`, else the current value's (str for a placeholder or null)."""
+    if key in SCHEMA:
+        return SCHEMA[key]
+    if current is None or isinstance(current, str):
+        return str
+    return float if isinstance(current, float) else type(current)
+
+
+def _typed(key: str, raw: str, current: object) -> object:
+    """``raw`` as the field's type (:func:`field_type`): the text itself for a string field."""
+    expected = field_type(key, current)
+    if expected is str:
+        return raw.strip()
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError as exc:
+        raise PlanError(f"{key}: value {raw!r} is not valid YAML: {exc}") from exc
+    if value is None and key in SCHEMA and expected in (int, list, dict):
+        return None  # unset
+    ok = isinstance(value, bool) if expected is bool else (
+        isinstance(value, (int, float)) and not isinstance(value, bool) if expected is float else
+        isinstance(value, expected) and not (expected is int and isinstance(value, bool)))
+    if not ok:
+        raise PlanError(f"{key}: expected {_TYPE_NAMES.get(expected, expected.__name__)}, got {raw!r}")
+    return value

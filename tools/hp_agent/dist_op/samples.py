@@ -181,7 +181,7 @@ def _derived(name: str) -> List[Sample]:
     if n_tensors == 2:
         shapes += [[_r(5, 6), _r(6)], [_r(4, 1), _r(4, 6)]]
     if n_tensors == 1:
-        shapes.append([_r(5, 3, 2)])
+        shapes += [[_r(5, 3, 2)], [_r(6)], [_r()]]  # 3-D, 1-D (vander) and 0-d inputs
     return [(fills + tensors + fills_after, {}) for tensors in shapes]
 
 

@@ -100,6 +100,7 @@ class VerifyReport:
                 "false_negatives": [f.__dict__ for f in self.false_negatives],
                 "false_negatives_by_scope": self.by_scope(),
                 "errors": [f.__dict__ for f in self.errors],
+                "unprobed": [{"op": o.op, "status": o.status} for o in self.unprobed],
                 "table": [{"op": o.op, "rule": o.rule, "status": o.status, "checked": o.checked,
                            "expand": o.expand, "refused": o.refused, "fp": o.count("false positive")
                            + o.count("rule error"), "fn": o.count("false negative")} for o in self.ops]}
@@ -107,6 +108,12 @@ class VerifyReport:
     def by_scope(self) -> Dict[str, int]:
         """False negatives per scope (:data:`SCOPES`)."""
         return {sc: sum(1 for f in self.false_negatives if f.scope == sc) for sc in SCOPES}
+
+    @property
+    def unprobed(self) -> List[OpResult]:
+        """Ops the verifier could not run a single sample of (nondeterministic ones excepted: ST covers them)."""
+        return [o for o in self.ops if not o.status.startswith("nondeterministic")
+                and (o.status != "probed" or o.checked == 0)]
 
     @property
     def errors(self) -> List[Finding]:
@@ -118,6 +125,10 @@ class VerifyReport:
         out = [f.line() for f in self.false_positives + self.errors + self.false_negatives]
         probed = sum(1 for o in self.ops if o.status == "probed")
         scopes = ", ".join(f"{v} {k}" for k, v in self.by_scope().items())
+        for o in self.unprobed:
+            out.append(f"{o.op}: probed nothing ({o.status}). Fix: `hp-agent dist-op synth {o.op}` shows the "
+                       "sample calls the pipeline builds from OpInfo and the signature; when none runs, add one "
+                       "for the op in tools/hp_agent/dist_op/samples.py")
         out.append(f"verify: {len(self.ops)} op(s), {probed} probed, {len(self.false_positives)} false positive(s), "
                    f"{len(self.false_negatives)} false negative(s) ({scopes}) in {self.seconds:.1f} s")
         return out
@@ -582,10 +593,10 @@ def _verify_op(name: str, entry: Any) -> OpResult:
     rule = entry.rule_instance()
     ran = 0
     for sample in samples_for(name):
-        args, kwargs = sample
-        ref = _reference(fn, args, kwargs)
+        sample, ref = _usable(fn, sample)
         if ref is None:
             continue
+        args, kwargs = sample
         ran += 1
         tensors = [_nth(args, kwargs, loc) for loc in collect_tensors(args, kwargs)]
         options = [placements_for(t) for t in tensors]
@@ -595,8 +606,36 @@ def _verify_op(name: str, entry: Any) -> OpResult:
         for combo in _combos_2d(tensors):
             _one_combo_2d(res, name, rule, fn, sample, ref, combo)
     if not ran:
-        res.status = "no sample: define one in hp_agent/dist_op/samples.py"
+        res.status = ("no sample: no sample call ran (float, integer and bool inputs tried); define one in "
+                      "tools/hp_agent/dist_op/samples.py")
     return res
+
+
+def _cast(value, dtype):
+    """A float tensor as int64 (scaled, so values differ) or bool; lists and tuples element-wise."""
+    import torch
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return (value * 10).to(dtype) if dtype is torch.int64 else value > 1.0
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cast(v, dtype) for v in value)
+    return value
+
+
+def _usable(fn, sample):
+    """``(sample, reference outputs)``: the sample as given, else with its float tensors cast to int64, else to
+    bool (integer-only ops such as ``gcd``, bool-only ones such as ``logical_*``); ``(sample, None)`` when the
+    op takes none of them."""
+    import torch
+    ref = _reference(fn, *sample)
+    if ref is not None:
+        return sample, ref
+    for dtype in (torch.int64, torch.bool):
+        args, kwargs = sample
+        retyped = ([_cast(a, dtype) for a in args], {k: _cast(v, dtype) for k, v in kwargs.items()})
+        ref = _reference(fn, *retyped)
+        if ref is not None:
+            return retyped, ref
+    return sample, None
 
 
 def _nth(args, kwargs, loc):
