@@ -81,6 +81,13 @@ def test_a_new_op_selects_its_own_tests_the_registry_tests_and_the_tests_naming_
         (repo / "tests/ut/test_gcd.py").unlink()
 
 
+def test_a_test_data_file_selects_the_tests_above_it(repo):
+    (repo / "tests/ut/cases").mkdir(exist_ok=True)
+    assert _sel(repo, ["tests/ut/cases/torch.gcd.yaml"]) == ["tests/ut/test_other.py", "tests/ut/test_registry.py",
+                                                             "tests/ut/test_rule_direct.py", "tests/ut/test_spec.py"]
+    assert _sel(repo, ["tests/ut/cases/torch.gcd.yaml"], "tests/st") == []
+
+
 def test_a_rule_module_selects_direct_importers_only(repo):
     assert _sel(repo, ["hyper_parallel/core/ops/rules/elementwise.py"]) == ["tests/ut/test_rule_direct.py"]
 

@@ -4,7 +4,8 @@
 
 A test file is selected when
 
-* it changed itself (a new op's UT and ST files);
+* it changed itself (a new op's UT and ST files), or a test data file below its directory changed (a
+  generated op's case YAML under ``tests/*/ops/generated/cases/``);
 * it imports, directly or through other modules, a changed Python module (the static import graph of
   ``hyper_parallel``, ``hp_agent`` and the tests; importing ``a.b.c`` also runs ``a`` and ``a.b``);
 * a changed op-registry YAML adds or changes an op the test names (``torch.gcd``, ``"gcd"``, ``.gcd(``), or
@@ -193,6 +194,7 @@ def select_tests(root: Path, changed: list[str], scopes: list[str], base: str | 
     graph = graph or ImportGraph(root)
     tests = {mod: rel for mod, rel in graph.files.items() if _is_test(rel) and _in(rel, scopes)}
     reasons: dict[str, str] = {rel: "changed" for rel in changed if _is_test(rel) and _in(rel, scopes)}
+    _by_test_data(changed, scopes, tests, reasons)
     modules, direct_only, needed = set(), set(), []
     for rel in changed:
         _classify(root, rel, base, graph, (modules, direct_only, needed))
@@ -226,6 +228,15 @@ def _classify(root: Path, rel: str, base: str | None, graph: ImportGraph, into: 
         modules.add(mod)
     elif rel.startswith(ASSET_DIRS):
         needed.append(("asset", ".agent/"))
+
+
+def _by_test_data(changed: list[str], scopes: list[str], tests: dict[str, str], reasons: dict) -> None:
+    """A test data file (a generated op's case YAML) changed: the tests in a directory above it read it."""
+    for rel in changed:
+        if rel.startswith("tests/") and not rel.endswith(".py") and _in(rel, scopes):
+            for test in tests.values():
+                if rel.startswith(test.rpartition("/")[0] + "/"):
+                    reasons.setdefault(test, f"reads test data {rel}")
 
 
 def _by_imports(graph: ImportGraph, tests: dict[str, str], modules: tuple[set, set], reasons: dict) -> None:
