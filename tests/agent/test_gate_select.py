@@ -73,8 +73,7 @@ def test_a_new_op_selects_its_own_tests_the_registry_tests_and_the_tests_naming_
     (repo / "tests/ut/test_gcd.py").write_text("def test_gcd():\n    assert True\n")
     try:
         changed = ["hyper_parallel/core/ops/yaml/elementwise.yaml", "tests/ut/test_gcd.py"]
-        assert _sel(repo, changed) == ["tests/st/test_gcd_named.py", "tests/ut/test_gcd.py",
-                                       "tests/ut/test_registry.py"]  # not test_add (torch.add did not change)
+        assert _sel(repo, changed) == ["tests/st/test_gcd_named.py", "tests/ut/test_gcd.py"]  # not test_add
         assert _sel(repo, changed, "tests/st") == ["tests/st/test_gcd_named.py"]
     finally:
         yaml_file.write_text(before)
@@ -82,10 +81,11 @@ def test_a_new_op_selects_its_own_tests_the_registry_tests_and_the_tests_naming_
 
 
 def test_a_test_data_file_selects_the_tests_above_it(repo):
-    (repo / "tests/ut/cases").mkdir(exist_ok=True)
     assert _sel(repo, ["tests/ut/cases/torch.gcd.yaml"]) == ["tests/ut/test_other.py", "tests/ut/test_registry.py",
                                                              "tests/ut/test_rule_direct.py", "tests/ut/test_spec.py"]
     assert _sel(repo, ["tests/ut/cases/torch.gcd.yaml"], "tests/st") == []
+    assert _sel(repo, ["tests/st/cases/deep/torch.gcd.yaml"]) == ["tests/st/test_add.py",
+                                                                  "tests/st/test_gcd_named.py"]  # nearest only
 
 
 def test_a_rule_module_selects_direct_importers_only(repo):

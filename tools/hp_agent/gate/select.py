@@ -4,12 +4,12 @@
 
 A test file is selected when
 
-* it changed itself (a new op's UT and ST files), or a test data file below its directory changed (a
-  generated op's case YAML under ``tests/*/ops/generated/cases/``);
+* it changed itself (a new op's UT and ST files), or a test data file changed below its directory, the nearest
+  one holding tests (a generated op's case YAML under ``tests/*/ops/generated/cases/``);
 * it imports, directly or through other modules, a changed Python module (the static import graph of
   ``hyper_parallel``, ``hp_agent`` and the tests; importing ``a.b.c`` also runs ``a`` and ``a.b``);
-* a changed op-registry YAML adds or changes an op the test names (``torch.gcd``, ``"gcd"``, ``.gcd(``), or
-  the test imports the registry loader itself (directly: everything reaches it through dispatch);
+* a changed op-registry YAML adds or changes an op the test names (``torch.gcd``, ``"gcd"``, ``.gcd(``) (the
+  YAML itself is data: the ``op-registry`` stage checks it);
 * a changed op rule module (loaded by name from the registry, so no import edge leads to the ops it serves)
   is imported directly by the test or named in it by its dotted path;
 * an agent asset or a generated assistant file changed and the test names ``.agent/``.
@@ -29,7 +29,6 @@ PACKAGES = {"hyper_parallel": "hyper_parallel", "tools/hp_agent": "hp_agent", "t
 WHOLE_STAGE = {"pyproject.toml", "setup.py", "setup.cfg", "Makefile", "ci/stages.yaml"}
 REGISTRY_DIR = "hyper_parallel/core/ops/yaml/"
 RULES_DIR = "hyper_parallel/core/ops/rules/"
-REGISTRY_MODULE = "hyper_parallel.core.ops.registry"
 ASSET_DIRS = (".agent/", ".claude/", ".cursor/", ".codex/", ".gemini/", ".github/instructions/", "AGENTS.md",
               "CLAUDE.md", "GEMINI.md")
 NO_TESTS = ("docs/", "plans/", "benchmarks/", "examples/", "README.md", "AGENTS.md", "CLAUDE.md", "GEMINI.md")
@@ -218,8 +217,7 @@ def _classify(root: Path, rel: str, base: str | None, graph: ImportGraph, into: 
     """Sort one changed file into (modules for the import closure, modules for direct importers, texts)."""
     modules, direct_only, needed = into
     mod = module_of(rel)
-    if rel.startswith(REGISTRY_DIR):  # loaded by name: the registry's own tests and the tests naming its ops
-        direct_only.add(REGISTRY_MODULE)
+    if rel.startswith(REGISTRY_DIR):  # data (the op-registry stage checks it): the tests naming its changed ops
         needed.extend(("op", op) for op in changed_ops(root, rel, base))
     elif rel.startswith(RULES_DIR) and mod:  # loaded by name from the registry: importers and namers
         direct_only.add(mod)
@@ -231,12 +229,19 @@ def _classify(root: Path, rel: str, base: str | None, graph: ImportGraph, into: 
 
 
 def _by_test_data(changed: list[str], scopes: list[str], tests: dict[str, str], reasons: dict) -> None:
-    """A test data file (a generated op's case YAML) changed: the tests in a directory above it read it."""
+    """A test data file (a generated op's case YAML) changed: the tests of the nearest directory above it that
+    holds tests read it."""
+    by_dir: dict[str, list[str]] = {}
+    for test in tests.values():
+        by_dir.setdefault(test.rpartition("/")[0], []).append(test)
     for rel in changed:
-        if rel.startswith("tests/") and not rel.endswith(".py") and _in(rel, scopes):
-            for test in tests.values():
-                if rel.startswith(test.rpartition("/")[0] + "/"):
-                    reasons.setdefault(test, f"reads test data {rel}")
+        if not (rel.startswith("tests/") and not rel.endswith(".py") and _in(rel, scopes)):
+            continue
+        folder = rel.rpartition("/")[0]
+        while folder and folder not in by_dir:
+            folder = folder.rpartition("/")[0]
+        for test in by_dir.get(folder, []):
+            reasons.setdefault(test, f"reads test data {rel}")
 
 
 def _by_imports(graph: ImportGraph, tests: dict[str, str], modules: tuple[set, set], reasons: dict) -> None:
