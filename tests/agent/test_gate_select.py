@@ -88,6 +88,19 @@ def test_a_test_data_file_selects_the_tests_above_it(repo):
                                                                   "tests/st/test_gcd_named.py"]  # nearest only
 
 
+def test_a_generated_case_file_selects_its_one_case(repo):
+    case_dir = repo / "tests/st/ops/generated"
+    (case_dir / "cases").mkdir(parents=True)
+    (case_dir / "test_generated_parity.py").write_text(
+        "import pytest\n\n\n@pytest.mark.parametrize('op', ['torch.add', 'torch.gcd'])\ndef test_plan_parity(op):\n"
+        "    assert op\n")
+    try:
+        assert _sel(repo, ["tests/st/ops/generated/cases/torch.gcd.yaml"]) == [
+            "tests/st/ops/generated/test_generated_parity.py::test_plan_parity[torch.gcd]"]
+    finally:
+        (case_dir / "test_generated_parity.py").unlink()
+
+
 def test_a_rule_module_selects_direct_importers_only(repo):
     assert _sel(repo, ["hyper_parallel/core/ops/rules/elementwise.py"]) == ["tests/ut/test_rule_direct.py"]
 

@@ -193,13 +193,13 @@ def select_tests(root: Path, changed: list[str], scopes: list[str], base: str | 
     graph = graph or ImportGraph(root)
     tests = {mod: rel for mod, rel in graph.files.items() if _is_test(rel) and _in(rel, scopes)}
     reasons: dict[str, str] = {rel: "changed" for rel in changed if _is_test(rel) and _in(rel, scopes)}
-    _by_test_data(changed, scopes, tests, reasons)
+    _by_test_data(root, changed, scopes, tests, reasons)
     modules, direct_only, needed = set(), set(), []
     for rel in changed:
         _classify(root, rel, base, graph, (modules, direct_only, needed))
     _by_imports(graph, tests, (modules, direct_only), reasons)
     _by_text(root, tests, needed, reasons)
-    return Selection(sorted(r for r in reasons if (root / r).is_file()), reasons)
+    return Selection(sorted(r for r in reasons if (root / r.partition("::")[0]).is_file()), reasons)
 
 
 def _whole_stage(changed: list[str], scopes: list[str]) -> Selection | None:
@@ -228,7 +228,7 @@ def _classify(root: Path, rel: str, base: str | None, graph: ImportGraph, into: 
         needed.append(("asset", ".agent/"))
 
 
-def _by_test_data(changed: list[str], scopes: list[str], tests: dict[str, str], reasons: dict) -> None:
+def _by_test_data(root: Path, changed: list[str], scopes: list[str], tests: dict[str, str], reasons: dict) -> None:
     """A test data file (a generated op's case YAML) changed: the tests of the nearest directory above it that
     holds tests read it."""
     by_dir: dict[str, list[str]] = {}
@@ -241,7 +241,20 @@ def _by_test_data(changed: list[str], scopes: list[str], tests: dict[str, str], 
         while folder and folder not in by_dir:
             folder = folder.rpartition("/")[0]
         for test in by_dir.get(folder, []):
-            reasons.setdefault(test, f"reads test data {rel}")
+            reasons.setdefault(_case_node(root, test, rel), f"reads test data {rel}")
+
+
+def _case_node(root: Path, test: str, data: str) -> str:
+    """``test::func[<case>]`` when ``data`` is one case file (``cases/torch.gcd.yaml`` -> ``torch.gcd``) and
+    ``test`` has a single test function, parametrized (the generated op tests: one case per op); else ``test``."""
+    if "/cases/" not in data:
+        return test
+    text = (root / test).read_text(encoding="utf-8", errors="replace")
+    funcs = re.findall(r"^def (test_\w+)\(", text, re.M)
+    if len(funcs) != 1 or "@pytest.mark.parametrize" not in text:
+        return test
+    case = data.rpartition("/")[2].rsplit(".", 1)[0]
+    return f"{test}::{funcs[0]}[{case}]"
 
 
 def _by_imports(graph: ImportGraph, tests: dict[str, str], modules: tuple[set, set], reasons: dict) -> None:
