@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional
 import yaml
 
 from hp_agent.dist_op.layout import Layout
-from hp_agent.dist_op.plan import Plan, PlanError, load_plan, plan_state, slug_of
+from hp_agent.dist_op.plan import SAFE_LOADER, Plan, PlanError, load_plan, plan_state, slug_of
 from hp_agent.dist_op.scaffold import planned_entry, planned_files, plan_sha, render_cases
 from hp_agent.findings import Finding
 
@@ -57,7 +57,7 @@ def _registry(layout: Layout) -> Dict[str, Dict[str, Any]]:
     target = layout.path(layout.registry_yaml)
     if not target.is_file():
         return {}
-    return yaml.safe_load(target.read_text(encoding="utf-8")) or {}
+    return yaml.load(target.read_text(encoding="utf-8"), Loader=SAFE_LOADER) or {}
 
 
 def _entry_problem(plan: Plan, layout: Layout, registry: Dict[str, Dict[str, Any]]) -> str:

@@ -19,6 +19,10 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
+
+#: libyaml's safe loader when PyYAML was built with it (about 10x faster on the large plan front matters), else
+#: the pure-Python one; both build the same objects
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 __all__ = ["Plan", "PlanError", "TBD", "load_plan", "find_tbd", "content_hash", "slug_of", "confirm_plan",
            "plan_state", "git_identity"]
 
@@ -86,7 +90,7 @@ class Plan:
         if end < 0:
             raise PlanError(f"{where}: the front-matter block is not closed by a '---' line")
         try:
-            meta = yaml.safe_load(text[len(_FENCE) + 1:end]) or {}
+            meta = yaml.load(text[len(_FENCE) + 1:end], Loader=SAFE_LOADER) or {}
         except yaml.YAMLError as exc:
             raise PlanError(f"{where}: front matter is not valid YAML: {exc}") from exc
         if not isinstance(meta, dict):

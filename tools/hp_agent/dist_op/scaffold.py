@@ -17,7 +17,7 @@ from typing import Any, Dict, List
 import yaml
 
 from hp_agent.dist_op.layout import Layout
-from hp_agent.dist_op.plan import Plan, PlanError, dump_yaml, slug_of
+from hp_agent.dist_op.plan import SAFE_LOADER, Plan, PlanError, dump_yaml, slug_of
 from hp_agent.dist_op.render import render
 
 __all__ = ["Scaffold", "scaffold", "planned_files", "planned_entry", "render_files", "render_cases", "remove_files",
@@ -131,7 +131,7 @@ def _read_registry(layout: Layout) -> Dict[str, Dict[str, Any]]:
     target = layout.path(layout.registry_yaml)
     if not target.is_file():
         return {}
-    return yaml.safe_load(target.read_text(encoding="utf-8")) or {}
+    return yaml.load(target.read_text(encoding="utf-8"), Loader=SAFE_LOADER) or {}
 
 
 def _registry_entries(plan: Plan, layout: Layout) -> Dict[str, Dict[str, Any]]:
