@@ -22,7 +22,7 @@ import yaml
 
 #: libyaml's safe loader when PyYAML was built with it (about 10x faster on the large plan front matters), else
 #: the pure-Python one; both build the same objects
-SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # pylint: disable=invalid-name
 __all__ = ["Plan", "PlanError", "TBD", "load_plan", "find_tbd", "content_hash", "slug_of", "confirm_plan",
            "plan_state", "git_identity"]
 
