@@ -7,10 +7,9 @@
 from __future__ import annotations
 
 from hyper_parallel._lazy import lazy_exports
+from hyper_parallel._version import __version__
 from hyper_parallel.core.layout import Layout
 from hyper_parallel.core.placement import Partial, Placement, Replicate, Shard
-
-__version__ = "0.1.0"
 
 _LAZY = {
     # process groups

@@ -2,4 +2,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """hp_agent: the agent layer of hyper-parallel (console script ``hp-agent``)."""
 
-__version__ = "0.1.0"
+from hyper_parallel._version import __version__  # one version for the distribution
+
+__all__ = ["__version__"]

@@ -7,13 +7,17 @@ Order: an ahead-of-time build installed next to this package (``pip install`` wi
 into a per-version cache: ``$HYPER_PARALLEL_EXT_DIR`` or ``~/.cache/hyper_parallel/ext``, one folder per
 (torch version, Python version, CPU capability, hash of the sources and flags) — a changed source or
 flag builds a new folder, an unchanged one loads in about a second. When no compiler is available
-(or the build fails, or ``HYPER_PARALLEL_NO_EXT=1``) every op falls back to its pure-Python reference
-and one warning says why.
+(or ninja, or the C++ sources, or the build fails, or ``HYPER_PARALLEL_NO_EXT=1``) every op falls back to
+its pure-Python reference and one warning says why and how to build. Nothing here raises.
+
+An AOT library carries ``_build_info.json`` (the torch version and C++ ABI it was built against); one built
+for another torch is refused with one warning and the JIT build takes over.
 """
 from __future__ import annotations
 
 import glob
 import hashlib
+import json
 import os
 import shutil
 import sys
@@ -25,7 +29,8 @@ from typing import Dict, List, Optional
 
 import torch
 
-__all__ = ["load", "available", "build_info", "csrc_dir", "sources", "cache_dir", "compile_flags"]
+__all__ = ["load", "available", "build_info", "csrc_dir", "sources", "cache_dir", "compile_flags", "torch_abi",
+           "aot_mismatch"]
 
 _LOCK = threading.Lock()
 _STATE: Dict[str, object] = {}
@@ -78,6 +83,39 @@ def _aot_library() -> Optional[str]:
     return found[0] if found else None
 
 
+def torch_abi() -> Dict[str, object]:
+    """The running torch's version and C++ ABI flag (what an AOT library must have been built against)."""
+    return {"torch": torch.__version__, "cxx11_abi": int(torch._C._GLIBCXX_USE_CXX11_ABI)}  # pylint: disable=W0212
+
+
+def aot_mismatch(recorded: Optional[Dict[str, object]], running: Dict[str, object]) -> Optional[str]:
+    """Why an AOT library recorded as ``recorded`` (its ``_build_info.json``; None when absent) cannot be
+    loaded into ``running`` (:func:`torch_abi`), or None when it can."""
+    if not recorded:
+        return "it has no _build_info.json (which torch it was built for is unknown)"
+    for key in ("torch", "cxx11_abi"):
+        if recorded.get(key) != running.get(key):
+            return (f"it was built for {key} {recorded.get(key)!r}, this process runs {running.get(key)!r}; "
+                    f"rebuild it for this torch (HYPER_PARALLEL_BUILD_EXT=1 pip install --no-build-isolation ...)")
+    return None
+
+
+def _load_aot(path: str) -> Optional[str]:
+    """Load the AOT library at ``path``; returns None, or why it was refused (the caller falls back)."""
+    info_file = Path(path).parent / "_build_info.json"
+    try:
+        recorded = json.loads(info_file.read_text(encoding="utf-8")) if info_file.is_file() else None
+    except (OSError, ValueError):
+        recorded = None
+    why = aot_mismatch(recorded, torch_abi())
+    if why is None:
+        try:
+            torch.ops.load_library(path)
+        except (OSError, RuntimeError) as exc:
+            why = f"loading it failed ({str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r})"
+    return why
+
+
 def _compiler_missing() -> Optional[str]:
     cxx = os.environ.get("CXX", "c++")
     if shutil.which(cxx) is None:
@@ -107,32 +145,56 @@ def _jit_build() -> str:
     return str(lib)
 
 
+_HOW = ("to build them: install a C++ compiler and ninja (pip install ninja) and the JIT build runs on first use, "
+        "or install an AOT wheel (HYPER_PARALLEL_BUILD_EXT=1 pip wheel --no-build-isolation .); "
+        "HYPER_PARALLEL_NO_EXT=1 skips them without this warning")
+
+
+def _jit_or_reason() -> "tuple[Optional[str], Optional[str]]":
+    """(path, None) after a JIT build or cache load, else (None, why not)."""
+    reason = _compiler_missing()
+    if reason is not None:
+        return None, reason
+    try:
+        cached = (cache_dir() / "READY").is_file()
+    except FileNotFoundError as exc:
+        return None, f"the C++ sources are not installed ({exc})"
+    try:
+        path = _jit_build()
+    except (RuntimeError, OSError, ImportError, SystemExit) as exc:  # compiler/ninja errors
+        return None, f"the C++ build failed: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}"
+    _STATE.update(mode="cached" if cached else "built")
+    return path, None
+
+
 def _load_once() -> None:
     t0 = time.perf_counter()
-    reason = "disabled by HYPER_PARALLEL_NO_EXT=1" if os.environ.get("HYPER_PARALLEL_NO_EXT") == "1" else None
-    path = None
-    if reason is None:
+    if os.environ.get("HYPER_PARALLEL_NO_EXT") == "1":
+        path, reason, quiet = None, "disabled by HYPER_PARALLEL_NO_EXT=1", True
+    else:
+        quiet, refused = False, None
         path = _aot_library()
         if path is not None:
-            torch.ops.load_library(path)
-            _STATE.update(mode="aot")
-    if reason is None and path is None:
-        reason = _compiler_missing()
-        if reason is None:
-            cached = (cache_dir() / "READY").is_file()
-            try:
-                path = _jit_build()
-                _STATE.update(mode="cached" if cached else "built")
-            except (RuntimeError, OSError, ImportError, SystemExit) as exc:  # compiler/ninja errors
-                reason = f"the C++ build failed: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}"
+            refused = _load_aot(path)
+            if refused is not None:
+                warnings.warn(f"hyper_parallel.kernels: the prebuilt {Path(path).name} is refused: {refused}",
+                              RuntimeWarning, stacklevel=3)
+                path = None
+            else:
+                _STATE.update(mode="aot")
+        reason = None
+        if path is None:
+            path, reason = _jit_or_reason()
     _STATE.update(available=reason is None, path=path, reason=reason, seconds=time.perf_counter() - t0)
+    _STATE.update(torch_abi())
     if reason is None:
         from hyper_parallel.kernels._torch import library
         library.register_python_parts()
-    else:
-        _STATE["mode"] = "reference"
+        return
+    _STATE["mode"] = "reference"
+    if not quiet:
         warnings.warn(f"hyper_parallel.kernels: C++ ops unavailable ({reason}); every op runs its pure-Python "
-                      "reference instead", RuntimeWarning, stacklevel=3)
+                      f"reference instead; {_HOW}", RuntimeWarning, stacklevel=3)
 
 
 def load() -> bool:
@@ -150,6 +212,7 @@ def available() -> bool:
 
 
 def build_info() -> Dict[str, object]:
-    """How the ops were obtained: ``mode`` (aot / built / cached / reference), ``seconds``, ``path``, ``reason``."""
+    """How the ops were obtained: ``mode`` (aot / built / cached / reference), ``seconds``, ``path``, ``reason``,
+    and the ``torch`` version / ``cxx11_abi`` of this process (an AOT library must match both)."""
     load()
     return dict(_STATE)
