@@ -12,10 +12,11 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
+import warnings
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Optional, Protocol, runtime_checkable
 
-from hyper_parallel.checkpoint.format import CheckpointError
+from hyper_parallel.checkpoint.format import CheckpointCorruptError, CheckpointError
 from hyper_parallel.checkpoint.publish import list_published_steps, read_latest, remove_staging, write_latest
 from hyper_parallel.checkpoint.retention import parse_step_dir, plan_retention, should_save, step_dir_name
 
@@ -269,6 +270,7 @@ class CheckpointManager:
         self.states = states
         self.backend = backend or backend_of(states)
         self._pending = None
+        self.skipped: list = []
         self.is_coordinator = bool(_impl(self.backend, "coordinator")())
         if self.is_coordinator:
             os.makedirs(self.folder, exist_ok=True)
@@ -331,18 +333,42 @@ class CheckpointManager:
 
     def load(self, states: Optional[Dict[str, Any]] = None, step: Optional[int] = None) -> Optional[int]:
         """Load the checkpoint of ``step`` (default: the latest) into ``states``; returns the step loaded,
-        or None when the folder holds no checkpoint yet (a fresh run)."""
+        or None when the folder holds no checkpoint yet (a fresh run).
+
+        Without ``step``, a damaged checkpoint (``CheckpointCorruptError``: a missing or truncated file, a
+        checksum mismatch in a header or a chunk) is skipped with a ``RuntimeWarning`` and the previous
+        complete one is loaded (``self.skipped`` lists ``(step, reason)``); when all are damaged the error
+        names them. With ``step`` (pinned) the error is raised."""
         states = self._states(states, "load")
         self.wait()
-        if step is None:
-            step = _impl(self.backend, "agree")(self.latest_step() if self.is_coordinator else None)
-            if step is None:
-                return None
-        path = self.checkpoint_path(step)
-        if not os.path.isdir(path):
-            raise CheckpointError(f"CheckpointManager.load: no checkpoint for step {step} at {path}")
-        _impl(self.backend, "load")(states, checkpoint_id=path)
-        return step
+        self.skipped = []
+        if step is not None:  # pinned: a damaged checkpoint raises CheckpointCorruptError, no fallback
+            path = self.checkpoint_path(step)
+            if not os.path.isdir(path):
+                raise CheckpointError(f"CheckpointManager.load: no checkpoint for step {step} at {path}")
+            _impl(self.backend, "load")(states, checkpoint_id=path)
+            return step
+        for candidate in _impl(self.backend, "agree")(self._candidates() if self.is_coordinator else None):
+            try:
+                _impl(self.backend, "load")(states, checkpoint_id=self.checkpoint_path(candidate))
+            except CheckpointCorruptError as exc:
+                self.skipped.append((candidate, str(exc)))
+                warnings.warn(f"CheckpointManager.load: skipping the damaged checkpoint of step {candidate} ({exc}); "
+                              f"trying the previous complete one", RuntimeWarning, stacklevel=2)
+                continue
+            return candidate
+        if self.skipped:
+            raise CheckpointCorruptError(self.folder, f"every checkpoint is damaged (steps "
+                                                      f"{', '.join(str(s) for s, _ in self.skipped)}); the newest: "
+                                                      f"{self.skipped[0][1]}")
+        return None
+
+    def _candidates(self) -> list:
+        """The steps to try when resuming, newest first: the one ``latest`` names, then the older complete ones."""
+        first = self.latest_step()
+        if first is None:
+            return []
+        return [first] + [s for s in reversed(list_published_steps(self.folder)) if s < first]
 
     def wait(self) -> None:
         """Wait for the pending async save; raise its error (once) if it failed."""

@@ -178,7 +178,8 @@ class CheckpointMetadata:
     """The whole ``metadata.json``: tensors, objects, the file manifest and the nesting of the state dict.
 
     ``paths`` maps each flat key to its path in the nested state dict (``"model.w"`` -> ``["model", "w"]``),
-    so a checkpoint can be rebuilt as the nested dict it was saved from without a template.
+    so a checkpoint can be rebuilt as the nested dict it was saved from without a template. ``headers`` maps
+    each safetensors file to the checksum of its length and JSON header (the chunk checksums cover the data).
     """
 
     tensors: Dict[str, TensorEntry] = field(default_factory=dict)
@@ -189,6 +190,7 @@ class CheckpointMetadata:
     created_by: str = ""
     checksum_algorithm: str = "crc32c"
     extra: Dict[str, Any] = field(default_factory=dict)
+    headers: Dict[str, int] = field(default_factory=dict)
 
     @property
     def total_bytes(self) -> int:
@@ -203,6 +205,8 @@ class CheckpointMetadata:
                 "objects": {k: self.objects[k].to_json() for k in sorted(self.objects)},
                 "files": {k: self.files[k] for k in sorted(self.files)},
                 "paths": {k: self.paths[k] for k in sorted(self.paths)}, "extra": self.extra}
+        if self.headers:  # checksum of each safetensors file's length + JSON header (absent in older checkpoints)
+            body["headers"] = {k: self.headers[k] for k in sorted(self.headers)}
         body["checksum"] = _doc_crc(body)
         return body
 
@@ -234,7 +238,8 @@ class CheckpointMetadata:
                 paths={str(k): list(v) for k, v in doc.get("paths", {}).items()},
                 world_size=int(doc.get("world_size", 1)), created_by=str(doc.get("created_by", "")),
                 checksum_algorithm=str(doc.get("checksum_algorithm", "crc32c")),
-                extra=dict(doc.get("extra", {})))
+                extra=dict(doc.get("extra", {})),
+                headers={str(k): int(v) for k, v in doc.get("headers", {}).items()})
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointCorruptError(path, f"malformed metadata: {exc}") from None
         return md

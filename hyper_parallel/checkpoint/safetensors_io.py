@@ -26,7 +26,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from hyper_parallel.checkpoint.checksum import DEFAULT_ALGORITHM, checksum_function
 from hyper_parallel.checkpoint.format import DTYPES, CheckpointCorruptError
 
-__all__ = ["write_safetensors", "read_header", "read_range", "read_range_into", "fsync_dir", "HEADER_LEN_BYTES"]
+__all__ = ["write_safetensors", "read_header", "read_range", "read_range_into", "fsync_dir", "HEADER_LEN_BYTES",
+           "header_checksum"]
 
 HEADER_LEN_BYTES = 8
 _MAX_HEADER = 100 << 20
@@ -121,6 +122,18 @@ def read_header(path: str) -> Tuple[Dict[str, Any], int]:
         return json.loads(text), HEADER_LEN_BYTES + n
     except json.JSONDecodeError as exc:
         raise CheckpointCorruptError(path, f"safetensors header is not valid JSON: {exc}") from None
+
+
+def header_checksum(path: str, algorithm: str = DEFAULT_ALGORITHM) -> int:
+    """The checksum of a safetensors file's 8-byte length and JSON header (what the chunk checksums do not
+    cover: one flipped byte there leaves every tensor's bytes intact but the file unreadable by
+    ``safetensors``). Never raises on damaged content: a damaged length is hashed with what follows it (up
+    to the plausible maximum), so the value differs from the recorded one."""
+    with open(path, "rb") as f:
+        raw = f.read(HEADER_LEN_BYTES)
+        n = struct.unpack("<Q", raw)[0] if len(raw) == HEADER_LEN_BYTES else 0
+        raw += f.read(min(n, _MAX_HEADER))
+    return checksum_function(algorithm)(raw)
 
 
 def read_range_into(path: str, offset: int, out: Any, checksum: Optional[int] = None, what: str = "",

@@ -21,6 +21,7 @@ from hyper_parallel.trainer.callbacks import (Callback, CheckpointCallback, Eval
                                               MoeMonitorCallback, ProfilerCallback)
 from hyper_parallel.trainer.config import JobConfig, config_to_dict
 from hyper_parallel.trainer.data import DistributedBatchLoader, prepare_dataset
+from hyper_parallel.trainer.mfu import mfu
 
 __all__ = ["LLMTrainer", "TrainerBackend", "register_backend", "get_backend_factory", "TrainState"]
 
@@ -208,6 +209,8 @@ class LLMTrainer:
         if self.checkpointer is None:
             raise ValueError("LLMTrainer.resume: checkpoint.enable is false")
         loaded = self.checkpointer.load(step=step)
+        for bad, why in self.checkpointer.skipped:
+            self.log(f"[yellow]warning[/yellow]: checkpoint of step {bad} is damaged, skipped: {why}")
         if loaded is not None:
             self.step = loaded
             self.log(f"resumed from {self.checkpointer.checkpoint_path(loaded)} (step {loaded})")
@@ -227,11 +230,11 @@ class LLMTrainer:
         t = self.config.training
         tokens = t.global_batch * t.seq_len
         tps = tokens / wall
-        flops = self.backend.flops_per_token * tokens / max(1, self.backend.world_size)
         metrics = {"step": step, "loss": out["loss"], "lr": out.get("lr", 0.0), "grad_norm": out.get("grad_norm", 0.0),
                    "tokens": tokens, "step_s": wall, "tokens_per_s": tps,
                    "overhead_s": max(0.0, wall - out.get("compute_s", wall)),
-                   "mfu": flops / wall / self.backend.peak_flops if self.backend.peak_flops else 0.0,
+                   "mfu": mfu(self.backend.flops_per_token, tokens, wall, max(1, self.backend.world_size),
+                              self.backend.peak_flops),
                    "peak_mem_mib": self.backend.peak_memory_mib()}
         return metrics
 
@@ -258,7 +261,7 @@ class LLMTrainer:
         """Train to ``training.steps`` (resuming first when ``checkpoint.resume``); returns this run's metrics."""
         self.setup()
         if self.checkpointer is not None and (self.config.checkpoint.resume if resume is None else resume):
-            self.resume(resume_step)
+            self.resume(resume_step or self.config.checkpoint.load_step or None)
         run: List[Dict[str, Any]] = []
         for cb in self.callbacks:
             cb.on_train_begin(self)

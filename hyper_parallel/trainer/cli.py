@@ -4,8 +4,12 @@
 
 Started without a launcher, it validates the config and re-launches itself under
 ``torchrun --standalone --nproc_per_node <job.nproc>`` (``--max-restarts N`` passes through for fault
-tolerance). A bad config exits with status 2 and one message naming the key and the file. ``--tour`` runs
-the feature tour (``examples/demo.py``: redistribute, TP, FSDP, pipeline, MoE, CP, checkpoint sections).
+tolerance); with ``--nnodes N --rdzv-endpoint HOST:PORT [--node-rank R]`` it is one node's torchrun agent of a
+c10d rendezvous (``job.nproc`` ranks in all, ``job.nproc / N`` per node). Started by an outside launcher
+(torchrun, srun with one task per rank, msrun) it trains directly; the banner says which launcher it detected
+(:mod:`hyper_parallel.trainer.launcher`). A bad config exits with status 2 and one message naming the key and
+the file. ``--tour`` runs the feature tour (``examples/demo.py``: redistribute, TP, FSDP, pipeline, MoE, CP,
+checkpoint sections).
 """
 from __future__ import annotations
 
@@ -17,7 +21,10 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
+from hyper_parallel._version import __version__
+from hyper_parallel.checkpoint.format import CheckpointError
 from hyper_parallel.trainer.config import ConfigError, JobConfig, load_config, parse_overrides
+from hyper_parallel.trainer.launcher import detect_launcher, srun_rank_env, torchrun_command
 from hyper_parallel.trainer.validate import validate_job
 
 __all__ = ["main", "launch_command", "config_reference", "balance_check"]
@@ -79,22 +86,48 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--tour", action="store_true", help="run the feature tour (examples/demo.py) on 2 ranks")
     p.add_argument("--check", action="store_true", help="validate everything that needs no rank (model, data, "
                    "degrees vs job.nproc, batch, pipeline, heads, refused combinations), print the config, exit")
+    p.add_argument("--nnodes", type=int, default=1, help="launch as one node of N (torchrun c10d rendezvous); "
+                   "job.nproc is the world size")
+    p.add_argument("--node-rank", type=int, default=None, help="this node's rank with --nnodes (else assigned by "
+                   "the rendezvous)")
+    p.add_argument("--rdzv-endpoint", default=None, help="HOST:PORT of the c10d rendezvous with --nnodes")
+    p.add_argument("--rdzv-id", default="hp-train", help="the rendezvous id with --nnodes (same on every node)")
+    p.add_argument("--version", action="version", version=f"hp-train {__version__}")
     return p
 
 
-def _under_launcher() -> bool:
-    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+_LAUNCH_FLAGS = ("--nnodes", "--node-rank", "--rdzv-endpoint", "--rdzv-id", "--max-restarts")
 
 
-def launch_command(cfg: JobConfig, argv: Sequence[str], max_restarts: int = 0) -> List[str]:
-    """The torchrun command line that runs ``hp-train argv`` on ``job.nproc`` local ranks."""
+def _strip_launch_flags(argv: Sequence[str]) -> List[str]:
+    """``argv`` without the options that only the launching hp-train reads (the ranks get the rest)."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in _LAUNCH_FLAGS:
+            skip = "=" not in arg
+            continue
+        out.append(arg)
+    return out
+
+
+def launch_command(cfg: JobConfig, argv: Sequence[str], max_restarts: int = 0, args: Any = None) -> List[str]:
+    """The torchrun command line that runs ``hp-train argv`` on ``job.nproc`` ranks (one node, or this node of
+    ``args.nnodes`` with a c10d rendezvous at ``args.rdzv_endpoint``)."""
     if cfg.job.backend != "torch":
         raise ConfigError(f"{cfg.source}: job.backend = {cfg.job.backend!r}: start hp-train under that "
                           f"backend's launcher (msrun for MindSpore); hp-train launches torchrun only")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(cfg.job.nproc)]
-    if max_restarts:
-        cmd += ["--max-restarts", str(max_restarts)]
-    return cmd + ["-m", "hyper_parallel.trainer.cli", *argv]
+    nnodes = getattr(args, "nnodes", 1) or 1
+    try:
+        return torchrun_command(sys.executable, cfg.job.nproc, _strip_launch_flags(argv), nnodes=nnodes,
+                                node_rank=getattr(args, "node_rank", None),
+                                rdzv_endpoint=getattr(args, "rdzv_endpoint", None),
+                                rdzv_id=getattr(args, "rdzv_id", "hp-train"), max_restarts=max_restarts)
+    except ValueError as exc:
+        raise ConfigError(f"{cfg.source}: {exc}") from None
 
 
 def _tour() -> int:
@@ -230,10 +263,11 @@ def run(cfg: JobConfig, distributed: bool = True) -> int:
     try:
         trainer.setup()
         dims = trainer.backend.dims
-        trainer.log(f"[bold]hp-train[/bold] {cfg.job.name}: {cfg.model.name}/{cfg.model.flavor} on "
+        trainer.log(f"[bold]hp-train[/bold] {__version__} {cfg.job.name}: {cfg.model.name}/{cfg.model.flavor} on "
                     f"{trainer.backend.world_size} ranks, mesh {dict(dims.mesh_dims())} (ep {dims.ep}), vocab "
                     f"{trainer.dataset.vocab_size} (BPE), {trainer.dataset.num_train} training sequences of "
-                    f"{cfg.training.seq_len} tokens")
+                    f"{cfg.training.seq_len} tokens; {detect_launcher(os.environ).describe()}; "
+                    f"{getattr(trainer.backend, 'threads', 1)} intra-op threads per rank")
         history = trainer.train()
         if history:
             tps = sum(m["tokens"] for m in history) / sum(m["step_s"] for m in history)
@@ -242,6 +276,44 @@ def run(cfg: JobConfig, distributed: bool = True) -> int:
         return 0 if _demo_phases(trainer, history) else 1
     finally:
         trainer.close()
+
+
+def _preflight_resume(cfg: JobConfig) -> None:
+    """Before any rank starts: a pinned ``checkpoint.load_step`` that is missing or damaged (manifest, sizes,
+    header checksums: what needs no tensor read) exits 2 with one line; a damaged latest checkpoint is
+    announced (the ranks skip it for the previous complete one)."""
+    if not (cfg.checkpoint.enable and cfg.checkpoint.resume) or not os.path.isdir(cfg.checkpoint_folder):
+        return
+    from hyper_parallel.checkpoint.manifest import read_metadata  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.checkpoint.publish import list_published_steps  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.checkpoint.retention import step_dir_name  # pylint: disable=import-outside-toplevel
+    steps = list_published_steps(cfg.checkpoint_folder)
+    pinned = cfg.checkpoint.load_step
+    if pinned and pinned not in steps:
+        raise ConfigError(f"{cfg.source}: checkpoint.load_step = {pinned}: no complete checkpoint of that step in "
+                          f"{cfg.checkpoint_folder} (complete: {steps or 'none'})")
+    for step in ([pinned] if pinned else list(reversed(steps))):
+        try:
+            read_metadata(os.path.join(cfg.checkpoint_folder, step_dir_name(step)))
+            return
+        except CheckpointError as exc:
+            if pinned:
+                raise ConfigError(f"{cfg.source}: checkpoint.load_step = {pinned}: {exc}") from None
+            print(f"hp-train: warning: skipping the damaged checkpoint of step {step}: {exc}", file=sys.stderr)
+
+
+def _self_launch(cfg: JobConfig, argv: Sequence[str], args: Any) -> None:
+    """Check the checkpoint to resume and exec torchrun (one node, or this node of ``--nnodes``); does not
+    return (the config was validated by ``validate_job``)."""
+    _preflight_resume(cfg)
+    cmd = launch_command(cfg, argv, args.max_restarts, args)
+    if args.nnodes > 1:  # a fresh bootstrap store per rendezvous round (a replaced node must not read stale keys)
+        os.environ.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
+    print(f"hp-train: launcher: none; starting {' '.join(cmd[1:4])} ... on {cfg.job.nproc // args.nnodes} local "
+          f"ranks" + (f" (node of {args.nnodes})" if args.nnodes > 1 else ""), flush=True)
+    if shutil.which(cmd[0]) is None and not os.path.isfile(cmd[0]):
+        raise ConfigError(f"cannot find the Python interpreter {cmd[0]} to launch torchrun")
+    os.execv(cmd[0], cmd)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -256,7 +328,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_CONFIG
     try:
         cfg = load_config(args.config, parse_overrides(rest))
-        validate_job(cfg, int(os.environ["WORLD_SIZE"]) if _under_launcher() else None)
+        launcher = detect_launcher(os.environ)
+        validate_job(cfg, launcher.world_size if launcher.outside else None)
         if args.check:
             import json  # pylint: disable=import-outside-toplevel
             from hyper_parallel.trainer.config import config_to_dict  # pylint: disable=import-outside-toplevel
@@ -266,12 +339,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from hyper_parallel.trainer._mindspore.launch import run_mindspore  # noqa  # pylint: disable=C0415
             return run_mindspore(cfg, [sys.executable, "-m", "hyper_parallel.trainer.cli", *argv], run,
                                  args.max_restarts)
-        if not _under_launcher():
-            cmd = launch_command(cfg, argv, args.max_restarts)
-            sys.stdout.flush()
-            if shutil.which(cmd[0]) is None and not os.path.isfile(cmd[0]):
-                raise ConfigError(f"cannot find the Python interpreter {cmd[0]} to launch torchrun")
-            os.execv(cmd[0], cmd)
+        if launcher.name == "srun":  # one srun task per rank, no torchrun: the env:// variables from Slurm's
+            os.environ.update(srun_rank_env(os.environ))
+        elif not launcher.outside:
+            _self_launch(cfg, argv, args)
         import faulthandler  # pylint: disable=import-outside-toplevel
         faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 <pid>` prints every stack
         return run(cfg)
@@ -281,6 +352,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ValueError as exc:  # raised while building the run from a valid-looking config
         if os.environ.get("RANK", "0") == "0":
             print(f"hp-train: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except CheckpointError as exc:  # a checkpoint that cannot be resumed (pinned and damaged, or all damaged)
+        if os.environ.get("RANK", "0") == "0":
+            print(f"hp-train: error: checkpoint.load_step / resume: {exc}", file=sys.stderr)
         return EXIT_CONFIG
 
 

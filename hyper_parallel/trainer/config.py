@@ -20,7 +20,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 __all__ = ["ConfigError", "JobConfig", "ModelSection", "ParallelismSection", "TrainingSection", "CheckpointSection",
            "DataSection", "MetricsSection", "FaultSection", "DemoSection", "JobSection", "MoeSection", "load_config",
-           "parse_config", "parse_overrides", "config_to_dict", "parallel_degrees", "pipeline_stages"]
+           "parse_config", "parse_overrides", "config_to_dict", "parallel_degrees", "pipeline_stages",
+           "intra_op_threads"]
 
 MIXED_PRECISION = ("fp32", "bf16")
 #: ``training.compile_backend``: TorchInductor (generated C++/OpenMP kernels on CPU) or AOTAutograd without code
@@ -39,13 +40,16 @@ class ConfigError(ValueError):
 
 @dataclass
 class JobSection:
-    """``[job]``: run identity and launch."""
+    """``[job]``: run identity and launch. ``threads``: intra-op threads per rank; 0 (the default) takes
+    ``$OMP_NUM_THREADS`` when set, else the CPU count divided by the ranks on this node (see
+    :func:`intra_op_threads`); the banner prints the number in use."""
 
     name: str = "run"
     backend: str = "torch"
     nproc: int = 2
     out_dir: str = "runs/run"
     seed: int = 0
+    threads: int = 0
 
 
 @dataclass
@@ -102,7 +106,9 @@ class TrainingSection:
 
 @dataclass
 class CheckpointSection:
-    """``[checkpoint]``: ``hyper_parallel.checkpoint.CheckpointManager`` settings; ``resume`` loads the latest.
+    """``[checkpoint]``: ``hyper_parallel.checkpoint.CheckpointManager`` settings; ``resume`` loads the latest
+    (a damaged one is skipped with a warning for the previous complete one), or step ``load_step`` when it is
+    positive (pinned: a damaged one stops the run with exit status 2).
     A run that does not resume refuses a folder holding checkpoints unless ``overwrite`` (then they are deleted)."""
 
     enable: bool = False
@@ -112,6 +118,7 @@ class CheckpointSection:
     async_mode: str = "async"
     resume: bool = True
     overwrite: bool = False
+    load_step: int = 0
 
 
 @dataclass
@@ -337,6 +344,17 @@ def _validate_stage_split(src: str, par: ParallelismSection) -> None:
                           f"({par.pp_schedule}) = {stages}")
 
 
+def intra_op_threads(setting: int, env: Mapping[str, str], cpu_count: Optional[int], local_ranks: int) -> int:
+    """The intra-op thread count of one rank: ``job.threads`` when positive, else ``OMP_NUM_THREADS`` when it is
+    a positive integer, else ``cpu_count // local_ranks`` (at least 1)."""
+    if setting and setting > 0:
+        return int(setting)
+    omp = str(env.get("OMP_NUM_THREADS", "")).strip()
+    if omp.isdigit() and int(omp) > 0:
+        return int(omp)
+    return max(1, (cpu_count or 1) // max(1, local_ranks))
+
+
 def parallel_degrees(par: ParallelismSection, world_size: Optional[int] = None) -> Dict[str, int]:
     """The ``[parallelism]`` degrees checked by ``hyper_parallel.models.parallel_dims.check_degrees`` (with
     ``world_size``: the ``-1`` inferred and the product checked); a ``ValueError`` naming the degree."""
@@ -349,6 +367,8 @@ def _validate(cfg: JobConfig) -> JobConfig:
     src = cfg.source
     _check_choice(src, "job.backend", cfg.job.backend, BACKENDS)
     _check_positive(src, "job.nproc", cfg.job.nproc)
+    _check_positive(src, "job.threads", cfg.job.threads, 0)
+    _check_positive(src, "checkpoint.load_step", cfg.checkpoint.load_step, 0)
     _validate_parallelism(src, cfg.parallelism)
     tr = cfg.training
     for key in ("steps", "global_batch", "seq_len", "grad_accum"):

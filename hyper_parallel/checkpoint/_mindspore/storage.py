@@ -26,7 +26,7 @@ import numpy as np
 from hyper_parallel.checkpoint import objects as _objects
 from hyper_parallel.checkpoint.format import (CheckpointError, CheckpointMetadata, ChunkEntry, ObjectEntry,
                                               TensorEntry, data_file_name, objects_file_name)
-from hyper_parallel.checkpoint.manifest import read_metadata
+from hyper_parallel.checkpoint.manifest import read_metadata, record_headers
 from hyper_parallel.checkpoint.publish import publish_dir, write_file_atomic
 from hyper_parallel.checkpoint.reshard import plan_region_reads, writer_rank
 from hyper_parallel.checkpoint.checksum import DEFAULT_ALGORITHM, checksum_function
@@ -185,6 +185,7 @@ def merge_fragments(staging: str, final: str, world: int, created_by: str) -> Ch
         os.remove(os.path.join(staging, name))
     md.validate()
     md.files = {n: os.path.getsize(os.path.join(staging, n)) for n in sorted(os.listdir(staging))}
+    record_headers(staging, md)
     write_file_atomic(os.path.join(staging, "metadata.json"), md.dumps().encode())
     publish_dir(staging, final)
     return md

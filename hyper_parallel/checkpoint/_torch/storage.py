@@ -36,7 +36,7 @@ from hyper_parallel.checkpoint import objects as _objects
 from hyper_parallel.checkpoint.format import (DTYPES, METADATA_FILE, CheckpointError,
                                               CheckpointMetadata, ChunkEntry, ObjectEntry, TensorEntry,
                                               data_file_name, objects_file_name)
-from hyper_parallel.checkpoint.manifest import read_metadata
+from hyper_parallel.checkpoint.manifest import read_metadata, record_headers
 from hyper_parallel.checkpoint.publish import new_save_id, publish_dir, staging_path
 from hyper_parallel.checkpoint.checksum import DEFAULT_ALGORITHM, checksum_function
 from hyper_parallel.checkpoint.safetensors_io import read_range, read_range_into, write_safetensors
@@ -262,6 +262,7 @@ def build_metadata(metadata: Metadata, results: List[List[WriteResult]], folder:
     for name in sorted(os.listdir(folder)):
         if name != METADATA_FILE:
             md.files[name] = os.path.getsize(os.path.join(folder, name))
+    record_headers(folder, md)
     if metadata.planner_data:
         md.paths = {k: list(v) for k, v in metadata.planner_data.items()}
     return md

@@ -20,22 +20,37 @@ from hyper_parallel.models.parallel_dims import ParallelDims
 __all__ = ["TorchTrainerBackend", "measure_peak_flops"]
 
 
-def measure_peak_flops(size: int = 256, repeat: int = 8) -> float:
-    """This process's fp32 matmul FLOP/s (the best of ``repeat`` runs): the peak an MFU estimate divides by."""
+def measure_peak_flops(size: int = 256, repeat: int = 8, threads: int = 1) -> float:
+    """The peak an MFU estimate divides by: the best of ``repeat`` fp32 ``size`` matmuls on ONE thread (after a
+    warm-up), times ``threads`` (:func:`hyper_parallel.trainer.mfu.peak_from_single_thread`)."""
+    from hyper_parallel.trainer.mfu import peak_from_single_thread  # pylint: disable=import-outside-toplevel
     a, b = torch.randn(size, size), torch.randn(size, size)
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
         torch.mm(a, b)
-        best = min(best, time.perf_counter() - start)
-    return 2 * size ** 3 / max(best, 1e-9)
+        best = float("inf")
+        for _ in range(repeat):
+            start = time.perf_counter()
+            torch.mm(a, b)
+            best = min(best, time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(before)
+    return peak_from_single_thread(2 * size ** 3 / max(best, 1e-9), threads)
 
 
-def _flops_per_token(cfg: Any, n_params: int, seq_len: int) -> float:
-    """6 N + 12 L H S (TorchTitan's estimate: dense matmuls plus attention scores)."""
-    layers = getattr(cfg, "num_hidden_layers", 0)
-    hidden = getattr(cfg, "hidden_size", 0)
-    return 6.0 * n_params + 12.0 * layers * hidden * seq_len
+def _flops_per_token(model: Any, cfg: Any, seq_len: int) -> float:
+    """TorchTitan's 6 N + 12 L H S with N the parameters a token multiplies (:mod:`hyper_parallel.trainer.mfu`)."""
+    from hyper_parallel.trainer.mfu import flops_per_token  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.moe._torch.moe import MoE  # pylint: disable=import-outside-toplevel
+    n_params = sum(p.numel() for p in model.parameters())
+    embed = getattr(getattr(model, "model", model), "embed_tokens", None)
+    n_embed = 0 if embed is None or getattr(cfg, "tie_word_embeddings", False) else embed.weight.numel()
+    moes = [m for m in model.modules() if isinstance(m, MoE)]
+    routed = sum(p.numel() for m in moes for p in m.experts.parameters())
+    top_k, experts = (moes[0].config.top_k, moes[0].config.num_experts) if moes else (0, 0)
+    return flops_per_token(n_params, getattr(cfg, "num_hidden_layers", 0), getattr(cfg, "hidden_size", 0), seq_len,
+                           n_embedding=n_embed, n_routed_experts=routed, top_k=top_k, num_experts=experts)
 
 
 def _with_moe_overrides(mcfg: Any, overrides: Dict[str, Any]) -> Any:
@@ -55,8 +70,8 @@ def _restarted_attempt_store() -> None:
     be read before the new workers overwrite them, and gloo then waits on a dead peer's address. A prefix per
     ``TORCHELASTIC_RESTART_COUNT`` keeps the attempts apart."""
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-    if attempt == "0" or "MASTER_ADDR" not in os.environ:
-        return
+    if attempt == "0" or "MASTER_ADDR" not in os.environ or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return  # without the agent's shared store (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1) each round has a fresh one
     from datetime import timedelta  # pylint: disable=import-outside-toplevel
     from hyper_parallel.platform.base import collective_timeout_seconds  # noqa  # pylint: disable=C0415
     timeout = timedelta(seconds=collective_timeout_seconds("torch"))
@@ -86,6 +101,7 @@ class TorchTrainerBackend:
         self.dp_size = 1
         self.flops_per_token = 0.0
         self.peak_flops = 0.0
+        self.threads = 1
         self._moe: List[Any] = []
         self._cp_mesh = None
         self._loss_group = None
@@ -111,7 +127,9 @@ class TorchTrainerBackend:
                                  pp=par.pp, ep=par.ep, world_size=self.world_size)
         self._check_pp_batch()
         local = int(os.environ.get("LOCAL_WORLD_SIZE", self.world_size if self.trainer.distributed else 1))
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, local)))
+        from hyper_parallel.trainer.config import intra_op_threads  # pylint: disable=import-outside-toplevel
+        self.threads = intra_op_threads(self.config.job.threads, os.environ, os.cpu_count(), local)
+        torch.set_num_threads(self.threads)
         if self.config.training.deterministic:
             torch.use_deterministic_algorithms(True, warn_only=True)
         if self.trainer.distributed:
@@ -147,8 +165,7 @@ class TorchTrainerBackend:
         mcfg = _with_moe_overrides(mcfg, cfg.moe.overrides())
         torch.manual_seed(cfg.job.seed)
         model = model_spec(cfg.model.name).model_cls(mcfg)
-        n_params = sum(p.numel() for p in model.parameters())
-        self.flops_per_token = _flops_per_token(mcfg, n_params, cfg.training.seq_len)
+        self.flops_per_token = _flops_per_token(model, mcfg, cfg.training.seq_len)
         from hyper_parallel.moe._torch.moe import MoE  # pylint: disable=import-outside-toplevel
         self._moe = [(name, m) for name, m in model.named_modules() if isinstance(m, MoE)]
         return model
@@ -239,7 +256,7 @@ class TorchTrainerBackend:
             self._register_moe_balance(model)
         elif self._moe:  # one process inside a running job: the same rule on this process's counts alone
             self.optimizer.register_step_pre_hook(lambda *_: self._local_bias_update())
-        self.peak_flops = measure_peak_flops()
+        self.peak_flops = measure_peak_flops(threads=self.threads)
 
     def _register_moe_balance(self, model: Any) -> None:
         """The expert-bias update before each optimizer step, over this rank's MoE layers. Under PP a rank holds
