@@ -6,7 +6,7 @@ STAMP := $(VENV)/.hp-installed
 NPROC ?= 2
 export PYTHONUNBUFFERED := 1
 
-.PHONY: demo tour test ut st agent gate bench coverage matrix install clean
+.PHONY: demo tour test ut st agent gate bench coverage matrix install clean multinode package
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,16 @@ tour: $(STAMP)
 ## test: the whole suite
 test: $(STAMP)
 	$(VENV)/bin/hp-agent gate run
+
+## package: the `package` gate stage alone (sdist + wheel, clean venv, smoke, 2-rank hp-train; ~80 s at load 20)
+package: $(STAMP)
+	$(PY) -m pytest tests/package
+
+## multinode: FSDP x TP over two torchrun "nodes" with a node killed and replaced (~3 min at load 25), the Slurm
+## batch script on a two-node Slurm cluster started on this host (needs `apt-get install slurm-wlm`), msrun on
+## two node ranks
+multinode: $(STAMP)
+	$(PY) -m pytest -s tests/multinode
 
 ut: $(STAMP)
 	$(PY) -m pytest tests/ut
