@@ -21,7 +21,8 @@ __all__ = ["Launcher", "detect_launcher", "srun_rank_env", "torchrun_command"]
 @dataclasses.dataclass(frozen=True)
 class Launcher:
     """What :func:`detect_launcher` found: ``name`` (``"torchrun"``, ``"srun"``, ``"msrun"``, ``"env"`` or
-    ``"none"``), ``world_size``, ``nnodes`` and ``node_rank`` where the launcher says them."""
+    ``"none"``), ``world_size``, ``nnodes`` and ``node_rank`` where the launcher says them (``nnodes`` 0: not
+    said, as under msrun; ``node_rank`` is then the process's rank)."""
 
     name: str
     world_size: int = 1
@@ -37,6 +38,8 @@ class Launcher:
         """One line for the banner: ``launcher: torchrun (2 nodes, this is node 1, world 4)``."""
         if not self.outside:
             return "launcher: none (hp-train launches torchrun itself)"
+        if not self.nnodes:  # the launcher does not say how many nodes (msrun): node_rank holds the rank
+            return f"launcher: {self.name} (rank {self.node_rank}, world {self.world_size})"
         nodes = f"{self.nnodes} node{'s' if self.nnodes != 1 else ''}, this is node {self.node_rank}, "
         return f"launcher: {self.name} ({nodes}world {self.world_size})"
 
@@ -50,10 +53,8 @@ def _int(env: Mapping[str, str], key: str, default: int) -> int:
 
 def detect_launcher(env: Mapping[str, str]) -> Launcher:
     """The launcher that started this process, from its environment (``os.environ``)."""
-    if env.get("MS_ROLE"):
-        world = _int(env, "MS_WORKER_NUM", 1)
-        local = _int(env, "MS_LOCAL_WORKER", world) or world
-        return Launcher("msrun", world, max(1, -(-world // local)), _int(env, "MS_NODE_ID", 0) // max(1, local))
+    if env.get("MS_ROLE"):  # msrun exports no node count: the banner gives the rank (MS_NODE_ID) instead
+        return Launcher("msrun", _int(env, "MS_WORKER_NUM", 1), 0, _int(env, "MS_NODE_ID", 0))
     if "RANK" in env and "WORLD_SIZE" in env:
         world = _int(env, "WORLD_SIZE", 1)
         local = _int(env, "LOCAL_WORLD_SIZE", world) or world

@@ -25,8 +25,8 @@ def test_detect_launcher():
     srun = {"SLURM_PROCID": "2", "SLURM_NTASKS": "4", "SLURM_NNODES": "2", "SLURM_NODEID": "1", "SLURM_LOCALID": "0"}
     assert detect_launcher(srun).name == "srun"
     assert detect_launcher(dict(srun, **torchrun)).name == "torchrun"  # srun + torchrun: torchrun set the ranks
-    assert detect_launcher({"MS_ROLE": "MS_WORKER", "MS_WORKER_NUM": "4", "MS_LOCAL_WORKER": "2",
-                            "MS_NODE_ID": "3"}).describe() == "launcher: msrun (2 nodes, this is node 1, world 4)"
+    assert detect_launcher({"MS_ROLE": "MS_WORKER", "MS_WORKER_NUM": "4",
+                            "MS_NODE_ID": "3"}).describe() == "launcher: msrun (rank 3, world 4)"
     assert detect_launcher({"RANK": "0", "WORLD_SIZE": "2"}).name == "env"
     assert not detect_launcher({}).outside and "launches torchrun itself" in detect_launcher({}).describe()
     assert detect_launcher({"SLURM_PROCID": "0", "SLURM_NTASKS": "1"}).name == "none"  # sbatch's own shell
