@@ -178,11 +178,15 @@ class ParallelDims:
         return tuple(tuple(g) for _, g in sorted(groups.items()))
 
     # ------------------------------------------------------------------ meshes
-    def build_mesh(self, device_type: str = "cpu", platform: Optional[str] = None) -> Any:
+    def build_mesh(self, device_type: Optional[str] = None, platform: Optional[str] = None) -> Any:
         """Build the world mesh (initialising the process group if needed) and the named sub-meshes, once;
-        returns the world mesh. Every rank must call it (it creates every group in the same order)."""
+        returns the world mesh. Every rank must call it (it creates every group in the same order).
+        ``device_type`` defaults to the platform's (``cuda`` under NCCL, else ``cpu``)."""
         if "world" in self._meshes:
             return self._meshes["world"]
+        if device_type is None:
+            from hyper_parallel.platform import get_platform  # pylint: disable=import-outside-toplevel
+            device_type = get_platform(platform).default_device_type()
         from hyper_parallel.core.device_mesh import init_device_mesh  # pylint: disable=import-outside-toplevel
         names, sizes = zip(*self.mesh_dims())
         world = init_device_mesh(device_type, sizes, mesh_dim_names=names, platform=platform)

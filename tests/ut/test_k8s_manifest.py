@@ -36,6 +36,10 @@ def schema_problems(value, type_name, where="$"):
     if type_name in _PRIMITIVE:
         ok = isinstance(value, _PRIMITIVE[type_name]) and not (type_name == "int" and isinstance(value, bool))
         return [] if ok else [f"{where}: expected {type_name}, got {value!r}"]
+    return _object_problems(value, type_name, where)
+
+
+def _object_problems(value, type_name, where):
     cls = _model(type_name)
     if not isinstance(value, dict):
         return [f"{where}: expected a {type_name} mapping"]

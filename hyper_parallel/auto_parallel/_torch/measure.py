@@ -66,7 +66,7 @@ def build_parallel_model(config, plan: ParallelPlan):
             apply_activation_policy(model, activation)
     else:
         dims = _dims(plan)
-        dims.build_mesh("cpu")
+        dims.build_mesh()  # the platform's device type
         kwargs = {"sequence_parallel": plan.sequence_parallel, "activation": activation}
         if plan.pp > 1:
             return _pipeline_runner(model, plan, dims, kwargs)

@@ -238,12 +238,13 @@ def parallelize_llama_moe(model, mesh, *, ep: int, loss_parallel: bool = False, 
 
 def pipeline_llama(model, *, schedule: str = "1F1B", n_microbatches: int, pp_group=None,
                    stages_per_rank: Optional[int] = None, first_stage_less: int = 1, last_stage_less: int = 1,
-                   layers_per_stage=None, loss_fn=None, **schedule_kwargs):
+                   layers_per_stage=None, loss_fn=None, device=None, **schedule_kwargs):
     """Split the Llama into pipeline stages (TorchTitan way: layers per stage, the first and last stage
     lighter by ``first_stage_less`` / ``last_stage_less`` layers for the embedding and the head; or the
     explicit ``layers_per_stage`` list, one entry per stage summing to the layer count), build this
     rank's ``PipelineStage`` s and the ``schedule``. Returns ``(schedule, stage_modules)``; apply TP/FSDP to
-    the stage modules before calling ``step``. ``loss_fn`` defaults to the model's next-token loss."""
+    the stage modules before calling ``step``. ``loss_fn`` defaults to the model's next-token loss; ``device``
+    (the stages' device) to where the model's parameters are."""
     import torch.distributed as dist
     from hyper_parallel.pipeline.api import PipelineStage, get_schedule_class
     from hyper_parallel.pipeline.schedules import generate_schedule
@@ -260,7 +261,9 @@ def pipeline_llama(model, *, schedule: str = "1F1B", n_microbatches: int, pp_gro
                                    layers_per_stage=layers_per_stage)
     mine = [s for s in range(plan.num_stages) if plan.stage_to_rank[s] == rank]
     parts = pipeline_module_split(model, names, mine)
-    stages = [PipelineStage(part, s, plan.num_stages, "cpu", group=pp_group) for part, s in zip(parts, mine)]
+    if device is None:  # where the model's parameters live (PipelineStage's default for a meta-device model)
+        device = next((p.device for p in model.parameters() if p.device.type != "meta"), None)
+    stages = [PipelineStage(part, s, plan.num_stages, device, group=pp_group) for part, s in zip(parts, mine)]
     if getattr(model.config, "tie_word_embeddings", False):
         _tie_across_stages(parts, mine, plan, stages, pp_group)
     loss = loss_fn if loss_fn is not None else type(model).loss
@@ -404,5 +407,7 @@ def pipeline_llama3(model, world_mesh, parallel_dims, *, schedule: str = "1F1B",
     (``parallel_dims.pp`` stages' ranks). Returns ``(schedule, stage_modules)``."""
     if parallel_dims.pp < 2:
         raise ValueError(f"pipeline_llama3: parallel_dims.pp={parallel_dims.pp}; pipelining needs pp >= 2")
+    from hyper_parallel.platform.torch.device import local_device  # pylint: disable=import-outside-toplevel
+    kwargs.setdefault("device", local_device(world_mesh.device_type))
     return pipeline_llama(model, schedule=schedule, n_microbatches=n_microbatches,
                           pp_group=world_mesh["pp"].get_group(), loss_fn=loss_fn, **kwargs)

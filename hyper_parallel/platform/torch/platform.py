@@ -73,9 +73,10 @@ class TorchPlatform(Platform):
         return str(dist.get_backend(group))
 
     def default_device_type(self) -> str:
-        if dist.is_initialized() and dist.get_backend() == "nccl":
-            return "cuda"
-        return "cpu"
+        if dist.is_initialized():
+            return "cuda" if dist.get_backend() == "nccl" else "cpu"
+        from hyper_parallel.platform.torch.device import default_device_type  # pylint: disable=C0415
+        return default_device_type()  # before the process group: what init_process_group would pick
 
     # ------------------------------------------------------------------ tensors
     def is_tensor(self, obj: Any) -> bool:

@@ -102,6 +102,7 @@ class TorchTrainerBackend:
         self.flops_per_token = 0.0
         self.peak_flops = 0.0
         self.threads = 1
+        self.device: Any = torch.device("cpu")  # replaced in init_distributed: the mesh's device type
         self._moe: List[Any] = []
         self._cp_mesh = None
         self._loss_group = None
@@ -116,6 +117,11 @@ class TorchTrainerBackend:
     def init_distributed(self) -> None:
         """Join (or start, under torchrun) the gloo process group; build the ``ParallelDims`` meshes."""
         par = self.config.parallelism
+        from hyper_parallel.platform.torch.device import default_device_type, local_device  # noqa  # pylint: disable=C0415
+        kind = default_device_type()
+        if kind == "cuda":
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        self.device = local_device(kind)
         if self.trainer.distributed:
             if not dist.is_initialized():
                 _restarted_attempt_store()
@@ -133,7 +139,7 @@ class TorchTrainerBackend:
         if self.config.training.deterministic:
             torch.use_deterministic_algorithms(True, warn_only=True)
         if self.trainer.distributed:
-            self.dims.build_mesh("cpu")
+            self.dims.build_mesh(self.device.type)
             self.dp_rank, self.dp_size = self.dims.dp_rank(self.rank), self.dims.dp
             self._cp_mesh = self.dims.mesh("cp")
             loss_mesh = self.dims.mesh("loss")
@@ -164,7 +170,7 @@ class TorchTrainerBackend:
                                   max_position_embeddings=max(cfg.training.seq_len, 128))
         mcfg = _with_moe_overrides(mcfg, cfg.moe.overrides())
         torch.manual_seed(cfg.job.seed)
-        model = model_spec(cfg.model.name).model_cls(mcfg)
+        model = model_spec(cfg.model.name).model_cls(mcfg).to(self.device)
         self.flops_per_token = _flops_per_token(model, mcfg, cfg.training.seq_len)
         from hyper_parallel.moe._torch.moe import MoE  # pylint: disable=import-outside-toplevel
         self._moe = [(name, m) for name, m in model.named_modules() if isinstance(m, MoE)]
@@ -209,7 +215,7 @@ class TorchTrainerBackend:
     def _pp_pass(self, rows: List[List[int]], train: bool) -> float:
         """One schedule pass over ``rows`` (split into ``pp_microbatches``): ``step`` (forward + backward) or
         ``eval`` (the forward-only schedule); the mean microbatch loss on the last stage's rank, else 0."""
-        batch = torch.tensor(rows, dtype=torch.long)
+        batch = torch.tensor(rows, dtype=torch.long, device=self.device)
         losses: List[Any] = []
         run = self._schedule.step if train else self._schedule.eval
         with self._autocast():
@@ -219,7 +225,7 @@ class TorchTrainerBackend:
 
     def _pp_all_ranks(self, value: float) -> float:
         """``value`` of the last stage's rank on every pipeline rank (the others contribute 0)."""
-        t = torch.tensor([value], dtype=torch.float64)
+        t = torch.tensor([value], dtype=torch.float64, device=self.device)
         dist.all_reduce(t, group=self._pp_group)
         return t.item()
 
@@ -324,7 +330,7 @@ class TorchTrainerBackend:
     # ------------------------------------------------------------------ steps
     def _autocast(self):
         if self.config.training.mixed_precision == "bf16":
-            return torch.autocast("cpu" if not torch.cuda.is_available() else "cuda", dtype=torch.bfloat16)
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
     def _next_token_loss(self, loss_fn: Any, logits: Any, labels: Any) -> Any:
@@ -337,9 +343,9 @@ class TorchTrainerBackend:
             return loss_fn(logits.float(), labels)
 
     def _loss(self, rows: List[List[int]]) -> Any:
-        batch = torch.tensor(rows, dtype=torch.long)
+        batch = torch.tensor(rows, dtype=torch.long, device=self.device)
         ids, labels = batch[:, :-1], batch[:, 1:]
-        pos = torch.arange(ids.shape[1])
+        pos = torch.arange(ids.shape[1], device=self.device)
         if self._cp_mesh is not None:
             from hyper_parallel.cp import context_parallel_shard  # pylint: disable=import-outside-toplevel
             ids, labels, pos = context_parallel_shard(  # pylint: disable=unbalanced-tuple-unpacking
@@ -364,7 +370,7 @@ class TorchTrainerBackend:
     def _mean_over_loss_ranks(self, value: float) -> float:
         if self._loss_group is None:
             return value
-        t = torch.tensor([value], dtype=torch.float64)
+        t = torch.tensor([value], dtype=torch.float64, device=self.device)
         dist.all_reduce(t, group=self._loss_group)
         return t.item() / dist.get_world_size(self._loss_group)
 
