@@ -146,6 +146,8 @@ def run_mindspore(cfg: JobConfig, command: Sequence[str], run: Callable[..., int
         return 0
     if os.environ.get("MS_ROLE") == "MS_WORKER":
         return run_worker(cfg, run)
+    if cfg.job.threads > 0:  # [job] threads: the workers' OpenMP threads (MindSpore reads the environment)
+        os.environ["OMP_NUM_THREADS"] = str(cfg.job.threads)
     if cfg.job.nproc == 1:
         os.environ.setdefault("HYPER_PARALLEL_BACKEND", "mindspore")
         return run(cfg, distributed=False)
