@@ -122,7 +122,8 @@ def launch_command(cfg: JobConfig, argv: Sequence[str], max_restarts: int = 0, a
                           f"backend's launcher (msrun for MindSpore); hp-train launches torchrun only")
     nnodes = getattr(args, "nnodes", 1) or 1
     try:
-        return torchrun_command(sys.executable, cfg.job.nproc, _strip_launch_flags(argv), nnodes=nnodes,
+        return torchrun_command(sys.executable, cfg.job.nproc, ["-m", __spec__.name if __spec__ else __name__,
+                                                                *_strip_launch_flags(argv)], nnodes=nnodes,
                                 node_rank=getattr(args, "node_rank", None),
                                 rdzv_endpoint=getattr(args, "rdzv_endpoint", None),
                                 rdzv_id=getattr(args, "rdzv_id", "hp-train"), max_restarts=max_restarts)

@@ -83,11 +83,12 @@ def srun_rank_env(env: Mapping[str, str], default_port: int = 29500) -> Dict[str
             "MASTER_PORT": env.get("MASTER_PORT") or str(default_port)}
 
 
-def torchrun_command(python: str, nproc: int, argv: Sequence[str], *, nnodes: int = 1,
+def torchrun_command(python: str, nproc: int, entry: Sequence[str], *, nnodes: int = 1,
                      node_rank: Optional[int] = None, rdzv_endpoint: Optional[str] = None, rdzv_id: str = "hp-train",
                      max_restarts: int = 0) -> List[str]:
-    """The torchrun command line running ``hp-train argv``: ``--standalone`` on one node, else this node's agent
-    of a c10d rendezvous at ``rdzv_endpoint`` (``nproc`` is the world size; each node runs ``nproc / nnodes``)."""
+    """The torchrun command line running ``entry`` (``["-m", MODULE, *args]`` or ``[SCRIPT, *args]``):
+    ``--standalone`` on one node, else this node's agent of a c10d rendezvous at ``rdzv_endpoint`` (``nproc`` is
+    the world size; each node runs ``nproc / nnodes``)."""
     if nnodes < 1 or nproc % nnodes:
         raise ValueError(f"--nnodes {nnodes}: job.nproc = {nproc} ranks must split evenly over the nodes")
     cmd = [python, "-m", "torch.distributed.run"]
@@ -102,4 +103,4 @@ def torchrun_command(python: str, nproc: int, argv: Sequence[str], *, nnodes: in
             cmd += ["--node-rank", str(node_rank)]
     if max_restarts:
         cmd += ["--max-restarts", str(max_restarts)]
-    return cmd + ["-m", "hyper_parallel.trainer.cli", *argv]
+    return cmd + list(entry)

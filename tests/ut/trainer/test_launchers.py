@@ -43,10 +43,11 @@ def test_srun_rank_env():
 
 
 def test_torchrun_commands():
-    one = torchrun_command("py", 4, ["--config", "c.toml"], max_restarts=1)
+    one = torchrun_command("py", 4, ["-m", "hyper_parallel.trainer.cli", "--config", "c.toml"], max_restarts=1)
     assert one == ["py", "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "4", "--max-restarts", "1",
                    "-m", "hyper_parallel.trainer.cli", "--config", "c.toml"]
-    two = torchrun_command("py", 4, [], nnodes=2, node_rank=1, rdzv_endpoint="h:29400", rdzv_id="r")
+    two = torchrun_command("py", 4, ["-m", "hyper_parallel.trainer.cli"], nnodes=2, node_rank=1,
+                           rdzv_endpoint="h:29400", rdzv_id="r")
     assert two[3:] == ["--nnodes", "2", "--nproc_per_node", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:29400",
                        "--rdzv-id", "r", "--node-rank", "1", "-m", "hyper_parallel.trainer.cli"]
     with pytest.raises(ValueError, match="split evenly"):
