@@ -348,7 +348,10 @@ class CheckpointManager:
                 raise CheckpointError(f"CheckpointManager.load: no checkpoint for step {step} at {path}")
             _impl(self.backend, "load")(states, checkpoint_id=path)
             return step
-        for candidate in _impl(self.backend, "agree")(self._candidates() if self.is_coordinator else None):
+        agree = _impl(self.backend, "agree")  # rank 0's int (or None) on every rank
+        mine = self._candidates() if self.is_coordinator else []
+        for i in range(agree(len(mine) if self.is_coordinator else None) or 0):
+            candidate = agree(mine[i] if self.is_coordinator else None)
             try:
                 _impl(self.backend, "load")(states, checkpoint_id=self.checkpoint_path(candidate))
             except CheckpointCorruptError as exc:
