@@ -19,6 +19,8 @@ _BUILTIN: Dict[str, str] = {
     "llama3": "hyper_parallel.models.llama3",
     "qwen3": "hyper_parallel.models.qwen3",
     "qwen3_moe": "hyper_parallel.models.qwen3_moe",
+    "qwen3_5": "hyper_parallel.models.qwen3_5",
+    "qwen3_5_moe": "hyper_parallel.models.qwen3_5_moe",
     "deepseek_v3": "hyper_parallel.models.deepseek_v3",
 }
 _REGISTERED: Dict[str, ModelSpec] = {}

@@ -53,9 +53,9 @@ def _values(param: torch.Tensor, kind: str, stream: int, std: float, device) -> 
     if isinstance(param, DTensor):
         spec = param._spec  # pylint: disable=protected-access
         coord = spec.mesh.get_coordinate()
-        if kind == "ones":
+        if kind in ("ones", "zeros"):
             local_shape, _ = spec.local_shape_and_offset(coord)
-            return as_dtensor(torch.ones(local_shape, dtype=param.dtype, device=device), spec)
+            return as_dtensor(getattr(torch, kind)(local_shape, dtype=param.dtype, device=device), spec)
         state = _rng.get_rng_state()
         _rng.set_rng_state((stream, 0))
         try:
@@ -63,8 +63,8 @@ def _values(param: torch.Tensor, kind: str, stream: int, std: float, device) -> 
         finally:
             _rng.set_rng_state(state)
         return as_dtensor(local, spec)
-    if kind == "ones":
-        return torch.ones(param.shape, dtype=param.dtype, device=device)
+    if kind in ("ones", "zeros"):
+        return getattr(torch, kind)(param.shape, dtype=param.dtype, device=device)
     return reference_values("normal", tuple(param.shape), (stream, 0), param.dtype, (0.0, std)).to(device)
 
 
@@ -86,7 +86,8 @@ def _init_buffers(model: nn.Module, device) -> None:
 
 def init_parameters(model: nn.Module, *, seed: int = 0, std: float = 0.02, device=None) -> nn.Module:
     """Give every parameter of ``model`` its initial value: ones for norm weights, Normal(0, ``std``)
-    otherwise, each parameter from its own counter-based stream (:func:`parameter_seed`), so a global
+    otherwise (a module's ``param_init_kinds = {name: "zeros" | "ones" | "normal"}`` overrides, e.g. a
+    zero-centred norm's zeros), each parameter from its own counter-based stream (:func:`parameter_seed`), so a global
     element's value does not depend on the layout. Meta parameters are materialised on ``device``
     (default: the CPU, or the mesh's device for DTensors), only their local shards; tied parameters
     stay tied; meta buffers are rebuilt (``init_buffers(device)`` of their module). Parameters of a
@@ -101,7 +102,7 @@ def init_parameters(model: nn.Module, *, seed: int = 0, std: float = 0.02, devic
                 setattr(module, name, done[id(param)])
                 continue
             fqn = f"{mod_name}.{name}" if mod_name else name
-            kind = "ones" if _is_norm(module) else "normal"
+            kind = getattr(module, "param_init_kinds", {}).get(name) or ("ones" if _is_norm(module) else "normal")
             if "_hp_fsdp_info" in param.__dict__:  # fully_shard-ed: fill its shard of the flat buffer in place
                 with DisableTorchFunctionSubclass():
                     local_device = param.view_as(param).device

@@ -185,7 +185,7 @@ def _dense_dims(mesh):
 
 
 def parallelize_llama_moe(model, mesh, *, ep: int, loss_parallel: bool = False, async_dispatch: bool = True,
-                          attention_plan=None, before_fsdp=None, expert_mesh=None, flat_mesh=None):
+                          attention_plan=None, before_fsdp=None, expert_mesh=None, flat_mesh=None, tp_plan=None):
     """EP + FSDP + TP for a Llama with MoE layers (``TINY_CONFIGS["debug_moe"]``); returns the model.
 
     ``mesh`` is 1-D (data parallel) or 2-D with dims ``("dp", "tp")``. With ``tp > 1``: tensor +
@@ -199,7 +199,9 @@ def parallelize_llama_moe(model, mesh, *, ep: int, loss_parallel: bool = False, 
     ``hyper_parallel.moe.register_moe_load_balancing_hook(model, optimizer)``. ``expert_mesh`` (dims
     ``("efsdp", "ep")``) and ``flat_mesh`` (1-D over ``dp * tp``): given when ``mesh`` is a slice of a
     larger world (pipeline stages; see :func:`moe_stage_meshes`), default built from ``mesh``. ``model``
-    may be a pipeline stage module (layers held elsewhere are skipped).
+    may be a pipeline stage module (layers held elsewhere are skipped). ``tp_plan``: the whole TP plan to
+    apply instead of :func:`llama_moe_tp_plan` (a model whose layers are not all Llama's, e.g. Qwen3.5's
+    hybrid layers).
     """
     from hyper_parallel.fsdp._torch.fully_shard import fully_shard
     from hyper_parallel.moe._torch.styles import ExpertParallel, fully_shard_experts, init_expert_mesh
@@ -211,9 +213,10 @@ def parallelize_llama_moe(model, mesh, *, ep: int, loss_parallel: bool = False, 
     if expert_mesh is None:
         expert_mesh = init_expert_mesh(mesh.device_type, dp_shard=dp, tp=tp, ep=ep)
     if tp > 1:
-        _check_divisible(cfg, tp, attention=attention_plan is None)
-        parallelize_module(model, tp_mesh, stage_plan(model, llama_moe_tp_plan(cfg, loss_parallel, attention_plan),
-                                                      sequence_parallel=True))
+        if tp_plan is None:
+            _check_divisible(cfg, tp, attention=attention_plan is None)
+            tp_plan = llama_moe_tp_plan(cfg, loss_parallel, attention_plan)
+        parallelize_module(model, tp_mesh, stage_plan(model, tp_plan, sequence_parallel=True))
         retie_embeddings(model)
     parallelize_module(model, expert_mesh["ep"], {"model.layers.*.mlp.experts": ExpertParallel(
         async_dispatch=async_dispatch)})

@@ -1,0 +1,178 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Hugging Face ``Qwen3_5ForCausalLM`` adapter (``config.json`` model type ``qwen3_5_text``).
+
+Names are Hugging Face's except the Gated DeltaNet's packed tensors, which we hold per section: ``to_hf``
+concatenates ``in_proj_q`` / ``in_proj_k`` / ``in_proj_v`` into ``in_proj_qkv`` and ``conv_q`` / ``conv_k`` /
+``conv_v`` into ``conv1d`` (``[q | k | v]`` along dim 0), ``from_hf`` splits them (views: bit-exact both
+ways). Every ``config.json`` field is either honoured or refused with one line naming it
+(:meth:`Qwen3_5StateDictAdapter.config_kwargs_from_hf`). ``text_prefix="model.language_model."`` reads and
+writes the text model of a ``Qwen3_5ForConditionalGeneration`` checkpoint (the published ones).
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Optional, Tuple
+
+from hyper_parallel.models.llama3.state_dict_adapter import LlamaStateDictAdapter, decoder_rules
+from hyper_parallel.models.qwen3_5.args import Qwen3_5Config
+
+__all__ = ["Qwen3_5StateDictAdapter", "IGNORED_HF_FIELDS"]
+
+_LAYER = "model.layers.{}."
+_LINEAR = ("in_proj_z.weight", "in_proj_b.weight", "in_proj_a.weight", "out_proj.weight", "dt_bias", "A_log",
+           "norm.weight")
+_SECTIONS = re.compile(r"^(model\.layers\.\d+\.linear_attn)\.(in_proj|conv)_([qkv])\.weight$")
+_PACKED = re.compile(r"^(model\.layers\.\d+\.linear_attn)\.(in_proj_qkv|conv1d)\.weight$")
+
+#: ``config.json`` fields that do not change the model's computation (inference cache, tokenizer ids,
+#: bookkeeping, init std) or that transformers itself drops (the multi-token-prediction layers)
+IGNORED_HF_FIELDS = frozenset({
+    "architectures", "model_type", "transformers_version", "dtype", "torch_dtype", "use_cache", "initializer_range",
+    "pad_token_id", "bos_token_id", "eos_token_id", "_name_or_path", "output_hidden_states", "output_attentions",
+    "return_dict", "chunk_size_feed_forward", "is_encoder_decoder", "id2label", "label2id", "problem_type",
+    "tokenizer_class", "mtp_num_hidden_layers", "mtp_use_dedicated_embeddings", "keys_to_ignore_at_inference",
+    "output_router_logits"})
+#: fields accepted only with these values (anything else is refused by name)
+_FIXED = {"hidden_act": ("silu",), "attention_bias": (False,), "attention_dropout": (0, 0.0),
+          "attn_output_gate": (True,), "mrope_interleaved": (True,), "rope_type": ("default",), "type": ("default",),
+          "mamba_ssm_dtype": ("float32",)}
+_ROPE_FIELDS = {"rope_theta", "partial_rotary_factor", "mrope_section", "rope_type", "type", "mrope_interleaved"}
+
+
+def _check_fixed(where: str, key: str, value: Any) -> None:
+    if key in _FIXED and value not in _FIXED[key]:
+        raise ValueError(f"{where}: {key}={value!r} is not supported (expected one of {list(_FIXED[key])})")
+
+
+class Qwen3_5StateDictAdapter(LlamaStateDictAdapter):
+    """Qwen3.5 <-> Hugging Face ``Qwen3_5ForCausalLM`` (see the module docstring)."""
+
+    hf_architecture = "Qwen3_5ForCausalLM"
+    hf_model_type = "qwen3_5_text"
+    config_cls = Qwen3_5Config
+
+    def __init__(self, config: Qwen3_5Config, dtype: Optional[str] = None, text_prefix: str = "model.") -> None:
+        self.text_prefix = text_prefix
+        super().__init__(config, dtype)
+
+    def _rules(self) -> List[Tuple[str, str]]:
+        rules = [r for r in decoder_rules(qk_norm=True) if "mlp." not in r[0] or self.model_config.moe is None]
+        rules += [(_LAYER + f"linear_attn.{n}", _LAYER + f"linear_attn.{n}") for n in _LINEAR]
+        if self.model_config.moe is not None:
+            rules += [(_LAYER + "mlp.router.gate.weight", _LAYER + "mlp.gate.weight"),
+                      (_LAYER + "mlp.shared_experts.expert_gate.weight", _LAYER + "mlp.shared_expert_gate.weight")]
+            rules += [(_LAYER + f"mlp.shared_experts.{p}.weight", _LAYER + f"mlp.shared_expert.{p}.weight")
+                      for p in ("gate_proj", "up_proj", "down_proj")]
+        return rules
+
+    def _rope_parameters(self) -> Dict[str, Any]:
+        c = self.model_config
+        return {"rope_type": "default", "rope_theta": c.rope_theta, "partial_rotary_factor": c.partial_rotary_factor,
+                "mrope_section": list(c.mrope_section), "mrope_interleaved": True}
+
+    def _hf_config(self) -> Dict[str, Any]:
+        out = super()._hf_config()
+        c = self.model_config
+        for key in ("rope_theta", "mlp_bias"):
+            out.pop(key, None)
+        out.update(layer_types=list(c.layer_types), linear_conv_kernel_dim=c.linear_conv_kernel_dim,
+                   linear_key_head_dim=c.linear_key_head_dim, linear_value_head_dim=c.linear_value_head_dim,
+                   linear_num_key_heads=c.linear_num_key_heads, linear_num_value_heads=c.linear_num_value_heads,
+                   attention_dropout=0.0)
+        return out
+
+    def _sizes(self) -> Tuple[int, int, int]:
+        c = self.model_config
+        key = c.linear_num_key_heads * c.linear_key_head_dim
+        return key, key, c.linear_num_value_heads * c.linear_value_head_dim
+
+    def _prefixed(self, sd: Dict[str, Any], old: str, new: str) -> Dict[str, Any]:
+        if old == new:
+            return sd
+        return {(new + k[len(old):] if k.startswith(old) else k): v for k, v in sd.items()}
+
+    def to_hf(self, state_dict):
+        """Model keys -> Hugging Face keys (packed ``in_proj_qkv`` / ``conv1d``; see the module docstring)."""
+        import torch
+        rest, groups = {}, {}
+        for key, value in state_dict.items():
+            m = _SECTIONS.match(key)
+            if m is None:
+                rest[key] = value
+            else:
+                name = "in_proj_qkv" if m.group(2) == "in_proj" else "conv1d"
+                groups.setdefault(f"{m.group(1)}.{name}.weight", {})[m.group(3)] = value
+        out = super().to_hf(rest)
+        for key, parts in groups.items():
+            if sorted(parts) != ["k", "q", "v"]:
+                raise KeyError(f"to_hf: {key}: sections {sorted(parts)} of q, k, v are present")
+            full = [p.full_tensor() if hasattr(p, "full_tensor") else p for p in (parts["q"], parts["k"], parts["v"])]
+            out[key] = torch.cat(full, dim=0)
+        return self._prefixed(out, "model.", self.text_prefix)
+
+    def from_hf(self, hf_state_dict):
+        """Hugging Face keys -> model keys (``in_proj_qkv`` / ``conv1d`` split into their q, k, v sections)."""
+        hf_state_dict = self._prefixed(dict(hf_state_dict), self.text_prefix, "model.")
+        rest, packed = {}, {}
+        for key, value in hf_state_dict.items():
+            m = _PACKED.match(key)
+            if m is None:
+                rest[key] = value
+                continue
+            expected = sum(self._sizes())
+            if value.shape[0] != expected:
+                raise ValueError(f"from_hf: {key} has {value.shape[0]} rows; the config's q, k, v sections need "
+                                 f"{expected}")
+            stem = "in_proj" if m.group(2) == "in_proj_qkv" else "conv"
+            for name, part in zip("qkv", value.split(list(self._sizes()), dim=0)):
+                packed[f"{m.group(1)}.{stem}_{name}.weight"] = part
+        out = super().from_hf(rest)
+        out.update(packed)
+        return out
+
+    @classmethod
+    def _rope_kwargs(cls, hf_config: Dict[str, Any], where: str) -> Dict[str, Any]:
+        rope = dict(hf_config.get("rope_parameters") or hf_config.get("rope_scaling") or {})
+        for key in ("rope_theta", "partial_rotary_factor"):  # the legacy top-level spellings
+            if key in hf_config and key not in rope:
+                rope[key] = hf_config[key]
+        unknown = sorted(set(rope) - _ROPE_FIELDS)
+        if unknown:
+            raise ValueError(f"{where}: rope_parameters fields {unknown} are not supported (known: "
+                             f"{sorted(_ROPE_FIELDS)})")
+        for key, value in rope.items():
+            _check_fixed(where, key, value)
+        out = {k: rope[k] for k in ("rope_theta", "partial_rotary_factor") if k in rope}
+        if "mrope_section" in rope:
+            out["mrope_section"] = tuple(rope["mrope_section"])
+        return out
+
+    @classmethod
+    def known_hf_fields(cls) -> frozenset:
+        """``config.json`` fields this adapter honours (besides :data:`IGNORED_HF_FIELDS` and the fixed ones)."""
+        import dataclasses
+        names = {f.name for f in dataclasses.fields(cls.config_cls)} - {"moe", "first_k_dense_layers", "qk_norm",
+                                                                        "chunk_size", "rope_type"}
+        return frozenset(names | {"rope_parameters", "rope_scaling", "text_config"})
+
+    @classmethod
+    def config_kwargs_from_hf(cls, hf_config: Dict[str, Any]) -> Dict[str, Any]:
+        """Our config fields from a Hugging Face ``config.json`` dict (a ``Qwen3_5ForConditionalGeneration``
+        config's ``text_config`` is used); an unknown field or an unsupported value is refused by name."""
+        if isinstance(hf_config.get("text_config"), dict):
+            hf_config = hf_config["text_config"]
+        where = f"{cls.config_cls.__name__} from Hugging Face"
+        unknown = sorted(set(hf_config) - cls.known_hf_fields() - IGNORED_HF_FIELDS - set(_FIXED))
+        if unknown:
+            raise ValueError(f"{where}: config fields {unknown} are not supported by this model")
+        for key, value in hf_config.items():
+            _check_fixed(where, key, value)
+        import dataclasses
+        names = {f.name for f in dataclasses.fields(cls.config_cls)}
+        kwargs = {k: v for k, v in hf_config.items()
+                  if k in names and k not in ("moe", "rope_theta", "partial_rotary_factor")}
+        if "layer_types" in kwargs:
+            kwargs["layer_types"] = tuple(kwargs["layer_types"])
+        kwargs.update(cls._rope_kwargs(hf_config, where))
+        return kwargs

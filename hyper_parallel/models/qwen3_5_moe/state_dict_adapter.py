@@ -1,0 +1,55 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Hugging Face ``Qwen3_5MoeForCausalLM`` adapter (model type ``qwen3_5_moe_text``): Qwen3.5's names, the router
+``mlp.router.gate`` <-> ``mlp.gate``, the shared expert ``mlp.shared_experts.*`` <-> ``mlp.shared_expert.*``
+(its gate ``mlp.shared_experts.expert_gate`` <-> ``mlp.shared_expert_gate``), and our stacked experts <-> one
+``gate_proj`` / ``up_proj`` / ``down_proj`` per expert (the layout transformers saves)."""
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from hyper_parallel.models.qwen3_5.state_dict_adapter import Qwen3_5StateDictAdapter
+from hyper_parallel.models.qwen3_5_moe.args import Qwen3_5MoeConfig, qwen3_5_moe_layer
+
+__all__ = ["Qwen3_5MoeStateDictAdapter"]
+
+_MOE_FIELDS = frozenset({"moe_intermediate_size", "num_experts", "num_experts_per_tok", "router_aux_loss_coef",
+                         "shared_expert_intermediate_size"})
+
+
+class Qwen3_5MoeStateDictAdapter(Qwen3_5StateDictAdapter):
+    """Qwen3.5-MoE <-> Hugging Face ``Qwen3_5MoeForCausalLM``."""
+
+    hf_architecture = "Qwen3_5MoeForCausalLM"
+    hf_model_type = "qwen3_5_moe_text"
+    config_cls = Qwen3_5MoeConfig
+
+    def _hf_config(self) -> Dict[str, Any]:
+        out = super()._hf_config()
+        c, moe = self.model_config, self.model_config.moe
+        out.pop("intermediate_size", None)
+        out.update(moe_intermediate_size=moe.hidden_dim, num_experts=moe.num_experts, num_experts_per_tok=moe.top_k,
+                   router_aux_loss_coef=moe.aux_loss_coeff,
+                   shared_expert_intermediate_size=c.shared_expert_intermediate_size, output_router_logits=False)
+        return out
+
+    @classmethod
+    def known_hf_fields(cls) -> frozenset:
+        """Qwen3.5's fields plus the MoE ones."""
+        return super().known_hf_fields() | _MOE_FIELDS
+
+    @classmethod
+    def config_kwargs_from_hf(cls, hf_config: Dict[str, Any]) -> Dict[str, Any]:
+        """Qwen3.5's fields plus the MoE layer."""
+        kwargs = super().config_kwargs_from_hf(hf_config)
+        if isinstance(hf_config.get("text_config"), dict):
+            hf_config = hf_config["text_config"]
+        for key in _MOE_FIELDS - {"shared_expert_intermediate_size"}:
+            kwargs.pop(key, None)
+        defaults = Qwen3_5MoeConfig.__dataclass_fields__
+        hidden = hf_config.get("hidden_size", defaults["hidden_size"].default)
+        kwargs["moe"] = qwen3_5_moe_layer(hidden, hf_config.get("moe_intermediate_size", 512),
+                                          hf_config.get("num_experts", 256), hf_config.get("num_experts_per_tok", 8),
+                                          hf_config.get("router_aux_loss_coef", 1e-3))
+        kwargs.setdefault("intermediate_size", hf_config.get("moe_intermediate_size", 512))
+        return kwargs
