@@ -16,7 +16,7 @@ from hyper_parallel.cp.load_balance import (Contiguous, HeadTail, LoadBalancer, 
 from hyper_parallel.cp.select import select_method
 from hyper_parallel.cp.style import (AsyncContextParallel, AsyncDSASparseAttentionContextParallel, ContextParallel,
                                      DSAIndexerContextParallel, DSAIndexerLossContextParallel,
-                                     DSASparseAttentionContextParallel)
+                                     DSASparseAttentionContextParallel, LinearAttentionContextParallel)
 
 _LAZY = {
     "comm_stats": "hyper_parallel.cp._torch.comm",
@@ -30,7 +30,8 @@ _LAZY = {
 
 __all__ = ["context_parallel", "context_parallel_shard", "context_parallel_unshard", "ContextParallel",
            "AsyncContextParallel", "DSAIndexerContextParallel", "DSAIndexerLossContextParallel",
-           "DSASparseAttentionContextParallel", "AsyncDSASparseAttentionContextParallel", "LoadBalancer",
+           "DSASparseAttentionContextParallel", "AsyncDSASparseAttentionContextParallel",
+           "LinearAttentionContextParallel", "LoadBalancer",
            "Contiguous", "HeadTail", "PerDocumentHeadTail", "SeqLayout", "SequenceLengthError", "select_method",
            *sorted(_LAZY)]
 

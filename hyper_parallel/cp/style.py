@@ -16,6 +16,8 @@ sequence shards in the style's layout (``context_parallel_shard`` or ``context_p
   loss), :class:`DSASparseAttentionContextParallel` / :class:`AsyncDSASparseAttentionContextParallel`
   (sparse attention over the selected keys of gathered K/V; the async one overlaps the V gather
   with the score computation). Each is ``ContextParallel`` restricted to those ops.
+* :class:`LinearAttentionContextParallel`: a linear-attention (Gated DeltaNet) module over a contiguous
+  split: the conv halo and the recurrent state pass from rank to rank (``hyper_parallel.cp._torch.linear``).
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from typing import Optional, Sequence, Union
 from hyper_parallel.cp.load_balance import LoadBalancer, make_load_balancer
 from hyper_parallel.tp.style import ParallelStyle
 
-__all__ = ["ContextParallel", "AsyncContextParallel", "DSAIndexerContextParallel", "DSAIndexerLossContextParallel",
+__all__ = ["ContextParallel", "AsyncContextParallel", "LinearAttentionContextParallel", "DSAIndexerContextParallel", "DSAIndexerLossContextParallel",
            "DSASparseAttentionContextParallel", "AsyncDSASparseAttentionContextParallel"]
 
 _METHODS = ("ring", "allgather", "alltoall", "auto")
@@ -101,3 +103,25 @@ class AsyncDSASparseAttentionContextParallel(DSASparseAttentionContextParallel):
     """:class:`DSASparseAttentionContextParallel` with the V gather overlapping the score computation."""
 
     is_async = True
+
+
+class LinearAttentionContextParallel(ParallelStyle):
+    """CP of a linear-attention module that has a ``context_parallel`` hook (Qwen3.5's Gated DeltaNet): the
+    sequence is split contiguously (shard the inputs with ``load_balance=None``); each rank runs its chunks
+    with the previous rank's recurrent state and conv halo and passes its own on (see
+    ``hyper_parallel.cp._torch.linear``)."""
+
+    def apply(self, module, device_mesh):
+        """Set ``module.context_parallel``; returns ``module``."""
+        if getattr(device_mesh, "platform", None) == "mindspore":
+            raise RuntimeError("LinearAttentionContextParallel: context parallelism is implemented for the torch "
+                               "backend only (docs/cp.md, 'Backends')")
+        if not hasattr(module, "context_parallel"):
+            raise TypeError(f"LinearAttentionContextParallel: {type(module).__name__} has no context_parallel hook "
+                            "(a linear-attention module such as Qwen3.5's Gated DeltaNet)")
+        from hyper_parallel.cp._torch.linear import LinearAttentionCP
+        module.context_parallel = LinearAttentionCP(device_mesh.get_group())
+        return module
+
+    def __repr__(self) -> str:
+        return "LinearAttentionContextParallel()"

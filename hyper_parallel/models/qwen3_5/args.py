@@ -11,7 +11,7 @@ decoder is zero-centred (applied as ``1 + weight``). Field names are Hugging Fac
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, Tuple
 
 from hyper_parallel.models.llama3.args import LlamaConfig
@@ -46,7 +46,8 @@ class Qwen3_5Config(LlamaConfig):  # pylint: disable=too-many-instance-attribute
     rope_theta: float = 10000.0
     qk_norm: bool = True
     layer_types: Tuple[str, ...] = ()
-    full_attention_interval: int = 4
+    #: only derives ``layer_types`` when that is empty (not compared: the layer types are)
+    full_attention_interval: int = field(default=4, compare=False)
     linear_conv_kernel_dim: int = 4
     linear_key_head_dim: int = 128
     linear_value_head_dim: int = 128

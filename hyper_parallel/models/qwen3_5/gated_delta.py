@@ -106,7 +106,8 @@ def chunk_gated_delta_rule(query: torch.Tensor, key: torch.Tensor, value: torch.
                            output_final_state: bool = False, use_qk_l2norm_in_kernel: bool = False
                            ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
     """The gated delta rule over ``[B, S, Hk, Dk]`` queries/keys, ``[B, S, Hv, Dv]`` values, ``[B, S, Hv]``
-    log-decays ``g`` (<= 0) and ``beta``; ``initial_state [B, Hv, Dk, Dv]``. Returns (output ``[B, S, Hv, Dv]``
+    log-decays ``g`` (<= 0) and ``beta``; ``initial_state [B, Hv, Dk, Dv]`` (or a zero-argument callable returning it,
+    called after the chunk-parallel work, right before the state scan). Returns (output ``[B, S, Hv, Dv]``
     in the query dtype, the final fp32 state or None) — transformers' ``torch_chunk_gated_delta_rule`` contract."""
     dtype = query.dtype
     bsz, seq = key.shape[0], key.shape[1]
@@ -120,6 +121,8 @@ def chunk_gated_delta_rule(query: torch.Tensor, key: torch.Tensor, value: torch.
     q, k, v = (x.reshape(bsz, heads, n, chunk_size, x.shape[-1]) for x in (q, k, v))
     g, beta = (x.reshape(bsz, heads, n, chunk_size) for x in (g, beta))
     m, b, intra, q_eff = _chunk_terms(q, k, v, g, beta, chunk_size)
+    if callable(initial_state):  # e.g. context parallelism receiving the previous rank's state: wait only now
+        initial_state = initial_state()
     s0 = (initial_state.float().reshape(bsz * heads, dk, dv) if initial_state is not None
           else q.new_zeros(bsz * heads, dk, dv))
     states, final = StateScan.apply(m.reshape(bsz * heads, n, dk, dk), b.reshape(bsz * heads, n, dk, dv), s0)
