@@ -12,7 +12,7 @@ from hyper_parallel.models.spec import ModelSpec
 MODEL_SPEC = ModelSpec(name="qwen3_5", model_cls=Qwen3_5ForCausalLM, config_cls=Qwen3_5Config, flavors=FLAVORS,
                        parallelize_fn=parallelize_qwen3_5, pipelining_fn=pipeline_qwen3_5,
                        state_dict_adapter=Qwen3_5StateDictAdapter, loss_fn=Qwen3_5ForCausalLM.loss,
-                       hf_architecture="Qwen3_5ForCausalLM")
+                       hf_architecture="Qwen3_5ForCausalLM", extras={"cp_load_balance": None})
 
 __all__ = ["FLAVORS", "Qwen3_5Config", "hybrid_layer_types", "Qwen3_5ForCausalLM", "Qwen3_5TextModel",
            "parallelize_qwen3_5", "pipeline_qwen3_5", "Qwen3_5StateDictAdapter", "MODEL_SPEC"]

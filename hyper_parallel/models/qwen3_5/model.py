@@ -391,11 +391,12 @@ class Qwen3_5TextModel(nn.Module):
         without the embedding gets the previous stage's hidden states as ``input_ids``). ``position_ids``: see
         :func:`_split_positions` (pass the sharded positions under context parallelism); restarting positions
         mark packed documents. ``attention_mask``: Hugging Face's padding mask ``[batch, seq]``."""
+        src = inputs_embeds if inputs_embeds is not None else input_ids
+        bsz, seq = src.shape[0], src.shape[1]  # the whole sequence (under SP the embedding's output is a shard)
         if inputs_embeds is not None:
             h = inputs_embeds
         else:
             h = self.embed_tokens(input_ids) if self.embed_tokens is not None else input_ids
-        bsz, seq = h.shape[0], h.shape[1]
         text_positions, rope_positions = _split_positions(position_ids, bsz, seq, h.device)
         cos, sin = self.rotary(rope_positions)
         context = self._context(text_positions, attention_mask, bsz, seq, h.device)

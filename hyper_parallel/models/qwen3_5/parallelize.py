@@ -109,16 +109,17 @@ def check_tp(config, tp: int) -> None:
             raise ValueError(f"parallelize_qwen3_5: {what}={value} is not divisible by the TP degree {tp}")
 
 
-def qwen3_5_cp_plan(model, method: str = "allgather") -> dict:
-    """The CP plan: contiguous sequence split; full-attention layers run CP attention (``method``), Gated
-    DeltaNet layers pass the conv halo and recurrent state rank to rank."""
-    from hyper_parallel.cp.style import ContextParallel, LinearAttentionContextParallel
+def qwen3_5_cp_plan(model, method: str = "allgather", async_cp: bool = False) -> dict:
+    """The CP plan: contiguous sequence split; full-attention layers run CP attention (``method``; ``async_cp``:
+    the asynchronous variant), Gated DeltaNet layers pass the conv halo and recurrent state rank to rank."""
+    from hyper_parallel.cp.style import AsyncContextParallel, ContextParallel, LinearAttentionContextParallel
+    attention = AsyncContextParallel if async_cp else ContextParallel
     plan = {}
     for i, layer in held_layers(model):
         if layer.layer_type == "linear_attention":
             plan[f"model.layers.{i}.linear_attn"] = LinearAttentionContextParallel()
         else:
-            plan[f"model.layers.{i}.self_attn"] = ContextParallel(method=method, load_balance=None)
+            plan[f"model.layers.{i}.self_attn"] = attention(method=method, load_balance=None)
     return plan
 
 
@@ -146,15 +147,20 @@ def _parallelize_moe(model, world_mesh, dims, loss_parallel, async_dispatch, bef
 
 
 def parallelize_qwen3_5(model, world_mesh, parallel_dims, *, sequence_parallel: bool = True,
-                        loss_parallel: bool = False, cp_method: str = "allgather", activation=None,
-                        async_dispatch: bool = True, init_seed=None, **fsdp_kwargs):
+                        loss_parallel: bool = False, cp_method: str = "allgather", async_cp: bool = False,
+                        cp_load_balance=None, activation=None, async_dispatch: bool = True, init_seed=None,
+                        **fsdp_kwargs):
     """The registry's ``parallelize_fn`` of Qwen3.5 and Qwen3.5-MoE: TP + SP (:func:`qwen3_5_tp_plan`) on
     ``world_mesh["tp"]``, CP (:func:`qwen3_5_cp_plan`) on ``world_mesh["cp"]``, the ``activation`` policy, then
     FSDP / HSDP per decoder layer and the root (``fsdp_kwargs`` go to ``fully_shard``); a model with MoE layers
     takes ``parallelize_llama_moe`` (EP over ``parallel_dims.ep`` ranks borrowed from ``dp_shard * tp``).
     ``init_seed``: materialise a meta-device model's local shards after the plan (layout-independent values).
-    Returns the model (apply it to each pipeline stage module under PP)."""
+    ``cp_load_balance`` must be None / ``"none"`` (the recurrence needs a contiguous split). Returns the model
+    (apply it to each pipeline stage module under PP)."""
     dims = parallel_dims
+    if dims.cp > 1 and cp_load_balance not in (None, "none"):
+        raise ValueError(f"parallelize_qwen3_5(cp_load_balance={cp_load_balance!r}): the linear-attention layers pass "
+                         "their state along a contiguous split; expected None or 'none'")
     if dims.tp > 1:
         check_tp(model.config, dims.tp)
     before_fsdp = _before_fsdp(activation)
@@ -166,7 +172,7 @@ def parallelize_qwen3_5(model, world_mesh, parallel_dims, *, sequence_parallel: 
             model, qwen3_5_tp_plan(model, sequence_parallel, loss_parallel), sequence_parallel))
         retie_embeddings(model)
     if dims.cp > 1:
-        parallelize_module(model, world_mesh["cp"], qwen3_5_cp_plan(model, cp_method))
+        parallelize_module(model, world_mesh["cp"], qwen3_5_cp_plan(model, cp_method, async_cp))
     before_fsdp(model)
     shard_mesh = fsdp_mesh_of(world_mesh, dims)
     if shard_mesh is not None:

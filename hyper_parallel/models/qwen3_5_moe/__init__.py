@@ -12,7 +12,7 @@ from hyper_parallel.models.spec import ModelSpec
 MODEL_SPEC = ModelSpec(name="qwen3_5_moe", model_cls=Qwen3_5MoeForCausalLM, config_cls=Qwen3_5MoeConfig,
                        flavors=FLAVORS, parallelize_fn=parallelize_qwen3_5_moe, pipelining_fn=pipeline_qwen3_5_moe,
                        state_dict_adapter=Qwen3_5MoeStateDictAdapter, loss_fn=Qwen3_5MoeForCausalLM.loss,
-                       hf_architecture="Qwen3_5MoeForCausalLM")
+                       hf_architecture="Qwen3_5MoeForCausalLM", extras={"cp_load_balance": None})
 
 __all__ = ["FLAVORS", "Qwen3_5MoeConfig", "qwen3_5_moe_layer", "Qwen3_5MoeForCausalLM", "parallelize_qwen3_5_moe",
            "pipeline_qwen3_5_moe", "Qwen3_5MoeStateDictAdapter", "MODEL_SPEC"]

@@ -142,6 +142,9 @@ class TorchTrainerBackend:
             self.dims.build_mesh(self.device.type)
             self.dp_rank, self.dp_size = self.dims.dp_rank(self.rank), self.dims.dp
             self._cp_mesh = self.dims.mesh("cp")
+            # a model whose layers need a contiguous split (state passing: Qwen3.5) says so in its spec
+            self._cp_load_balance = model_spec(self.config.model.name).extras.get(
+                "cp_load_balance", self.config.parallelism.cp_load_balance)
             loss_mesh = self.dims.mesh("loss")
             self._loss_group = loss_mesh.get_group(0) if loss_mesh is not None else None
 
@@ -187,7 +190,8 @@ class TorchTrainerBackend:
             return model
         spec, world = model_spec(cfg.model.name), dims.mesh("world")
         kwargs = dict(sequence_parallel=par.sequence_parallel, cp_method=par.cp_method, activation=activation,
-                      loss_parallel=par.loss_parallel, async_cp=par.cp_async, cp_load_balance=par.cp_load_balance)
+                      loss_parallel=par.loss_parallel, async_cp=par.cp_async,
+                      cp_load_balance=spec.extras.get("cp_load_balance", par.cp_load_balance))
         if not dims.pp_enabled:
             return spec.parallelize_fn(model, world, dims, **kwargs)
         loss_fn = type(model).loss
@@ -349,7 +353,7 @@ class TorchTrainerBackend:
         if self._cp_mesh is not None:
             from hyper_parallel.cp import context_parallel_shard  # pylint: disable=import-outside-toplevel
             ids, labels, pos = context_parallel_shard(  # pylint: disable=unbalanced-tuple-unpacking
-                self._cp_mesh, [ids, labels, pos], [1, 1, 0], load_balance=self.config.parallelism.cp_load_balance)
+                self._cp_mesh, [ids, labels, pos], [1, 1, 0], load_balance=self._cp_load_balance)
         with self._autocast():
             logits = self.model(ids, position_ids=pos)
             loss_fn = getattr(type(self.model), "loss", None) or (

@@ -30,6 +30,10 @@ def _train(model, steps, ids, labels, loss_fn, lr=1e-2):
     ("deepseek_v3", "debug", {"dp_shard": 2, "ep": 2}),
     ("deepseek_v3", "debug", {"tp": 2, "ep": 2}),
     ("qwen3_moe", "debug", {"tp": 2, "ep": 2, "bare_mesh": True}),
+    ("qwen3_5", "debug", {"tp": 2}),
+    ("qwen3_5", "debug", {"dp_shard": 2}),
+    ("qwen3_5_moe", "debug_moe", {"dp_shard": 2, "ep": 2}),
+    ("qwen3_5_moe", "debug_moe", {"tp": 2, "ep": 2}),
 ])
 @multi_rank(world_size=2, timeout=300)
 def test_registry_parallelize_fn_trains_like_one_process(model_name, flavor, layout):
@@ -78,6 +82,8 @@ def test_registry_parallelize_fn_trains_like_one_process(model_name, flavor, lay
     ("qwen3", "debug", {"dp_shard": 2}),
     ("qwen3_moe", "debug", {"dp_shard": 2, "ep": 2}),
     ("deepseek_v3", "debug", {"tp": 2, "ep": 2}),
+    ("qwen3_5", "debug", {"tp": 2}),
+    ("qwen3_5_moe", "debug_moe", {"tp": 2, "ep": 2}),
 ])
 @multi_rank(world_size=2, timeout=300)
 def test_meta_init_gives_the_same_weights_on_every_layout(model_name, flavor, layout):

@@ -99,3 +99,31 @@ def test_model_cp_trains_like_one_process(model_name, flavor):
         full = p.full_tensor() if isinstance(p, hp.DTensor) else p
         torch.testing.assert_close(full.detach(), dict(ref.named_parameters())[name].detach(), rtol=1e-3, atol=1e-3,
                                    msg=lambda m, name=name: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("model_name, flavor, split", [("qwen3_5", "debug", [2, 2]),
+                                                       ("qwen3_5_moe", "debug_moe", [3, 1])])
+@multi_rank(world_size=2, timeout=300)
+def test_trainer_pp_with_both_layer_kinds_matches_one_process(tmp_path, trainer_cache_dir, model_name, flavor, split):
+    """``hp-train`` with pp=2 (debug: layers L F L F; ``pp_layers_per_stage`` puts both kinds on the first stage,
+    and on the second too for the dense model): 3 steps, losses equal one process."""
+    import os
+    import torch.distributed as dist
+    from hyper_parallel.trainer.api import LLMTrainer, derived_config
+    from hyper_parallel.trainer.config import load_config
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    overrides = [("data.max_corpus_mb", 0.3), ("training.seq_len", 32), ("training.global_batch", 4),
+                 ("training.steps", 3), ("job.out_dir", str(tmp_path / "run")), ("data.cache_dir", trainer_cache_dir),
+                 ("metrics.progress", False), ("metrics.plot", False), ("model.name", model_name),
+                 ("model.flavor", flavor), ("parallelism.pp_layers_per_stage", split)]
+    cfg = load_config(os.path.join(root, "configs", "pp.toml"), overrides)
+    history = LLMTrainer(cfg).train()
+    if dist.get_rank() == 0:
+        single_cfg = derived_config(cfg, parallelism={"dp_shard": -1, "tp": 1, "cp": 1, "ep": 1, "pp": 1,
+                                                      "pp_layers_per_stage": []},
+                                    metrics={"jsonl": False, "plot": False, "profile_steps": []},
+                                    job={"out_dir": str(tmp_path / "single")})
+        single = LLMTrainer(single_cfg, distributed=False).train()
+        for a, b in zip(history, single):
+            assert abs(a["loss"] - b["loss"]) <= 2e-5 * abs(b["loss"]), (a["step"], a["loss"], b["loss"])
+    dist.barrier()
