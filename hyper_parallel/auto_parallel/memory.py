@@ -141,6 +141,10 @@ def layer_activation_bytes(spec: ModelShape, index: int, plan: ParallelPlan, tra
     # all-gathered full-sequence input of the projections is kept by them (2h)
     norms = (4 * h / t + 2 * h) if sp else 6 * h
     attn = (2 * h + 2 * kv) / t  # q, output, k, v
+    if spec.is_linear_layer(index):
+        attn = _linear_per_token(spec, t, cb)
+    elif spec.gated_attention:
+        attn += (spec.q_size + 2 * spec.q_size) / t  # the gate, the normed q and k
     rms = 2 / t if sp else 2
     if spec.is_moe_layer(index):
         mlp = _moe_per_token(spec, plan, train)
@@ -154,6 +158,18 @@ def layer_activation_bytes(spec: ModelShape, index: int, plan: ParallelPlan, tra
     return saved, layer_input
 
 
+def _linear_per_token(spec: ModelShape, t: int, cb: int) -> float:
+    """Values (in ``cb``-byte units) a Gated DeltaNet block keeps per token on one of ``t`` TP ranks: the
+    pre- and post-conv q/k/v, z, g, beta, the output and the gated norm's input/output in the compute dtype,
+    and the rule's fp32 per-chunk tensors (decay, UT system, intra-chunk attention: 3 x chunk per head; the
+    pseudo-values and decayed keys, the state entering each chunk: ``d_k * d_v / chunk`` per head)."""
+    kd, vd = spec.linear_sizes
+    hv, dk, dv, c = spec.linear_value_heads, spec.linear_key_dim, spec.linear_value_dim, spec.linear_chunk
+    compute = 2 * (2 * kd + vd) + 4 * vd + 2 * hv
+    rule = hv * (3 * c + 3 * dk + 2 * dv + dk * dv / c + dk * dk / c)
+    return (compute + rule * 4 / cb) / t
+
+
 def _moe_per_token(spec: ModelShape, plan: ParallelPlan, train: TrainConfig) -> float:
     """Values kept per token by a MoE block: router scores, the routed copies (input, gate, up, silu, product,
     output per selected expert, times the routing imbalance on the busiest EP rank) and the shared experts."""
@@ -161,6 +177,8 @@ def _moe_per_token(spec: ModelShape, plan: ParallelPlan, train: TrainConfig) -> 
     imbalance = train.moe_imbalance if plan.ep > 1 else 1.0
     routed = k * (2 * spec.hidden_size + 4 * hid) * imbalance
     shared = 4 * hid * spec.num_shared_experts + (spec.hidden_size if spec.num_shared_experts else 0)
+    if spec.shared_expert_hidden:
+        shared += 4 * spec.shared_expert_hidden + spec.hidden_size + 1
     return 2 * e + 2 * k + routed + shared
 
 

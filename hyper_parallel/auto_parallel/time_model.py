@@ -53,8 +53,12 @@ def layer_flops(spec: ModelShape, index: int, tokens: int, seq: int, tp: int = 1
     (``attention=False``: the matmuls only — what ``FlopCounterMode`` counts on CPU, where the fused
     attention kernel has no FLOP formula registered)."""
     h = spec.hidden_size
-    proj = 2 * tokens * (2 * h * spec.q_size + 2 * h * spec.kv_size) / tp
-    attn = 4 * tokens * seq * spec.q_size / tp if attention else 0.0
+    if spec.is_linear_layer(index):
+        proj, attn = linear_attention_flops(spec, tokens, tp)
+    else:
+        gate = h * spec.q_size if spec.gated_attention else 0
+        proj = 2 * tokens * (2 * h * spec.q_size + 2 * h * spec.kv_size + gate) / tp
+        attn = 4 * tokens * seq * spec.q_size / tp if attention else 0.0
     if spec.is_moe_layer(index):
         routed = 2 * tokens * spec.top_k * 3 * h * spec.expert_hidden * imbalance
         shared = 2 * tokens * 3 * h * spec.expert_hidden * spec.num_shared_experts
@@ -62,6 +66,20 @@ def layer_flops(spec: ModelShape, index: int, tokens: int, seq: int, tp: int = 1
     else:
         mlp = 2 * tokens * 3 * h * spec.intermediate_size / tp
     return proj + attn + mlp
+
+
+def linear_attention_flops(spec: ModelShape, tokens: int, tp: int = 1) -> Tuple[float, float]:
+    """``(projections, rule)`` forward FLOPs of a Gated DeltaNet block on one rank: the q/k/v/z/b/a and out
+    projections; the conv and the chunked delta rule per value head and token (``K K^T`` and ``Q K^T`` of the
+    chunk, the UT solve, ``A U`` and ``A W``, the ``(M, B)`` terms, the output read of the state and the state
+    scan, ``2 d_k d_k d_v`` per chunk)."""
+    h, (kd, vd), hv = spec.hidden_size, spec.linear_sizes, spec.linear_value_heads
+    dk, dv, c = spec.linear_key_dim, spec.linear_value_dim, spec.linear_chunk
+    proj = 2 * tokens * h * (2 * kd + 3 * vd + 2 * hv) / tp
+    per_head = (4 * c * dk + c * (dk + dv) + 2 * c * (dk + dv) + 2 * dk * (dk + dv) + 2 * dk * dv
+                + 2 * dk * dk * dv / c)
+    rule = tokens * (hv * per_head + 2 * spec.linear_conv_kernel * (2 * kd + vd)) / tp
+    return proj, rule
 
 
 def head_flops(spec: ModelShape, tokens: int, tp: int = 1) -> float:
@@ -99,7 +117,11 @@ def _stage_cost(spec: ModelShape, plan: ParallelPlan, train: TrainConfig, cluste
     cp = 0.0
     if plan.cp > 1:
         kv = 2 * tokens * spec.kv_size * train.compute_bytes
-        cp = len(layers) * (plan.cp - 1) * collective_time("p2p", kv, 2, cluster) * share
+        full = [i for i in layers if not spec.is_linear_layer(i)]
+        cp = len(full) * (plan.cp - 1) * collective_time("p2p", kv, 2, cluster) * share
+        if len(full) < len(layers):  # linear layers: the fp32 state passes rank to rank, serially (cp - 1 hops)
+            state = batch * spec.linear_value_heads * spec.linear_key_dim * spec.linear_value_dim * 4
+            cp += (len(layers) - len(full)) * (plan.cp - 1) * collective_time("p2p", state, 2, cluster) * share
     ep = 0.0
     moe_layers = [i for i in layers if spec.is_moe_layer(i)]
     if plan.ep > 1 and moe_layers:

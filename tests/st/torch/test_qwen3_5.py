@@ -114,7 +114,8 @@ def test_trainer_pp_with_both_layer_kinds_matches_one_process(tmp_path, trainer_
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     overrides = [("data.max_corpus_mb", 0.3), ("training.seq_len", 32), ("training.global_batch", 4),
                  ("training.steps", 3), ("job.out_dir", str(tmp_path / "run")), ("data.cache_dir", trainer_cache_dir),
-                 ("metrics.progress", False), ("metrics.plot", False), ("model.name", model_name),
+                 ("optimizer.total_steps", 100), ("metrics.progress", False), ("metrics.plot", False),
+                 ("model.name", model_name),
                  ("model.flavor", flavor), ("parallelism.pp_layers_per_stage", split)]
     cfg = load_config(os.path.join(root, "configs", "pp.toml"), overrides)
     history = LLMTrainer(cfg).train()
