@@ -63,8 +63,8 @@ def bench_rule(seq: int, rounds: int) -> None:
             out, _ = fn(*inputs, chunk_size=64, use_qk_l2norm_in_kernel=True)
             out.sum().backward()
 
-        times = _interleaved_local({"transformers": lambda: run(torch_chunk_gated_delta_rule),
-                                    "ours": lambda: run(chunk_gated_delta_rule)}, rounds)
+        times = _interleaved_local({"transformers": lambda run=run: run(torch_chunk_gated_delta_rule),
+                                    "ours": lambda run=run: run(chunk_gated_delta_rule)}, rounds)
         rows.append([label, f"{times['transformers'] * 1e3:.0f} ms", f"{times['ours'] * 1e3:.0f} ms",
                      f"{times['transformers'] / times['ours']:.2f}x"])
     print_table(f"delta rule fwd+bwd, seq {seq}, fp32, threads {torch.get_num_threads()}", rows,
@@ -106,6 +106,7 @@ def bench_cp(seq: int, rounds: int) -> None:
 
 
 def main() -> None:
+    """Parse the arguments and run the parts."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seq", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=3)

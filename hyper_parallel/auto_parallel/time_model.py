@@ -97,6 +97,19 @@ def _tp_layer_comm(spec: ModelShape, plan: ParallelPlan, train: TrainConfig, tok
     return 2 * one  # attention and MLP (forward; backward mirrors it)
 
 
+def _cp_comm(spec: ModelShape, plan: ParallelPlan, train: TrainConfig, cluster: ClusterSpec, layers: List[int],
+             batch: int, tokens: int) -> float:
+    """CP transfer seconds of a stage's layers: K/V around the ring for attention layers; for linear-attention
+    layers the fp32 recurrent state, passed rank to rank serially (``cp - 1`` hops)."""
+    kv = 2 * tokens * spec.kv_size * train.compute_bytes
+    full = [i for i in layers if not spec.is_linear_layer(i)]
+    out = len(full) * (plan.cp - 1) * collective_time("p2p", kv, 2, cluster)
+    if len(full) < len(layers):
+        state = batch * spec.linear_value_heads * spec.linear_key_dim * spec.linear_value_dim * 4
+        out += (len(layers) - len(full)) * (plan.cp - 1) * collective_time("p2p", state, 2, cluster)
+    return out
+
+
 def _stage_cost(spec: ModelShape, plan: ParallelPlan, train: TrainConfig, cluster: ClusterSpec, layers: List[int],
                 first: bool, last: bool, share: Optional[float] = None) -> Dict[str, float]:
     """Forward seconds of one microbatch on one stage, split into compute and communication kinds (``share``:
@@ -114,14 +127,7 @@ def _stage_cost(spec: ModelShape, plan: ParallelPlan, train: TrainConfig, cluste
     ops += 3 if first else 0
     compute = (flops / cluster.compute_rate() + ops * cluster.op_overhead) * share
     tp = _tp_layer_comm(spec, plan, train, tokens, cluster) * len(layers) * share
-    cp = 0.0
-    if plan.cp > 1:
-        kv = 2 * tokens * spec.kv_size * train.compute_bytes
-        full = [i for i in layers if not spec.is_linear_layer(i)]
-        cp = len(full) * (plan.cp - 1) * collective_time("p2p", kv, 2, cluster) * share
-        if len(full) < len(layers):  # linear layers: the fp32 state passes rank to rank, serially (cp - 1 hops)
-            state = batch * spec.linear_value_heads * spec.linear_key_dim * spec.linear_value_dim * 4
-            cp += (len(layers) - len(full)) * (plan.cp - 1) * collective_time("p2p", state, 2, cluster) * share
+    cp = _cp_comm(spec, plan, train, cluster, layers, batch, tokens) * share if plan.cp > 1 else 0.0
     ep = 0.0
     moe_layers = [i for i in layers if spec.is_moe_layer(i)]
     if plan.ep > 1 and moe_layers:

@@ -26,7 +26,8 @@ from typing import Optional, Sequence, Union
 from hyper_parallel.cp.load_balance import LoadBalancer, make_load_balancer
 from hyper_parallel.tp.style import ParallelStyle
 
-__all__ = ["ContextParallel", "AsyncContextParallel", "LinearAttentionContextParallel", "DSAIndexerContextParallel", "DSAIndexerLossContextParallel",
+__all__ = ["ContextParallel", "AsyncContextParallel", "LinearAttentionContextParallel", "DSAIndexerContextParallel",
+           "DSAIndexerLossContextParallel",
            "DSASparseAttentionContextParallel", "AsyncDSASparseAttentionContextParallel"]
 
 _METHODS = ("ring", "allgather", "alltoall", "auto")

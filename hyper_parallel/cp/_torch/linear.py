@@ -95,6 +95,7 @@ class _Shift(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, cp):  # pylint: disable=arguments-differ
+        """Shift forward."""
         ctx.cp = cp
         cp.flush()
         if cp.next is not None:
@@ -105,6 +106,7 @@ class _Shift(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):  # pylint: disable=arguments-differ
+        """Shift the gradient back."""
         cp = ctx.cp
         if cp.prev is not None:
             cp.send(grad, cp.prev, _TAG_HALO_GRAD)
@@ -119,6 +121,7 @@ class _RecvState(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, anchor, shape, cp):  # pylint: disable=arguments-differ
+        """Receive the state."""
         ctx.cp = cp
         if cp.prev is None:
             return anchor.new_zeros(shape, dtype=torch.float32)
@@ -126,6 +129,7 @@ class _RecvState(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):  # pylint: disable=arguments-differ
+        """Send the state gradient back."""
         cp = ctx.cp
         if cp.prev is not None:
             cp.send(grad.float(), cp.prev, _TAG_STATE_GRAD)
@@ -138,6 +142,7 @@ class _SendState(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, final, out, cp):  # pylint: disable=arguments-differ
+        """Send the final state on."""
         ctx.cp = cp
         ctx.meta = (final.shape, final.dtype, final.device)
         if cp.next is not None:
@@ -146,6 +151,7 @@ class _SendState(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out):  # pylint: disable=arguments-differ
+        """Receive the final state's gradient."""
         cp = ctx.cp
         shape, dtype, device = ctx.meta
         if cp.next is None:

@@ -10,6 +10,7 @@ with ``linear_num_key_heads`` key heads and ``linear_num_value_heads`` value hea
 decoder is zero-centred (applied as ``1 + weight``). Field names are Hugging Face's ``Qwen3_5TextConfig``.
 """
 from __future__ import annotations
+# pylint: disable=invalid-name  # Hugging Face's class names (Qwen3_5...) are the contract
 
 from dataclasses import dataclass, field
 from typing import Dict, Tuple
@@ -62,14 +63,20 @@ class Qwen3_5Config(LlamaConfig):  # pylint: disable=too-many-instance-attribute
     def __post_init__(self) -> None:
         super().__post_init__()
         name = type(self).__name__
+        self._check_ints(name)
+        types = tuple(self.layer_types) or hybrid_layer_types(self.num_hidden_layers, self.full_attention_interval)
+        object.__setattr__(self, "layer_types", types)
+        object.__setattr__(self, "mrope_section", tuple(self.mrope_section))
+        self._check_layers(name, types)
+
+    def _check_ints(self, name: str) -> None:
         for field_name in ("full_attention_interval", "linear_conv_kernel_dim", "linear_key_head_dim",
                            "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads", "chunk_size"):
             value = getattr(self, field_name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}({field_name}): expected a positive int, got {value!r}")
-        types = tuple(self.layer_types) or hybrid_layer_types(self.num_hidden_layers, self.full_attention_interval)
-        object.__setattr__(self, "layer_types", types)
-        object.__setattr__(self, "mrope_section", tuple(self.mrope_section))
+
+    def _check_layers(self, name: str, types) -> None:
         bad = sorted({t for t in types if t not in LAYER_TYPES})
         if bad or len(types) != self.num_hidden_layers:
             raise ValueError(f"{name}(layer_types): expected {self.num_hidden_layers} entries from {LAYER_TYPES}, got "

@@ -20,6 +20,7 @@ document; linear-attention layers then reset their conv window and recurrent sta
 and full-attention layers attend within the document only (:class:`DocumentLayout`).
 """
 from __future__ import annotations
+# pylint: disable=invalid-name  # Hugging Face's class names (Qwen3_5...) are the contract
 
 from typing import List, Optional
 
@@ -79,11 +80,11 @@ class Qwen3_5Rotary(LlamaRotary):
         freqs = positions.float().unsqueeze(-1) * self.inv_freq
         if positions.dim() == 3:  # multimodal: T frequencies, with H and W interleaved into their sections
             section = self.config.mrope_section
-            thw = freqs[0].clone()
+            mixed = freqs[0].clone()
             for axis in (1, 2):
                 idx = slice(axis, section[axis] * 3, 3)
-                thw[..., idx] = freqs[axis][..., idx]
-            freqs = thw
+                mixed[..., idx] = freqs[axis][..., idx]
+            freqs = mixed
         emb = torch.cat((freqs, freqs), dim=-1)
         return emb.cos().unsqueeze(-2), emb.sin().unsqueeze(-2)
 

@@ -10,6 +10,7 @@ ways). Every ``config.json`` field is either honoured or refused with one line n
 writes the text model of a ``Qwen3_5ForConditionalGeneration`` checkpoint (the published ones).
 """
 from __future__ import annotations
+# pylint: disable=invalid-name  # Hugging Face's class names (Qwen3_5...) are the contract
 
 import re
 from typing import Any, Dict, List, Optional, Tuple

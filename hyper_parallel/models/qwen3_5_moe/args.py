@@ -8,6 +8,7 @@ auxiliary load-balancing loss (``router_aux_loss_coef``), plus one shared SwiGLU
 ``shared_expert_intermediate_size`` scaled per token by ``sigmoid(shared_expert_gate(x))``.
 """
 from __future__ import annotations
+# pylint: disable=invalid-name  # Hugging Face's class names (Qwen3_5...) are the contract
 
 from dataclasses import dataclass
 from typing import Dict
@@ -58,7 +59,8 @@ _REAL = {"vocab_size": 248320, "head_dim": 256, "max_position_embeddings": 26214
 #: for meta-device construction and estimates only.
 FLAVORS: Dict[str, Qwen3_5MoeConfig] = {
     "debug_moe": Qwen3_5MoeConfig(vocab_size=256, hidden_size=64, intermediate_size=32, num_hidden_layers=4,
-                                  num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=256,
+                                  num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                                  max_position_embeddings=256,
                                   linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
                                   linear_value_head_dim=16, partial_rotary_factor=0.5, mrope_section=(3, 3, 2),
                                   full_attention_interval=2, chunk_size=8, shared_expert_intermediate_size=48,

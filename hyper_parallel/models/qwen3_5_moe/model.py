@@ -5,6 +5,7 @@
 ``mlp.shared_experts.expert_gate``). Names follow Hugging Face's ``Qwen3_5MoeForCausalLM`` up to the stacked
 experts and the per-section Gated DeltaNet tensors (see the adapter)."""
 from __future__ import annotations
+# pylint: disable=invalid-name  # Hugging Face's class names (Qwen3_5...) are the contract
 
 from hyper_parallel.models.qwen3_5.model import Qwen3_5ForCausalLM
 from hyper_parallel.models.qwen3_5_moe.args import FLAVORS, Qwen3_5MoeConfig

@@ -5,6 +5,7 @@
 (its gate ``mlp.shared_experts.expert_gate`` <-> ``mlp.shared_expert_gate``), and our stacked experts <-> one
 ``gate_proj`` / ``up_proj`` / ``down_proj`` per expert (the layout transformers saves)."""
 from __future__ import annotations
+# pylint: disable=invalid-name  # Hugging Face's class names (Qwen3_5...) are the contract
 
 from typing import Any, Dict
 
@@ -46,8 +47,9 @@ class Qwen3_5MoeStateDictAdapter(Qwen3_5StateDictAdapter):
             hf_config = hf_config["text_config"]
         for key in _MOE_FIELDS - {"shared_expert_intermediate_size"}:
             kwargs.pop(key, None)
-        defaults = Qwen3_5MoeConfig.__dataclass_fields__
-        hidden = hf_config.get("hidden_size", defaults["hidden_size"].default)
+        import dataclasses
+        defaults = {f.name: f.default for f in dataclasses.fields(Qwen3_5MoeConfig)}
+        hidden = hf_config.get("hidden_size", defaults["hidden_size"])
         kwargs["moe"] = qwen3_5_moe_layer(hidden, hf_config.get("moe_intermediate_size", 512),
                                           hf_config.get("num_experts", 256), hf_config.get("num_experts_per_tok", 8),
                                           hf_config.get("router_aux_loss_coef", 1e-3))

@@ -105,6 +105,7 @@ class TorchTrainerBackend:
         self.device: Any = torch.device("cpu")  # replaced in init_distributed: the mesh's device type
         self._moe: List[Any] = []
         self._cp_mesh = None
+        self._cp_load_balance = "headtail"
         self._loss_group = None
         self._init_mode = False
         self._schedule: Any = None
