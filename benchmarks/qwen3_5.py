@@ -67,8 +67,9 @@ def bench_rule(seq: int, rounds: int) -> None:
                                     "ours": lambda run=run: run(chunk_gated_delta_rule)}, rounds)
         rows.append([label, f"{times['transformers'] * 1e3:.0f} ms", f"{times['ours'] * 1e3:.0f} ms",
                      f"{times['transformers'] / times['ours']:.2f}x"])
-    print_table(f"delta rule fwd+bwd, seq {seq}, fp32, threads {torch.get_num_threads()}", rows,
-                ["shape", "transformers", "ours", "speed-up"])
+    print(f"delta rule fwd+bwd, seq {seq}, fp32, threads {torch.get_num_threads()}")
+    for row in [["shape", "transformers", "ours", "speed-up"], *rows]:
+        print("  " + " | ".join(f"{c:<28}" if i == 0 else f"{c:>12}" for i, c in enumerate(row)))
 
 
 def bench_cp(seq: int, rounds: int) -> None:
