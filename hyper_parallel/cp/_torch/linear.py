@@ -61,6 +61,13 @@ class LinearAttentionCP:
         for work, _ in pending:
             work.wait()
 
+    def _continues(self, layout) -> torch.Tensor:
+        """Per row: does its first token continue the previous block's document (without positions: every row
+        continues on ranks after the first)?"""
+        if layout.continues is not None:
+            return layout.continues
+        return torch.full((layout.shape[0],), self.rank > 0, dtype=torch.bool)
+
     def halos(self, pre: List[torch.Tensor], layout, width: int) -> List[torch.Tensor]:
         """The previous block's last ``width`` tokens of each pre-conv tensor in ``pre`` (``[batch, seq, c]``),
         zeros where the row starts a document (rank 0 included)."""
@@ -72,14 +79,14 @@ class LinearAttentionCP:
         keep = layout.tail_keep(width).unsqueeze(-1)
         tails = torch.cat([t[:, -width:] * keep.to(t.dtype) for t in pre], dim=-1)
         halo = _Shift.apply(tails, self)
-        cont = layout.continues.to(halo.dtype)[:, None, None]
+        cont = self._continues(layout).to(halo.dtype)[:, None, None]
         return list((halo * cont).split([t.shape[-1] for t in pre], dim=-1))
 
     def delta_rule(self, rule, q, k, v, g, beta, layout, *, chunk_size: int, anchor: torch.Tensor):
         """``rule`` (``chunk_gated_delta_rule``) on this block with the previous block's final state as the
         initial state of each row's first segment; sends this block's final state on. Returns the output."""
         shape = (layout.shape[0], v.shape[2], k.shape[-1], v.shape[-1])
-        cont = layout.continues.to(torch.float32)[:, None, None, None]
+        cont = self._continues(layout).to(torch.float32)[:, None, None, None]
 
         def incoming():  # called by the rule after its chunk-parallel work
             return layout.rows_to_first_segments(_RecvState.apply(anchor, shape, self) * cont)
