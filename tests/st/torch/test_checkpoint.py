@@ -243,12 +243,16 @@ def test_muon_chained_optimizer_state_across_layouts(tmp_path):
         assert torch.equal(got_s[k], v), k
     # both continue from the same state. Muon orthogonalises in bf16, so gradients that differ in the last
     # float32 bit between the layouts may round to neighbouring bf16 values: one bf16 ulp of the update for
-    # orthogonalised entries below 2 (lr 0.02 * 0.2 * sqrt(128) * 2**-7 = 3.5e-4) is the tolerance
+    # orthogonalised entries below 2 is lr 0.02 * 0.2 * sqrt(128) * 2**-7 = 3.5e-4. The five bf16 Newton-Schulz
+    # iterations can carry such a flip to a few ulps of a few entries (seen: 2 of 4096 entries of a 64x64 matrix
+    # at 7.2e-4 on one CPU, none on another), so: nearly every entry within one ulp, none beyond four
     llama_step(model, opt, llama_batch(2, rank, world))
     llama_step(tp, tp_opt, llama_batch(2))
     after_fsdp, after_tp = full_params(model), full_params(tp)
     for name, value in after_fsdp.items():
-        torch.testing.assert_close(after_tp[name], value, rtol=0, atol=4e-4, msg=lambda m, n=name: f"{n}: {m}")
+        torch.testing.assert_close(after_tp[name], value, rtol=0, atol=1.4e-3, msg=lambda m, n=name: f"{n}: {m}")
+        beyond_one_ulp = int(((after_tp[name] - value).abs() > 4e-4).sum())
+        assert beyond_one_ulp <= max(2, value.numel() // 500), f"{name}: {beyond_one_ulp} entries beyond 4e-4"
 
 
 class Batches:
