@@ -12,7 +12,7 @@ from typing import Dict, List
 
 from hyper_parallel.models.spec import ModelSpec
 
-__all__ = ["get_model_spec", "register_model_spec", "list_models"]
+__all__ = ["get_model_spec", "register_model_spec", "list_models", "HF_MODEL_TYPES", "model_for_hf_type"]
 
 #: name -> module defining ``MODEL_SPEC``
 _BUILTIN: Dict[str, str] = {
@@ -24,6 +24,9 @@ _BUILTIN: Dict[str, str] = {
     "deepseek_v3": "hyper_parallel.models.deepseek_v3",
 }
 _REGISTERED: Dict[str, ModelSpec] = {}
+#: Hugging Face ``config.json`` ``model_type`` -> our model name (``[model] init_from`` resolves the name by it)
+HF_MODEL_TYPES: Dict[str, str] = {"llama": "llama3", "qwen3": "qwen3", "qwen3_moe": "qwen3_moe",
+                                  "deepseek_v3": "deepseek_v3"}
 #: (name, backend) -> module defining ``MODEL_SPEC`` for a backend other than torch
 _BUILTIN_BACKENDS: Dict[tuple, str] = {("llama3", "mindspore"): "hyper_parallel.models.llama3._mindspore"}
 _BACKEND_SPECS: Dict[tuple, ModelSpec] = {}
@@ -43,6 +46,15 @@ def register_model_spec(spec: ModelSpec, *, override: bool = False) -> ModelSpec
 def list_models() -> List[str]:
     """Names of every registered and built-in model."""
     return sorted(set(_BUILTIN) | set(_REGISTERED))
+
+
+def model_for_hf_type(model_type: str) -> str:
+    """Our model name for a Hugging Face ``model_type`` (a ``KeyError`` naming the supported types)."""
+    name = HF_MODEL_TYPES.get(model_type)
+    if name is None:
+        raise KeyError(f"Hugging Face model_type {model_type!r} is not supported; supported: "
+                       f"{sorted(HF_MODEL_TYPES)}")
+    return name
 
 
 def get_model_spec(name: str, backend: str = "torch") -> ModelSpec:

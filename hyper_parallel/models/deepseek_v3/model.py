@@ -31,6 +31,10 @@ from hyper_parallel.models.llama3.model import (LlamaDecoderLayer, LlamaForCausa
 __all__ = ["DeepseekV3ForCausalLM", "DeepseekV3Config", "FLAVORS", "DeepseekV3Attention", "DeepseekV3Rotary",
            "DeepseekV3MTPLayer", "apply_interleaved_rotary", "yarn_inv_freq", "mtp_loss"]
 
+#: the eps of the latent norms (``q_a_layernorm``, ``kv_a_layernorm``): fixed at 1e-6 in DeepSeek's code and in
+#: transformers' ``DeepseekV3Attention``, whatever ``rms_norm_eps`` says (that one is the decoder norms')
+LATENT_NORM_EPS = 1e-6
+
 
 def yarn_inv_freq(config: DeepseekV3Config) -> "tuple[torch.Tensor, float]":
     """YaRN inverse frequencies and cos/sin magnitude factor: low frequencies interpolated by
@@ -106,13 +110,13 @@ class DeepseekV3Attention(nn.Module):
         q_out = c.num_attention_heads * c.qk_head_dim
         if c.q_lora_rank:
             self.q_a_proj = nn.Linear(c.hidden_size, c.q_lora_rank, bias=False)
-            self.q_a_layernorm = LlamaRMSNorm(c.q_lora_rank, c.rms_norm_eps)
+            self.q_a_layernorm = LlamaRMSNorm(c.q_lora_rank, LATENT_NORM_EPS)
             self.q_b_proj = nn.Linear(c.q_lora_rank, q_out, bias=False)
             self.q_proj = None
         else:
             self.q_proj = nn.Linear(c.hidden_size, q_out, bias=False)
         self.kv_a_proj_with_mqa = nn.Linear(c.hidden_size, c.kv_lora_rank + c.qk_rope_head_dim, bias=False)
-        self.kv_a_layernorm = LlamaRMSNorm(c.kv_lora_rank, c.rms_norm_eps)
+        self.kv_a_layernorm = LlamaRMSNorm(c.kv_lora_rank, LATENT_NORM_EPS)
         self.kv_b_proj = nn.Linear(c.kv_lora_rank, c.num_attention_heads * (c.qk_nope_head_dim + c.v_head_dim),
                                    bias=False)
         self.o_proj = nn.Linear(c.num_attention_heads * c.v_head_dim, c.hidden_size, bias=False)

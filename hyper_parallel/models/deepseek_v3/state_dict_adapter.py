@@ -11,12 +11,33 @@ loader does). A model without MTP
 layers loading the published checkpoint: ``strict=False``."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Dict, List, Tuple
 
 from hyper_parallel.models.deepseek_v3.args import DeepseekV3Config, deepseek_moe_layer
-from hyper_parallel.models.llama3.state_dict_adapter import _LAYER, LlamaStateDictAdapter, decoder_rules
+from hyper_parallel.models.llama3.state_dict_adapter import (_LAYER, LLAMA_FIELDS, LlamaStateDictAdapter,
+                                                            decoder_rules)
 
-__all__ = ["DeepseekV3StateDictAdapter"]
+__all__ = ["DeepseekV3StateDictAdapter", "DEEPSEEK_V3_FIELDS"]
+
+#: DeepSeek-V3's ``config.json`` fields (transformers' and the published checkpoint's remote-code names)
+DEEPSEEK_V3_FIELDS = dataclasses.replace(
+    LLAMA_FIELDS,
+    honoured=tuple(f for f in LLAMA_FIELDS.honoured if f not in ("head_dim", "hidden_act")) + (
+        "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "rope_interleave",
+        "first_k_dense_replace", "moe_intermediate_size", "n_routed_experts", "num_experts_per_tok",
+        "n_shared_experts", "n_group", "topk_group", "norm_topk_prob", "routed_scaling_factor",
+        "num_nextn_predict_layers"),
+    irrelevant={"head_dim": "derived: qk_rope_head_dim", "qk_head_dim": "derived: qk_nope_head_dim + "
+                "qk_rope_head_dim", "ep_size": "the original code's expert-parallel degree (ours: parallelism.ep)",
+                "aux_loss_alpha": "the original code's auxiliary loss; the model balances by expert bias",
+                "seq_aux": "the original code's auxiliary loss; the model balances by expert bias"},
+    refused={**LLAMA_FIELDS.refused,
+             "hidden_act": (lambda v: v in ("silu", "swish"), "the experts compute SwiGLU: hidden_act must be "
+                            "'silu'"),
+             "scoring_func": (lambda v: v in ("sigmoid", None), "the router scores by sigmoid"),
+             "topk_method": (lambda v: v in ("noaux_tc", None), "group-limited top-k with expert bias only"),
+             "moe_layer_freq": (lambda v: v in (1, None), "every layer after first_k_dense_replace is MoE")})
 
 _DENSE_ATTENTION = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight")
 _MTP = ("enorm.weight", "hnorm.weight", "eh_proj.weight", "shared_head.norm.weight")
@@ -31,6 +52,7 @@ class DeepseekV3StateDictAdapter(LlamaStateDictAdapter):
     hf_architecture = "DeepseekV3ForCausalLM"
     hf_model_type = "deepseek_v3"
     config_cls = DeepseekV3Config
+    hf_fields = DEEPSEEK_V3_FIELDS
 
     def _rules(self) -> List[Tuple[str, str]]:
         rules = [r for r in decoder_rules(moe=True, expert_bias=True)

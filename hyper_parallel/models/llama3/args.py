@@ -8,7 +8,12 @@ from typing import Dict, Optional
 
 from hyper_parallel.moe import MoEConfig
 
-__all__ = ["LlamaConfig", "TINY_CONFIGS", "FLAVORS"]
+__all__ = ["LlamaConfig", "TINY_CONFIGS", "FLAVORS", "HIDDEN_ACTS"]
+
+#: ``hidden_act`` values and their meaning (transformers' ``ACT2FN`` names): the gate activation of the MLP
+HIDDEN_ACTS = {"silu": "x * sigmoid(x)", "swish": "silu", "gelu": "exact (erf) GELU",
+               "gelu_pytorch_tanh": "tanh-approximate GELU", "gelu_new": "tanh-approximate GELU",
+               "relu": "max(x, 0)"}
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,8 @@ class LlamaConfig:
     rope_low_freq_factor: float = 1.0
     rope_high_freq_factor: float = 4.0
     rope_original_max_position_embeddings: int = 8192
+    #: the dense MLP's gate activation (Hugging Face ``hidden_act``; see ``HIDDEN_ACTS``)
+    hidden_act: str = "silu"
 
     #: the RoPE variants this config family supports (a class attribute, not a field)
     rope_types = ("default", "llama3")
@@ -65,6 +72,11 @@ class LlamaConfig:
                              f"num_key_value_heads={self.num_key_value_heads}")
         if self.rope_type not in self.rope_types:
             raise ValueError(f"{name}(rope_type): expected one of {self.rope_types}, got {self.rope_type!r}")
+        if self.hidden_act not in HIDDEN_ACTS:
+            raise ValueError(f"{name}(hidden_act): expected one of {sorted(HIDDEN_ACTS)}, got {self.hidden_act!r}")
+        if self.moe is not None and self.hidden_act not in ("silu", "swish"):
+            raise ValueError(f"{name}(hidden_act): {self.hidden_act!r} with MoE layers: the experts compute SwiGLU "
+                             f"(silu) only")
         if self.moe is not None and self.moe.dim != self.hidden_size:
             raise ValueError(f"LlamaConfig: moe.dim={self.moe.dim} must equal hidden_size={self.hidden_size}")
 

@@ -27,7 +27,8 @@ from hyper_parallel.moe._torch.experts import GroupedExperts
 from hyper_parallel.moe._torch.moe import MoE
 
 __all__ = ["LlamaConfig", "LlamaForCausalLM", "TINY_CONFIGS", "LlamaModel", "LlamaDecoderLayer", "LlamaAttention",
-           "LlamaMLP", "LlamaRMSNorm", "LlamaRotary", "attention", "causal_mask", "llama3_scaled_inv_freq"]
+           "LlamaMLP", "LlamaRMSNorm", "LlamaRotary", "attention", "causal_mask", "llama3_scaled_inv_freq",
+           "document_mask", "ACTIVATIONS"]
 
 
 class LlamaRMSNorm(nn.Module):
@@ -110,6 +111,14 @@ def causal_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     return keep | (~keep.any(-1, keepdim=True) & torch.eye(s, dtype=torch.bool, device=keep.device))
 
 
+def document_mask(doc_ids: torch.Tensor) -> torch.Tensor:
+    """The boolean ``[batch, 1, seq, seq]`` SDPA mask of packed samples: causal and within one document
+    (``doc_ids[b, i] == doc_ids[b, j]``); padding (any id of its own) attends to itself only."""
+    s = doc_ids.shape[-1]
+    keep = torch.ones(s, s, dtype=torch.bool, device=doc_ids.device).tril()
+    return (keep & (doc_ids[:, :, None] == doc_ids[:, None, :]))[:, None]
+
+
 class LlamaAttention(nn.Module):
     """Causal self-attention with grouped-query heads (and Qwen3's per-head query/key RMSNorm when
     ``config.qk_norm``)."""
@@ -141,8 +150,17 @@ class LlamaAttention(nn.Module):
         return self.o_proj(attention(q, k, v, mask))
 
 
+def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    return F.gelu(x, approximate="tanh")
+
+
+#: ``config.hidden_act`` -> the gate activation (transformers' ``ACT2FN`` meanings)
+ACTIVATIONS = {"silu": F.silu, "swish": F.silu, "gelu": F.gelu, "gelu_pytorch_tanh": _gelu_tanh,
+               "gelu_new": _gelu_tanh, "relu": F.relu}
+
+
 class LlamaMLP(nn.Module):
-    """SwiGLU feed-forward."""
+    """Gated feed-forward ``down(act(gate(x)) * up(x))`` (SwiGLU with the default ``hidden_act="silu"``)."""
 
     def __init__(self, config: LlamaConfig, intermediate_size: Optional[int] = None) -> None:
         super().__init__()
@@ -150,10 +168,11 @@ class LlamaMLP(nn.Module):
         self.gate_proj = nn.Linear(config.hidden_size, inner, bias=False)
         self.up_proj = nn.Linear(config.hidden_size, inner, bias=False)
         self.down_proj = nn.Linear(inner, config.hidden_size, bias=False)
+        self.act = ACTIVATIONS[getattr(config, "hidden_act", "silu")]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``down(silu(gate(x)) * up(x))``."""
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        """``down(act(gate(x)) * up(x))``."""
+        return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
 
 
 class LlamaDecoderLayer(nn.Module):
@@ -194,11 +213,13 @@ class LlamaModel(nn.Module):
                 attention_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Hidden states ``[batch, seq, hidden]``. ``position_ids`` (``[seq]`` or ``[batch, seq]``, default
         ``0..seq-1``) are the RoPE positions: pass the sharded positions under context parallelism.
-        ``attention_mask``: Hugging Face's padding mask ``[batch, seq]`` (1 = token, 0 = padding)."""
+        ``attention_mask``: Hugging Face's padding mask ``[batch, seq]`` (1 = token, 0 = padding), or a boolean
+        ``[batch, 1, seq, seq]`` mask (True = attend) used as it is (packed samples: :func:`document_mask`)."""
         if position_ids is None:
             position_ids = torch.arange(input_ids.shape[1], device=input_ids.device)
         cos, sin = self.rotary(position_ids)
-        mask = causal_mask(attention_mask) if attention_mask is not None else None
+        mask = causal_mask(attention_mask) if attention_mask is not None and attention_mask.dim() == 2 \
+            else attention_mask
         # a pipeline stage (hyper_parallel.pipeline) may lack the embedding / norm and hold some layers only
         h = self.embed_tokens(input_ids) if self.embed_tokens is not None else input_ids
         for layer in (self.layers.values() if isinstance(self.layers, nn.ModuleDict) else self.layers):

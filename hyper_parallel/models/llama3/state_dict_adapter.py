@@ -20,9 +20,10 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from hyper_parallel.checkpoint.hf import KeyMapAdapter
-from hyper_parallel.models.llama3.args import LlamaConfig
+from hyper_parallel.models.hf_fields import HFFieldRules, check_hf_fields, off
+from hyper_parallel.models.llama3.args import HIDDEN_ACTS, LlamaConfig
 
-__all__ = ["LlamaStateDictAdapter", "LLAMA_RULES", "debug_adapter", "decoder_rules", "stack_experts",
+__all__ = ["LlamaStateDictAdapter", "LLAMA_RULES", "LLAMA_FIELDS", "debug_adapter", "decoder_rules", "stack_experts",
            "unstack_experts"]
 
 _LAYER = "model.layers.{}."
@@ -35,6 +36,17 @@ LLAMA_RULES = [("model.embed_tokens.weight", "model.embed_tokens.weight"),
         "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
         "input_layernorm.weight", "post_attention_layernorm.weight")]
 _PROJS = ("gate_proj", "up_proj", "down_proj")
+
+#: the Llama ``config.json`` fields (see ``hyper_parallel.models.hf_fields``)
+LLAMA_FIELDS = HFFieldRules(
+    honoured=("model_type", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+              "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps",
+              "rope_parameters", "rope_scaling", "rope_theta", "tie_word_embeddings", "hidden_act"),
+    refused={"attention_bias": (off, "biases on q/k/v/o are not implemented"),
+             "mlp_bias": (off, "biases on the MLP projections are not implemented"),
+             "attention_dropout": (lambda v: v in (0, 0.0, None), "attention dropout is not implemented (set 0.0)"),
+             "hidden_act": (lambda v: v in HIDDEN_ACTS, f"the MLP activation is one of {sorted(HIDDEN_ACTS)}"),
+             "quantization_config": (off, "quantized weights: dequantize the checkpoint first")})
 _OUR_EXPERT = re.compile(r"^(model\.layers\.\d+\.mlp\.experts)\.(gate_proj|up_proj|down_proj)$")
 _HF_EXPERT = re.compile(r"^(model\.layers\.\d+\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
 
@@ -95,6 +107,8 @@ class LlamaStateDictAdapter(KeyMapAdapter):
     hf_architecture = "LlamaForCausalLM"
     hf_model_type = "llama"
     config_cls = LlamaConfig
+    #: the ``config.json`` field classification (``config_from_hf`` refuses what it cannot honour)
+    hf_fields = LLAMA_FIELDS
 
     def __init__(self, config: LlamaConfig, dtype: Optional[str] = None) -> None:
         self.model_config = config
@@ -117,7 +131,7 @@ class LlamaStateDictAdapter(KeyMapAdapter):
 
     def _hf_config(self) -> Dict[str, Any]:
         c = self.model_config
-        out = {"architectures": [self.hf_architecture], "model_type": self.hf_model_type, "hidden_act": "silu",
+        out = {"architectures": [self.hf_architecture], "model_type": self.hf_model_type, "hidden_act": c.hidden_act,
                "vocab_size": c.vocab_size, "hidden_size": c.hidden_size, "intermediate_size": c.intermediate_size,
                "num_hidden_layers": c.num_hidden_layers, "num_attention_heads": c.num_attention_heads,
                "num_key_value_heads": c.num_key_value_heads, "head_dim": c.head_dim,
@@ -175,7 +189,9 @@ class LlamaStateDictAdapter(KeyMapAdapter):
 
     @classmethod
     def config_from_hf(cls, hf_config: Dict[str, Any]) -> LlamaConfig:
-        """A config from a Hugging Face ``config.json`` dict."""
+        """A config from a Hugging Face ``config.json`` dict; a field the model cannot honour (see
+        :attr:`hf_fields`) is refused with one line naming it and its value."""
+        check_hf_fields(cls.hf_fields, hf_config, f"{cls.config_cls.__name__} from Hugging Face")
         return cls.config_cls(**cls.config_kwargs_from_hf(hf_config))
 
 

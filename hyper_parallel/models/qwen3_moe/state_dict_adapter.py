@@ -6,10 +6,23 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from hyper_parallel.models.qwen3.state_dict_adapter import Qwen3StateDictAdapter
+import dataclasses
+
+from hyper_parallel.models.qwen3.state_dict_adapter import QWEN3_FIELDS, Qwen3StateDictAdapter
 from hyper_parallel.models.qwen3_moe.args import Qwen3MoeConfig, qwen3_moe_layer
 
-__all__ = ["Qwen3MoeStateDictAdapter"]
+__all__ = ["Qwen3MoeStateDictAdapter", "QWEN3_MOE_FIELDS"]
+
+_SILU_ONLY = (lambda v: v in ("silu", "swish"), "the experts compute SwiGLU: hidden_act must be 'silu'")
+#: Qwen3-MoE's ``config.json`` fields: Qwen3's plus the MoE layer's
+QWEN3_MOE_FIELDS = dataclasses.replace(
+    QWEN3_FIELDS,
+    honoured=tuple(f for f in QWEN3_FIELDS.honoured if f != "hidden_act") + ("moe_intermediate_size", "num_experts", "num_local_experts",
+                                      "num_experts_per_tok", "norm_topk_prob", "mlp_only_layers",
+                                      "router_aux_loss_coef"),
+    refused={**QWEN3_FIELDS.refused, "hidden_act": _SILU_ONLY,
+             "decoder_sparse_step": (lambda v: v in (1, None), "only every layer sparse (1) after the "
+                                     "mlp_only_layers prefix is implemented")})
 
 
 class Qwen3MoeStateDictAdapter(Qwen3StateDictAdapter):
@@ -18,6 +31,7 @@ class Qwen3MoeStateDictAdapter(Qwen3StateDictAdapter):
     hf_architecture = "Qwen3MoeForCausalLM"
     hf_model_type = "qwen3_moe"
     config_cls = Qwen3MoeConfig
+    hf_fields = QWEN3_MOE_FIELDS
 
     def _hf_config(self) -> Dict[str, Any]:
         out = super()._hf_config()
