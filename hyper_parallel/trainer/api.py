@@ -71,12 +71,13 @@ class TrainState:
         self.trainer = trainer
 
     def state_dict(self) -> Dict[str, Any]:
-        """``{"step": n}``."""
-        return {"step": self.trainer.step}
+        """``{"step": n, "schedule_steps": the LR schedule's length}``."""
+        return {"step": self.trainer.step, "schedule_steps": self.trainer.schedule_steps}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Restore the step."""
+        """Restore the step; keep the checkpoint's schedule length for the resume banner."""
         self.trainer.step = int(state["step"])
+        self.trainer.saved_schedule_steps = state.get("schedule_steps")
 
 
 class LLMTrainer:
@@ -109,6 +110,8 @@ class LLMTrainer:
         self.user_callbacks = list(callbacks)
         self.callbacks: List[Callback] = []
         self.total_steps = config.training.steps
+        self.schedule_steps = int(config.optimizer.get("total_steps", config.training.steps))
+        self.saved_schedule_steps: Optional[int] = None
         self._ready = False
 
     # ------------------------------------------------------------------ identity
@@ -129,8 +132,12 @@ class LLMTrainer:
 
     # ------------------------------------------------------------------ setup
     def _load_data(self) -> None:
+        from hyper_parallel.trainer.finetune import prepare_sft, tokenizer_spec  # noqa  # pylint: disable=C0415
         d, t = self.config.data, self.config.training
-        kwargs = dict(text_key=d.text_key, tokenizer=d.tokenizer, vocab_size=d.vocab_size,
+        if d.format != "stream":  # SFT records (hyper_parallel.trainer.sft): every rank reads them
+            self.dataset = prepare_sft(self.config)
+            return
+        kwargs = dict(text_key=d.text_key, tokenizer=tokenizer_spec(self.config), vocab_size=d.vocab_size,
                       max_corpus_mb=d.max_corpus_mb, cache_dir=d.cache_dir, seq_len=t.seq_len,
                       eval_fraction=d.eval_fraction)
         if self.backend.rank == 0:  # trains and caches the tokenizer once
@@ -174,6 +181,9 @@ class LLMTrainer:
                                                      out_dir=cfg.job.out_dir if m.plot else None))
         if m.profile_steps:
             self.callbacks.append(ProfilerCallback(m.profile_steps, cfg.job.out_dir))
+        if m.wandb:
+            from hyper_parallel.trainer.loggers import WandbCallback  # pylint: disable=import-outside-toplevel
+            self.callbacks.append(WandbCallback(cfg.job.out_dir, m.wandb, m.wandb_project, config_to_dict(cfg)))
         self.callbacks.append(LoggingCallback(cfg.job.out_dir, log_every=m.log_every, progress=m.progress,
                                               jsonl=m.jsonl, plot=m.plot, tensorboard=m.tensorboard,
                                               title=f"{cfg.job.name}: {cfg.model.name}/{cfg.model.flavor}"))
@@ -212,8 +222,10 @@ class LLMTrainer:
         for bad, why in self.checkpointer.skipped:
             self.log(f"[yellow]warning[/yellow]: checkpoint of step {bad} is damaged, skipped: {why}")
         if loaded is not None:
+            from hyper_parallel.trainer.finetune import schedule_note  # pylint: disable=import-outside-toplevel
             self.step = loaded
-            self.log(f"resumed from {self.checkpointer.checkpoint_path(loaded)} (step {loaded})")
+            self.log(f"resumed from {self.checkpointer.checkpoint_path(loaded)} (step {loaded}); "
+                     f"{schedule_note(self.saved_schedule_steps, self.schedule_steps, loaded)}")
         return loaded
 
     # ------------------------------------------------------------------ loop
@@ -273,7 +285,18 @@ class LLMTrainer:
             for cb in reversed(self.callbacks):  # the logging callback (last) closes the progress bar first
                 cb.on_train_end(self)
         self.history.extend(run)
+        if self.config.checkpoint.export_hf:
+            self.export_hf()
         return run
+
+    def export_hf(self, folder: Optional[str] = None) -> str:
+        """Write the model as a Hugging Face folder (default ``[checkpoint] export_folder`` / ``<out_dir>/hf``):
+        weights, ``config.json`` of the trained model, ``generation_config.json``, tokenizer files."""
+        from hyper_parallel.trainer.finetune import export_folder  # pylint: disable=import-outside-toplevel
+        folder = folder or export_folder(self.config)
+        self.backend.export_hf(folder)
+        self.log(f"exported the model as a Hugging Face folder: {folder}")
+        return folder
 
     def close(self) -> None:
         """Release the backend (process group)."""

@@ -266,9 +266,12 @@ def run(cfg: JobConfig, distributed: bool = True) -> int:
         dims = trainer.backend.dims
         trainer.log(f"[bold]hp-train[/bold] {__version__} {cfg.job.name}: {cfg.model.name}/{cfg.model.flavor} on "
                     f"{trainer.backend.world_size} ranks, mesh {dict(dims.mesh_dims())} (ep {dims.ep}), vocab "
-                    f"{trainer.dataset.vocab_size} (BPE), {trainer.dataset.num_train} training sequences of "
+                    f"{trainer.dataset.vocab_size}, {trainer.dataset.num_train} training sequences of "
                     f"{cfg.training.seq_len} tokens; {detect_launcher(os.environ).describe()}; "
                     f"{getattr(trainer.backend, 'threads', 1)} intra-op threads per rank")
+        from hyper_parallel.trainer.finetune import banner_lines  # pylint: disable=import-outside-toplevel
+        for line in banner_lines(trainer):
+            trainer.log(line)
         history = trainer.train()
         if history:
             tps = sum(m["tokens"] for m in history) / sum(m["step_s"] for m in history)

@@ -54,10 +54,13 @@ class JobSection:
 
 @dataclass
 class ModelSection:
-    """``[model]``: which model (registry name) and size (flavor)."""
+    """``[model]``: which model (registry name) and size (flavor). ``init_from = "hf:<folder>"`` starts from a
+    Hugging Face folder's weights: ``name`` comes from its ``config.json`` (``model_type``) when not given, the
+    size from its fields (``flavor`` becomes ``"hf"``), and each rank reads only the slices it holds."""
 
     name: str = "llama3"
     flavor: str = "debug"
+    init_from: str = ""
 
 
 @dataclass
@@ -119,11 +122,19 @@ class CheckpointSection:
     resume: bool = True
     overwrite: bool = False
     load_step: int = 0
+    #: at the end of training write a Hugging Face folder (``export_folder``, default ``<out_dir>/hf``)
+    export_hf: bool = False
+    export_folder: str = ""
 
 
 @dataclass
 class DataSection:
-    """``[data]``: corpus and tokenizer. ``source = "stdlib"`` reads the running Python's standard library."""
+    """``[data]``: corpus and tokenizer. ``source = "stdlib"`` reads the running Python's standard library.
+    ``format``: ``"stream"`` (documents joined and cut into sequences: pretraining) or an SFT format (``"text"``,
+    ``"prompt_completion"``, ``"messages"``: one sample per record, loss on completion / assistant tokens only;
+    see ``hyper_parallel.trainer.sft``). ``packing`` joins SFT samples into rows (document-boundary masks,
+    positions restarting per sample); ``bad_records``: ``"fail"`` or ``"skip"``; ``eval_paths``: held-out files
+    (else ``eval_fraction`` of the records)."""
 
     source: str = "stdlib"
     paths: List[str] = field(default_factory=list)
@@ -133,6 +144,13 @@ class DataSection:
     max_corpus_mb: float = 2.0
     cache_dir: str = ""
     eval_fraction: float = 0.05
+    format: str = "stream"
+    packing: bool = True
+    bad_records: str = "fail"
+    prompt_key: str = "prompt"
+    completion_key: str = "completion"
+    messages_key: str = "messages"
+    eval_paths: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -148,6 +166,9 @@ class MetricsSection:
     eval_batches: int = 2
     moe_monitor: bool = True
     profile_steps: List[int] = field(default_factory=list)
+    #: Weights & Biases: "" (off), "offline" (a local run, no network) or "online"
+    wandb: str = ""
+    wandb_project: str = "hyper-parallel"
 
 
 @dataclass
@@ -404,6 +425,8 @@ def _validate(cfg: JobConfig) -> JobConfig:
         raise ConfigError(f"{src}: demo.resume_from: resuming needs checkpoint.enable and a step below "
                           f"training.steps that is a multiple of checkpoint.interval, got {cfg.demo.resume_from}")
     _validate_free_sections(cfg)
+    from hyper_parallel.trainer.finetune import validate_finetune  # pure module
+    validate_finetune(cfg)
     return cfg
 
 
@@ -434,6 +457,7 @@ def _validate_free_sections(cfg: JobConfig) -> None:
 def parse_config(raw: Mapping[str, Any], source: str = "<dict>") -> JobConfig:
     """Validate a nested mapping (what a TOML file holds) into a :class:`JobConfig`."""
     values: Dict[str, Any] = {}
+    raw = _with_init_from(raw, source)
     for name, block in raw.items():
         if name not in _SECTIONS:
             raise _unknown(f"{source}", name, list(_SECTIONS))
@@ -444,6 +468,19 @@ def parse_config(raw: Mapping[str, Any], source: str = "<dict>") -> JobConfig:
         else:
             values[name] = _parse_section(source, name, typing.get_type_hints(JobConfig)[name], block)
     return _validate(JobConfig(**values, source=source))
+
+
+def _with_init_from(raw: Mapping[str, Any], source: str) -> Mapping[str, Any]:
+    """With ``[model] init_from``: the model name from the folder's ``config.json`` when not given, the flavor
+    ``"hf"`` (the size is the folder's); an explicit name must agree with the folder's."""
+    model = raw.get("model")
+    if not isinstance(model, Mapping) or not model.get("init_from"):
+        return raw
+    from hyper_parallel.trainer.finetune import resolve_init_from  # pure module
+    try:
+        return dict(raw, model=resolve_init_from(dict(model)))
+    except ValueError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
 
 
 def _literal(text: str) -> Any:

@@ -159,8 +159,14 @@ def _train_bpe(docs: Sequence[str], vocab_size: int) -> Any:
 
 def load_tokenizer(spec: str, docs: Sequence[str], vocab_size: int, cache_dir: str, corpus_key: str) -> Any:
     """A ``tokenizers.Tokenizer``: ``spec == "bpe"`` trains (or reuses the cached) BPE for the corpus;
-    otherwise ``spec`` is a ``tokenizer.json`` path."""
+    ``"hf:<folder>"`` reads the folder's ``tokenizer.json``; otherwise ``spec`` is a ``tokenizer.json`` path."""
     from tokenizers import Tokenizer
+    if spec.startswith("hf:"):
+        from hyper_parallel.trainer.hf_folder import tokenizer_file  # pylint: disable=import-outside-toplevel
+        path = tokenizer_file(spec[3:])
+        if path is None:
+            raise ValueError(f"data.tokenizer: {spec[3:]} has no tokenizer.json")
+        return Tokenizer.from_file(path)
     if spec != "bpe":
         if not os.path.isfile(spec):
             raise ValueError(f"data.tokenizer: expected 'bpe' or a tokenizer.json file, got {spec!r} (not a file)")
@@ -218,6 +224,9 @@ def prepare_dataset(source: str, paths: Sequence[str], *, text_key: str, tokeniz
             tokens.frombytes(fh.read())
     else:
         eos = tok.token_to_id(EOS)
+        if eos is None and tokenizer.startswith("hf:"):  # the folder's own end-of-text token
+            from hyper_parallel.trainer.tokenizer import load_hf_tokenizer  # pylint: disable=C0415
+            eos = load_hf_tokenizer(tokenizer[3:]).eos_id
         for enc in tok.encode_batch_fast(docs) if hasattr(tok, "encode_batch_fast") else tok.encode_batch(docs):
             tokens.extend(enc.ids)
             if eos is not None:

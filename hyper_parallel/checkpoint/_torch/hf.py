@@ -51,9 +51,24 @@ def _nbytes(value: Any) -> int:
     return value.numel() * value.element_size()
 
 
-def save_hf(model: torch.nn.Module, folder: "str | os.PathLike", adapter: Any = None, *,
+def _global_sizes(hf_sd: Dict[str, Any]) -> Dict[str, int]:
+    """``{key: bytes}`` over every rank: pipeline stages hold different keys, and the file of each key must be
+    the same on every rank."""
+    sizes = {k: _nbytes(v) for k, v in hf_sd.items()}
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return sizes
+    gathered: list = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, sizes)
+    out: Dict[str, int] = {}
+    for part in gathered:
+        out.update(part)
+    return out
+
+
+def save_hf(model: "torch.nn.Module | list", folder: "str | os.PathLike", adapter: Any = None, *,
             dtype: Optional[torch.dtype] = None, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> Dict[str, str]:
-    """Export ``model`` (any layout) as a Hugging Face folder; returns its weight map ``{hf_key: file}``.
+    """Export ``model`` (any layout; a list of pipeline-stage parts too) as a Hugging Face folder; returns its
+    weight map ``{hf_key: file}``.
 
     Every rank calls it. ``adapter``: the model's ``StateDictAdapter`` (default: keys unchanged);
     ``dtype``: convert floating tensors (e.g. ``torch.bfloat16``); ``max_file_bytes``: size of each file.
@@ -62,7 +77,8 @@ def save_hf(model: torch.nn.Module, folder: "str | os.PathLike", adapter: Any = 
     adapter = adapter or IdentityAdapter()
     hf_sd = {k: _convert(v, dtype) for k, v in adapter.to_hf(get_model_state_dict(model)).items()}
     hf_sd = prepare_for_save(hf_sd)
-    mapping = assign_files({k: _nbytes(v) for k, v in hf_sd.items()}, max_file_bytes)
+    sizes = _global_sizes(hf_sd)
+    mapping = assign_files(sizes, max_file_bytes)
     final = os.path.abspath(os.fspath(folder))
     staging = agree(staging_path(final, new_save_id()) if coordinator() else None)
     if coordinator():
@@ -80,7 +96,7 @@ def save_hf(model: torch.nn.Module, folder: "str | os.PathLike", adapter: Any = 
             count = max(mapping.values())
             weight_map = {k: hf_file_name(i, count) for k, i in mapping.items()}
             with open(os.path.join(staging, INDEX_FILE), "w", encoding="utf-8") as f:
-                json.dump(build_index(weight_map, sum(_nbytes(v) for v in hf_sd.values())), f, indent=2)
+                json.dump(build_index(weight_map, sum(sizes.values())), f, indent=2)
         config = adapter.hf_config() if hasattr(adapter, "hf_config") else None
         if config is not None:
             with open(os.path.join(staging, CONFIG_FILE), "w", encoding="utf-8") as f:

@@ -240,6 +240,9 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
                 arg_mbs, kwarg_mbs = _split_inputs(args, kwargs, m, schedule._args_chunk_spec,  # pylint: disable=W0212
                                                    schedule._kwargs_chunk_spec)  # pylint: disable=protected-access
                 sig = zlib.crc32(repr([TensorMeta.of(t) for t in _flatten(arg_mbs[0], "input")]).encode())
+            elif kwargs and any(s.pass_kwargs_to_all for s in self.local_stages.values()):
+                # keyword inputs every stage reads (position ids, attention masks), given on every rank
+                _, kwarg_mbs = _split_inputs((), kwargs, m, None, schedule._kwargs_chunk_spec)  # pylint: disable=W0212
             if last is not None:
                 status = 3
                 _check_target(target, schedule._loss_fn, losses)  # pylint: disable=protected-access

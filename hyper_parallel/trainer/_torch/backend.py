@@ -83,6 +83,25 @@ def _restarted_attempt_store() -> None:
                             world_size=world, timeout=timeout)
 
 
+def _seed_host_generators(seed: int) -> None:
+    """``job.seed`` seeds Python's ``random`` and NumPy's global generator too (their states are saved and
+    restored by the checkpoint's ``RNGState``)."""
+    import random  # pylint: disable=import-outside-toplevel
+    random.seed(seed)
+    try:
+        import numpy as np  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        return
+    np.random.seed(seed % 2 ** 32)
+
+
+def _sft_step(backend: Any, rows: List[Any], train: bool) -> None:
+    """SFT rows: the step's loss normalisation (global count of loss tokens), see ``finetune.prepare_sft_step``."""
+    if rows and isinstance(rows[0], dict):
+        from hyper_parallel.trainer._torch.finetune import prepare_sft_step  # noqa  # pylint: disable=C0415
+        prepare_sft_step(backend, rows, train)
+
+
 class TorchTrainerBackend:
     """See :class:`hyper_parallel.trainer.api.TrainerBackend`."""
 
@@ -113,6 +132,12 @@ class TorchTrainerBackend:
         self._pp_group = None
         self._pp_first = self._pp_last = False
         self._pp_loss_scale = 1.0
+        self.model_config: Any = None
+        self.hf_config: Any = None
+        self.hf_notes: List[str] = []
+        self._sft_norm = 1.0
+        self._sft_pp = False
+        self._sft_pp_norm = 1.0
 
     # ------------------------------------------------------------------ process group / meshes
     def init_distributed(self) -> None:
@@ -170,11 +195,18 @@ class TorchTrainerBackend:
     # ------------------------------------------------------------------ model / optimizer
     def _build_model(self, vocab_size: int) -> Any:
         cfg = self.config
-        mcfg = build_model_config(cfg.model.name, cfg.model.flavor, vocab_size=vocab_size,
-                                  max_position_embeddings=max(cfg.training.seq_len, 128))
-        mcfg = _with_moe_overrides(mcfg, cfg.moe.overrides())
-        torch.manual_seed(cfg.job.seed)
-        model = model_spec(cfg.model.name).model_cls(mcfg).to(self.device)
+        _seed_host_generators(cfg.job.seed)
+        if cfg.model.init_from:  # meta device; the local shards are read after the plan (finetune.load_from_hf)
+            from hyper_parallel.trainer._torch.finetune import build_from_hf  # noqa  # pylint: disable=C0415
+            model = build_from_hf(self, vocab_size)
+            mcfg = self.hf_config
+        else:
+            mcfg = build_model_config(cfg.model.name, cfg.model.flavor, vocab_size=vocab_size,
+                                      max_position_embeddings=max(cfg.training.seq_len, 128))
+            mcfg = _with_moe_overrides(mcfg, cfg.moe.overrides())
+            torch.manual_seed(cfg.job.seed)
+            model = model_spec(cfg.model.name).model_cls(mcfg).to(self.device)
+        self.model_config = mcfg
         self.flops_per_token = _flops_per_token(model, mcfg, cfg.training.seq_len)
         from hyper_parallel.moe._torch.moe import MoE  # pylint: disable=import-outside-toplevel
         self._moe = [(name, m) for name, m in model.named_modules() if isinstance(m, MoE)]
@@ -205,13 +237,20 @@ class TorchTrainerBackend:
             split = list(par.pp_layers_per_stage)
         self._schedule, parts = spec.pipelining_fn(  # losses scaled by 1/grad_accum while training
             model, world, dims, schedule=par.pp_schedule, n_microbatches=par.pp_microbatches,
-            layers_per_stage=split,
-            loss_fn=lambda out, tgt: self._next_token_loss(loss_fn, out, tgt) * self._pp_loss_scale)
+            layers_per_stage=split, loss_fn=lambda out, tgt: self._pp_loss(loss_fn, out, tgt))
         self._stages = [spec.parallelize_fn(part, world, dims, **kwargs) for part in parts]
         self._pp_group = dims.mesh("pp").get_group(0)
         self._pp_first = any(getattr(p.model, "embed_tokens", None) is not None for p in self._stages)
         self._pp_last = any(getattr(p, "lm_head", None) is not None for p in self._stages)
         return self._stages
+
+    def _pp_loss(self, loss_fn: Any, out: Any, tgt: Any) -> Any:
+        """The pipeline's microbatch loss: the model's mean loss scaled by ``1/grad_accum``, or for SFT rows the
+        summed loss normalised over the step (``finetune.sft_pp_loss``)."""
+        if self._sft_pp:
+            from hyper_parallel.trainer._torch.finetune import sft_pp_loss  # pylint: disable=C0415
+            return sft_pp_loss(self, out, tgt)
+        return self._next_token_loss(loss_fn, out, tgt) * self._pp_loss_scale
 
     def _parameters(self) -> List[Any]:
         parts = self.model if isinstance(self.model, list) else [self.model]
@@ -220,6 +259,9 @@ class TorchTrainerBackend:
     def _pp_pass(self, rows: List[List[int]], train: bool) -> float:
         """One schedule pass over ``rows`` (split into ``pp_microbatches``): ``step`` (forward + backward) or
         ``eval`` (the forward-only schedule); the mean microbatch loss on the last stage's rank, else 0."""
+        if rows and isinstance(rows[0], dict):  # SFT rows: positions and the document mask reach every stage
+            from hyper_parallel.trainer._torch.finetune import sft_pp_pass  # pylint: disable=C0415
+            return sft_pp_pass(self, rows, train)
         batch = torch.tensor(rows, dtype=torch.long, device=self.device)
         losses: List[Any] = []
         run = self._schedule.step if train else self._schedule.eval
@@ -255,6 +297,9 @@ class TorchTrainerBackend:
         if cfg.training.compile:
             self._check_compile()
         model = self._parallelize(base)
+        if cfg.model.init_from:
+            from hyper_parallel.trainer._torch.finetune import load_from_hf  # noqa  # pylint: disable=C0415
+            load_from_hf(self, model if isinstance(model, list) else [model])
         if cfg.training.compile:
             self._compile_blocks(model if isinstance(model, list) else [model])
         self.model = model
@@ -348,6 +393,9 @@ class TorchTrainerBackend:
             return loss_fn(logits.float(), labels)
 
     def _loss(self, rows: List[List[int]]) -> Any:
+        if rows and isinstance(rows[0], dict):  # SFT rows (hyper_parallel.trainer.sft)
+            from hyper_parallel.trainer._torch.finetune import sft_loss  # pylint: disable=import-outside-toplevel
+            return sft_loss(self, rows)
         batch = torch.tensor(rows, dtype=torch.long, device=self.device)
         ids, labels = batch[:, :-1], batch[:, 1:]
         pos = torch.arange(ids.shape[1], device=self.device)
@@ -383,6 +431,7 @@ class TorchTrainerBackend:
         """Forward/backward over ``grad_accum`` micro-batches, clip, optimizer and LR steps."""
         t = self.config.training
         start = time.perf_counter()
+        _sft_step(self, rows, train=True)
         micro = len(rows) // t.grad_accum
         total = 0.0
         self._set_router_loss_scale()
@@ -411,6 +460,7 @@ class TorchTrainerBackend:
         """Held-out loss of this batch (mean over the data-parallel ranks). MoE routing counts of the evaluation
         forward are discarded: they must not move the expert biases (a resumed run would differ)."""
         counts = [m.tokens_per_expert.clone() for _, m in self._moe]
+        _sft_step(self, rows, train=False)
         if self._schedule is not None:  # the schedule's forward-only pass over the stages
             loss = self._pp_all_ranks(self._pp_pass(rows, train=False))
         else:
@@ -418,6 +468,11 @@ class TorchTrainerBackend:
         for (_, m), c in zip(self._moe, counts):
             m.tokens_per_expert.copy_(c)
         return self._mean_over_loss_ranks(loss)
+
+    def export_hf(self, folder: str) -> None:
+        """The model as a Hugging Face folder (``hyper_parallel.trainer._torch.finetune.export_hf``)."""
+        from hyper_parallel.trainer._torch.finetune import export_hf  # pylint: disable=import-outside-toplevel
+        export_hf(self, folder)
 
     # ------------------------------------------------------------------ monitors
     def peak_memory_mib(self) -> float:

@@ -16,8 +16,9 @@ from hyper_parallel.trainer.config import load_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 CONFIGS = sorted(glob.glob(os.path.join(ROOT, "configs", "*.toml")))
+# configs starting from a Hugging Face folder (configs/finetune.toml) run in test_finetune.py, on a folder it writes
 TWO_RANK = [os.path.basename(p) for p in CONFIGS if load_config(p).job.nproc == 2
-            and load_config(p).job.backend == "torch"]
+            and load_config(p).job.backend == "torch" and not load_config(p).model.init_from]
 SMALL_DATA = [("data.max_corpus_mb", 0.3), ("training.seq_len", 32), ("training.global_batch", 4),
               ("optimizer.total_steps", 100)]
 

@@ -1,0 +1,76 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Fine-tuning config keys (pure): ``[model] init_from`` takes the model name from config.json and refuses a
+disagreeing name or flavor; the SFT / export / wandb keys are validated; the resume banner's LR-schedule line;
+``hp-train --check`` on a bad init_from exits 2 with one line."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from hyper_parallel.models.registry import HF_MODEL_TYPES, model_for_hf_type
+from hyper_parallel.trainer.config import ConfigError, load_config
+from hyper_parallel.trainer.finetune import schedule_note, tokenizer_spec
+
+
+def _folder(tmp_path, model_type="qwen3"):
+    folder = tmp_path / "hf"
+    folder.mkdir(exist_ok=True)
+    (folder / "config.json").write_text(json.dumps({"model_type": model_type, "vocab_size": 32}))
+    return str(folder)
+
+
+def test_init_from_takes_name_from_config_json(tmp_path):
+    folder = _folder(tmp_path)
+    cfg = load_config(None, [("model.init_from", f"hf:{folder}")])
+    assert (cfg.model.name, cfg.model.flavor) == ("qwen3", "hf")
+    assert tokenizer_spec(cfg) == f"hf:{folder}"  # the folder's tokenizer unless data.tokenizer says otherwise
+    cfg = load_config(None, [("model.init_from", f"hf:{folder}"), ("model.name", "qwen3"),
+                             ("data.tokenizer", "/x/tokenizer.json")])
+    assert tokenizer_spec(cfg) == "/x/tokenizer.json"
+    assert {model_for_hf_type(t) for t in HF_MODEL_TYPES} == {"llama3", "qwen3", "qwen3_moe", "deepseek_v3"}
+
+
+@pytest.mark.parametrize("overrides, needle", [
+    ([("model.name", "llama3")], "model.name: 'llama3' given, but model.init_from"),
+    ([("model.flavor", "debug")], "model.flavor: 'debug' given with model.init_from"),
+    ([("model.init_from", "{folder}/nothing")], "model.init_from: expected 'hf:<folder>'"),
+    ([("model.init_from", "hf:{folder}/nothing")], "is not a folder"),
+    ([("data.format", "chat")], "data.format: expected one of ['stream', 'text', 'prompt_completion', 'messages']"),
+    ([("data.format", "text")], "data.format = 'text' reads records from data.paths: set data.source = 'files'"),
+    ([("data.bad_records", "ignore")], "data.bad_records: expected one of ['fail', 'skip']"),
+    ([("checkpoint.export_folder", "x")], "checkpoint.export_folder given but checkpoint.export_hf is false"),
+    ([("metrics.wandb", "cloud")], "metrics.wandb: expected '', 'offline' or 'online'"),
+    ([("job.backend", "mindspore")], "run on job.backend = 'torch'"),
+])
+def test_bad_finetune_keys_name_the_key(tmp_path, overrides, needle):
+    folder = _folder(tmp_path)
+    base = [("model.init_from", f"hf:{folder}")]
+    with pytest.raises(ConfigError) as err:
+        load_config(None, base + [(k, v.format(folder=folder) if isinstance(v, str) else v) for k, v in overrides])
+    assert needle in str(err.value)
+
+
+def test_unknown_model_type_and_messages_without_template(tmp_path):
+    folder = _folder(tmp_path, "gpt2")
+    with pytest.raises(ConfigError, match=r"config.json: Hugging Face model_type 'gpt2' is not supported"):
+        load_config(None, [("model.init_from", f"hf:{folder}")])
+    with pytest.raises(ConfigError, match="data.format = 'messages' renders conversations"):
+        load_config(None, [("data.source", "files"), ("data.paths", ["x"]), ("data.format", "messages")])
+
+
+def test_schedule_note_says_what_happens_to_the_lr_schedule():
+    assert schedule_note(100, 100, 50) == "LR schedule: unchanged (100 steps), continuing at step 50"
+    changed = schedule_note(100, 200, 50)
+    assert "CHANGED" in changed and "100-step schedule" in changed and "optimizer.total_steps = 100" in changed
+    assert "does not record" in schedule_note(None, 100, 50)
+
+
+def test_hp_train_check_exits_2_on_a_bad_init_from(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "hyper_parallel.trainer.cli", "--check", "--model.init_from",
+                          f"hf:{tmp_path}/missing"], capture_output=True, text=True, check=False,
+                         env=dict(os.environ, RANK="0", WORLD_SIZE="1"))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert "model.init_from" in out.stderr and "is not a folder" in out.stderr
