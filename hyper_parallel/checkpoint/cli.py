@@ -30,7 +30,7 @@ from hyper_parallel.checkpoint.hf import INDEX_FILE, natural_key, read_index
 from hyper_parallel.checkpoint.manifest import manifest_problems, read_metadata
 from hyper_parallel.checkpoint.safetensors_io import read_header, read_range
 
-__all__ = ["cli", "main", "detect_format", "summarize"]
+__all__ = ["cli", "main", "detect_format", "summarize", "fit_adapter"]
 
 FORMATS = ("hyper-parallel", "torch-dcp", "hf")
 
@@ -210,9 +210,16 @@ def _load_adapter(spec: Optional[str]) -> Any:
 @click.option("--adapter", default=None, help="MODULE:ATTR of the model's StateDictAdapter (hf keys)")
 @click.option("--max-file-bytes", type=int, default=5 * 1024 ** 3, show_default=True, help="size of each hf file")
 @click.option("--torch-format", is_flag=True, help="with --to dcp: torch's own DCP format instead of ours")
+@click.option("--tokenizer", "tokenizer", default=None, type=click.Path(exists=True, file_okay=False),
+              help="with --to hf: copy the tokenizer files (and generation_config.json) of this HF folder")
 def convert(src: str, dst: str, to: str, dtype: Optional[str], prefix: Optional[str], adapter: Optional[str],
-            max_file_bytes: int, torch_format: bool) -> None:  # pylint: disable=too-many-arguments
-    """Convert SRC (hyper-parallel / torch DCP / Hugging Face) to DST: hf folder, one torch file, or a DCP folder."""
+            max_file_bytes: int, torch_format: bool, tokenizer: Optional[str]) -> None:  # noqa  # pylint: disable=R0913,R0917
+    """Convert SRC (hyper-parallel / torch DCP / Hugging Face) to DST: hf folder, one torch file, or a DCP folder.
+
+    \b
+    --to hf: config.json comes from the adapter, sized to the tensors (the vocabulary of the embedding);
+    generation_config.json is written (or copied with --tokenizer). --to dcp from an hf folder nests the
+    model's keys under "model", as the trainer's checkpoints hold them."""
     console = Console(stderr=True)
     ad = _load_adapter(adapter)
     if dtype is not None and to != "hf":
@@ -224,20 +231,68 @@ def convert(src: str, dst: str, to: str, dtype: Optional[str], prefix: Optional[
             sd = _torch_impl("read_full")(src, lambda n: prog.advance(task, n))
             if to == "hf":
                 _convert_to_hf(sd, dst, fmt, ad, dtype, prefix, max_file_bytes, prog)
+                _hf_side_files(dst, tokenizer)
             elif to == "torch":
                 _torch_impl("write_torch")(sd, dst)
             else:
-                _torch_impl("write_dcp")(ad.from_hf(sd) if fmt == "hf" and ad is not None else sd, dst,
-                                         torch_format=torch_format)
+                if fmt == "hf":  # the trainer's layout: {"model": {model key: tensor}}
+                    sd = {"model": ad.from_hf(sd) if ad is not None else sd}
+                _torch_impl("write_dcp")(sd, dst, torch_format=torch_format)
     except CheckpointError as exc:
         raise click.ClickException(str(exc)) from exc
     console.print(f"[green]{src} ({fmt}) -> {dst} ({to}{', torch format' if torch_format else ''})[/green]")
+
+
+def fit_adapter(ad: Any, tensors: Dict[str, Any]) -> Any:
+    """``ad`` with its model config sized to the tensors: the vocabulary is the embedding's row count (a trainer
+    sizes it from its tokenizer, not from the flavor); other disagreeing sizes are an error naming them."""
+    import dataclasses  # pylint: disable=import-outside-toplevel
+    config = getattr(ad, "model_config", None)
+    embed = tensors.get("model.embed_tokens.weight")
+    if config is None or embed is None or not dataclasses.is_dataclass(config):
+        return ad
+    changes = {}
+    if tuple(embed.shape) != (config.vocab_size, config.hidden_size):
+        if embed.shape[1] != config.hidden_size:
+            raise CheckpointError(f"--adapter: the adapter's hidden_size {config.hidden_size} does not match the "
+                                  f"checkpoint's embedding {tuple(embed.shape)}")
+        changes["vocab_size"] = int(embed.shape[0])
+    layers = {int(k.split(".")[2]) for k in tensors if k.startswith("model.layers.")}
+    if layers and len(layers) != config.num_hidden_layers:
+        raise CheckpointError(f"--adapter: the adapter's num_hidden_layers {config.num_hidden_layers} does not match "
+                              f"the checkpoint's {len(layers)} layers")
+    if not changes:
+        return ad
+    kwargs = {"head_dim": 0} if getattr(config, "head_dim_derived", False) else {}
+    return type(ad)(dataclasses.replace(config, **changes, **kwargs))
+
+
+def _hf_side_files(dst: str, tokenizer: Optional[str]) -> None:
+    """Tokenizer files and generation_config.json next to an exported HF folder."""
+    import shutil  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.trainer.hf_folder import TOKENIZER_FILES  # pylint: disable=import-outside-toplevel
+    copied = []
+    for name in (TOKENIZER_FILES + ("generation_config.json",)) if tokenizer else ():
+        if os.path.isfile(os.path.join(tokenizer, name)):
+            shutil.copyfile(os.path.join(tokenizer, name), os.path.join(dst, name))
+            copied.append(name)
+    if "generation_config.json" not in copied:
+        doc: Dict[str, Any] = {"_from_model_config": True}
+        config_path = os.path.join(dst, "config.json")
+        if os.path.isfile(config_path):
+            with open(config_path, encoding="utf-8") as fh:
+                config = json.load(fh)
+            doc.update({k: config[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id") if k in config})
+        with open(os.path.join(dst, "generation_config.json"), "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=2)
 
 
 def _convert_to_hf(sd, dst, fmt, ad, dtype, prefix, max_file_bytes, prog) -> None:  # pylint: disable=too-many-arguments
     tensors = _torch_impl("select")(sd, prefix)
     if fmt == "hf" and ad is not None:
         tensors = ad.from_hf(tensors)
+    if ad is not None:
+        ad = fit_adapter(ad, tensors)
     task = prog.add_task("write hf", total=sum(v.numel() * v.element_size() for v in tensors.values()) or 1)
     _torch_impl("write_hf")(tensors, dst, adapter=ad, dtype=dtype, max_file_bytes=max_file_bytes,
                             progress=lambda n: prog.advance(task, n))

@@ -218,6 +218,10 @@ class LLMTrainer:
         """Load the checkpoint of ``step`` (default: the latest); returns the step loaded or None."""
         if self.checkpointer is None:
             raise ValueError("LLMTrainer.resume: checkpoint.enable is false")
+        target = step if step is not None else self.checkpointer.latest_step()
+        if target is not None:
+            from hyper_parallel.trainer.finetune import check_resumable  # pylint: disable=import-outside-toplevel
+            check_resumable(self.checkpointer.checkpoint_path(target), list(self.checkpointer.states))
         loaded = self.checkpointer.load(step=step)
         for bad, why in self.checkpointer.skipped:
             self.log(f"[yellow]warning[/yellow]: checkpoint of step {bad} is damaged, skipped: {why}")

@@ -426,7 +426,10 @@ def _validate(cfg: JobConfig) -> JobConfig:
                           f"training.steps that is a multiple of checkpoint.interval, got {cfg.demo.resume_from}")
     _validate_free_sections(cfg)
     from hyper_parallel.trainer.finetune import validate_finetune  # pure module
-    validate_finetune(cfg)
+    try:
+        validate_finetune(cfg)
+    except ValueError as exc:
+        raise ConfigError(f"{src}: {exc}") from None
     return cfg
 
 

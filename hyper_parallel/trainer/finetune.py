@@ -13,7 +13,7 @@ from typing import Any, Dict
 from hyper_parallel.trainer.hf_folder import HF_FLAVOR, parse_init_from, resolve_model
 
 __all__ = ["SFT_FORMATS", "DATA_FORMATS", "BAD_RECORDS", "resolve_init_from", "validate_finetune", "tokenizer_spec",
-           "load_text_tokenizer", "prepare_sft", "banner_lines", "export_folder", "schedule_note"]
+           "load_text_tokenizer", "prepare_sft", "banner_lines", "export_folder", "schedule_note", "check_resumable"]
 
 SFT_FORMATS = ("text", "prompt_completion", "messages")
 DATA_FORMATS = ("stream",) + SFT_FORMATS
@@ -43,28 +43,28 @@ def resolve_init_from(model: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def validate_finetune(cfg: Any) -> None:
-    """Check the fine-tuning keys of a parsed ``JobConfig`` (raises ``ConfigError`` naming the key)."""
-    from hyper_parallel.trainer.config import ConfigError  # pylint: disable=import-outside-toplevel
-    src, da = cfg.source, cfg.data
+    """Check the fine-tuning keys of a parsed ``JobConfig`` (a ``ValueError`` naming the key; ``config.py``
+    reports it as a ``ConfigError`` naming the file)."""
+    da = cfg.data
     if da.format not in DATA_FORMATS:
-        raise ConfigError(f"{src}: data.format: expected one of {list(DATA_FORMATS)}, got {da.format!r}")
+        raise ValueError(f"data.format: expected one of {list(DATA_FORMATS)}, got {da.format!r}")
     if da.bad_records not in BAD_RECORDS:
-        raise ConfigError(f"{src}: data.bad_records: expected one of {list(BAD_RECORDS)}, got {da.bad_records!r}")
+        raise ValueError(f"data.bad_records: expected one of {list(BAD_RECORDS)}, got {da.bad_records!r}")
     if da.format != "stream" and da.source != "files":
-        raise ConfigError(f"{src}: data.format = {da.format!r} reads records from data.paths: set data.source = "
+        raise ValueError(f"data.format = {da.format!r} reads records from data.paths: set data.source = "
                           f"'files'")
     if da.format == "messages" and not cfg.model.init_from and not da.tokenizer.startswith("hf:"):
-        raise ConfigError(f"{src}: data.format = 'messages' renders conversations with a tokenizer's chat "
+        raise ValueError(f"data.format = 'messages' renders conversations with a tokenizer's chat "
                           f"template: set model.init_from = 'hf:<folder>' or data.tokenizer = 'hf:<folder>'")
     if da.format != "stream" and getattr(cfg.parallelism, "loss_parallel", False):
         raise ValueError("parallelism.loss_parallel: not with SFT data (data.format = "
                          f"{da.format!r}): the SFT loss sums over loss tokens of whole logits; set it to false")
     if cfg.checkpoint.export_folder and not cfg.checkpoint.export_hf:
-        raise ConfigError(f"{src}: checkpoint.export_folder given but checkpoint.export_hf is false")
+        raise ValueError(f"checkpoint.export_folder given but checkpoint.export_hf is false")
     if cfg.metrics.wandb not in ("", "offline", "online"):
-        raise ConfigError(f"{src}: metrics.wandb: expected '', 'offline' or 'online', got {cfg.metrics.wandb!r}")
+        raise ValueError(f"metrics.wandb: expected '', 'offline' or 'online', got {cfg.metrics.wandb!r}")
     if (cfg.model.init_from or cfg.checkpoint.export_hf or da.format != "stream") and cfg.job.backend != "torch":
-        raise ConfigError(f"{src}: model.init_from / checkpoint.export_hf / SFT data.format run on job.backend = "
+        raise ValueError(f"model.init_from / checkpoint.export_hf / SFT data.format run on job.backend = "
                           f"'torch', got {cfg.job.backend!r}")
 
 
@@ -140,3 +140,20 @@ def schedule_note(saved_steps: Any, steps: int, step: int) -> str:
     return (f"LR schedule CHANGED: the checkpoint was trained on a {saved_steps}-step schedule, this run uses {steps} "
             f"steps (training.steps / optimizer.total_steps); from step {step} the LR follows the {steps}-step "
             f"curve. Set optimizer.total_steps = {saved_steps} to keep the original schedule")
+
+
+def check_resumable(path: str, states: list) -> None:
+    """A checkpoint to resume from must hold every state of the run; a folder with the model only (``hp-ckpt
+    convert``'s output) is refused with the way to start from its weights instead."""
+    import os  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.checkpoint.cli import summarize  # pylint: disable=import-outside-toplevel
+    if not os.path.isdir(path):
+        return
+    s = summarize(path)
+    tops = {name.split(".")[0] for name in list(s["tensors"]) + list(s["objects"])}
+    missing = sorted(set(states) - tops)
+    if missing and "model" in tops:
+        raise ValueError(f"checkpoint {path} holds the model weights only (no {', '.join(missing)} state; written by "
+                         f"hp-ckpt convert?), so a run cannot resume from it: to start training from these weights, "
+                         f"convert them to a Hugging Face folder (hp-ckpt convert {path} DIR --to hf --adapter ...) "
+                         f"and set model.init_from = 'hf:DIR' with checkpoint.resume = false")

@@ -60,15 +60,13 @@ def _auto_tokenizer(folder: str) -> Optional[TextTokenizer]:
     except ImportError:
         return None
     tok = AutoTokenizer.from_pretrained(folder)
-    render = None
-    if getattr(tok, "chat_template", None):
-        def render(messages, add_generation_prompt):
-            return tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+    def render(messages, add_generation_prompt):
+        return tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
     source = tokenizer_file(folder) or os.path.join(folder, "tokenizer_config.json")
     return TextTokenizer(encode=lambda t: tok.encode(t, add_special_tokens=False),
                          decode=lambda ids: tok.decode(ids, skip_special_tokens=True), vocab_size=len(tok),
                          bos_id=tok.bos_token_id, eos_id=tok.eos_token_id, pad_id=tok.pad_token_id,
-                         render_chat=render, source=f"{source} (transformers.AutoTokenizer)", backend=tok)
+                         render_chat=render if getattr(tok, "chat_template", None) else None, source=f"{source} (transformers.AutoTokenizer)", backend=tok)
 
 
 def wrap_tokenizers(tok: Any, *, bos: Optional[str] = None, eos: Optional[str] = None, pad: Optional[str] = None,

@@ -141,3 +141,57 @@ def _check_export(trainer, full, folder):
     assert diff <= 1e-5
     tok = transformers.AutoTokenizer.from_pretrained(folder)
     assert tok.chat_template and tok.eos_token == "<|end|>"
+
+
+def test_convert_generate_and_resume_from_a_converted_folder(tmp_path, tiny_llama, capsys):
+    """One process: a trained checkpoint converts to an HF folder whose config.json has the trained vocabulary
+    (the flavor's adapter says 256 rows, the tensors have the tokenizer's 384) and which transformers loads with
+    our logits; HF -> DCP nests the model under "model" and a run refuses to resume from it in one line;
+    hp-generate samples from the export (greedy twice the same, top-p) and from the trainer config."""
+    import transformers
+    from hyper_parallel.checkpoint.cli import main as ckpt_main
+    from hyper_parallel.trainer.api import LLMTrainer
+    from hyper_parallel.trainer.generate import main as generate_main
+    cfg = _cfg(tiny_llama, str(tmp_path / "run"), training__steps=2, checkpoint__enable=True,
+               checkpoint__interval=2, checkpoint__async_mode="disabled", checkpoint__resume=False)
+    trainer = LLMTrainer(cfg, distributed=False)
+    trainer.train()
+    step = trainer.checkpointer.checkpoint_path(2)
+    out = str(tmp_path / "hf")
+    assert ckpt_main(["convert", step, out, "--to", "hf", "--tokenizer", tiny_llama,
+                      "--adapter", "hyper_parallel.models.llama3.state_dict_adapter:debug_adapter"]) == 0
+    with open(os.path.join(out, "config.json"), encoding="utf-8") as fh:
+        assert json.load(fh)["vocab_size"] == trainer.backend.model_config.vocab_size == 384
+    assert {"generation_config.json", "tokenizer.json", "chat_template.jinja"} <= set(os.listdir(out))
+    hf = transformers.AutoModelForCausalLM.from_pretrained(out, attn_implementation="eager").eval()
+    ids = torch.tensor([trainer.dataset.sequence(0)["input_ids"][:30]])
+    with torch.no_grad():
+        diff = (hf(input_ids=ids).logits - trainer.backend.model.eval()(ids)).abs().max().item()
+    print(f"hp-ckpt convert --to hf: transformers logits vs ours {diff:.2e}")
+    assert diff <= 1e-5
+
+    again = LLMTrainer(_cfg(tiny_llama, str(tmp_path / "again"), checkpoint__enable=True,
+                            checkpoint__folder=str(tmp_path / "ckpts")), distributed=False)
+    again.setup()
+    dcp_dir = again.checkpointer.checkpoint_path(5)
+    assert ckpt_main(["convert", out, dcp_dir, "--to", "dcp", "--adapter",
+                      "hyper_parallel.models.llama3.state_dict_adapter:debug_adapter"]) == 0
+    from hyper_parallel.checkpoint.cli import summarize
+    assert "model.model.embed_tokens.weight" in summarize(dcp_dir)["tensors"]
+    with pytest.raises(ValueError, match=r"holds the model weights only \(no data, lr_scheduler, optim, rng, "
+                                         r"trainer state.*model.init_from = 'hf:DIR'"):
+        again.resume(5)
+
+    capsys.readouterr()
+    args = ["--model", out, "--prompt", "What does FSDP shard?", "--chat", "--max-new-tokens", "6"]
+    assert generate_main(args) == 0 and generate_main(args) == 0
+    greedy = capsys.readouterr().out.splitlines()
+    assert len(greedy) == 2 and greedy[0] == greedy[1] and greedy[0].startswith("What does FSDP shard? -> ")
+    assert generate_main(args + ["--top-p", "0.9", "--temperature", "1.5", "--seed", "3"]) == 0
+    config_path = str(tmp_path / "run.toml")
+    with open(config_path, "w", encoding="utf-8") as fh:
+        fh.write(f'[model]\ninit_from = "hf:{tiny_llama}"\n[job]\nout_dir = "{tmp_path / "run"}"\n'
+                 f'[data]\nsource = "files"\npaths = ["{SFT}"]\nformat = "messages"\n')
+    assert generate_main(["--config", config_path, "--prompt", "Hi", "--max-new-tokens", "3"]) == 0
+    assert generate_main(["--model", str(tmp_path / "nothing"), "--prompt", "x"]) == 2
+    assert "hp-generate: error: --model:" in capsys.readouterr().err
