@@ -6,7 +6,7 @@ STAMP := $(VENV)/.hp-installed
 NPROC ?= 2
 export PYTHONUNBUFFERED := 1
 
-.PHONY: demo tour test ut st agent gate bench coverage matrix install clean multinode package
+.PHONY: demo tour test ut st agent gate bench coverage matrix install clean multinode package finetune bench-finetune
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,19 @@ install: $(STAMP)
 ## demo: a real training run: hp-train with configs/demo.toml (debug MoE Llama, 2 CPU ranks, FSDP x EP, stdlib corpus)
 demo: $(STAMP)
 	$(VENV)/bin/hp-train --config configs/demo.toml
+
+## finetune: the fine-tuning example end to end (README "Fine-tune a Hugging Face model"): a tiny Llama written by
+## transformers (offline), SFT on examples/finetune/sft.jsonl on 2 ranks, export to runs/finetune/hf, reload in
+## transformers (logits compared), generate
+finetune: $(STAMP)
+	$(PY) examples/finetune/make_tiny_llama.py runs/tiny-llama
+	$(VENV)/bin/hp-train --config configs/finetune.toml
+	$(PY) examples/finetune/check_export.py runs/finetune/hf
+	$(VENV)/bin/hp-generate --model runs/finetune/hf --chat --prompt "What does FSDP shard?" --prompt "How do I run the demo?"
+
+## bench-finetune: init_from vs full load (time to first step, peak memory per rank), SFT tokens/s with/without packing
+bench-finetune: $(STAMP)
+	$(PY) benchmarks/finetune.py
 
 ## tour: the feature tour (redistribute, TP, FSDP, pipeline, MoE, CP, checkpoint checks; 2 CPU ranks)
 tour: $(STAMP)

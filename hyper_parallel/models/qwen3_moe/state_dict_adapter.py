@@ -17,9 +17,9 @@ _SILU_ONLY = (lambda v: v in ("silu", "swish"), "the experts compute SwiGLU: hid
 #: Qwen3-MoE's ``config.json`` fields: Qwen3's plus the MoE layer's
 QWEN3_MOE_FIELDS = dataclasses.replace(
     QWEN3_FIELDS,
-    honoured=tuple(f for f in QWEN3_FIELDS.honoured if f != "hidden_act") + ("moe_intermediate_size", "num_experts", "num_local_experts",
-                                      "num_experts_per_tok", "norm_topk_prob", "mlp_only_layers",
-                                      "router_aux_loss_coef"),
+    honoured=tuple(f for f in QWEN3_FIELDS.honoured if f != "hidden_act") + (
+        "moe_intermediate_size", "num_experts", "num_local_experts", "num_experts_per_tok", "norm_topk_prob",
+        "mlp_only_layers", "router_aux_loss_coef"),
     refused={**QWEN3_FIELDS.refused, "hidden_act": _SILU_ONLY,
              "decoder_sparse_step": (lambda v: v in (1, None), "only every layer sparse (1) after the "
                                      "mlp_only_layers prefix is implemented")})

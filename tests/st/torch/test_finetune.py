@@ -195,3 +195,25 @@ def test_convert_generate_and_resume_from_a_converted_folder(tmp_path, tiny_llam
     assert generate_main(["--config", config_path, "--prompt", "Hi", "--max-new-tokens", "3"]) == 0
     assert generate_main(["--model", str(tmp_path / "nothing"), "--prompt", "x"]) == 2
     assert "hp-generate: error: --model:" in capsys.readouterr().err
+
+
+def test_seeds_and_trackers_tensorboard_and_wandb_offline(tmp_path, tiny_llama, monkeypatch):
+    """job.seed seeds Python's random and NumPy too; [metrics] tensorboard writes event files and wandb = "offline"
+    writes a local run, without any network."""
+    import random
+
+    import numpy as np
+    from hyper_parallel.trainer.api import LLMTrainer
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    cfg = _cfg(tiny_llama, str(tmp_path / "run"), training__steps=2, job__seed=7, metrics__tensorboard=True,
+               metrics__wandb="offline", metrics__wandb_project="hp-test")
+    trainer = LLMTrainer(cfg, distributed=False)
+    trainer.setup()
+    assert random.random() == random.Random(7).random()
+    assert np.random.rand() == np.random.RandomState(7).rand()
+    trainer.train()
+    events = [n for n in os.listdir(tmp_path / "run" / "tb") if n.startswith("events.out.tfevents")]
+    assert events and os.path.getsize(tmp_path / "run" / "tb" / events[0]) > 0
+    runs = [n for n in os.listdir(tmp_path / "run" / "wandb") if n.startswith("offline-run-")]
+    assert runs, os.listdir(tmp_path / "run" / "wandb")
+    assert any(n.endswith(".wandb") for n in os.listdir(tmp_path / "run" / "wandb" / runs[0]))
