@@ -217,3 +217,30 @@ def test_seeds_and_trackers_tensorboard_and_wandb_offline(tmp_path, tiny_llama, 
     runs = [n for n in os.listdir(tmp_path / "run" / "wandb") if n.startswith("offline-run-")]
     assert runs, os.listdir(tmp_path / "run" / "wandb")
     assert any(n.endswith(".wandb") for n in os.listdir(tmp_path / "run" / "wandb" / runs[0]))
+
+
+@pytest.fixture(scope="module")
+def tiny_moe(tmp_path_factory):
+    """A tiny Qwen3-MoE folder written by transformers (4 experts, top 2)."""
+    from hyper_parallel.testing.hf_models import make_tiny_model, sft_texts
+    return make_tiny_model(str(tmp_path_factory.mktemp("tiny") / "moe"), list(sft_texts(SFT)), model_type="qwen3_moe",
+                           config={"moe_intermediate_size": 32, "num_experts": 4, "num_experts_per_tok": 2,
+                                   "norm_topk_prob": True, "head_dim": 16})
+
+
+@multi_rank(world_size=2, timeout=300)
+def test_init_from_moe_under_expert_parallel_equals_transformers(tmp_path, tiny_moe):
+    """A Qwen3-MoE folder loads under EP x FSDP (each rank reads its experts' slices) with transformers' loss."""
+    from hyper_parallel.trainer.api import LLMTrainer
+    trainer = LLMTrainer(_cfg(tiny_moe, str(tmp_path / "ep"), data__packing=False, parallelism__ep=2,
+                              parallelism__dp_shard=2))
+    trainer.setup()
+    assert trainer.config.model.name == "qwen3_moe"
+    rows = [trainer.dataset.sequence(i) for i in range(4)]
+    want = _hf_loss(tiny_moe, rows)
+    b = trainer.backend
+    per = 4 // b.dp_size
+    got = b.eval_loss(rows[b.dp_rank * per:(b.dp_rank + 1) * per])
+    print(f"init_from qwen3_moe ep=2: loss {got:.7f} vs transformers {want:.7f}")
+    assert abs(got - want) <= 1e-5 * abs(want), (got, want)
+    trainer.close()
