@@ -54,13 +54,13 @@ def validate_finetune(cfg: Any) -> None:
         raise ValueError(f"data.format = {da.format!r} reads records from data.paths: set data.source = "
                           f"'files'")
     if da.format == "messages" and not cfg.model.init_from and not da.tokenizer.startswith("hf:"):
-        raise ValueError(f"data.format = 'messages' renders conversations with a tokenizer's chat "
-                          f"template: set model.init_from = 'hf:<folder>' or data.tokenizer = 'hf:<folder>'")
+        raise ValueError("data.format = 'messages' renders conversations with a tokenizer's chat "
+                         "template: set model.init_from = 'hf:<folder>' or data.tokenizer = 'hf:<folder>'")
     if da.format != "stream" and getattr(cfg.parallelism, "loss_parallel", False):
         raise ValueError("parallelism.loss_parallel: not with SFT data (data.format = "
                          f"{da.format!r}): the SFT loss sums over loss tokens of whole logits; set it to false")
     if cfg.checkpoint.export_folder and not cfg.checkpoint.export_hf:
-        raise ValueError(f"checkpoint.export_folder given but checkpoint.export_hf is false")
+        raise ValueError("checkpoint.export_folder given but checkpoint.export_hf is false")
     if cfg.metrics.wandb not in ("", "offline", "online"):
         raise ValueError(f"metrics.wandb: expected '', 'offline' or 'online', got {cfg.metrics.wandb!r}")
     if (cfg.model.init_from or cfg.checkpoint.export_hf or da.format != "stream") and cfg.job.backend != "torch":
