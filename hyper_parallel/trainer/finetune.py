@@ -59,6 +59,12 @@ def validate_finetune(cfg: Any) -> None:
     if da.format != "stream" and getattr(cfg.parallelism, "loss_parallel", False):
         raise ValueError("parallelism.loss_parallel: not with SFT data (data.format = "
                          f"{da.format!r}): the SFT loss sums over loss tokens of whole logits; set it to false")
+    _validate_outputs(cfg)
+
+
+def _validate_outputs(cfg: Any) -> None:
+    """The export / tracker / backend keys of :func:`validate_finetune`."""
+    da = cfg.data
     if cfg.checkpoint.export_folder and not cfg.checkpoint.export_hf:
         raise ValueError("checkpoint.export_folder given but checkpoint.export_hf is false")
     if cfg.metrics.wandb not in ("", "offline", "online"):
