@@ -6,7 +6,7 @@
 * unit grouping: which parameters a ``fully_shard`` call manages, where each is registered, under which
   name (:func:`collect_unit_params`, :func:`check_shardable`);
 * mesh and placement decisions: the global spec of a sharded parameter, plain FSDP, HSDP or TP x FSDP on a
-  named 2-D mesh (:func:`sharded_param_spec`, :func:`find_parent_mesh`);
+  named mesh (:func:`sharded_param_spec`, :func:`find_parent_mesh`);
 * prefetch lists (:func:`prefetch_units`) and the ``FSDP<Class>`` classes (:func:`fsdp_class`).
 
 A backend passes what differs: its module class (``torch.nn.Module`` / ``mindspore.nn.Cell``), how to list
@@ -78,8 +78,10 @@ def check_shardable(fqn: str, ndim: int) -> None:
 
 
 def find_parent_mesh(dp_mesh: Any, tp_mesh: Any, rank: int, fqn: str) -> Tuple[Any, str, str]:
-    """The named 2-D mesh whose slices through ``rank`` are ``dp_mesh`` and ``tp_mesh`` (newest first), with
-    the dp and tp dim names."""
+    """A named mesh (2-D or more, newest first) with two dims whose slices through ``rank`` are ``dp_mesh`` and
+    ``tp_mesh``, with the dp and tp dim names: a 2-D ``(dp, tp)`` mesh, or a larger world such as
+    ``(pp, dp_shard, cp, tp)`` whose ``(cp, tp)`` slice TP x FSDP then uses. Slicing a larger world creates the
+    2-D slice's group: every rank must hold the same groups (``ParallelDims.build_mesh`` creates them)."""
     from hyper_parallel.core import device_mesh as dm
 
     def same(sub, mesh):
@@ -87,13 +89,16 @@ def find_parent_mesh(dp_mesh: Any, tp_mesh: Any, rank: int, fqn: str) -> Tuple[A
 
     for parent in reversed(dm._MESHES):  # newest first  # pylint: disable=protected-access
         topo = parent.topology
-        if topo.ndim != 2 or not topo.dim_names or parent.get_coordinate() is None:
+        if topo.ndim < 2 or not topo.dim_names or parent.get_coordinate() is None:
             continue
-        for a, b in ((0, 1), (1, 0)):
-            if same(topo.sub((a,), rank), dp_mesh) and same(topo.sub((b,), rank), tp_mesh):
-                return parent, topo.dim_names[a], topo.dim_names[b]
+        for a in range(topo.ndim):
+            if not same(topo.sub((a,), rank), dp_mesh):
+                continue
+            for b in range(topo.ndim):
+                if b != a and same(topo.sub((b,), rank), tp_mesh):
+                    return parent, topo.dim_names[a], topo.dim_names[b]
     raise ValueError(f"fully_shard: parameter {fqn!r} is sharded by TP on {tp_mesh}; the data-parallel mesh "
-                     f"{dp_mesh} and the TP mesh must be slices of one named 2-D mesh (e.g. mesh['dp'] and "
+                     f"{dp_mesh} and the TP mesh must be slices of one named mesh (e.g. mesh['dp'] and "
                      "mesh['tp'])")
 
 
@@ -102,7 +107,7 @@ def sharded_param_spec(fqn: str, shape: Sequence[int], tp_spec: Optional[DTensor
     """The global spec of a parameter ``fully_shard`` shards: ``Shard(0)`` on a 1-D mesh (FSDP),
     ``(Replicate(), Shard(0))`` on a 2-D (replicate, shard) mesh (HSDP); a TP-sharded parameter (``tp_spec``
     on a 1-D TP mesh) gets its TP shard split again on dim 0 over the 1-D data-parallel mesh, both slices of
-    one named 2-D mesh."""
+    one named mesh (:func:`find_parent_mesh`)."""
     if tp_spec is None:
         placements = (Shard(0),) if mesh.ndim == 1 else (Replicate(), Shard(0))
         return DTensorSpec(mesh, placements, tuple(shape))

@@ -198,6 +198,8 @@ class ParallelDims:
         meshes["loss"] = meshes["dp_cp"]
         meshes["fsdp"] = fsdp_mesh(world, self)
         self._meshes.update(meshes)
+        if meshes["tp"] is not None and meshes["fsdp"] is not None and meshes["fsdp"].ndim == 1:
+            _tp_fsdp_groups(meshes["fsdp"], meshes["tp"])
         return world
 
     def _merged(self, world: Any, name: str, parts: Tuple[str, ...]) -> Any:
@@ -221,6 +223,21 @@ class ParallelDims:
     def fsdp_mesh(self, world_mesh: Any) -> Any:
         """:func:`fsdp_mesh` of these degrees."""
         return fsdp_mesh(world_mesh, self)
+
+
+def _tp_fsdp_groups(fsdp: Any, tp: Any) -> None:
+    """Create, on every rank in the same order, the groups of the 2-D ``(fsdp, tp)`` slices ``fully_shard``
+    takes for TP-sharded parameters (``hyper_parallel.fsdp.units.find_parent_mesh``): in a world of more than
+    two dims (``(dp_shard, cp, tp)``, ``(pp, dp_shard, tp)`` ...) each rank slices its own, and a group is
+    created by every rank of the world (gloo)."""
+    from hyper_parallel.core.process_group import get_or_create_group, get_rank  # noqa  # pylint: disable=C0415
+    from hyper_parallel.fsdp.units import find_parent_mesh  # pylint: disable=import-outside-toplevel
+    parent, dp_name, tp_name = find_parent_mesh(fsdp, tp, get_rank(platform=fsdp.platform), "")
+    topo = parent.topology
+    pair = (topo.dim_index(dp_name), topo.dim_index(tp_name))
+    for dims in (pair, pair[::-1]):
+        for rank in topo.ranks:
+            get_or_create_group(topo.sub(dims, rank).ranks, parent.platform)
 
 
 def fsdp_mesh(world_mesh: Any, dims: Any) -> Any:

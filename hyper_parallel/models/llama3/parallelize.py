@@ -247,7 +247,10 @@ def pipeline_llama(model, *, schedule: str = "1F1B", n_microbatches: int, pp_gro
     explicit ``layers_per_stage`` list, one entry per stage summing to the layer count), build this
     rank's ``PipelineStage`` s and the ``schedule``. Returns ``(schedule, stage_modules)``; apply TP/FSDP to
     the stage modules before calling ``step``. ``loss_fn`` defaults to the model's next-token loss; ``device``
-    (the stages' device) to where the model's parameters are."""
+    (the stages' device) to where the model's parameters are. Keyword inputs of ``step`` (``position_ids``,
+    ``attention_mask``) reach every stage of the ranks that pass them (``PipelineStage.pass_kwargs_to_all``):
+    pass them on every pipeline rank, with ``kwargs_chunk_spec`` ``{"position_ids": None}`` for positions shared
+    by every row (e.g. context-parallel shards)."""
     import torch.distributed as dist
     from hyper_parallel.pipeline.api import PipelineStage, get_schedule_class
     from hyper_parallel.pipeline.schedules import generate_schedule
@@ -267,6 +270,8 @@ def pipeline_llama(model, *, schedule: str = "1F1B", n_microbatches: int, pp_gro
     if device is None:  # where the model's parameters live (PipelineStage's default for a meta-device model)
         device = next((p.device for p in model.parameters() if p.device.type != "meta"), None)
     stages = [PipelineStage(part, s, plan.num_stages, device, group=pp_group) for part, s in zip(parts, mine)]
+    for stage in stages:  # position ids / padding mask: every stage's layers need them (pass them on every rank)
+        stage.pass_kwargs_to_all = True
     if getattr(model.config, "tie_word_embeddings", False):
         _tie_across_stages(parts, mine, plan, stages, pp_group)
     loss = loss_fn if loss_fn is not None else type(model).loss

@@ -107,6 +107,10 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
             of ``group`` (stages on meshes of different sizes), it is the stage's mesh over exactly them.
         input_placements: with stages on meshes of different sizes, the placements the stage's inputs take
             on ``device_mesh`` (default ``Replicate`` on every mesh dim).
+
+    Attribute ``pass_kwargs_to_all`` (default False): when True, a non-first stage is called with the
+    ``step()`` keyword inputs as well (split into microbatches like stage 0's, on every rank that passes
+    them): inputs every stage needs, e.g. a decoder's position ids (RoPE runs in every layer).
     """
 
     def __init__(self, submodule: nn.Module, stage_index: int, num_stages: int, device=None, input_args=None,
@@ -290,19 +294,7 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
         if self.is_first:
             ins, kwargs = _flatten(args0, "stage 0 input") if args0 else (), kwargs0
         else:
-            kwargs = {}
-            prev = self.local_stages.get(self.stage_index - 1)
-            if self.static_in is not None and static:
-                self.in_meta = self.static_in
-            elif prev is not None:
-                self.in_meta = prev.out_meta
-            else:
-                self.in_meta = self._recv_object(self._peer(self.stage_index - 1))
-            self._boundaries.clear()
-            prev_pos = self.stage_to_rank[self.stage_index - 1]
-            ins = self.unpack_recv("fwd", -1, [torch.zeros_like(op.tensor) for op in self.recv_ops("fwd", -1,
-                                                                                                    prev_pos)])
-            self._leaves.pop(-1, None)
+            ins, kwargs = self._infer_inputs(static), kwargs0 if self.pass_kwargs_to_all else {}
         if self.static_out is not None:
             self.out_meta = self.static_out
         else:
@@ -327,6 +319,21 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
         finally:
             for m, mode in modes:
                 m.training = mode
+
+    def _infer_inputs(self, static: bool):
+        """A later stage's shape-inference inputs: zeros of the previous stage's output metadata."""
+        prev = self.local_stages.get(self.stage_index - 1)
+        if self.static_in is not None and static:
+            self.in_meta = self.static_in
+        elif prev is not None:
+            self.in_meta = prev.out_meta
+        else:
+            self.in_meta = self._recv_object(self._peer(self.stage_index - 1))
+        self._boundaries.clear()
+        prev_pos = self.stage_to_rank[self.stage_index - 1]
+        ins = self.unpack_recv("fwd", -1, [torch.zeros_like(op.tensor) for op in self.recv_ops("fwd", -1, prev_pos)])
+        self._leaves.pop(-1, None)
+        return ins
 
     def _send_object(self, obj, peer: int) -> None:
         data = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)

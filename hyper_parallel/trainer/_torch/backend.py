@@ -256,18 +256,33 @@ class TorchTrainerBackend:
         parts = self.model if isinstance(self.model, list) else [self.model]
         return [p for part in parts for p in part.parameters()]
 
+    def _inputs(self, rows: List[List[int]]):
+        """Input ids, labels (shifted by one) and RoPE positions of ``rows``; under CP this rank's load-balanced
+        sequence shards of each (the positions say where each kept token sits in the whole sequence)."""
+        batch = torch.tensor(rows, dtype=torch.long, device=self.device)
+        ids, labels = batch[:, :-1], batch[:, 1:]
+        pos = torch.arange(ids.shape[1], device=self.device)
+        if self._cp_mesh is not None:
+            from hyper_parallel.cp import context_parallel_shard  # pylint: disable=import-outside-toplevel
+            ids, labels, pos = context_parallel_shard(  # pylint: disable=unbalanced-tuple-unpacking
+                self._cp_mesh, [ids, labels, pos], [1, 1, 0], load_balance=self._cp_load_balance)
+        return ids, labels, pos
+
     def _pp_pass(self, rows: List[List[int]], train: bool) -> float:
         """One schedule pass over ``rows`` (split into ``pp_microbatches``): ``step`` (forward + backward) or
-        ``eval`` (the forward-only schedule); the mean microbatch loss on the last stage's rank, else 0."""
+        ``eval`` (the forward-only schedule); the mean microbatch loss on the last stage's rank, else 0. Every
+        stage gets the (CP-sharded) positions, one row per sample so they split into microbatches with the batch:
+        each stage's layers apply RoPE."""
         if rows and isinstance(rows[0], dict):  # SFT rows: positions and the document mask reach every stage
             from hyper_parallel.trainer._torch.finetune import sft_pp_pass  # pylint: disable=C0415
             return sft_pp_pass(self, rows, train)
-        batch = torch.tensor(rows, dtype=torch.long, device=self.device)
+        ids, labels, pos = self._inputs(rows)
+        pos = pos.expand(ids.shape[0], -1)
         losses: List[Any] = []
         run = self._schedule.step if train else self._schedule.eval
         with self._autocast():
-            run(batch[:, :-1] if self._pp_first else None, target=batch[:, 1:] if self._pp_last else None,
-                losses=losses, return_outputs=False)
+            run(ids if self._pp_first else None, target=labels if self._pp_last else None,
+                losses=losses, return_outputs=False, position_ids=pos)
         return sum(float(x) for x in losses) / len(losses) if losses else 0.0
 
     def _pp_all_ranks(self, value: float) -> float:
@@ -396,13 +411,7 @@ class TorchTrainerBackend:
         if rows and isinstance(rows[0], dict):  # SFT rows (hyper_parallel.trainer.sft)
             from hyper_parallel.trainer._torch.finetune import sft_loss  # pylint: disable=import-outside-toplevel
             return sft_loss(self, rows)
-        batch = torch.tensor(rows, dtype=torch.long, device=self.device)
-        ids, labels = batch[:, :-1], batch[:, 1:]
-        pos = torch.arange(ids.shape[1], device=self.device)
-        if self._cp_mesh is not None:
-            from hyper_parallel.cp import context_parallel_shard  # pylint: disable=import-outside-toplevel
-            ids, labels, pos = context_parallel_shard(  # pylint: disable=unbalanced-tuple-unpacking
-                self._cp_mesh, [ids, labels, pos], [1, 1, 0], load_balance=self._cp_load_balance)
+        ids, labels, pos = self._inputs(rows)
         with self._autocast():
             logits = self.model(ids, position_ids=pos)
             loss_fn = getattr(type(self.model), "loss", None) or (

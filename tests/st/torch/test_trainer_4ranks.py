@@ -85,3 +85,38 @@ def test_parallel_dims_builds_the_named_meshes_once():
     assert pp_tp.mesh("dp") is None and pp_tp.mesh("loss") is None
     with pytest.raises(ValueError, match="merge_mesh_dims: \\('pp', 'tp'\\) are not adjacent dims"):
         merge_mesh_dims(world, ("pp", "tp"), "pp_tp")
+
+
+#: layouts the trainer composed wrongly or refused (issue 33): PP x CP (the pipeline path now shards the batch and
+#: gives every stage the CP positions; Interleaved1F1B: a rank holds a first and a later stage), TP x CP and
+#: DDP x TP (TP x FSDP on a 2-D slice of the 3-D world mesh)
+COMPOSED = {
+    "pp2_cp2_interleaved": ("pp.toml", {"parallelism.pp": 2, "parallelism.cp": 2, "model.flavor": "small",
+                                        "parallelism.pp_schedule": "Interleaved1F1B", "parallelism.pp_microbatches": 2,
+                                        "metrics.eval_every": 2}),
+    "tp2_cp2_allgather": ("tp.toml", {"parallelism.cp": 2, "parallelism.cp_method": "allgather"}),
+    "dp_replicate2_tp2": ("tp.toml", {"parallelism.dp_replicate": 2}),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(COMPOSED))
+@multi_rank(world_size=4, timeout=300)
+def test_composed_layout_matches_one_process(tmp_path, cache_dir, layout):
+    """Each layout trains 3 steps on 4 ranks; every step's loss and gradient norm (and the evaluation loss) equal
+    one process training the same global batches (fp32, 2e-5 relative)."""
+    import torch.distributed as dist
+    from hyper_parallel.trainer.api import LLMTrainer, derived_config
+    name, extra = COMPOSED[layout]
+    overrides = {**SMALL, "model.flavor": "debug", "job.nproc": 4, "metrics.eval_every": 0, **extra,
+                 "job.out_dir": str(tmp_path / "run"), "data.cache_dir": cache_dir}
+    cfg = load_config(os.path.join(ROOT, "configs", name), list(overrides.items()))
+    history = LLMTrainer(cfg).train()
+    if dist.get_rank() == 0:
+        single_cfg = derived_config(cfg, parallelism={"dp_replicate": 1, "dp_shard": -1, "tp": 1, "cp": 1, "pp": 1},
+                                    metrics={"jsonl": False}, job={"out_dir": str(tmp_path / "single")})
+        single = LLMTrainer(single_cfg, distributed=False).train()
+        assert len(history) == len(single) == 3
+        for a, b in zip(history, single):
+            for key in ("loss", "grad_norm") + (("eval_loss",) if "eval_loss" in b else ()):
+                assert abs(a[key] - b[key]) <= 2e-5 * abs(b[key]), (layout, a["step"], key, a[key], b[key])
+    dist.barrier()
