@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from hyper_parallel.cp.load_balance import LoadBalancer, SeqLayout, make_load_balancer
+from hyper_parallel.cp.load_balance import LoadBalancer, SeqLayout, SequenceLengthError, make_load_balancer
 from hyper_parallel.cp.select import METHODS, select_method
 
 __all__ = ["CPState", "CPMode", "context_parallel", "context_parallel_shard", "context_parallel_unshard",
@@ -75,6 +75,25 @@ class CPState:
         self.group, self.rank, self.size = _mesh_group(self.mesh, self.what)
         _check_method(self.method, self.async_, self.what)
         self._layouts: Dict[int, SeqLayout] = {}
+
+    def local_layout(self, local_len: int, what: str, device=None) -> SeqLayout:
+        """The layout of the global sequence whose shard on this rank has ``local_len`` positions. The CP ranks
+        first compare their lengths (one 8-byte all-gather per call, before any attention exchange: a cached
+        answer could let one rank skip the check while another, whose length changed, waits in it): shards of
+        different lengths (an uneven split such as ``torch.chunk`` / ``Shard`` of 31 tokens into 16 + 15)
+        raise :class:`SequenceLengthError` on every rank."""
+        import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+        mine = torch.tensor([local_len], dtype=torch.int64, device=device)
+        every = torch.empty(self.size, dtype=torch.int64, device=device)
+        dist.all_gather_into_tensor(every, mine, group=self.group)
+        lengths = every.tolist()
+        if len(set(lengths)) > 1:
+            raise SequenceLengthError(
+                f"{what}: the {self.size} CP ranks hold sequence shards of lengths {lengths} (a global sequence of "
+                f"{sum(lengths)} split unevenly); every rank must hold seq_len / cp positions: pad the sequence to a "
+                f"multiple of {self.balancer.required_multiple(self.size)} and shard it with context_parallel_shard "
+                "(see docs/cp.md, 'Lengths that do not divide')")
+        return self.layout(local_len * self.size, what)
 
     def layout(self, seq_len: int, what: str = "attention input") -> SeqLayout:
         """The (cached) layout of a global sequence of ``seq_len``."""
@@ -355,7 +374,8 @@ def cp_sdpa(state: CPState, query, key, value, attn_mask=None, dropout_p=0.0, is
         attn_mask = _unwrap(attn_mask)[0]
     _check_sdpa_args(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa)
     seq_len = q.shape[-2] * state.size
-    layout = state.layout(seq_len, f"query {tuple(q.shape)} x cp={state.size}")
+    layout = state.local_layout(q.shape[-2], f"context parallel attention: query {tuple(q.shape)} x cp={state.size}",
+                                q.device)
     method = state.resolve_method(seq_len, q.shape[-3], k.shape[-3], q.shape[-1], q.element_size())
     mask = _prepare_mask(attn_mask, q, seq_len, layout, state.rank, method)
     if method == "alltoall":

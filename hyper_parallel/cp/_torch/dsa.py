@@ -269,14 +269,14 @@ def _positions(state: CPState, layout, device) -> torch.Tensor:
 
 @register_cp_op(dsa_index_scores, "dsa_index_scores")
 def _cp_index_scores(state: CPState, q_idx, k_idx, weights, causal=True):
-    layout = state.layout(q_idx.shape[1] * state.size, f"dsa_index_scores q_idx {tuple(q_idx.shape)}")
+    layout = state.local_layout(q_idx.shape[1], f"dsa_index_scores q_idx {tuple(q_idx.shape)}", q_idx.device)
     k_all = _gather(k_idx, 1, state, layout)
     return _scores(q_idx, k_all, weights, _positions(state, layout, q_idx.device), causal)
 
 
 @register_cp_op(dsa_sparse_attention, "dsa_sparse_attention")
 def _cp_sparse_attention(state: CPState, q, k, v, indices, valid, scale=None):
-    layout = state.layout(q.shape[2] * state.size, f"dsa_sparse_attention q {tuple(q.shape)}")
+    layout = state.local_layout(q.shape[2], f"dsa_sparse_attention q {tuple(q.shape)}", q.device)
     pending_k = _Gathered(k, 2, state, layout)
     pending_v = _Gathered(v, 2, state, layout)
     k_all = pending_k.wait()
@@ -291,7 +291,7 @@ def _cp_sparse_attention(state: CPState, q, k, v, indices, valid, scale=None):
 
 @register_cp_op(dsa_indexer_loss, "dsa_indexer_loss")
 def _cp_indexer_loss(state: CPState, q, k, scores, indices, valid, scale=None):
-    layout = state.layout(q.shape[2] * state.size, f"dsa_indexer_loss q {tuple(q.shape)}")
+    layout = state.local_layout(q.shape[2], f"dsa_indexer_loss q {tuple(q.shape)}", q.device)
     k_all = _gather(k, 2, state, layout)
     sc = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
     return _loss(q, _select(k_all, indices), scores, indices, valid, sc)

@@ -399,3 +399,36 @@ def test_activation_checkpoint_recomputes_cp_attention():
         for (name, a), b in zip(ours.named_parameters(), ref.parameters()):
             dist.all_reduce(a.grad)
             torch.testing.assert_close(a.grad / 2, b.grad, rtol=1e-5, atol=1e-6, msg=lambda m, n=name: f"{how} {n}: {m}")
+
+
+@multi_rank(world_size=2, timeout=180)
+def test_uneven_shards_raise_sequence_length_error_on_every_rank():
+    """31 tokens split 16 / 15 by the user (``torch.chunk``, or our ``Shard`` placement then ``to_local``) reach
+    CP attention (the module style of the Llama CP plan, every method): every rank raises ``SequenceLengthError``
+    naming both lengths, before any attention exchange (gloo used to abort a rank on the size mismatch). The group
+    stays usable: an even split afterwards trains as before."""
+    import torch
+    import torch.distributed as dist
+    import hyper_parallel as hp
+    from hyper_parallel.cp import SequenceLengthError, context_parallel_shard
+    from hyper_parallel.models.llama3.model import TINY_CONFIGS, LlamaForCausalLM
+    from hyper_parallel.models.llama3.parallelize import llama_cp_plan
+    from hyper_parallel.tp import parallelize_module
+    mesh = hp.init_device_mesh("cpu", (2,), mesh_dim_names=("cp",))
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    ids = torch.randint(0, TINY_CONFIGS["debug"].vocab_size, (1, 31))
+    dt_local = hp.distribute_tensor(ids.float(), mesh, [hp.Shard(1)]).to_local().long()
+    for method in ("ring", "allgather", "alltoall"):
+        model = LlamaForCausalLM(TINY_CONFIGS["debug"])
+        parallelize_module(model, mesh, llama_cp_plan(method))
+        for local in (torch.chunk(ids, 2, dim=1)[rank], dt_local):
+            assert local.shape[1] == (16, 15)[rank]
+            pos = torch.arange(16)[:local.shape[1]] + 16 * rank
+            with pytest.raises(SequenceLengthError, match=r"2 CP ranks hold sequence shards of lengths \[16, 15\] "
+                                                          r"\(a global sequence of 31 split unevenly\).*multiple of 4"):
+                model(local, position_ids=pos)
+        even = ids[:, :28]
+        shard, pos = context_parallel_shard(mesh, [even, torch.arange(28)], [1, 0])  # pylint: disable=W0632
+        out = model(shard, position_ids=pos)
+        assert out.shape == (1, 14, TINY_CONFIGS["debug"].vocab_size) and torch.isfinite(out).all()
