@@ -67,6 +67,7 @@ def parallelize_deepseek_v3(model, world_mesh, parallel_dims, **options):
                          "use FSDP / HSDP only or a config without MTP layers")
     if parallel_dims.tp > 1:
         check_mla_tp(model.config, parallel_dims.tp)
+    options.setdefault("fn_name", "parallelize_deepseek_v3")
     parallelize_llama3(model, world_mesh, parallel_dims, attention_plan=deepseek_attention_tp_plan, **options)
     if parallel_dims.tp > 1:  # after the TP styles: the hook sees the projection's local output
         shared_rope_key_grad(model, world_mesh["tp"].get_group())

@@ -344,10 +344,27 @@ def moe_stage_meshes(world_mesh, dims):
     return dense, expert, flat
 
 
+#: why a MoE model refuses a degree (one line each; see docs/moe.md, "Not done / limits")
+MOE_REFUSALS = {
+    "cp": "the experts' mesh (efsdp x ep) and their FSDP have no cp dim yet, and the balancing statistics are not "
+          "summed over the CP ranks; use cp = 1 with a MoE model",
+    "dp_replicate": "the experts' FSDP is 1-D over efsdp: HSDP (a replicate dim) of expert-parallel parameters is "
+                    "not implemented; use dp_shard instead of dp_replicate with a MoE model",
+}
+
+
+def _check_moe_layout(dims, fn_name: str) -> None:
+    """One line naming the degree a model with MoE layers does not compose with, and why."""
+    for key, why in MOE_REFUSALS.items():
+        value = getattr(dims, key)
+        if value > 1:
+            raise ValueError(f"{fn_name}: parallelism.{key}={value} with a MoE model: {why}")
+
+
 def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: bool = True,
                        loss_parallel: bool = False, cp_method: str = "ring", async_cp: bool = False,
                        cp_load_balance="headtail", activation=None, async_dispatch: bool = True,
-                       attention_plan=None, init_seed=None, **fsdp_kwargs):
+                       attention_plan=None, init_seed=None, fn_name: str = "parallelize_llama3", **fsdp_kwargs):
     """The registry's ``parallelize_fn`` (``get_model_spec("llama3").parallelize_fn``): apply every
     parallelism of ``parallel_dims`` (a ``hyper_parallel.models.ParallelDims``) to ``model`` on
     ``world_mesh`` (``parallel_dims.build_mesh()``), TorchTitan order: TP + SP (+ loss parallel) on
@@ -359,8 +376,10 @@ def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: b
     q/k/v/o ones (a model with another attention). ``init_seed``: the model was built on the meta device
     (``hyper_parallel.models.init_empty_weights``): after the whole plan (TP/CP/EP and FSDP applied on
     the meta device), ``init_parameters(model, seed=init_seed)`` materialises only each rank's local
-    shards (the same full weights on any layout). Returns the model (apply it to each pipeline stage module under
-    PP)."""
+    shards (the same full weights on any layout). ``fn_name``: the registry function named in errors (a
+    model's own ``parallelize_fn`` passes its name). A model with MoE layers refuses ``cp > 1`` and
+    ``dp_replicate > 1`` with one line naming the degree and why (:data:`MOE_REFUSALS`). Returns the model
+    (apply it to each pipeline stage module under PP)."""
     dims = parallel_dims
 
     def before_fsdp(module) -> None:
@@ -369,10 +388,7 @@ def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: b
             apply_activation_policy(module, activation)
 
     if model.config.moe is not None:
-        if dims.cp > 1 or dims.dp_replicate > 1:
-            raise ValueError(f"parallelize_llama3: a model with MoE layers supports pp x dp_shard x tp x ep (no CP or "
-                             f"HSDP dp_replicate yet: the expert mesh and the experts' FSDP have no replicate / "
-                             f"cp dim), got {dims}")
+        _check_moe_layout(dims, fn_name)
         meshes = moe_stage_meshes(world_mesh, dims) if dims.pp > 1 and dims.dp_shard * dims.tp > 1 else None
         mesh = meshes[0] if meshes else _moe_dense_mesh(world_mesh, dims)
         if mesh is None:  # one rank per stage: nothing to distribute

@@ -13,6 +13,7 @@ def parallelize_qwen3(model, world_mesh, parallel_dims, **options):
     """The registry's ``parallelize_fn`` for Qwen3 and Qwen3-MoE (see
     :func:`hyper_parallel.models.llama3.parallelize.parallelize_llama3` for ``options``; the QK-norm TP
     entries come with the config's ``qk_norm``)."""
+    options.setdefault("fn_name", "parallelize_qwen3")
     return parallelize_llama3(model, world_mesh, parallel_dims, **options)
 
 

@@ -12,6 +12,7 @@ __all__ = ["parallelize_qwen3_moe", "pipeline_qwen3_moe", "parallelize_llama_moe
 def parallelize_qwen3_moe(model, world_mesh, parallel_dims, **options):
     """The registry's ``parallelize_fn`` for Qwen3-MoE: ``parallel_dims.ep`` expert-parallel ranks
     borrowed from ``dp_shard * tp`` (see :func:`parallelize_llama3` for ``options``)."""
+    options.setdefault("fn_name", "parallelize_qwen3_moe")
     return parallelize_llama3(model, world_mesh, parallel_dims, **options)
 
 
