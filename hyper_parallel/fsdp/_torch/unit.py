@@ -20,12 +20,14 @@ autograd saved for the unsharded parameters do not move.
 """
 from __future__ import annotations
 
+import weakref
 from typing import List, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
 from torch._C import DisableTorchFunctionSubclass
 
+from hyper_parallel.core import process_group as _pg
 from hyper_parallel.core.spec import DTensorSpec
 from hyper_parallel.fsdp.api import FlatLayout, MixedPrecisionPolicy, dtype_groups, resolve_reduce_dtype
 from hyper_parallel.platform.base import CollectiveError
@@ -103,6 +105,21 @@ def _reduce_mode(group) -> str:
     return mode
 
 
+#: every live MeshInfo: ``destroy_process_group()`` makes them drop their groups (a model still alive then
+#: would otherwise keep gloo's groups and worker threads until interpreter exit, where tearing them down can
+#: abort the process: "terminate called without an active exception")
+_LIVE: "weakref.WeakSet[MeshInfo]" = weakref.WeakSet()
+
+
+def _release_groups() -> None:
+    for info in list(_LIVE):
+        info.shard_group = info.rep_group = info.reduce_group = info.pf_group = None
+    _LIVE.clear()
+
+
+_pg.ON_DESTROY.append(_release_groups)
+
+
 class MeshInfo:
     """The groups of a unit: shard group (FSDP dim), replicate group (HSDP) and post-forward group."""
 
@@ -133,6 +150,7 @@ class MeshInfo:
         self.pf_position = 0
         if 1 < post_forward_k < self.shard_size:
             self._make_post_forward_groups(post_forward_k)
+        _LIVE.add(self)
 
     def _make_post_forward_groups(self, k: int) -> None:
         from hyper_parallel.core.process_group import get_or_create_group

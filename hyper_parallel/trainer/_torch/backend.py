@@ -512,8 +512,11 @@ class TorchTrainerBackend:
         prof.export_chrome_trace(path)
 
     def shutdown(self) -> None:
-        """Destroy the process group this backend started."""
+        """Destroy the process group this backend started, through ``hyper_parallel.destroy_process_group`` (the
+        meshes, plan caches and FSDP units then drop their groups: gloo's threads end now, not at interpreter
+        exit where tearing them down can abort a rank)."""
         if self._init_mode and dist.is_initialized():
             dist.barrier()
-            dist.destroy_process_group()
+            from hyper_parallel.core.process_group import destroy_process_group  # noqa  # pylint: disable=C0415
+            destroy_process_group()
             self._init_mode = False
