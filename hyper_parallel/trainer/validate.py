@@ -69,14 +69,6 @@ REFUSALS: Tuple[Refusal, ...] = (
     Refusal("parallelism.dp_replicate", "model.name", lambda f: f.moe and f["dp_replicate"] > 1,
             "a model with MoE layers runs pp x dp_shard x tp x ep only: the expert mesh and the experts' FSDP "
             "have no replicate (HSDP) dim yet"),
-    Refusal("parallelism.tp", "parallelism.cp", lambda f: not f.moe and f["tp"] > 1 and f["cp"] > 1
-            and f["dp_shard"] == 1,
-            "fully_shard needs its data-parallel mesh ('cp',) and the TP mesh to be slices of one named 2-D mesh, "
-            "which the trainer's meshes do not build yet"),
-    Refusal("parallelism.tp", "parallelism.dp_replicate", lambda f: not f.moe and f["tp"] > 1
-            and f["dp_replicate"] > 1,
-            "fully_shard takes TP-sharded parameters on a 1-D data-parallel mesh that is a slice of one named 2-D "
-            "mesh with the TP mesh; DDP / HSDP over dp_replicate is not such a mesh yet"),
     Refusal("parallelism.etp", "parallelism.ep", lambda f: f["etp"] > 1,
             "the trainer does not build the [ep, tp] expert mesh (ETP) yet; set parallelism.etp = 1"),
     Refusal("parallelism.ep", "model.name", lambda f: f["ep"] > 1 and not f.moe,

@@ -94,10 +94,6 @@ def _refusal_configs():
                                            "--model.flavor", "debug_moe"),
         ("parallelism.dp_replicate", "model.name"): ("--job.nproc", 2, "--parallelism.dp_shard", 1,
                                                      "--parallelism.dp_replicate", 2, "--model.flavor", "debug_moe"),
-        ("parallelism.tp", "parallelism.cp"): ("--job.nproc", 4, "--parallelism.dp_shard", 1, "--parallelism.cp", 2,
-                                               "--parallelism.tp", 2),
-        ("parallelism.tp", "parallelism.dp_replicate"): ("--job.nproc", 4, "--parallelism.dp_shard", 1,
-                                                         "--parallelism.dp_replicate", 2, "--parallelism.tp", 2),
         ("parallelism.etp", "parallelism.ep"): ("--job.nproc", 2, "--parallelism.dp_shard", 1, "--parallelism.tp", 2,
                                                 "--parallelism.ep", 2, "--parallelism.etp", 2, "--model.flavor",
                                                 "debug_moe"),
@@ -128,6 +124,15 @@ def test_every_refusal_fires_and_names_both_settings():
         assert (second + " = " in message) or (second == "parallelism" and "parallelism.tp = 2" in message), message
         why = next(r.why for r in REFUSALS if (r.first, r.second) == (first, second))
         assert message.endswith(why)
+
+
+def test_lifted_layouts_pass_validation():
+    """TP x CP and DDP x TP (refused before: the trainer's meshes had no 2-D (cp, tp) / (dp_replicate, tp) slice for
+    fully_shard) and PP x CP now train like one process (tests/st/torch/test_trainer_4ranks.py): no refusal."""
+    for args in (("--parallelism.dp_shard", 1, "--parallelism.cp", 2, "--parallelism.tp", 2),
+                 ("--parallelism.dp_shard", 1, "--parallelism.dp_replicate", 2, "--parallelism.tp", 2),
+                 ("--parallelism.dp_shard", 1, "--parallelism.pp", 2, "--parallelism.cp", 2)):
+        validate_job(_cfg("--job.nproc", 4, *args))
 
 
 def _hp_train(*args, env_extra=None):
