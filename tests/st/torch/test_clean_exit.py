@@ -12,7 +12,7 @@ import sys
 import textwrap
 
 SCRIPT = '''
-import json, os
+import json, os, sys
 import torch
 import hyper_parallel as hp
 from hyper_parallel.fsdp._torch.fully_shard import fully_shard
@@ -27,8 +27,9 @@ model = fully_shard(torch.nn.Linear(4, 4), mesh=mesh)
 model(torch.ones(2, 4)).sum().backward()
 before = gloo_threads()
 hp.destroy_process_group()
-print(json.dumps({"rank": int(os.environ["RANK"]), "before": before, "after": gloo_threads(),
-                  "model_alive": model is not None}), flush=True)
+with open(os.path.join(sys.argv[1], f"rank{os.environ['RANK']}.json"), "w") as fh:
+    json.dump({"rank": int(os.environ["RANK"]), "before": before, "after": gloo_threads(),
+               "model_alive": model is not None}, fh)
 '''
 
 
@@ -36,12 +37,14 @@ def test_destroy_with_a_live_fsdp_model_frees_gloo_threads_and_every_rank_exits_
     script = tmp_path / "run.py"
     script.write_text(textwrap.dedent(SCRIPT))
     for attempt in range(3):
+        out = tmp_path / f"attempt{attempt}"
+        out.mkdir()
         proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                               str(script)], capture_output=True, text=True, timeout=240, check=False)
+                               str(script), str(out)], capture_output=True, text=True, timeout=240, check=False)
         assert proc.returncode == 0, (attempt, proc.stderr[-3000:])
         assert "terminate called" not in proc.stderr, (attempt, proc.stderr[-3000:])
-        rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-        assert sorted(r["rank"] for r in rows) == [0, 1], proc.stdout
+        rows = [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
+        assert [r["rank"] for r in rows] == [0, 1], rows
         for row in rows:
             assert row["before"] and row["model_alive"], row  # the check needs live threads and a live model
             assert row["after"] == [], row
