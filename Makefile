@@ -6,7 +6,8 @@ STAMP := $(VENV)/.hp-installed
 NPROC ?= 2
 export PYTHONUNBUFFERED := 1
 
-.PHONY: demo tour test ut st agent gate bench coverage matrix install clean multinode package finetune bench-finetune
+.PHONY: demo tour test ut st agent gate bench coverage matrix install clean multinode package finetune bench-finetune \
+	llamafactory-check llamafactory-bench
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -75,5 +76,28 @@ matrix: $(STAMP)
 	$(PY) -m hyper_parallel.devtools.composition run --jobs $(MATRIX_JOBS) --timeout 600
 	$(PY) -m hyper_parallel.devtools.composition doc
 
+## llamafactory-check: LlamaFactory 0.9.5 itself (its own venv, .venv-llamafactory, built once) runs
+## `llamafactory-cli train` with use_hyper_parallel on 2 (HSDP: 4) CPU ranks against its one-process run
+## (examples/llamafactory/check.py; ~8-15 min on 2 busy cores, the venv build ~5 min more the first time)
+LF_VENV ?= .venv-llamafactory
+LF_STAMP := $(LF_VENV)/.hp-llamafactory-installed
+LF_WORK ?= runs/llamafactory-check
+
+$(LF_STAMP): pyproject.toml
+	@test -x $(LF_VENV)/bin/python || $(PYTHON) -m venv $(LF_VENV)
+	$(LF_VENV)/bin/python -m pip install -q --upgrade pip
+	$(LF_VENV)/bin/python -m pip install -q torch==2.13.0 llamafactory==0.9.5
+	@# the torchvision / torchaudio it pulls are CUDA builds that do not load against the CPU torch
+	$(LF_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio
+	$(LF_VENV)/bin/python -m pip install -q -e .
+	@touch $(LF_STAMP)
+
+llamafactory-check: $(LF_STAMP)
+	$(LF_VENV)/bin/python examples/llamafactory/check.py $(LF_WORK)
+
+## llamafactory-bench: LlamaFactory SFT tokens/s, use_hyper_parallel vs its own FSDP2 (accelerate) path, 2 ranks
+llamafactory-bench: $(LF_STAMP)
+	$(LF_VENV)/bin/python benchmarks/integration_llamafactory.py $(LF_WORK)-bench
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(LF_VENV) build *.egg-info .pytest_cache

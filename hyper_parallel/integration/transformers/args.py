@@ -77,6 +77,15 @@ class HyperParallelArguments:  # pylint: disable=too-many-instance-attributes
         _check_int("cp_size", self.cp_size, 1)
         _check_int("dp_replicate_size", self.dp_replicate_size, 1)
         _check_int("dp_shard_size", self.dp_shard_size, 1, allow_minus_one=True)
+        self._check_precision()
+        self._check_activation()
+        wm = self.wrap_modules
+        if wm is not None and (not isinstance(wm, list) or not all(isinstance(n, str) and n for n in wm)):
+            raise _fail("wrap_modules", f"expected a list of module class names, got {wm!r}")
+        if self.seed is not None:
+            _check_int("seed", self.seed, 0)
+
+    def _check_precision(self) -> None:
         for key in ("param_dtype", "reduce_dtype"):
             value = getattr(self, key)
             if value is not None and value not in DTYPES:
@@ -86,6 +95,8 @@ class HyperParallelArguments:  # pylint: disable=too-many-instance-attributes
             raise _fail("reshard_after_forward", f"expected true, false or a positive int, got {rao!r}")
         if not isinstance(self.cpu_offload, bool):
             raise _fail("cpu_offload", f"expected true or false, got {self.cpu_offload!r}")
+
+    def _check_activation(self) -> None:
         if self.activation_mode not in ACTIVATION_MODES:
             close = difflib.get_close_matches(str(self.activation_mode), ACTIVATION_MODES, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -96,11 +107,6 @@ class HyperParallelArguments:  # pylint: disable=too-many-instance-attributes
         if "mode" in self.activation:
             raise _fail("activation.mode", "give the mode as activation_mode")
         self.activation_config()  # validates the block now, not at the first step
-        wm = self.wrap_modules
-        if wm is not None and (not isinstance(wm, list) or not all(isinstance(n, str) and n for n in wm)):
-            raise _fail("wrap_modules", f"expected a list of module class names, got {wm!r}")
-        if self.seed is not None:
-            _check_int("seed", self.seed, 0)
 
     # ------------------------------------------------------------------ construction
     @classmethod
