@@ -16,6 +16,7 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import List, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "examples", "llamafactory"))
@@ -72,7 +73,8 @@ def _run(work, name, steps, backend):
     return metrics["effective_tokens_per_sec"], metrics["train_runtime"], wall, losses[-1]
 
 
-def main(argv=None) -> None:
+def main(argv: Optional[List[str]] = None) -> None:
+    """Interleaved rounds; prints the table and the median ratio."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("work")
     parser.add_argument("--rounds", type=int, default=3)

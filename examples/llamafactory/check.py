@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import time
+from typing import Any, Dict, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -71,7 +72,7 @@ def _yaml(work, name, model, ranks, hp, extra):
     return path
 
 
-def lf_env(ranks):
+def lf_env(ranks: int) -> Dict[str, str]:
     """The environment of a ``llamafactory-cli train`` run: the torchaudio stub, torchrun on PATH, the ranks."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([os.path.join(HERE, "stub"), ROOT, env.get("PYTHONPATH", "")])
@@ -84,7 +85,7 @@ def lf_env(ranks):
     return env
 
 
-def train(work, name, timeout=900):
+def train(work: str, name: str, timeout: float = 900) -> float:
     """Run one ``llamafactory-cli train``; returns the wall time (s). Raises with the log's tail on failure."""
     model, ranks, hp, _, extra = RUNS[name]
     path = _yaml(work, name, model, ranks, hp, extra)
@@ -103,14 +104,14 @@ def train(work, name, timeout=900):
     return took
 
 
-def history(work, name):
+def history(work: str, name: str) -> Tuple[List[float], List[float]]:
     """Per-step (loss, grad_norm) from the run's ``trainer_state.json``."""
     with open(os.path.join(work, name, "trainer_state.json"), encoding="utf-8") as fh:
         logs = [h for h in json.load(fh)["log_history"] if "loss" in h]
     return [h["loss"] for h in logs], [h["grad_norm"] for h in logs]
 
 
-def weights(folder):
+def weights(folder: str) -> Dict[str, Any]:
     """The exported safetensors of a run (one file or an index)."""
     from safetensors.torch import load_file
     out = {}
@@ -120,7 +121,7 @@ def weights(folder):
     return out
 
 
-def compare(work, name):
+def compare(work: str, name: str) -> Tuple[float, float, float]:
     """Differences of ``name`` against its reference: (max |loss diff|, max rel grad-norm diff, max |w diff|)."""
     ref = RUNS[name][3]
     (la, na), (lb, nb) = history(work, name), history(work, ref)
@@ -135,7 +136,7 @@ def compare(work, name):
     return dl, dn, dw
 
 
-def check_export_loads(work, name):
+def check_export_loads(work: str, name: str) -> Tuple[str, float]:
     """``AutoModelForCausalLM.from_pretrained`` on our export: its logits equal the reference export's."""
     import torch
     import transformers
@@ -149,7 +150,7 @@ def check_export_loads(work, name):
     return type(ours).__name__, diff
 
 
-def _needed(names):
+def _needed(names: List[str]) -> List[str]:
     """``names`` with the runs they compare against (and resume from) first."""
     needed = []
     for n in names:
@@ -159,7 +160,7 @@ def _needed(names):
     return needed
 
 
-def report(work, names):
+def report(work: str, names: List[str]) -> List[str]:
     """Print the comparison table; returns the names that differ."""
     failed = []
     print(f"\n{'run':28s} {'ranks':>5s} {'max|dloss|':>11s} {'max rel dgrad_norm':>19s} {'max|dw|':>10s}")
@@ -178,7 +179,8 @@ def report(work, names):
     return failed
 
 
-def main(argv=None):
+def main(argv: Optional[List[str]] = None) -> int:
+    """Train what is asked, print the table; 1 when a run differs from its reference."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("work", help="work folder (models, outputs, logs)")
     parser.add_argument("--only", nargs="*", help="run these (with the references they need)")

@@ -26,14 +26,16 @@ def _texts():
     yield "Human: Assistant: System:"
 
 
-def tokenizer():
+def tokenizer() -> "transformers.PreTrainedTokenizerFast":
+    """A byte-level BPE trained on the two datasets, as a transformers fast tokenizer."""
     bpe = ByteLevelBPETokenizer()
     bpe.train_from_iterator(list(_texts()), vocab_size=400, min_frequency=1, special_tokens=SPECIAL)
     return transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, pad_token="<pad>", bos_token="<s>",
                                                 eos_token="</s>", unk_token="<unk>")
 
 
-def main(out) -> None:
+def main(out: str) -> None:
+    """Write both models and the tokenizer under ``out``."""
     tok = tokenizer()
     common = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, max_position_embeddings=256, pad_token_id=tok.pad_token_id,

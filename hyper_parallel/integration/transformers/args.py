@@ -169,6 +169,7 @@ class HyperParallelArguments:  # pylint: disable=too-many-instance-attributes
 
     @context_parallel_size.setter
     def context_parallel_size(self, value: int) -> None:
+        """Set ``cp_size`` (validated)."""
         _check_int("context_parallel_size", value, 1)
         self.cp_size = value
 

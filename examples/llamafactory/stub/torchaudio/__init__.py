@@ -10,6 +10,6 @@ calls it; put this folder on ``PYTHONPATH`` (``make llamafactory-check`` does) a
 __version__ = "0.0.0+hyper-parallel-stub"
 
 
-def load(*args, **kwargs):
+def load(*args: object, **kwargs: object) -> None:
     """Audio is not available in this environment."""
     raise RuntimeError("torchaudio stub (examples/llamafactory/stub): audio data needs a real torchaudio build")

@@ -44,7 +44,7 @@ class RepeatedBatchSampler(BatchSampler):
     peers gets the same batch; ``len`` counts the repeats. Shuffling still works: accelerate replaces a
     ``RandomSampler`` inside (``.sampler``) by its seeded one, the same on every rank."""
 
-    def __init__(self, sampler, batch_size: int, drop_last: bool, repeat: int) -> None:
+    def __init__(self, sampler: Any, batch_size: int, drop_last: bool, repeat: int) -> None:
         super().__init__(sampler, batch_size, drop_last)
         self.repeat = repeat
 
@@ -137,14 +137,14 @@ class HyperParallelTrainerMixin:
         if not isinstance(model, HSDPModule):
             model.to(device)
 
-    def create_optimizer(self, *args: Any, **kwargs: Any):
+    def create_optimizer(self, *args: Any, **kwargs: Any) -> Any:
         """The Trainer's optimizer over the sharded parameters, stepping on local shards."""
         optimizer = super().create_optimizer(*args, **kwargs)
         wrap_optimizer_with_skip_dtensor_dispatch(optimizer)
         getattr(optimizer, "optimizer", optimizer).__dict__["_hp_model"] = self.model
         return optimizer
 
-    def training_step(self, model, inputs, *args: Any, **kwargs: Any):
+    def training_step(self, model: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
         """One micro-step; gradients are reduced only on the last micro-step of the accumulation."""
         sync = bool(getattr(self.accelerator, "sync_gradients", True))
         if isinstance(model, HSDPModule):
