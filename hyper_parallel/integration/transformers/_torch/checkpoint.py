@@ -14,7 +14,8 @@ import torch.distributed as dist
 from torch import nn
 
 __all__ = ["HP_CHECKPOINT_DIR", "SCHEDULER_NAME", "save_hsdp_checkpoint", "load_hsdp_model",
-           "load_hsdp_optimizer_and_scheduler", "export_to_hf_format", "full_state_dict", "base_model_class"]
+           "load_hsdp_optimizer_and_scheduler", "export_to_hf_format", "full_state_dict", "base_model_class",
+           "tied_duplicates"]
 
 #: Sub-folder of a ``checkpoint-N`` folder holding our sharded model + optimizer checkpoint.
 HP_CHECKPOINT_DIR = "hyper_parallel"
@@ -97,6 +98,16 @@ def full_state_dict(model: nn.Module) -> dict:
     return ckpt.get_model_state_dict(model, options=opts)
 
 
+def tied_duplicates(model: nn.Module) -> list:
+    """Names of parameters that are the same object as an earlier one (tied embeddings: ``lm_head.weight``)."""
+    seen, out = set(), []
+    for name, param in model.named_parameters(remove_duplicate=False):
+        if id(param) in seen:
+            out.append(name)
+        seen.add(id(param))
+    return out
+
+
 def base_model_class(model: nn.Module) -> type:
     """The model's own class (``fully_shard`` turns it into ``FSDP<Class>``)."""
     from hyper_parallel.fsdp._torch.fully_shard import FSDPModule
@@ -111,6 +122,8 @@ def export_to_hf_format(model: nn.Module, processing_class: Any, save_dir: str) 
     safetensors, ``config.json`` (architectures: the model's own class), ``generation_config.json`` and the
     tokenizer / processor (``processing_class.save_pretrained``). Every rank must call it; rank 0 writes."""
     state = full_state_dict(model)
+    for name in tied_duplicates(model):  # tied embeddings are written once, as save_pretrained does
+        state.pop(name, None)
     if _rank() == 0:
         os.makedirs(save_dir, exist_ok=True)
         cls = type(model)
