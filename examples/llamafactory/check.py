@@ -135,7 +135,7 @@ def compare(work: str, name: str) -> Tuple[float, float, float]:
         del wa["lm_head.weight"]
     if sorted(wa) != sorted(wb):
         raise RuntimeError(f"{name}: exported keys differ from {ref}: {sorted(set(wa) ^ set(wb))[:6]}")
-    dw = max(float((wa[k].float() - wb[k].float()).abs().max()) for k in wa)
+    dw = max(float((value.float() - wb[k].float()).abs().max()) for k, value in wa.items())
     return dl, dn, dw
 
 
@@ -182,6 +182,14 @@ def report(work: str, names: List[str]) -> List[str]:
     return failed
 
 
+def train_all(work: str, names: List[str], reuse: bool) -> None:
+    """Train ``names`` in order (``reuse``: skip those whose outputs are complete)."""
+    for n in names:
+        if reuse and os.path.isfile(os.path.join(work, n, "train_results.json")):
+            continue
+        print(f"trained {n:28s} {train(work, n):6.1f} s", flush=True)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Train what is asked, print the table; 1 when a run differs from its reference."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -200,10 +208,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         subprocess.run([sys.executable, os.path.join(HERE, "make_assets.py"), os.path.join(work, "models")],
                        check=True)
     start = time.perf_counter()
-    for n in [] if args.no_train else _needed(names):
-        if args.reuse and os.path.isfile(os.path.join(work, n, "train_results.json")):
-            continue
-        print(f"trained {n:28s} {train(work, n):6.1f} s", flush=True)
+    train_all(work, [] if args.no_train else _needed(names), args.reuse)
     failed = report(work, names)
     checked = [n for n in names if RUNS[n][3] is not None]
     print(f"\n{len(checked) - len([f for f in failed if f in checked])} passed, {len(failed)} failed"

@@ -34,7 +34,7 @@ def tokenizer() -> "transformers.PreTrainedTokenizerFast":
                                                 eos_token="</s>", unk_token="<unk>")
 
 
-def main(out: str) -> None:
+def main(out: str) -> None:  # pylint: disable=unexpected-keyword-arg  # transformers 5 configs: **kwargs inits
     """Write both models and the tokenizer under ``out``."""
     tok = tokenizer()
     common = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,

@@ -140,6 +140,60 @@ def case_llamafactory_class(out):
     record(trainer, out, "lf")
 
 
+def _manual_steps(model, opt, n):
+    """``n`` plain-loop steps (LlamaFactory main's trainer drives the model this way) on the first samples."""
+    from hyper_parallel.integration.llamafactory import clip_grad_norm_, hsdp_sync_stream
+    rows = dataset()
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    for step in range(n):
+        batch = collate(rows[step * 2 * world + 2 * rank: step * 2 * world + 2 * rank + 2])
+        model(**batch).loss.backward()
+        hsdp_sync_stream()
+        clip_grad_norm_(list(model.parameters()), 0.5)
+        opt.step()
+        opt.zero_grad()
+
+
+def case_main_branch_names(out):
+    """The names LlamaFactory's main branch imports, called with its call shapes: prepare through
+    fsdp2_prepare_model, two steps, save_hsdp_checkpoint, then a fresh model + optimizer loaded with
+    load_hsdp_model / load_hsdp_optimizer_and_scheduler (the model found from the optimizer) continue
+    identically; export_to_hf_format; the context_parallel rank helpers at cp_size 1."""
+    from hyper_parallel.integration.llamafactory import (HSDPModule, HyperParallelArguments, export_to_hf_format,
+                                                         fsdp2_prepare_model, load_hsdp_model,
+                                                         load_hsdp_optimizer_and_scheduler, save_hsdp_checkpoint,
+                                                         wrap_optimizer_with_skip_dtensor_dispatch)
+    from hyper_parallel.integration.llamafactory import context_parallel as cp
+    from hyper_parallel.platform import get_platform
+    hp_args = HyperParallelArguments()
+    folder = os.path.join(out, "main_names")
+
+    def fresh():
+        model = fsdp2_prepare_model(None, tiny_llama(), hp_args)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        wrap_optimizer_with_skip_dtensor_dispatch(opt)
+        return model, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (1 + s))
+
+    model, opt, sched = fresh()
+    _manual_steps(model, opt, 2)
+    sched.step()
+    save_hsdp_checkpoint(model=model, optimizer=opt, lr_scheduler=sched, output_dir=folder, should_save_scheduler=True)
+    _manual_steps(model, opt, 1)
+    model2, opt2, sched2 = fresh()
+    loaded = load_hsdp_model(model2, folder)
+    load_hsdp_optimizer_and_scheduler(opt2, sched2, folder)
+    _manual_steps(model2, opt2, 1)
+    wa, wb = full_weights(model), full_weights(model2)  # collectives: every rank; the values land on rank 0
+    diff = max((float((wa[k] - wb[k]).abs().max()) for k in wa), default=0.0)
+    export_to_hf_format(model2, None, os.path.join(out, "main_export"))
+    result = {"is_hsdp_module": isinstance(model, HSDPModule), "loaded": loaded,
+              "missing_loads": load_hsdp_model(model2, os.path.join(out, "nowhere")), "resume_diff": diff,
+              "sched": sched2.state_dict()["last_epoch"], "ranks": (cp.get_cp_rank(hp_args), cp.get_dp_rank(hp_args),
+                                                                    cp.get_cp_group_ranks(hp_args), get_platform().get_rank())}
+    if int(os.environ["RANK"]) == 0:
+        torch.save(result, os.path.join(out, "main_names.pt"))
+
+
 def main(out):
     if "RANK" not in os.environ:
         run_reference(out)
@@ -150,6 +204,7 @@ def main(out):
                                                                                         "dir": out, "min_bytes": 1}}})
     case_resume_and_export(out)
     case_llamafactory_class(out)
+    case_main_branch_names(out)
 
 
 if __name__ == "__main__":

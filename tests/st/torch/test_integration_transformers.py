@@ -33,7 +33,7 @@ def results(tmp_path_factory):
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
     _run(torchrun, out)
     ref = torch.load(out / "reference.pt", weights_only=False)
-    return ref, {name: torch.load(out / f"{name}.pt", weights_only=False) for name in CASES}
+    return ref, {name: torch.load(out / f"{name}.pt", weights_only=False) for name in CASES + ["main_names"]}
 
 
 def _max_diff(a, b):
@@ -73,3 +73,12 @@ def test_checkpoint_folder_and_export_load_in_transformers(results):
     model = transformers.AutoModelForCausalLM.from_pretrained(got["export"])
     assert type(model).__name__ == "LlamaForCausalLM"
     assert _max_diff({k: v for k, v in model.state_dict().items()}, got["weights"]) == 0.0
+
+
+@pytest.mark.st
+def test_llamafactory_main_branch_names(results):
+    got = results[1]["main_names"]
+    assert got["is_hsdp_module"] and got["loaded"] and not got["missing_loads"]
+    assert got["resume_diff"] == 0.0  # the loaded model + optimizer continue exactly like the saved ones
+    assert got["sched"] == 1
+    assert got["ranks"] == (0, 0, (0,), 0)  # rank 0's record: cp rank, dp rank, its CP group, platform rank

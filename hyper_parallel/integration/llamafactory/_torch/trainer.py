@@ -80,7 +80,7 @@ def llamafactory_base() -> type:
 def _make_trainer_class() -> type:
     base = llamafactory_base()
 
-    class HyperParallelTrainer(HyperParallelTrainerMixin, base):  # pylint: disable=abstract-method
+    class HyperParallelTrainer(HyperParallelTrainerMixin, base):  # pylint: disable=abstract-method,redefined-outer-name
         """LlamaFactory's SFT trainer on hyper_parallel. Keywords: ``hp_args`` (a ``HyperParallelArguments``),
         then LlamaFactory's (``finetuning_args``, ``processor``, ``gen_kwargs``, ``ref_model``, ``tokenizer``)
         and ``transformers.Seq2SeqTrainer``'s (``model``, ``args``, ``data_collator``, ``train_dataset``,

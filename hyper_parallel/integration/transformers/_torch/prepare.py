@@ -10,6 +10,7 @@ Also the step helpers the trainers share: the clip over sharded gradients, the o
 from __future__ import annotations
 
 import logging
+import types
 import weakref
 from typing import Any, Dict, Iterable, Optional, Tuple
 
@@ -258,10 +259,11 @@ def wrap_optimizer_with_skip_dtensor_dispatch(optimizer: Any) -> Any:
     from hyper_parallel.platform.torch.dtensor import SkipDTensorDispatch
     step = inner.step
 
-    def skip_step(*args, **kwargs):
+    def skip_step(self, *args, **kwargs):  # a bound method, as torch's LR schedulers expect of step
+        del self
         with SkipDTensorDispatch():
             return step(*args, **kwargs)
 
-    inner.step = skip_step
+    inner.step = types.MethodType(skip_step, inner)
     inner.__dict__["_hp_skip_dispatch"] = True
     return optimizer
