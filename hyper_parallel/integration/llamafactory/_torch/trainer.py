@@ -80,7 +80,8 @@ def llamafactory_base() -> type:
 def _make_trainer_class() -> type:
     base = llamafactory_base()
 
-    class HyperParallelTrainer(HyperParallelTrainerMixin, base):  # pylint: disable=abstract-method,redefined-outer-name
+    # pylint: disable-next=abstract-method,redefined-outer-name
+    class HyperParallelTrainer(HyperParallelTrainerMixin, base):
         """LlamaFactory's SFT trainer on hyper_parallel. Keywords: ``hp_args`` (a ``HyperParallelArguments``),
         then LlamaFactory's (``finetuning_args``, ``processor``, ``gen_kwargs``, ``ref_model``, ``tokenizer``)
         and ``transformers.Seq2SeqTrainer``'s (``model``, ``args``, ``data_collator``, ``train_dataset``,

@@ -72,7 +72,8 @@ def load_hsdp_optimizer_and_scheduler(optimizer: Any, scheduler: Any, checkpoint
                                       model: Optional[nn.Module] = None) -> None:
     """Load the optimizer state (and the scheduler's, when ``scheduler.pt`` is there) saved by
     :func:`save_hsdp_checkpoint`. ``model`` is the model the optimizer steps (default: the one recorded on the
-    optimizer by the trainers of this package, else the prepared model owning its parameters). Every rank must call it."""
+    optimizer by the trainers of this package, else the prepared model owning its parameters). Every rank must
+    call it."""
     folder = os.path.join(checkpoint_dir, HP_CHECKPOINT_DIR)
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"load_hsdp_optimizer_and_scheduler: {checkpoint_dir!r} holds no "

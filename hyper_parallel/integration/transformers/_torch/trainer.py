@@ -182,7 +182,8 @@ class HyperParallelTrainerMixin:
 def _make_trainer_class() -> type:
     from transformers import Trainer
 
-    class HyperParallelTrainer(HyperParallelTrainerMixin, Trainer):  # pylint: disable=abstract-method
+    # pylint: disable-next=abstract-method,redefined-outer-name
+    class HyperParallelTrainer(HyperParallelTrainerMixin, Trainer):
         """``transformers.Trainer`` on hyper_parallel (see :class:`HyperParallelTrainerMixin`)."""
 
     HyperParallelTrainer.__module__ = __name__
