@@ -14,7 +14,7 @@ from click.testing import CliRunner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fakes import FakeForge  # noqa: E402
-from fakes.gitrepos import git, make_repos  # noqa: E402
+from fakes.gitrepos import git, isolated_repos  # noqa: E402
 from hp_agent.autogit import flows  # noqa: E402
 from hp_agent.autogit.gitcmd import AutogitRefused, Git  # noqa: E402
 from hp_agent.autogit.safety import push  # noqa: E402
@@ -29,16 +29,7 @@ YEAR = _dt.datetime.now(_dt.timezone.utc).year
 @pytest.fixture()
 def repos(tmp_path, monkeypatch):
     """Working clone on branch ``topic`` with remotes upstream + origin (fork), isolated git config."""
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    for var in ("HP_AGENT_CODEHOST_API", "HP_AGENT_CODEHOST_TOKEN", "HP_AGENT_PROVIDER", "HP_AGENT_REPO"):
-        monkeypatch.delenv(var, raising=False)
-    r = make_repos(tmp_path)
-    monkeypatch.chdir(r.work)
-    return r
+    return isolated_repos(tmp_path, monkeypatch)
 
 
 @pytest.fixture()

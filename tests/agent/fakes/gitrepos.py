@@ -89,3 +89,17 @@ def _identity(repo: Path) -> None:
     git(repo, "config", "user.name", "Test User")
     git(repo, "config", "user.email", "test@example.com")
     git(repo, "config", "commit.gpgsign", "false")
+
+
+def isolated_repos(tmp_path, monkeypatch):
+    """Working clone on branch ``topic`` with remotes upstream + origin (fork), isolated git config."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for var in ("HP_AGENT_CODEHOST_API", "HP_AGENT_CODEHOST_TOKEN", "HP_AGENT_PROVIDER", "HP_AGENT_REPO"):
+        monkeypatch.delenv(var, raising=False)
+    r = make_repos(tmp_path)
+    monkeypatch.chdir(r.work)
+    return r

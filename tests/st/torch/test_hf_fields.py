@@ -17,6 +17,7 @@ import transformers
 
 from hyper_parallel.checkpoint import load_hf
 from hyper_parallel.models import get_model_spec
+from tests.st.torch.test_models_hf import spread_routers
 
 TOL = 1e-5
 HF_CLASSES = {"llama3": transformers.LlamaConfig, "qwen3": transformers.Qwen3Config,
@@ -76,13 +77,7 @@ def _save_hf(hf_dict, folder, seed=1):
     config = transformers.AutoConfig.for_model(model_type, **hf_dict)
     torch.manual_seed(seed)
     model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager", dtype=torch.float32)
-    with torch.no_grad():  # spread routers and expert biases as test_models_hf does
-        for name, p in model.named_parameters():
-            if name.endswith("mlp.gate.weight"):
-                p.normal_(std=0.5)
-        for name, b in model.named_buffers():
-            if name.endswith("e_score_correction_bias"):
-                b.copy_(torch.randn_like(b) * 0.1)
+    spread_routers(model)
     model.eval().save_pretrained(folder)
     return model
 

@@ -21,6 +21,19 @@ CASES = [("llama3", "debug"), ("llama3", "debug_rope_llama3"), ("qwen3", "debug"
 TOL = 1e-5
 
 
+
+def spread_routers(model) -> None:
+    """HF initialises routers with std 0.02 and the expert bias with zeros: spread them, so routing differs
+    between tokens and a wrong router shows in the logits."""
+    import torch
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("mlp.gate.weight"):
+                p.normal_(std=0.5)
+        for name, b in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):
+                b.copy_(torch.randn_like(b) * 0.1)
+
 def _hf_model(adapter, seed: int):
     hf_dict = dict(adapter.hf_config())
     model_type = hf_dict.pop("model_type")
@@ -29,13 +42,7 @@ def _hf_model(adapter, seed: int):
     torch.manual_seed(seed)
     model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager",
                                                           dtype=torch.float32)
-    with torch.no_grad():  # HF initialises routers with std 0.02 and the expert bias with zeros: spread them
-        for name, p in model.named_parameters():
-            if name.endswith("mlp.gate.weight"):
-                p.normal_(std=0.5)
-        for name, b in model.named_buffers():
-            if name.endswith("e_score_correction_bias"):
-                b.copy_(torch.randn_like(b) * 0.1)
+    spread_routers(model)
     return model.eval()
 
 
