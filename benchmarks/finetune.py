@@ -122,12 +122,17 @@ def main() -> None:
             res = _run(mode, folder, os.path.join(tmp, f"{mode}{r}"))
             results.append(res)
             print(json.dumps(res), flush=True)
+    _report(results, args.rounds, args.json)
+
+
+def _report(results, rounds, json_path) -> None:
+    """The summary lines (and the JSON file) of the interleaved rounds."""
     load = os.getloadavg()
     by = {m: [x for x in results if x["mode"] == m] for m in ("init_from", "full", "packed", "unpacked")}
 
     def best(mode, key, pick=min):
         return pick(x[key] for x in by[mode])
-    print(f"\nload average {load[0]:.1f}; {args.rounds} interleaved rounds; 2 ranks FSDP (CPU, gloo)")
+    print(f"\nload average {load[0]:.1f}; {rounds} interleaved rounds; 2 ranks FSDP (CPU, gloo)")
     for mode in ("init_from", "full"):
         print(f"{mode:>9}: setup {best(mode, 'setup_s'):.1f} s, first step done {best(mode, 'first_step_s'):.1f} s, "
               f"peak RSS per rank after loading "
@@ -138,8 +143,8 @@ def main() -> None:
         print(f"{mode:>9}: {best(mode, 'real_tokens_per_s', max):,.0f} real tokens/s, {by[mode][0]['rows']} rows "
               f"({by[mode][0]['fill'] * 100:.0f}% of positions real)")
     print(f"packing speed-up (real tokens/s): {best('packed', 'real_tokens_per_s', max) / best('unpacked', 'real_tokens_per_s', max):.2f}x")  # noqa: E501  # pylint: disable=line-too-long
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
+    if json_path:
+        with open(json_path, "w", encoding="utf-8") as fh:
             json.dump({"results": results, "load": load}, fh, indent=1)
 
 

@@ -57,7 +57,8 @@ def _run(work, name, steps, backend):
         accel = os.path.join(work, "fsdp2.yaml")
         with open(accel, "w", encoding="utf-8") as fh:
             fh.write(FSDP2_CONFIG)
-        import llamafactory.launcher as launcher  # pylint: disable=import-outside-toplevel,import-error
+        # LlamaFactory lives in its own venv (.venv-llamafactory), not in the one pylint runs in
+        import llamafactory.launcher as launcher  # pylint: disable=import-outside-toplevel,import-error,no-name-in-module,consider-using-from-import
         cmd = [os.path.join(bindir, "accelerate"), "launch", "--config_file", accel, launcher.__file__, path]
     log = os.path.join(work, f"{name}.log")
     start = time.perf_counter()

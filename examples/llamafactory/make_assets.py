@@ -40,8 +40,9 @@ def main(out: str) -> None:  # pylint: disable=unexpected-keyword-arg  # transfo
     common = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, max_position_embeddings=256, pad_token_id=tok.pad_token_id,
                   bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
-    configs = {"llama": transformers.LlamaConfig(tie_word_embeddings=False, **common),
-               "qwen3": transformers.Qwen3Config(head_dim=16, tie_word_embeddings=True, **common)}
+    # transformers 5's config classes take their fields as keyword arguments; pylint does not infer them
+    configs = {"llama": transformers.LlamaConfig(tie_word_embeddings=False, **common),  # pylint: disable=E1123
+               "qwen3": transformers.Qwen3Config(head_dim=16, tie_word_embeddings=True, **common)}  # pylint: disable=E1123
     for name, config in configs.items():
         torch.manual_seed(0)
         model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)

@@ -177,8 +177,8 @@ class LLMTrainer:
         if m.eval_every:
             self.callbacks.append(EvalCallback(m.eval_every, m.eval_batches))
         if m.moe_monitor and self.backend.moe_stats():
-            self.callbacks.append(MoeMonitorCallback(cfg.moe.warn_min_load, cfg.moe.warn_max_over_mean, cfg.moe.warn_steps,
-                                                     out_dir=cfg.job.out_dir if m.plot else None))
+            self.callbacks.append(MoeMonitorCallback(cfg.moe.warn_min_load, cfg.moe.warn_max_over_mean,
+                                                     cfg.moe.warn_steps, out_dir=cfg.job.out_dir if m.plot else None))
         if m.profile_steps:
             self.callbacks.append(ProfilerCallback(m.profile_steps, cfg.job.out_dir))
         if m.wandb:

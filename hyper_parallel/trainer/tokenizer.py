@@ -66,7 +66,8 @@ def _auto_tokenizer(folder: str) -> Optional[TextTokenizer]:
     return TextTokenizer(encode=lambda t: tok.encode(t, add_special_tokens=False),
                          decode=lambda ids: tok.decode(ids, skip_special_tokens=True), vocab_size=len(tok),
                          bos_id=tok.bos_token_id, eos_id=tok.eos_token_id, pad_id=tok.pad_token_id,
-                         render_chat=render if getattr(tok, "chat_template", None) else None, source=f"{source} (transformers.AutoTokenizer)", backend=tok)
+                         render_chat=render if getattr(tok, "chat_template", None) else None,
+                         source=f"{source} (transformers.AutoTokenizer)", backend=tok)
 
 
 def wrap_tokenizers(tok: Any, *, bos: Optional[str] = None, eos: Optional[str] = None, pad: Optional[str] = None,

@@ -41,6 +41,7 @@ class StateScan(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, m, b, s0):  # pylint: disable=arguments-differ
+        """Every chunk's entering state and the final state."""
         n_chunks = m.shape[1]
         states = b.new_empty(b.shape)
         s = s0
@@ -52,6 +53,7 @@ class StateScan(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, d_states, d_final):  # pylint: disable=arguments-differ
+        """Gradients of ``m``, ``b`` and ``s0`` by the adjoint scan."""
         m, states = ctx.saved_tensors
         n_chunks = m.shape[1]
         d_next = torch.empty_like(states)  # gradient w.r.t. the state leaving each chunk

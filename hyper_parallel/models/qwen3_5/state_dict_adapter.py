@@ -158,6 +158,13 @@ class Qwen3_5StateDictAdapter(LlamaStateDictAdapter):
         return frozenset(names | {"rope_parameters", "rope_scaling", "text_config"})
 
     @classmethod
+    def config_from_hf(cls, hf_config: Dict[str, Any]):
+        """A config from a Hugging Face ``config.json`` dict. Qwen3.5 classifies its fields itself
+        (:meth:`known_hf_fields`, ``IGNORED_HF_FIELDS`` and the fixed values, one line naming what is refused), not
+        through the Llama table of ``hf_fields``."""
+        return cls.config_cls(**cls.config_kwargs_from_hf(hf_config))
+
+    @classmethod
     def config_kwargs_from_hf(cls, hf_config: Dict[str, Any]) -> Dict[str, Any]:
         """Our config fields from a Hugging Face ``config.json`` dict (a ``Qwen3_5ForConditionalGeneration``
         config's ``text_config`` is used); an unknown field or an unsupported value is refused by name."""

@@ -13,7 +13,6 @@ from typing import Sequence
 import torch
 import torch.distributed as dist
 
-from hyper_parallel.core import process_group as _pg
 from hyper_parallel.platform.adjoints import build_autograd_functions
 from hyper_parallel.platform.base import CollectiveError, CollectiveHandle, check_all_to_all_splits
 
@@ -64,12 +63,10 @@ def _pad_to(x: torch.Tensor, dim: int, size: int) -> torch.Tensor:
 _ORDER: dict = {}
 
 
-def _forget_orders() -> None:
-    """On ``destroy_process_group()``: drop the entries (they keep their groups alive)."""
+def forget_orders() -> None:
+    """On ``destroy_process_group()`` of the world (``TorchPlatform.destroy_process_group``): drop the entries
+    (they keep their groups alive)."""
     _ORDER.clear()
-
-
-_pg.ON_DESTROY.append(_forget_orders)
 
 
 def set_group_order(group, ranks: Sequence[int]) -> None:

@@ -49,6 +49,8 @@ class TorchPlatform(Platform):
         return dist.is_available() and dist.is_initialized()
 
     def destroy_process_group(self, group: Any = None) -> None:
+        if group is None:
+            C.forget_orders()
         if dist.is_initialized():
             dist.destroy_process_group(group)
 

@@ -48,6 +48,9 @@ class _Seq2SeqBase:  # pylint: disable=too-few-public-methods
         if processor is not None:
             self.model_accepts_loss_kwargs = False
 
+    # the base class is chosen at import (LlamaFactory's CustomSeq2SeqTrainer, else transformers' Seq2SeqTrainer):
+    # pylint cannot see the transformers.Trainer members it inherits
+    # pylint: disable=no-member
     def save_predictions(self, dataset: Any, predict_results: Any, skip_special_tokens: bool = True) -> None:
         """``output_dir/generated_predictions.jsonl``: prompt, prediction and label per sample (rank 0)."""
         if not self.is_world_process_zero():

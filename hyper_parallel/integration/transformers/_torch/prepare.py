@@ -142,7 +142,8 @@ def _wrap_classes(model: nn.Module, hp_args: HyperParallelArguments) -> Tuple[st
 
 
 def _apply_fsdp(model: nn.Module, hp_args: HyperParallelArguments, mesh: Any) -> int:
-    from hyper_parallel.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
+    from hyper_parallel.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy
+    from hyper_parallel.fsdp._torch.fully_shard import fully_shard
     mp = MixedPrecisionPolicy(
         param_dtype=getattr(torch, DTYPES[hp_args.param_dtype]) if hp_args.param_dtype else None,
         reduce_dtype=getattr(torch, DTYPES[hp_args.reduce_dtype]) if hp_args.reduce_dtype else None)
