@@ -53,6 +53,8 @@ def clone(tmp_path_factory) -> Path:
             shutil.copy2(src, seed / name)
     shutil.copytree(REPO / "tools" / "hp_agent", seed / "tools" / "hp_agent",
                     ignore=shutil.ignore_patterns("__pycache__"))
+    (seed / "hyper_parallel").mkdir()  # the version's one source (hp_agent reads it without importing the library)
+    shutil.copy2(REPO / "hyper_parallel" / "_version.py", seed / "hyper_parallel" / "_version.py")
     env = _env(base)
     for args in (("init", "-q", "-b", "main"), ("add", "-A"), ("commit", "-q", "-m", "chore(repo): seed")):
         assert _git(seed, *args, env=env).returncode == 0
@@ -151,7 +153,7 @@ def test_make_install_then_the_clone_works_and_worktrees_share_it(clone, tmp_pat
     # a linked work tree without its own .venv: the clone's environment, this tree's own code and hooks
     wt = tmp_path / "wt2"
     assert _git(clone, "worktree", "add", "-q", "-b", "wt2", str(wt), env=env).returncode == 0
-    init = wt / "tools" / "hp_agent" / "__init__.py"
+    init = wt / "hyper_parallel" / "_version.py"
     init.write_text(init.read_text().replace(f'"{_version(clone)}"', '"9.9.9-wt2"'))
     shim = subprocess.run([str(wt / ".agent" / "bin" / "hp-agent"), "--version"], cwd=wt, capture_output=True,
                           text=True, env=env, check=False)
@@ -170,5 +172,5 @@ def test_make_install_then_the_clone_works_and_worktrees_share_it(clone, tmp_pat
 
 
 def _version(root: Path) -> str:
-    text = (root / "tools" / "hp_agent" / "__init__.py").read_text()
+    text = (root / "hyper_parallel" / "_version.py").read_text()
     return text.split('__version__ = "', 1)[1].split('"', 1)[0]

@@ -66,8 +66,9 @@ FIXTURE = """
 torch.ravel:
   module: hyper_parallel.core.ops.rules.table
   rule: StrategyTableRule
-  options: {table: {'2': ['R->R', 'S(0)->S(0) when even'], '3': ['R->R', 'S(0)->S(0) when even']},
-            shapes: {'2': [['0.0*0.1']], '3': [['0.0*0.1*0.2']]}}
+  options: {table: {'1': ['R->R', 'S(0)->S(0)'], '2': ['R->R', 'S(0)->S(0) when even'],
+                    '3': ['R->R', 'S(0)->S(0) when even']},
+            shapes: {'1': [['0.0']], '2': [['0.0*0.1']], '3': [['0.0*0.1*0.2']]}}
 Tensor.ravel:
   module: hyper_parallel.core.ops.rules.table
   rule: StrategyTableRule

@@ -120,7 +120,7 @@ def test_unknown_stage_and_bad_config_are_usage_errors(sample, cli):
 def test_repository_stage_list_and_jenkinsfile_agree():
     names = [s.name for s in load_stages(REPO)]
     assert names == ["pylint", "lizard", "codespell", "op-registry", "plans", "catalog", "assets", "sync", "commit-msgs",
-                     "ut", "st", "agent"]
+                     "ut", "st", "package", "agent"]
     jenkins = (REPO / "ci" / "Jenkinsfile").read_text()
     assert "hp-agent gate list --names" in jenkins and "hp-agent gate run --stage ${name}" in jenkins
     makefile = (REPO / "Makefile").read_text()

@@ -78,10 +78,11 @@ def test_hp_ckpt_inspect_verify_convert(tmp_path):
         assert torch.equal(full["model"][name], value), name
     code, text = _cli("convert", tmp_path / "hf", tmp_path / "from_hf", "--to", "dcp")
     assert code == 0, text
-    back = {name: torch.zeros_like(v) for name, v in want.items()}
+    # HF -> DCP nests the weights under "model", as the trainer's {"model": ModelState(m)} loads them
+    back = {"model": {name: torch.zeros_like(v) for name, v in want.items()}}
     ckpt.load(back, checkpoint_id=tmp_path / "from_hf")
     for name, value in want.items():
-        assert torch.equal(back[name], value.bfloat16().float()), name
+        assert torch.equal(back["model"][name], value.bfloat16().float()), name
     code, text = _cli("convert", src, tmp_path / "torch_dcp", "--to", "dcp", "--torch-format")
     assert code == 0, text
     tgt = {"model": {name: torch.zeros_like(v) for name, v in want.items()}, "step": 0}
