@@ -81,7 +81,9 @@ def moe_bias_and_errors_check(mesh):
     both = raw_all_gather(ms.Tensor(mine.astype(np.float32).reshape(1, -1)), mesh.get_group(0), 0, (1, 1)).asnumpy()
     assert loads == list(both.sum(0)), (loads, both)
     mean = sum(loads) / 4
-    want = [1e-3 * np.sign(mean - v) for v in loads]
+    rate = net.config.bias_update_rate  # the configured gamma (MoEConfig's default)
+    assert rate > 0
+    want = [rate * np.sign(mean - v) for v in loads]
     np.testing.assert_allclose(net.expert_bias.asnumpy(), want, rtol=0, atol=1e-9)
     biases = raw_all_gather(net.expert_bias.reshape(1, -1), mesh.get_group(0), 0, (1, 1)).asnumpy()
     assert np.array_equal(biases[0], biases[1]), biases
