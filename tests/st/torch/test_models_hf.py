@@ -22,17 +22,18 @@ TOL = 1e-5
 
 
 
-def spread_routers(model) -> None:
+def spread_routers(model, gate: str = "mlp.gate.weight", bias: str = "e_score_correction_bias") -> None:
     """HF initialises routers with std 0.02 and the expert bias with zeros: spread them, so routing differs
-    between tokens and a wrong router shows in the logits."""
-    import torch
+    between tokens and a wrong router shows in the logits (``gate`` / ``bias``: the name suffixes, Hugging
+    Face's by default; ours are ``mlp.router.gate.weight`` / ``mlp.expert_bias``)."""
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if name.endswith("mlp.gate.weight"):
+            if name.endswith(gate):
                 p.normal_(std=0.5)
         for name, b in model.named_buffers():
-            if name.endswith("e_score_correction_bias"):
+            if name.endswith(bias):
                 b.copy_(torch.randn_like(b) * 0.1)
+
 
 def _hf_model(adapter, seed: int):
     hf_dict = dict(adapter.hf_config())
@@ -150,13 +151,7 @@ def test_deepseek_v3_mtp_logits_equal_transformers(tmp_path):
     adapter = spec.state_dict_adapter(config)
     torch.manual_seed(3)
     ours = spec.build("debug_mtp").eval()
-    with torch.no_grad():  # spread the routers and expert biases (as _hf_model does), MTP layer included
-        for name, p in ours.named_parameters():
-            if name.endswith("mlp.router.gate.weight"):
-                p.normal_(std=0.5)
-        for name, b in ours.named_buffers():
-            if name.endswith("mlp.expert_bias"):
-                b.copy_(torch.randn_like(b) * 0.1)
+    spread_routers(ours, gate="mlp.router.gate.weight", bias="mlp.expert_bias")  # MTP layer included
     save_hf(ours, tmp_path / "ours", adapter)
     hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "ours", attn_implementation="eager").eval()
     # transformers finds the MTP weights through the main model's ignore patterns, written for the published

@@ -311,10 +311,10 @@ def _batch_rows(loaded, broken, ut, st, ms, scaffold_s) -> List[BatchRow]:
 def dev_batch(plans: Sequence[Path], layout: Layout, progress=None) -> List[BatchRow]:
     """Scaffold every confirmed plan, then one pytest process for all UT and one for all ST; a plan that does not
     go green is withdrawn (its files removed, the plan back to draft with the reason)."""
-    loaded = _load_confirmed(plans)
+    every = _load_confirmed(plans)
     start = time.monotonic()
-    broken = _invalid_entries(loaded)
-    loaded = [plan for plan in loaded if plan.op not in broken]
+    broken = _invalid_entries(every)
+    loaded = [plan for plan in every if plan.op not in broken]
     files = [scaffold(plan, layout) for plan in loaded]
     scaffold_s = (time.monotonic() - start) / max(len(loaded), 1)
     work = layout.path(".gate")
@@ -329,18 +329,8 @@ def dev_batch(plans: Sequence[Path], layout: Layout, progress=None) -> List[Batc
         report("MindSpore frontends: kernel check in one MindSpore process, then one 2-rank launch")
     ms = mindspore_step(loaded, layout)
     rows = _batch_rows(loaded, broken, ut, st, ms, scaffold_s)
-    _withdraw_failed(loaded + plans_of(broken, plans), rows, layout)
+    _withdraw_failed(every, rows, layout)  # the broken ones (never scaffolded) included
     return rows
-
-
-def plans_of(broken: Dict[str, str], paths: Sequence[Path]) -> List[Plan]:
-    """The loaded plans of the ops in ``broken`` (invalid registry entries: never scaffolded)."""
-    out = []
-    for path in paths:
-        plan = load_plan(path)
-        if plan.op in broken:
-            out.append(plan)
-    return out
 
 
 def _withdraw_failed(plans: Sequence[Plan], rows: Sequence[BatchRow], layout: Layout) -> None:
