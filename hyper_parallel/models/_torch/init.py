@@ -53,7 +53,7 @@ def _values(param: torch.Tensor, kind: str, stream: int, std: float, device) -> 
     if isinstance(param, DTensor):
         spec = param._spec  # pylint: disable=protected-access
         coord = spec.mesh.get_coordinate()
-        if kind in ("ones", "zeros"):
+        if kind in ("ones", "zeros", "empty"):
             local_shape, _ = spec.local_shape_and_offset(coord)
             return as_dtensor(getattr(torch, kind)(local_shape, dtype=param.dtype, device=device), spec)
         state = _rng.get_rng_state()
@@ -63,7 +63,7 @@ def _values(param: torch.Tensor, kind: str, stream: int, std: float, device) -> 
         finally:
             _rng.set_rng_state(state)
         return as_dtensor(local, spec)
-    if kind in ("ones", "zeros"):
+    if kind in ("ones", "zeros", "empty"):
         return getattr(torch, kind)(param.shape, dtype=param.dtype, device=device)
     return reference_values("normal", tuple(param.shape), (stream, 0), param.dtype, (0.0, std)).to(device)
 
@@ -84,7 +84,8 @@ def _init_buffers(model: nn.Module, device) -> None:
                                    f"module {type(module).__name__} has no init_buffers(device)")
 
 
-def init_parameters(model: nn.Module, *, seed: int = 0, std: float = 0.02, device=None) -> nn.Module:
+def init_parameters(model: nn.Module, *, seed: int = 0, std: float = 0.02, device=None,
+                    empty: bool = False) -> nn.Module:
     """Give every parameter of ``model`` its initial value: ones for norm weights, Normal(0, ``std``)
     otherwise (a module's ``param_init_kinds = {name: "zeros" | "ones" | "normal"}`` overrides, e.g. a
     zero-centred norm's zeros), each parameter from its own counter-based stream (:func:`parameter_seed`), so a global
@@ -93,7 +94,9 @@ def init_parameters(model: nn.Module, *, seed: int = 0, std: float = 0.02, devic
     stay tied; meta buffers are rebuilt (``init_buffers(device)`` of their module). Parameters of a
     ``fully_shard`` unit (sharded on the meta device) are written in place into the unit's shard buffer
     (:func:`hyper_parallel.fsdp._torch.fully_shard.write_local_shard`), so the plan can be applied in
-    any order: TP, EP, FSDP, then ``init_parameters``. Returns ``model``."""
+    any order: TP, EP, FSDP, then ``init_parameters``. ``empty=True`` allocates the same local shards without
+    drawing any value (uninitialised memory), for a load that overwrites every parameter next (``init_from``):
+    the draw costs more than the load at real sizes. Returns ``model``."""
     device = torch.device(device) if device is not None else None
     done: Dict[int, nn.Parameter] = {}
     for mod_name, module in model.named_modules():
@@ -102,7 +105,8 @@ def init_parameters(model: nn.Module, *, seed: int = 0, std: float = 0.02, devic
                 setattr(module, name, done[id(param)])
                 continue
             fqn = f"{mod_name}.{name}" if mod_name else name
-            kind = getattr(module, "param_init_kinds", {}).get(name) or ("ones" if _is_norm(module) else "normal")
+            kind = "empty" if empty else (getattr(module, "param_init_kinds", {}).get(name)
+                                          or ("ones" if _is_norm(module) else "normal"))
             if "_hp_fsdp_info" in param.__dict__:  # fully_shard-ed: fill its shard of the flat buffer in place
                 with DisableTorchFunctionSubclass():
                     local_device = param.view_as(param).device

@@ -5,8 +5,8 @@
 Names are Hugging Face's except the Gated DeltaNet's packed tensors, which we hold per section: ``to_hf``
 concatenates ``in_proj_q`` / ``in_proj_k`` / ``in_proj_v`` into ``in_proj_qkv`` and ``conv_q`` / ``conv_k`` /
 ``conv_v`` into ``conv1d`` (``[q | k | v]`` along dim 0), ``from_hf`` splits them (views: bit-exact both
-ways). Every ``config.json`` field is either honoured or refused with one line naming it
-(:meth:`Qwen3_5StateDictAdapter.config_kwargs_from_hf`). ``text_prefix="model.language_model."`` reads and
+ways). Every ``config.json`` field is honoured, irrelevant or refused with one line naming it
+(:data:`QWEN3_5_FIELDS`, the same mechanism as the other models). ``text_prefix="model.language_model."`` reads and
 writes the text model of a ``Qwen3_5ForConditionalGeneration`` checkpoint (the published ones).
 """
 from __future__ import annotations
@@ -15,10 +15,11 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
+from hyper_parallel.models.hf_fields import HFFieldRules, check_hf_fields, off
 from hyper_parallel.models.llama3.state_dict_adapter import LlamaStateDictAdapter, decoder_rules
 from hyper_parallel.models.qwen3_5.args import Qwen3_5Config
 
-__all__ = ["Qwen3_5StateDictAdapter", "IGNORED_HF_FIELDS"]
+__all__ = ["Qwen3_5StateDictAdapter", "QWEN3_5_FIELDS"]
 
 _LAYER = "model.layers.{}."
 _LINEAR = ("in_proj_z.weight", "in_proj_b.weight", "in_proj_a.weight", "out_proj.weight", "dt_bias", "A_log",
@@ -26,18 +27,26 @@ _LINEAR = ("in_proj_z.weight", "in_proj_b.weight", "in_proj_a.weight", "out_proj
 _SECTIONS = re.compile(r"^(model\.layers\.\d+\.linear_attn)\.(in_proj|conv)_([qkv])\.weight$")
 _PACKED = re.compile(r"^(model\.layers\.\d+\.linear_attn)\.(in_proj_qkv|conv1d)\.weight$")
 
-#: ``config.json`` fields that do not change the model's computation (inference cache, tokenizer ids,
-#: bookkeeping, init std) or that transformers itself drops (the multi-token-prediction layers)
-IGNORED_HF_FIELDS = frozenset({
-    "architectures", "model_type", "transformers_version", "dtype", "torch_dtype", "use_cache", "initializer_range",
-    "pad_token_id", "bos_token_id", "eos_token_id", "_name_or_path", "output_hidden_states", "output_attentions",
-    "return_dict", "chunk_size_feed_forward", "is_encoder_decoder", "id2label", "label2id", "problem_type",
-    "tokenizer_class", "mtp_num_hidden_layers", "mtp_use_dedicated_embeddings", "keys_to_ignore_at_inference",
-    "output_router_logits"})
-#: fields accepted only with these values (anything else is refused by name)
-_FIXED = {"hidden_act": ("silu",), "attention_bias": (False,), "attention_dropout": (0, 0.0),
-          "attn_output_gate": (True,), "mrope_interleaved": (True,), "rope_type": ("default",), "type": ("default",),
-          "mamba_ssm_dtype": ("float32",)}
+#: the Qwen3.5 text ``config.json`` fields (see ``hyper_parallel.models.hf_fields``); rope values are checked
+#: inside ``rope_parameters`` (:meth:`Qwen3_5StateDictAdapter._rope_kwargs`)
+QWEN3_5_FIELDS = HFFieldRules(
+    honoured=("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+              "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "tie_word_embeddings",
+              "hidden_act", "layer_types", "full_attention_interval", "linear_conv_kernel_dim", "linear_key_head_dim",
+              "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads", "rope_parameters",
+              "rope_scaling", "rope_theta", "partial_rotary_factor", "model_type"),
+    irrelevant={"mtp_num_hidden_layers": "the multi-token-prediction layers: transformers drops them too",
+                "mtp_use_dedicated_embeddings": "the multi-token-prediction layers: transformers drops them too",
+                "keys_to_ignore_at_inference": "generation bookkeeping"},
+    refused={"hidden_act": (lambda v: v == "silu", "the gated MLP and the linear-attention gate use silu"),
+             "attention_bias": (off, "the attention projections have no bias"),
+             "attention_dropout": (off, "no attention dropout"),
+             "attn_output_gate": (lambda v: v is True, "the full-attention output gate is always on"),
+             "mamba_ssm_dtype": (lambda v: v == "float32", "the delta-rule state is kept in float32"),
+             "layer_types": (lambda v: all(t in ("linear_attention", "full_attention") for t in v),
+                             "layers are linear_attention or full_attention")})
+#: the ``rope_parameters`` entries accepted only with these values (anything else is refused by name)
+_FIXED = {"mrope_interleaved": (True,), "rope_type": ("default",), "type": ("default",)}
 _ROPE_FIELDS = {"rope_theta", "partial_rotary_factor", "mrope_section", "rope_type", "type", "mrope_interleaved"}
 
 
@@ -52,6 +61,7 @@ class Qwen3_5StateDictAdapter(LlamaStateDictAdapter):
     hf_architecture = "Qwen3_5ForCausalLM"
     hf_model_type = "qwen3_5_text"
     config_cls = Qwen3_5Config
+    hf_fields = QWEN3_5_FIELDS
 
     def __init__(self, config: Qwen3_5Config, dtype: Optional[str] = None, text_prefix: str = "model.") -> None:
         self.text_prefix = text_prefix
@@ -150,32 +160,19 @@ class Qwen3_5StateDictAdapter(LlamaStateDictAdapter):
         return out
 
     @classmethod
-    def known_hf_fields(cls) -> frozenset:
-        """``config.json`` fields this adapter honours (besides :data:`IGNORED_HF_FIELDS` and the fixed ones)."""
-        import dataclasses
-        names = {f.name for f in dataclasses.fields(cls.config_cls)} - {"moe", "first_k_dense_layers", "qk_norm",
-                                                                        "chunk_size", "rope_type"}
-        return frozenset(names | {"rope_parameters", "rope_scaling", "text_config"})
-
-    @classmethod
     def config_from_hf(cls, hf_config: Dict[str, Any]):
-        """A config from a Hugging Face ``config.json`` dict. Qwen3.5 classifies its fields itself
-        (:meth:`known_hf_fields`, ``IGNORED_HF_FIELDS`` and the fixed values, one line naming what is refused), not
-        through the Llama table of ``hf_fields``."""
+        """A config from a Hugging Face ``config.json`` dict (see :meth:`config_kwargs_from_hf`)."""
         return cls.config_cls(**cls.config_kwargs_from_hf(hf_config))
 
     @classmethod
     def config_kwargs_from_hf(cls, hf_config: Dict[str, Any]) -> Dict[str, Any]:
         """Our config fields from a Hugging Face ``config.json`` dict (a ``Qwen3_5ForConditionalGeneration``
-        config's ``text_config`` is used); an unknown field or an unsupported value is refused by name."""
+        config's ``text_config`` is used); every field is classified by :data:`QWEN3_5_FIELDS`: an unknown field
+        (unless off) or an unsupported value is refused in one line naming it."""
         if isinstance(hf_config.get("text_config"), dict):
             hf_config = hf_config["text_config"]
         where = f"{cls.config_cls.__name__} from Hugging Face"
-        unknown = sorted(set(hf_config) - cls.known_hf_fields() - IGNORED_HF_FIELDS - set(_FIXED))
-        if unknown:
-            raise ValueError(f"{where}: config fields {unknown} are not supported by this model")
-        for key, value in hf_config.items():
-            _check_fixed(where, key, value)
+        check_hf_fields(cls.hf_fields, hf_config, where)
         import dataclasses
         names = {f.name for f in dataclasses.fields(cls.config_cls)}
         kwargs = {k: v for k, v in hf_config.items()

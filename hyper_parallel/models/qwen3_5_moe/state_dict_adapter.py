@@ -9,13 +9,19 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from hyper_parallel.models.qwen3_5.state_dict_adapter import Qwen3_5StateDictAdapter
+import dataclasses
+
+from hyper_parallel.models.hf_fields import HFFieldRules
+from hyper_parallel.models.qwen3_5.state_dict_adapter import QWEN3_5_FIELDS, Qwen3_5StateDictAdapter
 from hyper_parallel.models.qwen3_5_moe.args import Qwen3_5MoeConfig, qwen3_5_moe_layer
 
-__all__ = ["Qwen3_5MoeStateDictAdapter"]
+__all__ = ["Qwen3_5MoeStateDictAdapter", "QWEN3_5_MOE_FIELDS"]
 
 _MOE_FIELDS = frozenset({"moe_intermediate_size", "num_experts", "num_experts_per_tok", "router_aux_loss_coef",
                          "shared_expert_intermediate_size"})
+#: Qwen3.5's fields plus the MoE ones (``output_router_logits`` is common-irrelevant)
+QWEN3_5_MOE_FIELDS = HFFieldRules(honoured=QWEN3_5_FIELDS.honoured + tuple(sorted(_MOE_FIELDS)),
+                                  irrelevant=QWEN3_5_FIELDS.irrelevant, refused=QWEN3_5_FIELDS.refused)
 
 
 class Qwen3_5MoeStateDictAdapter(Qwen3_5StateDictAdapter):
@@ -24,6 +30,7 @@ class Qwen3_5MoeStateDictAdapter(Qwen3_5StateDictAdapter):
     hf_architecture = "Qwen3_5MoeForCausalLM"
     hf_model_type = "qwen3_5_moe_text"
     config_cls = Qwen3_5MoeConfig
+    hf_fields = QWEN3_5_MOE_FIELDS
 
     def _hf_config(self) -> Dict[str, Any]:
         out = super()._hf_config()
@@ -35,11 +42,6 @@ class Qwen3_5MoeStateDictAdapter(Qwen3_5StateDictAdapter):
         return out
 
     @classmethod
-    def known_hf_fields(cls) -> frozenset:
-        """Qwen3.5's fields plus the MoE ones."""
-        return super().known_hf_fields() | _MOE_FIELDS
-
-    @classmethod
     def config_kwargs_from_hf(cls, hf_config: Dict[str, Any]) -> Dict[str, Any]:
         """Qwen3.5's fields plus the MoE layer."""
         kwargs = super().config_kwargs_from_hf(hf_config)
@@ -47,7 +49,6 @@ class Qwen3_5MoeStateDictAdapter(Qwen3_5StateDictAdapter):
             hf_config = hf_config["text_config"]
         for key in _MOE_FIELDS - {"shared_expert_intermediate_size"}:
             kwargs.pop(key, None)
-        import dataclasses
         defaults = {f.name: f.default for f in dataclasses.fields(Qwen3_5MoeConfig)}
         hidden = hf_config.get("hidden_size", defaults["hidden_size"])
         kwargs["moe"] = qwen3_5_moe_layer(hidden, hf_config.get("moe_intermediate_size", 512),

@@ -6,8 +6,9 @@
   cannot honour; DeepSeek MTP layers the checkpoint holds no weights for are not built, and the banner says
   so), the model built on the meta device (nothing allocated).
 * :func:`load_from_hf`: after the parallel plan, every rank materialises only its local shards
-  (``init_parameters``) and reads only the slices of the safetensors files they cover (``HuggingFaceStorageReader``
-  through DCP: ``safe_open(...).get_slice``); no rank holds the full model. Works for every layout the plan
+  (``init_parameters(empty=True)``: allocated, no values drawn) and reads only the slices of the safetensors
+  files they cover (``HuggingFaceStorageReader`` through DCP: ``safe_open(...).get_slice``); no rank holds the
+  full model; every parameter must get a value from the folder. Works for every layout the plan
   produces (FSDP, TP, CP, EP, pipeline stages: a stage loads the keys it holds; a last stage with a tied head
   reads it from ``model.embed_tokens.weight``).
 * :func:`sft_loss`: packed SFT rows (``input_ids``, ``labels``, ``position_ids``, ``doc_ids``): the document mask,
@@ -96,7 +97,7 @@ def load_from_hf(backend: Any, parts: List[Any]) -> None:
     adapter = model_spec(backend.config.model.name).state_dict_adapter(backend.hf_config)
     stored = read_index(folder)
     for part in parts:
-        init_parameters(part, seed=backend.config.job.seed)  # only the local shards; overwritten below
+        init_parameters(part, empty=True)  # only the local shards, uninitialised: every one is read below
         hf_sd = _part_state(part, adapter)
         missing = sorted(set(hf_sd) - set(stored))
         if missing:
@@ -104,7 +105,18 @@ def load_from_hf(backend: Any, parts: List[Any]) -> None:
                              f"e.g. {missing[:3]}")
         dcp.load(hf_sd, storage_reader=HuggingFaceStorageReader(folder),
                  no_dist=not (backend.trainer.distributed and dist.is_initialized()))
-        set_model_state_dict(part, adapter.from_hf(hf_sd), options=StateDictOptions(strict=False))
+        ours = adapter.from_hf(hf_sd)
+        _check_every_parameter_read(part, ours, folder)
+        set_model_state_dict(part, ours, options=StateDictOptions(strict=False))
+
+
+def _check_every_parameter_read(part: Any, ours: Dict[str, Any], folder: str) -> None:
+    """The parameters were allocated uninitialised: each one must come back from the folder (an adapter that
+    maps no HF key to a parameter would leave it holding garbage)."""
+    unread = sorted(name for name, _ in part.named_parameters() if name not in ours)
+    if unread:
+        raise ValueError(f"model.init_from {folder}: {len(unread)} parameters have no tensor in the folder "
+                         f"through the {type(part).__name__} state-dict adapter, e.g. {unread[:3]}")
 
 
 # ---------------------------------------------------------------------------------------------- SFT batches

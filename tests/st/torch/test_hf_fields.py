@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Every field of each supported transformers config class is honoured, irrelevant to training, or refused.
 
-For ``LlamaConfig``, ``Qwen3Config``, ``Qwen3MoeConfig`` and ``DeepseekV3Config`` the test walks every field of
+For ``LlamaConfig``, ``Qwen3Config``, ``Qwen3MoeConfig``, ``DeepseekV3Config``, ``Qwen3_5TextConfig`` and
+``Qwen3_5MoeTextConfig`` the test walks every field of
 the class (``to_dict()`` of a default instance) and finds it in exactly one list of the model's adapter
 (``hf_fields``). Honoured fields are proved by a parity case: a random transformers model with the field set
 away from the base value is saved with ``save_pretrained``, built by ``config_from_hf`` and loaded by ``load_hf``,
@@ -21,7 +22,8 @@ from tests.st.torch.test_models_hf import spread_routers
 
 TOL = 1e-5
 HF_CLASSES = {"llama3": transformers.LlamaConfig, "qwen3": transformers.Qwen3Config,
-              "qwen3_moe": transformers.Qwen3MoeConfig, "deepseek_v3": transformers.DeepseekV3Config}
+              "qwen3_moe": transformers.Qwen3MoeConfig, "deepseek_v3": transformers.DeepseekV3Config,
+              "qwen3_5": transformers.Qwen3_5TextConfig, "qwen3_5_moe": transformers.Qwen3_5MoeTextConfig}
 _SHAPES = {"vocab_size": 96, "hidden_size": 48, "intermediate_size": 80, "num_hidden_layers": 3,
            "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 8, "rms_norm_eps": 1e-3,
            "tie_word_embeddings": True, "rope_parameters": {"rope_type": "default", "rope_theta": 500.0}}
@@ -50,10 +52,27 @@ PARITY = {
                                          "original_max_position_embeddings": 32, "beta_fast": 32.0,
                                          "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0}}],
 }
+_QWEN3_5 = {"vocab_size": 96, "hidden_size": 48, "num_hidden_layers": 3, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "head_dim": 12, "rms_norm_eps": 1e-3, "tie_word_embeddings": True,
+            "layer_types": ["full_attention", "linear_attention", "full_attention"], "linear_conv_kernel_dim": 3,
+            "linear_key_head_dim": 8, "linear_value_head_dim": 12, "linear_num_key_heads": 2,
+            "linear_num_value_heads": 4, "hidden_act": "silu",
+            "rope_parameters": {"rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.5,
+                                "mrope_section": [1, 1, 1], "mrope_interleaved": True}}
+#: legacy spellings: the layer pattern from full_attention_interval, rope from top-level fields
+_QWEN3_5_LEGACY = {"layer_types": None, "full_attention_interval": 2, "rope_parameters": None,
+                   "rope_scaling": {"rope_type": "default", "mrope_section": [4, 2, 2], "mrope_interleaved": True},
+                   "rope_theta": 321.0, "partial_rotary_factor": 0.5}
+PARITY.update({
+    "qwen3_5": [{**_QWEN3_5, "intermediate_size": 80}, _QWEN3_5_LEGACY],
+    "qwen3_5_moe": [{**_QWEN3_5, "moe_intermediate_size": 24, "num_experts": 6, "num_experts_per_tok": 3,
+                     "shared_expert_intermediate_size": 40}, _QWEN3_5_LEGACY]})
 #: honoured fields that do not reach the logits: proved by config_from_hf -> export config.json round trip
 ROUND_TRIP = {"llama3": {"max_position_embeddings": 77}, "qwen3": {"max_position_embeddings": 77},
               "qwen3_moe": {"max_position_embeddings": 77, "router_aux_loss_coef": 0.02},
-              "deepseek_v3": {"max_position_embeddings": 77, "num_nextn_predict_layers": 2}}
+              "deepseek_v3": {"max_position_embeddings": 77, "num_nextn_predict_layers": 2},
+              "qwen3_5": {"max_position_embeddings": 77},
+              "qwen3_5_moe": {"max_position_embeddings": 77, "router_aux_loss_coef": 0.02}}
 #: model -> {refused field: a value the model does not implement}
 REFUSE = {"llama3": {"attention_bias": True, "mlp_bias": True, "attention_dropout": 0.1, "hidden_act": "tanh",
                      "quantization_config": {"quant_method": "fp8"}},
@@ -62,7 +81,11 @@ REFUSE = {"llama3": {"attention_bias": True, "mlp_bias": True, "attention_dropou
           "qwen3_moe": {"hidden_act": "gelu", "decoder_sparse_step": 2, "use_sliding_window": True,
                         "attention_bias": True},
           "deepseek_v3": {"hidden_act": "gelu", "attention_bias": True, "scoring_func": "softmax",
-                          "topk_method": "greedy", "moe_layer_freq": 2, "attention_dropout": 0.5}}
+                          "topk_method": "greedy", "moe_layer_freq": 2, "attention_dropout": 0.5},
+          "qwen3_5": {"hidden_act": "gelu", "attention_bias": True, "attention_dropout": 0.1,
+                      "attn_output_gate": False, "mamba_ssm_dtype": "bfloat16",
+                      "layer_types": ["linear_attention", "sliding_attention", "full_attention", "full_attention"]},
+          "qwen3_5_moe": {"hidden_act": "gelu", "attention_bias": True, "attention_dropout": 0.1}}
 
 
 def _base(model_name):

@@ -183,7 +183,7 @@ def test_adapter_round_trip_is_bit_exact(model_name, flavor):
 @pytest.mark.parametrize("field, value, message", [
     ("hidden_act", "gelu", "hidden_act='gelu' is not supported"),
     ("attention_bias", True, "attention_bias=True is not supported"),
-    ("sliding_window", 128, "config fields ['sliding_window'] are not supported"),
+    ("sliding_window", 128, "config.json sliding_window=128 is not a field this model knows"),
     ("rope_parameters", {"rope_type": "yarn", "rope_theta": 1e4}, "rope_type='yarn' is not supported"),
     ("layer_types", ["linear_attention", "sliding_attention", "full_attention", "full_attention"],
      "layer_types"),
