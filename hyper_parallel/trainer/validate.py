@@ -114,8 +114,12 @@ def _setting(cfg: JobConfig, key: str) -> str:
 
 
 def _model_config(cfg: JobConfig) -> Any:
-    from hyper_parallel.trainer.models import build_model_config  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.trainer.models import build_model_config, model_spec  # noqa  # pylint: disable=C0415
+    from hyper_parallel.trainer.hf_folder import HF_FLAVOR, parse_init_from, read_hf_config  # noqa  # pylint: disable=C0415
     try:
+        if cfg.model.init_from and cfg.model.flavor == HF_FLAVOR:  # the shapes of the folder's config.json
+            folder = parse_init_from(cfg.model.init_from)
+            return model_spec(cfg.model.name).state_dict_adapter.config_from_hf(read_hf_config(folder))
         return build_model_config(cfg.model.name, cfg.model.flavor, vocab_size=cfg.data.vocab_size,
                                   max_position_embeddings=max(cfg.training.seq_len, 128))
     except ValueError as exc:
@@ -133,6 +137,16 @@ def _check_tokenizer(cfg: JobConfig) -> None:
     spec = cfg.data.tokenizer
     if spec == "bpe":
         return
+    if spec.startswith("hf:"):  # a Hugging Face folder's tokenizer files
+        from hyper_parallel.trainer.hf_folder import parse_init_from, tokenizer_files  # noqa  # pylint: disable=C0415
+        try:
+            folder = parse_init_from(spec, "data.tokenizer")
+        except ValueError as exc:
+            raise ConfigError(f"{cfg.source}: {exc}") from None
+        if not tokenizer_files(folder):
+            raise ConfigError(f"{cfg.source}: data.tokenizer: {folder!r} holds no tokenizer files (expected "
+                              f"tokenizer.json or tokenizer_config.json with its vocabulary)")
+        return
     _check_file(cfg.source, "data.tokenizer", spec)
     try:
         with open(spec, encoding="utf-8") as fh:
@@ -144,7 +158,20 @@ def _check_tokenizer(cfg: JobConfig) -> None:
                           f"expected 'bpe' or a Hugging Face tokenizers file")
 
 
-def _check_jsonl(src: str, path: str, text_key: str) -> None:
+def _record_fields(cfg: JobConfig) -> Dict[str, type]:
+    """The fields a record of ``data.format`` needs, with their JSON types (the config key names each)."""
+    da = cfg.data
+    if da.format == "prompt_completion":
+        return {da.prompt_key: str, da.completion_key: str}
+    if da.format == "messages":
+        return {da.messages_key: list}
+    return {da.text_key: str}  # "stream" and "text"
+
+
+def _check_jsonl(cfg: JobConfig, path: str) -> None:
+    """The first record of a jsonl file parses and has the fields of ``data.format`` (the loader names a bad
+    record further in with its line, as ``data.bad_records`` says)."""
+    need = _record_fields(cfg)
     with open(path, encoding="utf-8", errors="replace") as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
@@ -152,10 +179,12 @@ def _check_jsonl(src: str, path: str, text_key: str) -> None:
             try:
                 row = json.loads(line)
             except ValueError as exc:
-                raise ConfigError(f"{src}: data.paths: {path}:{lineno}: not valid JSON ({exc})") from None
-            if not isinstance(row, dict) or not isinstance(row.get(text_key), str):
-                raise ConfigError(f"{src}: data.paths: {path}:{lineno}: expected an object with a string field "
-                                  f"{text_key!r} (data.text_key)")
+                raise ConfigError(f"{cfg.source}: data.paths: {path}:{lineno}: not valid JSON ({exc})") from None
+            for key, kind in need.items():
+                if not isinstance(row, dict) or not isinstance(row.get(key), kind):
+                    raise ConfigError(f"{cfg.source}: data.paths: {path}:{lineno}: expected an object with a "
+                                      f"{'string' if kind is str else 'list'} field {key!r} (data.format = "
+                                      f"{cfg.data.format!r})")
             return
 
 
@@ -186,7 +215,7 @@ def _check_data(cfg: JobConfig) -> None:
             raise ConfigError(f"{cfg.source}: data.paths: {path}: reading {ext} files needs HF datasets "
                               f"(pip install datasets)")
         if ext == ".jsonl":
-            _check_jsonl(cfg.source, path, cfg.data.text_key)
+            _check_jsonl(cfg, path)
 
 
 def _check_batch(cfg: JobConfig, d: Dict[str, int]) -> None:

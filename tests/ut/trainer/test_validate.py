@@ -78,6 +78,18 @@ def test_data_and_tokenizer_paths(tmp_path):
     bad.write_text('{"body": "x"}\n')
     assert "expected an object with a string field 'text'" in _error("--data.source", "files", "--data.paths",
                                                                      f"['{bad}']")
+    conv = tmp_path / "conv.jsonl"  # the fields of data.format, not always data.text_key
+    conv.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    messages = ("--data.source", "files", "--data.paths", f"['{conv}']", "--data.format", "messages",
+                "--data.tokenizer", f"hf:{folder}")
+    assert f"data.tokenizer: '{folder}' holds no tokenizer files" in _error(*messages)
+    (folder / "tokenizer.json").write_text(json.dumps({"model": {}}))
+    validate_job(_cfg(*messages))
+    assert "data.tokenizer: expected 'hf:<folder>'" in _error(*messages[:-1], "hf:")
+    assert "expected an object with a string field 'prompt' (data.format = 'prompt_completion')" in _error(
+        "--data.source", "files", "--data.paths", f"['{conv}']", "--data.format", "prompt_completion")
     odd = tmp_path / "x.bin"
     odd.write_bytes(b"\0")
     assert "unsupported file type '.bin'" in _error("--data.source", "files", "--data.paths", f"['{odd}']")
@@ -173,3 +185,18 @@ def test_hp_train_help_lists_every_section_and_key():
                    "    clip_grad_norm         float      default 1.0"):
         assert needle in lines, needle
     assert "  [parallelism]" in lines and "  [optimizer]  free-form table: the keys of hyper_parallel.optim" in text
+
+
+def test_init_from_takes_the_shapes_from_the_folder(tmp_path):
+    """``flavor = "hf"`` (set by ``init_from``) is not a registry flavor: the checks use the folder's
+    ``config.json``, so its heads decide what TP may split."""
+    from hyper_parallel.models import get_model_spec
+    spec = get_model_spec("llama3")
+    doc = dict(spec.state_dict_adapter(spec.config("debug")).hf_config(), num_attention_heads=3,
+               num_key_value_heads=3, head_dim=16, hidden_size=48)
+    (tmp_path / "config.json").write_text(json.dumps(doc))
+    facts = validate_job(_cfg("--model.init_from", f"hf:{tmp_path}", "--job.nproc", 1))
+    assert facts.degrees["tp"] == 1
+    message = _error("--model.init_from", f"hf:{tmp_path}", "--job.nproc", 2, "--parallelism.dp_shard", 1,
+                     "--parallelism.tp", 2)
+    assert "3" in message and "parallelism.tp" in message, message
