@@ -27,6 +27,22 @@ def test_every_shipped_config_parses():
         assert cfg.training.steps >= 1 and cfg.source == path
 
 
+def test_every_shipped_config_passes_the_rank_free_validation(tmp_path, monkeypatch):
+    """What ``hp-train --check`` runs before a launch; a config starting from a Hugging Face folder gets a small
+    one (``make finetune`` writes the real one first)."""
+    import json  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.models import get_model_spec  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.trainer.validate import validate_job  # pylint: disable=import-outside-toplevel
+    spec = get_model_spec("llama3")
+    (tmp_path / "config.json").write_text(json.dumps(spec.state_dict_adapter(spec.config("debug")).hf_config()))
+    monkeypatch.chdir(ROOT)
+    for path in sorted(glob.glob(os.path.join(ROOT, "configs", "*.toml"))):
+        probe = load_config(path)
+        extra = [("model.init_from", f"hf:{tmp_path}")] if probe.model.init_from else []
+        facts = validate_job(load_config(path, extra))
+        assert facts.degrees, path
+
+
 def test_typed_values_and_defaults(tmp_path):
     cfg = load_config(_write(tmp_path, "[training]\nsteps = 7\nclip_grad_norm = 2\n[data]\npaths = ['a']\n"
                                        "source = 'files'\n[metrics]\nprofile_steps = [3, 4]\n"))
