@@ -24,7 +24,7 @@ from hyper_parallel.platform import platform_of
 
 __all__ = ["PipelineStage", "PipelineSchedule", "ScheduleGPipe", "Schedule1F1B", "ScheduleInterleaved1F1B",
            "ScheduleLoopedBFS", "ScheduleInterleavedZeroBubble", "ScheduleZBVZeroBubble", "ScheduleDualPipeV",
-           "get_schedule_class"]
+           "ScheduleMpipe", "get_schedule_class"]
 
 _BACKENDS = {"torch": "hyper_parallel.pipeline._torch.stage", "mindspore": "hyper_parallel.pipeline._mindspore.stage"}
 
@@ -78,8 +78,12 @@ class PipelineSchedule:  # pylint: disable=too-many-instance-attributes
         self._kwargs_chunk_spec = kwargs_chunk_spec
         self._output_merge_spec = output_merge_spec
         self.scale_grads = scale_grads
-        self.schedule = generate_schedule(self.schedule_name, positions, n_microbatches, v)
+        self.schedule = self._make_schedule(positions, n_microbatches, v)
         self._bind(self.schedule, overlap_p2p)
+
+    def _make_schedule(self, positions: int, n_microbatches: int, stages_per_rank: int):
+        """The compute lists of this schedule class (a subclass with knobs of its own overrides this)."""
+        return generate_schedule(self.schedule_name, positions, n_microbatches, stages_per_rank)
 
     def _bind(self, schedule, overlap_p2p: bool) -> None:
         self.schedule = schedule
@@ -243,9 +247,46 @@ class ScheduleDualPipeV(PipelineSchedule):
     multi = True
 
 
+class ScheduleMpipe(PipelineSchedule):
+    """Mpipe (``pipeline/mpipe.py``): stage 0 is the encoder stage on its own position (a rank set of any
+    size), running ``config.encoder_ahead`` forwards ahead of the language-model stages on positions
+    ``1 .. p-1`` (1F1B among them); ``step(..., sample_costs=...)`` balances the microbatches by measured
+    per-sample cost (image tokens, say). ``ScheduleMpipe(stage, n_microbatches, loss_fn=None, ..., config=
+    MpipeConfig())``; the other arguments as the other schedules."""
+    schedule_name = "Mpipe"
+
+    def __init__(self, stages, n_microbatches: int, loss_fn=None, args_chunk_spec=None, kwargs_chunk_spec=None,
+                 output_merge_spec=None, scale_grads: bool = True, *, config=None, **kwargs) -> None:
+        from hyper_parallel.pipeline.mpipe import MpipeConfig  # pylint: disable=import-outside-toplevel
+        if config is None:
+            config = MpipeConfig()
+        if not isinstance(config, MpipeConfig):
+            raise TypeError(f"ScheduleMpipe(config): expected an MpipeConfig, got {type(config).__name__}")
+        self.config = config
+        #: the sample indices of every microbatch in the last ``step()`` (caller's order when not balanced)
+        self.microbatch_groups: List[List[int]] = []
+        super().__init__(stages, n_microbatches, loss_fn, args_chunk_spec, kwargs_chunk_spec, output_merge_spec,
+                         scale_grads, **kwargs)
+
+    def _make_schedule(self, positions: int, n_microbatches: int, stages_per_rank: int):
+        from hyper_parallel.pipeline.schedules import mpipe_schedule  # pylint: disable=import-outside-toplevel
+        return mpipe_schedule(positions, n_microbatches, self.config.encoder_ahead)
+
+    def step(self, *args, target=None, losses: Optional[List[Any]] = None, return_outputs: bool = True,
+             loss_kwargs: Optional[Dict[str, Any]] = None, sample_costs=None, **kwargs) -> Any:
+        """As :meth:`PipelineSchedule.step`, plus ``sample_costs``: one number per sample of the batch (on at
+        least one rank of the pipeline group; ranks that pass it must agree). With ``config.balance`` the
+        batch (inputs, keyword inputs and target, along their chunk dims) is permuted into microbatches of
+        equal size and even cost (:func:`~hyper_parallel.pipeline.mpipe.balance_microbatches`); the
+        returned output is put back in the caller's order, ``losses`` stay per (balanced) microbatch and
+        ``microbatch_groups`` names the samples of each."""
+        from hyper_parallel.pipeline.mpipe import balanced_step  # pylint: disable=import-outside-toplevel
+        return balanced_step(self, args, kwargs, target, losses, return_outputs, loss_kwargs, sample_costs)
+
+
 _CLASSES: Dict[str, type] = {c.schedule_name: c for c in (
     ScheduleGPipe, Schedule1F1B, ScheduleInterleaved1F1B, ScheduleLoopedBFS, ScheduleInterleavedZeroBubble,
-    ScheduleZBVZeroBubble, ScheduleDualPipeV)}
+    ScheduleZBVZeroBubble, ScheduleDualPipeV, ScheduleMpipe)}
 
 
 def get_schedule_class(schedule_name: str) -> type:

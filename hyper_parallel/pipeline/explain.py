@@ -31,6 +31,8 @@ def bubble_formula(schedule: Schedule) -> str:
         "LoopedBFS": f"bubble (p-1)(F+B)/v = (p-1)/(v*m) of the ideal step (v={v}, m a multiple of p)",
         "InterleavedZeroBubble": "bubble (p-1)(F+I-W) per rank (ZB-H1 / ZB1P, I = backward-input)",
         "ZBVZeroBubble": "bubble (p-1)(F+I-W) per rank when F = I = W (ZB-V)",
+        "Mpipe": ("encoder position ahead of 1F1B over the LM positions: no closed form (the encoder's cost "
+                  "varies per microbatch); see the simulated numbers"),
         "DualPipeV": "bubble (p-1)(F&B+B-3W) per rank (DualPipe on 2p devices, F&B = overlapped F and B)",
     }.get(schedule.name, "custom schedule: no closed form")
 

@@ -17,10 +17,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from hyper_parallel.pipeline.mpipe import mpipe_ops
 from hyper_parallel.pipeline.steps import MetaStep, MetaStepType
 
 __all__ = ["Schedule", "ScheduleConstraintError", "SCHEDULES", "generate_schedule", "custom_schedule",
-           "canonical_schedule_name",
+           "canonical_schedule_name", "mpipe_schedule",
            "stage_to_rank_map", "check_constraints"]
 
 F, I, W, B = MetaStepType.F, MetaStepType.I, MetaStepType.W, MetaStepType.B
@@ -328,6 +329,7 @@ SCHEDULES: Dict[str, _Kind] = {k.name: k for k in (
     _Kind("InterleavedZeroBubble", True, "loop", lambda p, v, m, r: _interleaved_ops(p, v, m, r, True)),
     _Kind("ZBVZeroBubble", True, "v", lambda p, v, m, r: _zbv(p, m, r), fixed_v=2),
     _Kind("DualPipeV", True, "v", lambda p, v, m, r: _dualpipev(p, m, r), fixed_v=2),
+    _Kind("Mpipe", False, "loop", lambda p, v, m, r: mpipe_ops(p, m, r)),
 )}
 _ALIASES = {"zbv": "ZBVZeroBubble", "zbh1": "InterleavedZeroBubble", "zb1p": "InterleavedZeroBubble",
             "interleavedzb": "InterleavedZeroBubble", "interleaved": "Interleaved1F1B"}
@@ -362,6 +364,9 @@ def check_constraints(name: str, num_ranks: int, n_microbatches: int, stages_per
                                       f"{stages} stages on {p} ranks")
     if kind.name in ("Interleaved1F1B", "InterleavedZeroBubble"):
         _rounds(kind.name, p, m, stages)
+    if kind.name == "Mpipe" and p < 2:
+        raise ScheduleConstraintError(f"Mpipe: num_ranks={p}: it needs the encoder position and at least one "
+                                      "language-model position (num_ranks >= 2)")
     if kind.name == "DualPipeV" and m < stages:
         raise ScheduleConstraintError(f"DualPipeV: n_microbatches={m} with {stages} stages on {p} ranks is not "
                                       f"allowed: it needs n_microbatches >= num_stages = {stages}")
@@ -383,6 +388,18 @@ def generate_schedule(name: str, num_ranks: int, n_microbatches: int, stages_per
     mapping = stage_to_rank_map(num_ranks, stages, kind.style)
     return Schedule(kind.name, num_ranks, stages, n_microbatches, mapping,
                     {r: tuple(ops) for r, ops in compute.items()})
+
+
+def mpipe_schedule(num_ranks: int, n_microbatches: int, encoder_ahead: Optional[int] = None) -> Schedule:
+    """The Mpipe schedule (``pipeline/mpipe.py``) with the encoder ``encoder_ahead`` forwards ahead
+    (``None``: all of them); ``generate_schedule("Mpipe", ...)`` is this with the default."""
+    check_constraints("Mpipe", num_ranks, n_microbatches, 1)
+    if encoder_ahead is not None and encoder_ahead < min(n_microbatches, num_ranks - 1):
+        raise ScheduleConstraintError(f"Mpipe: encoder_ahead={encoder_ahead} with {num_ranks} positions: the encoder "
+                                      f"must run at least num_ranks - 1 = {num_ranks - 1} forwards ahead (the first "
+                                      "LM stage's 1F1B warm-up needs them before any backward returns)")
+    compute = {r: tuple(mpipe_ops(num_ranks, n_microbatches, r, encoder_ahead)) for r in range(num_ranks)}
+    return Schedule("Mpipe", num_ranks, num_ranks, n_microbatches, stage_to_rank_map(num_ranks, num_ranks), compute)
 
 
 def _stage_owners(compute: Dict[int, Sequence[Slot]]) -> Dict[int, int]:

@@ -19,6 +19,7 @@ from hyper_parallel.pipeline.validate import validate_lists
 
 SINGLE = ("GPipe", "1F1B")
 CASES = [(name, p, m) for name in SCHEDULES for p in (2, 4, 8) for m in sorted({1, p - 1, p, 2 * p, 4 * p})]
+TORCH_CASES = [c for c in CASES if c[0] != "Mpipe"]  # torch ships no Mpipe
 UNIT = {"F": 1.0, "I": 1.0, "W": 1.0}
 
 
@@ -100,7 +101,7 @@ def _torch_order(name, p, m, v):
     return cls(stages, m).pipeline_order
 
 
-@pytest.mark.parametrize("name,p,m", CASES)
+@pytest.mark.parametrize("name,p,m", TORCH_CASES)
 def test_lists_equal_torch(name, p, m):
     v = 1 if name in SINGLE else 2
     try:

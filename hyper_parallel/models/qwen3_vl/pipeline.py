@@ -1,0 +1,247 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Pipeline parallel for Qwen3-VL: the vision tower on stage 0 ("stage0", the naive placement) or on its own
+position ahead of the language model ("mpipe", :class:`~hyper_parallel.pipeline.ScheduleMpipe`).
+
+The pipeline batch (:func:`pack_vl_batch`) has a batch dim on every tensor, so the ordinary microbatch split
+applies: ``input_ids`` / ``attention_mask`` ``[B, S]``, the MRoPE ``position_ids`` ``[B, 3, S]`` (computed once
+from the whole batch), each sample's image patches padded to ``[B, P, C*T*P*P]`` and its image grids padded
+to ``[B, N, 3]`` (all-zero rows: no image). The encoder stage takes back each sample's real patches, runs the
+vision tower once per microbatch on exactly those (its cost follows the images, not the padding), and
+scatters the merged features into the token embeddings.
+
+DeepStack features cross stage boundaries in dense form: level ``i`` (added after decoder layer ``i``) is a
+``[b, S, hidden]`` tensor that is zero away from the image tokens, so ``h + dense`` equals the model's
+``h[visual] += features`` exactly, every boundary carries fixed shapes, and a stage passes on the levels that
+later stages consume (their gradients come back the same way). Video inputs are not packed here (images
+and text only).
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence
+
+import torch
+from torch import nn
+
+from hyper_parallel.models.llama3.model import causal_mask
+from hyper_parallel.models.qwen3_vl.model import rope_index
+
+__all__ = ["pack_vl_batch", "image_token_costs", "Qwen3VLStageModule", "stage_layers", "pipeline_qwen3_vl"]
+
+_PLACEMENTS = ("stage0", "mpipe")
+
+
+def _image_owners(tokens: Sequence[int], grids: torch.Tensor, per_token: int) -> List[List[int]]:
+    """The image indices of every sample: the next grids whose merged sizes fill its placeholder count."""
+    owners: List[List[int]] = []
+    cursor = 0
+    for s, n in enumerate(tokens):
+        got = []
+        while n > 0:
+            if cursor >= len(grids):
+                raise ValueError(f"pack_vl_batch: sample {s} has image placeholder tokens beyond image_grid_thw "
+                                 f"({len(grids)} images)")
+            n -= int(grids[cursor].prod()) // per_token
+            got.append(cursor)
+            cursor += 1
+        if n != 0:
+            raise ValueError(f"pack_vl_batch: sample {s}'s image placeholders do not match whole images of "
+                             f"image_grid_thw {grids.tolist()}")
+        owners.append(got)
+    if cursor != len(grids):
+        raise ValueError(f"pack_vl_batch: image_grid_thw has {len(grids)} images but input_ids holds placeholders "
+                         f"for {cursor}")
+    return owners
+
+
+def pack_vl_batch(config, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
+                  pixel_values: Optional[torch.Tensor] = None,
+                  image_grid_thw: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
+    """The processor's batch (images in sample order) as per-sample tensors with a batch dim (module
+    docstring): ``input_ids``, ``attention_mask``, ``position_ids`` ``[B, 3, S]``, ``pixel_values`` ``[B, P,
+    D]`` and ``image_grid_thw`` ``[B, N, 3]`` (zero-padded; ``P, N >= 1``)."""
+    if attention_mask is None:
+        attention_mask = torch.ones_like(input_ids)
+    if (pixel_values is None) != (image_grid_thw is None):
+        raise ValueError("pack_vl_batch: pass pixel_values and image_grid_thw together (both or neither)")
+    b = input_ids.shape[0]
+    grids = image_grid_thw if image_grid_thw is not None else torch.zeros(0, 3, dtype=torch.long)
+    owners = _image_owners((input_ids == config.image_token_id).sum(-1).tolist(), grids,
+                           config.vision.spatial_merge_size ** 2)
+    patches = grids.prod(-1).tolist()
+    starts = [sum(patches[:i]) for i in range(len(patches) + 1)]
+    width = pixel_values.shape[-1] if pixel_values is not None else 1
+    max_p = max([1] + [sum(patches[i] for i in got) for got in owners])
+    max_n = max([1] + [len(got) for got in owners])
+    pix = torch.zeros(b, max_p, width, dtype=pixel_values.dtype if pixel_values is not None else torch.float32)
+    grid = torch.zeros(b, max_n, 3, dtype=torch.long)
+    for s, got in enumerate(owners):
+        rows = [pixel_values[starts[i]:starts[i + 1]] for i in got]
+        if rows:
+            cat = torch.cat(rows)
+            pix[s, :cat.shape[0]] = cat
+            grid[s, :len(got)] = grids[got]
+    pos = rope_index(input_ids, config, image_grid_thw, None, attention_mask)
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "position_ids": pos.transpose(0, 1).contiguous(),
+            "pixel_values": pix, "image_grid_thw": grid}
+
+
+def image_token_costs(packed: Dict[str, torch.Tensor]) -> List[float]:
+    """Per-sample encoder cost of a packed batch: its image patches (the vision tower's sequence length),
+    plus 1 so text-only samples still count; ``ScheduleMpipe.step(sample_costs=...)`` balances on it."""
+    return [1.0 + float(g.prod(-1).sum()) for g in packed["image_grid_thw"]]
+
+
+def stage_layers(num_layers: int, num_stages: int, placement: str,
+                 layers_per_stage: Optional[Sequence[int]] = None) -> List[List[int]]:
+    """Decoder layers of every stage. ``stage0``: layers dealt over all stages (the first one also holds the
+    vision tower and the embedding, the last the norm and head, each counted as one layer of work);
+    ``mpipe``: stage 0 holds none (the encoder stage), the LM stages share them. ``layers_per_stage``
+    overrides with explicit counts (one per stage)."""
+    from hyper_parallel.pipeline.split import check_layers_per_stage, split_layers  # pylint: disable=C0415
+    if placement not in _PLACEMENTS:
+        raise ValueError(f"pipeline_qwen3_vl(placement={placement!r}): expected one of {list(_PLACEMENTS)}")
+    if layers_per_stage is not None:
+        out = check_layers_per_stage(layers_per_stage, num_layers, num_stages)
+        if placement == "mpipe" and out[0]:
+            raise ValueError(f"layers_per_stage={list(layers_per_stage)}: under Mpipe stage 0 is the encoder stage "
+                             "and holds no decoder layer (its entry must be 0)")
+        return out
+    if placement == "stage0":
+        return split_layers(num_layers, num_stages)
+    return [[]] + split_layers(num_layers, num_stages - 1, first_stage_less=0)
+
+
+class Qwen3VLStageModule(nn.Module):
+    """One pipeline stage of a :class:`~hyper_parallel.models.qwen3_vl.model.Qwen3VLForConditionalGeneration`:
+    optionally the encoder part (vision tower + embedding + scatter), the decoder layers ``layers`` (original
+    indices, parameter names unchanged: ``model.language_model.layers.<i>``), optionally the head (norm +
+    ``lm_head``). ``forward(*inputs, position_ids, attention_mask)``: the encoder stage takes
+    ``(input_ids, pixel_values, image_grid_thw)`` of :func:`pack_vl_batch`, the others the previous stage's
+    ``(hidden, *deepstack levels still to add)``; returns the same for the next stage, or the logits."""
+
+    def __init__(self, model, layers: Sequence[int], *, encoder: bool, head: bool) -> None:
+        super().__init__()
+        self.config = model.config
+        self.layer_ids = list(layers)
+        self.encoder, self.head = encoder, head
+        self.levels = len(model.config.vision.deepstack_visual_indexes)
+        self.first_level = 0 if encoder else (self.layer_ids[0] if self.layer_ids else None)
+        inner, text = nn.Module(), nn.Module()
+        inner.language_model = text
+        text.rotary = model.model.language_model.rotary
+        text.layers = nn.ModuleDict({str(i): model.model.language_model.layers[i] for i in self.layer_ids})
+        if encoder:
+            inner.visual = model.model.visual
+            text.embed_tokens = model.model.language_model.embed_tokens
+        if head:
+            text.norm = model.model.language_model.norm
+            self.lm_head = model.lm_head
+        self.model = inner
+
+    def carried_in(self, first_layer: int) -> None:
+        """Set the first decoder layer this stage's input has passed (a stage without layers carries on
+        whatever its predecessor sent)."""
+        self.first_level = first_layer
+
+    def _embed(self, input_ids, pixel_values, image_grid_thw):
+        text = self.model.language_model
+        embeds = text.embed_tokens(input_ids)
+        grids, pix = [], []
+        for s in range(input_ids.shape[0]):
+            real = image_grid_thw[s][image_grid_thw[s].prod(-1) > 0]
+            grids.append(real)
+            pix.append(pixel_values[s, :int(real.prod(-1).sum())])
+        grid = torch.cat(grids)
+        zeros = torch.zeros_like(embeds)
+        if grid.shape[0] == 0:
+            return embeds, [zeros] * self.levels
+        merged, deepstack = self.model.visual(torch.cat(pix), grid)
+        mask = (input_ids == self.config.image_token_id)[..., None]
+        embeds = embeds.masked_scatter(mask, merged.to(embeds.dtype))
+        return embeds, [zeros.masked_scatter(mask, d.to(embeds.dtype)) for d in deepstack]
+
+    def forward(self, *inputs, position_ids=None, attention_mask=None):
+        """See the class docstring."""
+        if self.encoder:
+            h, levels = self._embed(*inputs)
+            first = 0
+        else:
+            h, levels, first = inputs[0], list(inputs[1:]), self.first_level
+        if self.layer_ids:
+            cos, sin = self.model.language_model.rotary(position_ids.transpose(0, 1))
+            cos, sin = cos.to(h.dtype), sin.to(h.dtype)
+            mask = causal_mask(attention_mask) if attention_mask is not None else None
+            for i in self.layer_ids:
+                layer = self.model.language_model.layers[str(i)]
+                h = layer(h, cos, sin) if mask is None else layer(h, cos, sin, mask)
+                if i < self.levels:
+                    h = h + levels[i - first]
+        if self.head:
+            return self.lm_head(self.model.language_model.norm(h))
+        done = (self.layer_ids[-1] + 1) if self.layer_ids else first
+        rest = [levels[i - first] for i in range(max(done, first), self.levels)]
+        return (h, *rest) if rest else h
+
+
+def _tie(model, parts, mine, num_stages, stage_to_rank, stages, group) -> None:
+    """Tied embeddings: the embedding (stage 0) and the head (last stage) share one weight on one rank, or
+    sum their gradients over a 2-rank pipeline group (``PipelineStage.tie_parameters``)."""
+    import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+    last = num_stages - 1
+    if stage_to_rank[0] == stage_to_rank[last]:
+        return  # one rank: both stages hold the model's one Parameter
+    if dist.get_world_size(group) != 2:
+        raise ValueError(f"pipeline_qwen3_vl: tied embeddings with the embedding and the head on different ranks "
+                         f"need a 2-rank pipeline group, got {dist.get_world_size(group)} ranks (untie them: "
+                         "tie_word_embeddings=False)")
+    del model
+    for part, s, stage in zip(parts, mine, stages):
+        if s == 0:
+            stage.tie_parameters([lambda part=part: part.model.language_model.embed_tokens.weight], group)
+        elif s == last:
+            stage.tie_parameters([lambda part=part: part.lm_head.weight], group)
+
+
+def pipeline_qwen3_vl(model, *, n_microbatches: int, placement: str = "stage0", schedule: str = "1F1B",
+                      pp_group=None, layers_per_stage=None, loss_fn=None, device=None, mpipe_config=None,
+                      **schedule_kwargs):
+    """Split a Qwen3-VL model over the ranks of ``pp_group`` (default: the world), one stage per rank, and
+    build this rank's stage and schedule. Returns ``(schedule, stage_module)``.
+
+    ``placement="stage0"``: the vision tower and embedding share stage 0 with the first decoder layers, run
+    by ``schedule`` (any single-stage schedule: ``1F1B``, ``GPipe``). ``placement="mpipe"``: stage 0 is the
+    encoder stage alone and the schedule is :class:`~hyper_parallel.pipeline.ScheduleMpipe` (with
+    ``mpipe_config``); ``schedule`` must be left at its default. Feed ``step`` the tensors of
+    :func:`pack_vl_batch`: ``(input_ids, pixel_values, image_grid_thw)`` positionally on stage 0's rank,
+    ``position_ids`` and ``attention_mask`` as keywords on every rank, the labels as ``target`` on the last
+    rank (and, for Mpipe, ``sample_costs=image_token_costs(packed)``). The stage module shares its
+    parameters with ``model`` (build ``model`` on each rank from the same seed or checkpoint)."""
+    import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.pipeline.api import PipelineStage, ScheduleMpipe, get_schedule_class  # pylint: disable=C0415
+    p, rank = dist.get_world_size(pp_group), dist.get_rank(pp_group)
+    if p < 2:
+        raise ValueError(f"pipeline_qwen3_vl: the pipeline group has {p} rank(s); pipelining needs >= 2")
+    layers = stage_layers(model.config.text.num_hidden_layers, p, placement, layers_per_stage)
+    if placement == "mpipe":
+        if schedule != "1F1B":
+            raise ValueError(f"pipeline_qwen3_vl(schedule={schedule!r}): placement='mpipe' runs ScheduleMpipe; "
+                             "leave schedule at its default")
+        cls = ScheduleMpipe
+        schedule_kwargs["config"] = mpipe_config
+    else:
+        cls = get_schedule_class(schedule)
+        if cls.multi:
+            raise ValueError(f"pipeline_qwen3_vl(schedule={schedule!r}): one stage per rank; use 1F1B or GPipe")
+    part = Qwen3VLStageModule(model, layers[rank], encoder=rank == 0, head=rank == p - 1)
+    prior = [i for ls in layers[:rank] for i in ls]
+    if rank and not layers[rank]:
+        part.carried_in(prior[-1] + 1 if prior else 0)
+    if device is None:
+        device = next(model.parameters()).device
+    stage = PipelineStage(part, rank, p, device, group=pp_group)
+    stage.pass_kwargs_to_all = True
+    if model.config.text.tie_word_embeddings:
+        _tie(model, [part], [rank], p, tuple(range(p)), [stage], pp_group)
+    loss = loss_fn if loss_fn is not None else type(model).loss
+    return cls(stage, n_microbatches, loss_fn=loss, **schedule_kwargs), part
