@@ -191,34 +191,40 @@ def _chain_once(parts, mb, target, loss_fn):
     return fwd, bwd[::-1]
 
 
-def _one_process_costs(model, mode, data, target, groups, loss_fn, world, reps=3):
-    """(rank, "F"/"B", microbatch) -> seconds, each the minimum of ``reps`` runs of the stage chain in one
-    process (no other pipeline rank competing for the cores)."""
-    split = {"mpipe": ("mpipe", LM_SPLIT), "encoder-alone 1F1B": ("stage0", LM_SPLIT)}.get(mode, ("stage0", None))
-    parts = _stage_parts(copy.deepcopy(model), split[0], world, split[1])
-    costs = {}
-    for k, idx in enumerate(groups):
-        mb = {key: v[idx] for key, v in data.items()}
-        for _ in range(reps):
-            fwd, bwd = _chain_once(parts, mb, target[idx], loss_fn)
-            for s in range(world):
-                for kind, val in (("F", fwd[s]), ("B", bwd[s])):
-                    costs[(s, kind, k)] = min(val, costs.get((s, kind, k), float("inf")))
+def _one_process_costs(model, data, target, groups, loss_fn, world, reps=3):
+    """mode -> {(rank, "F"/"B", microbatch): seconds}, each the minimum of ``reps`` runs of the stage chain in
+    one process (no other pipeline rank competing for the cores), the modes interleaved rep by rep so that
+    other jobs on the machine hit them alike."""
+    split = {"mpipe": ("mpipe", LM_SPLIT), "encoder-alone 1F1B": ("stage0", LM_SPLIT)}
+    parts = {}
+    for mode in MODES:
+        placement, layers = split.get(mode, ("stage0", None))
+        parts[mode] = _stage_parts(copy.deepcopy(model), placement, world, layers)
+    contiguous = [[2 * k, 2 * k + 1] for k in range(4)]
+    costs = {mode: {} for mode in MODES}
+    for _ in range(reps):
+        for mode in MODES:
+            mine = groups if mode in ("stage0+balance", "mpipe") else contiguous
+            for k, idx in enumerate(mine):
+                mb = {key: v[idx] for key, v in data.items()}
+                fwd, bwd = _chain_once(parts[mode], mb, target[idx], loss_fn)
+                for s in range(world):
+                    for kind, val in (("F", fwd[s]), ("B", bwd[s])):
+                        costs[mode][(s, kind, k)] = min(val, costs[mode].get((s, kind, k), float("inf")))
     return costs
 
 
 def _simulate_modes(model, packed, labels, groups, loss_fn, world, scheds):
-    """Each mode's schedule simulated with its one-process stage costs: (makespan, idle fraction per rank)."""
+    """Each mode's schedule simulated with its one-process stage costs: (makespan, idle fraction per rank,
+    work per rank)."""
     from hyper_parallel.pipeline import simulate_schedule
-    contiguous = [[2 * k, 2 * k + 1] for k in range(4)]
+    costs = _one_process_costs(model, packed, labels, groups, loss_fn, world)
     out = {}
     for mode in MODES:
-        balanced = mode in ("stage0+balance", "mpipe")
-        costs = _one_process_costs(model, mode, packed, labels, groups if balanced else contiguous, loss_fn, world)
         sim = simulate_schedule(scheds[mode].sched.schedule,
-                                lambda r, a, c=costs: c[(r, a.type.value, a.microbatch_index)])
+                                lambda r, a, c=costs[mode]: c[(r, a.type.value, a.microbatch_index)])
         out[mode] = (sim.makespan, [sim.idle_fraction(r) for r in range(world)],
-                     [sum(v for (s, _, _), v in costs.items() if s == r) for r in range(world)])
+                     [sum(v for (s, _, _), v in costs[mode].items() if s == r) for r in range(world)])
     return out
 
 
