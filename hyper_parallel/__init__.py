@@ -74,6 +74,8 @@ _LAZY = {
     "ScheduleInterleavedZeroBubble": "hyper_parallel.pipeline",
     "ScheduleZBVZeroBubble": "hyper_parallel.pipeline",
     "ScheduleDualPipeV": "hyper_parallel.pipeline",
+    "ScheduleMpipe": "hyper_parallel.pipeline",
+    "MpipeConfig": "hyper_parallel.pipeline",
     "get_schedule_class": "hyper_parallel.pipeline",
     "redistribute_across_meshes": "hyper_parallel.platform.torch.cross_mesh",
     # context parallel
