@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """ST (3 gloo ranks, one pool run): Qwen3-VL under pipeline parallel equals one process.
 
-A mixed batch of 4 samples (text only, one small image, one large image, two small images; real images drawn
-with Pillow and preprocessed by transformers' image processor), packed by ``pack_vl_batch``. Four pipelines:
+A mixed batch of 4 samples (text only, one small image, one large image, two small images of different sizes),
+packed by ``pack_vl_batch``. Four pipelines:
 
 * ``stage0`` on 3 ranks (1F1B, m=2): vision tower + embedding + layer 0 on rank 0 (DeepStack level 1 carried
   on to rank 1), layer 1 on rank 1, layer 2 + head on rank 2; untied embeddings.
@@ -21,12 +21,14 @@ TOL = dict(rtol=1e-4, atol=1e-5)
 
 
 def _batch(cfg):
+    """Text only; one 4x4-patch image; one 8x8-patch image; two images (4x4 and 4x6 patches). Random patch
+    values stand in for the processor's output (the model only sees patches and grids); no transformers import
+    in the ranks."""
     import torch
-    from tests.st.torch.vl_inputs import _image, _processor
     from hyper_parallel.models.qwen3_vl.pipeline import pack_vl_batch
-    imgs = [_image(32, 32, "red"), _image(64, 64, "blue", "box"), _image(32, 32, "green"), _image(32, 48, "black")]
-    out = _processor()(images=imgs, return_tensors="pt")
-    n = (out["image_grid_thw"].prod(-1) // 4).tolist()
+    grids = torch.tensor([[1, 4, 4], [1, 8, 8], [1, 4, 4], [1, 4, 6]])
+    pix = torch.randn(int(grids.prod(-1).sum()), 3 * 2 * 8 * 8, generator=torch.Generator().manual_seed(0))
+    n = (grids.prod(-1) // 4).tolist()
     s, e, im = cfg.vision_start_token_id, cfg.vision_end_token_id, cfg.image_token_id
     rows = [[3, 4, 5, 6, 10, 11, 12, 13],
             [1, s] + [im] * n[0] + [e, 7],
@@ -38,8 +40,7 @@ def _batch(cfg):
     labels = torch.cat([ids[:, 1:], torch.zeros(4, 1, dtype=torch.long)], 1)
     labels = labels.masked_fill(torch.cat([mask[:, 1:], torch.zeros(4, 1, dtype=torch.long)], 1) == 0, -100)
     labels = labels.masked_fill(labels == im, -100)
-    raw = {"input_ids": ids, "attention_mask": mask, "pixel_values": out["pixel_values"],
-           "image_grid_thw": out["image_grid_thw"]}
+    raw = {"input_ids": ids, "attention_mask": mask, "pixel_values": pix, "image_grid_thw": grids}
     return raw, pack_vl_batch(cfg, **raw), labels
 
 
@@ -104,7 +105,7 @@ def test_qwen3_vl_pipeline_stage0_and_mpipe_equal_one_process():
     names, groups = _case(untied, "mpipe", None, 2)
     assert ("model.visual.blocks.0.attn.qkv.weight" in names) == (rank == 0)
     assert ("model.language_model.layers.0.self_attn.q_proj.weight" in names) == (rank == 1)
-    # costs 1 (text), 17, 65, 33 image patches: heaviest first -> {65, 1} and {33, 17}, not the contiguous split
+    # costs 1 (text), 17, 65, 41 (patches + 1): heaviest first -> {65, 1} and {41, 17}, not the contiguous split
     assert groups == [[0, 2], [1, 3]], groups
     pair = dist.new_group([0, 1])
     if rank < 2:
