@@ -21,7 +21,8 @@ Rounds are interleaved (stage0, stage0+balance, encoder-alone 1F1B, mpipe, stage
 average: the median step time of each (slowest rank) and its ratio to ``stage0``; per rank the idle fraction
 of one recorded step (1 - compute / step span) and the same schedule replayed by the simulator with that
 step's measured durations; and, contention-free, each schedule simulated with one-process stage costs (every
-stage's forward and backward per microbatch timed on rank 0 alone while the others wait, minimum of 3): the
+stage's forward and backward per microbatch timed on rank 0 alone while the others wait, minimum of 4
+repetitions, the mode order rotated each repetition): the
 bubble the schedule itself leaves, without 3 ranks time-sharing 2 cores.
 
     python benchmarks/mpipe.py            # self-launches torchrun with 3 ranks
@@ -191,10 +192,10 @@ def _chain_once(parts, mb, target, loss_fn):
     return fwd, bwd[::-1]
 
 
-def _one_process_costs(model, data, target, groups, loss_fn, world, reps=3):
+def _one_process_costs(model, data, target, groups, loss_fn, world, reps=4):
     """mode -> {(rank, "F"/"B", microbatch): seconds}, each the minimum of ``reps`` runs of the stage chain in
-    one process (no other pipeline rank competing for the cores), the modes interleaved rep by rep so that
-    other jobs on the machine hit them alike."""
+    one process (no other pipeline rank competing for the cores), the modes interleaved rep by rep (the
+    order rotated each rep) so that other jobs on the machine hit them alike."""
     split = {"mpipe": ("mpipe", LM_SPLIT), "encoder-alone 1F1B": ("stage0", LM_SPLIT)}
     parts = {}
     for mode in MODES:
@@ -202,8 +203,8 @@ def _one_process_costs(model, data, target, groups, loss_fn, world, reps=3):
         parts[mode] = _stage_parts(copy.deepcopy(model), placement, world, layers)
     contiguous = [[2 * k, 2 * k + 1] for k in range(4)]
     costs = {mode: {} for mode in MODES}
-    for _ in range(reps):
-        for mode in MODES:
+    for rep in range(reps):
+        for mode in MODES[rep % len(MODES):] + MODES[:rep % len(MODES)]:  # each rep starts with another mode
             mine = groups if mode in ("stage0+balance", "mpipe") else contiguous
             for k, idx in enumerate(mine):
                 mb = {key: v[idx] for key, v in data.items()}
@@ -273,7 +274,7 @@ def _report(world, rounds, iters, times, idle, scheds, one):
                 [(mode, fmt_time(sims[mode][1]), f"{sims[mode][1] / sims['stage0'][1]:.2f}") for mode in MODES],
                 ("placement", "simulated step", "vs stage0"))
     if one is not None:
-        print_table("simulated with one-process stage costs (each stage's F/B per microbatch timed alone, min of 3)",
+        print_table("simulated with one-process stage costs (each stage's F/B per microbatch timed alone, min of 4)",
                     [(mode, fmt_time(one[mode][0]), f"{one[mode][0] / one['stage0'][0]:.2f}",
                       " ".join(f"{x:.3f}" for x in one[mode][1]), " ".join(fmt_time(x) for x in one[mode][2]))
                      for mode in MODES],

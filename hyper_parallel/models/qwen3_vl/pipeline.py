@@ -169,6 +169,9 @@ class Qwen3VLStageModule(nn.Module):
         else:
             h, levels, first = inputs[0], list(inputs[1:]), self.first_level
         if self.layer_ids:
+            if position_ids is None:
+                raise ValueError("Qwen3VLStageModule: position_ids is missing; pass pack_vl_batch's position_ids "
+                                 "[B, 3, S] as a keyword of step() on every pipeline rank")
             cos, sin = self.model.language_model.rotary(position_ids.transpose(0, 1))
             cos, sin = cos.to(h.dtype), sin.to(h.dtype)
             mask = causal_mask(attention_mask) if attention_mask is not None else None
@@ -223,6 +226,9 @@ def pipeline_qwen3_vl(model, *, n_microbatches: int, placement: str = "stage0", 
     if p < 2:
         raise ValueError(f"pipeline_qwen3_vl: the pipeline group has {p} rank(s); pipelining needs >= 2")
     layers = stage_layers(model.config.text.num_hidden_layers, p, placement, layers_per_stage)
+    if placement != "mpipe" and mpipe_config is not None:
+        raise ValueError(f"pipeline_qwen3_vl(mpipe_config=...): only placement='mpipe' takes it, got "
+                         f"placement={placement!r}")
     if placement == "mpipe":
         if schedule != "1F1B":
             raise ValueError(f"pipeline_qwen3_vl(schedule={schedule!r}): placement='mpipe' runs ScheduleMpipe; "

@@ -58,6 +58,9 @@ def test_bad_input_is_named():
                       image_grid_thw=torch.cat([raw["image_grid_thw"], torch.tensor([[1, 2, 2]])]))
     with pytest.raises(ValueError, match="sample 2 has image placeholder tokens beyond image_grid_thw"):
         pack_vl_batch(CFG, raw["input_ids"], pixel_values=raw["pixel_values"], image_grid_thw=raw["image_grid_thw"][:2])
+    part = Qwen3VLStageModule(Qwen3VLForConditionalGeneration(CFG), [1], encoder=False, head=False)
+    with pytest.raises(ValueError, match="position_ids is missing"):
+        part(torch.zeros(1, 4, CFG.text.hidden_size))
     with pytest.raises(ValueError, match="placement='x'"):
         stage_layers(3, 2, "x")
     with pytest.raises(ValueError, match="stage 0 is the encoder stage"):
