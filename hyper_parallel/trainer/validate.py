@@ -69,8 +69,11 @@ REFUSALS: Tuple[Refusal, ...] = (
     Refusal("parallelism.dp_replicate", "model.name", lambda f: f.moe and f["dp_replicate"] > 1,
             "a model with MoE layers runs pp x dp_shard x tp x ep only: the expert mesh and the experts' FSDP "
             "have no replicate (HSDP) dim yet"),
-    Refusal("parallelism.etp", "parallelism.ep", lambda f: f["etp"] > 1,
-            "the trainer does not build the [ep, tp] expert mesh (ETP) yet; set parallelism.etp = 1"),
+    Refusal("parallelism.etp", "model.name", lambda f: f["etp"] > 1 and not f.moe,
+            "expert tensor parallelism splits MoE experts' hidden dim; this model has no MoE layers"),
+    Refusal("parallelism.etp", "parallelism.ep", lambda f: f.moe and f["etp"] > 1 and f["ep"] != f["dp_shard"],
+            "expert tensor parallelism takes ep from dp_shard only and needs ep = dp_shard: an expert-FSDP dim "
+            "(dp_shard / ep > 1) would make the expert mesh [efsdp, ep, etp] 3-D, which FSDP does not compose with"),
     Refusal("parallelism.ep", "model.name", lambda f: f["ep"] > 1 and not f.moe,
             "expert parallel splits MoE experts; this model has no MoE layers"),
     Refusal("parallelism.loss_parallel", "parallelism.tp", lambda f: f.cfg.parallelism.loss_parallel and f["tp"] == 1,

@@ -185,7 +185,8 @@ def _dense_dims(mesh):
 
 
 def parallelize_llama_moe(model, mesh, *, ep: int, loss_parallel: bool = False, async_dispatch: bool = True,
-                          attention_plan=None, before_fsdp=None, expert_mesh=None, flat_mesh=None, tp_plan=None):
+                          attention_plan=None, before_fsdp=None, expert_mesh=None, flat_mesh=None, tp_plan=None,
+                          etp: int = 1):
     """EP + FSDP + TP for a Llama with MoE layers (``TINY_CONFIGS["debug_moe"]``); returns the model.
 
     ``mesh`` is 1-D (data parallel) or 2-D with dims ``("dp", "tp")``. With ``tp > 1``: tensor +
@@ -202,27 +203,49 @@ def parallelize_llama_moe(model, mesh, *, ep: int, loss_parallel: bool = False, 
     may be a pipeline stage module (layers held elsewhere are skipped). ``tp_plan``: the whole TP plan to
     apply instead of :func:`llama_moe_tp_plan` (a model whose layers are not all Llama's, e.g. Qwen3.5's
     hybrid layers).
+
+    ``etp = tp`` (expert tensor parallelism, ETP): the experts live on the 2-D ``[ep, etp]`` mesh, ``E / ep``
+    experts per ep rank and each expert's hidden dim split over the tp ranks (``ExpertTensorParallel``); the
+    tp ranks route their own sequence shards, so the experts gather the rows of the tp group and
+    reduce-scatter the partial outputs back (``GroupedExperts.tp_gather_tokens``). ETP takes ep from ``dp``
+    only and needs ``ep = dp`` (no expert-FSDP dim: FSDP does not compose with a 2-D expert mesh); the
+    experts' gradients are scaled by ``1 / dp`` (``GroupedExperts.grad_scale``). ``expert_mesh`` then is the
+    ``("ep", "etp")`` mesh (default built from ``mesh``).
     """
     from hyper_parallel.fsdp._torch.fully_shard import fully_shard
-    from hyper_parallel.moe._torch.styles import ExpertParallel, fully_shard_experts, init_expert_mesh
+    from hyper_parallel.moe._torch.styles import init_expert_mesh
     cfg = model.config
     if cfg.moe is None:
         raise ValueError("parallelize_llama_moe: the model has no MoE layers (config.moe is None); use "
                          "parallelize_llama")
     dp_mesh, tp_mesh, dp, tp = _dense_dims(mesh)
+    _check_etp(dp, tp, ep, etp)
     if expert_mesh is None:
-        expert_mesh = init_expert_mesh(mesh.device_type, dp_shard=dp, tp=tp, ep=ep)
+        expert_mesh = (_reshaped(mesh, (dp, tp), ("ep", "etp")) if etp > 1
+                       else init_expert_mesh(mesh.device_type, dp_shard=dp, tp=tp, ep=ep))
     if tp > 1:
         if tp_plan is None:
             _check_divisible(cfg, tp, attention=attention_plan is None)
             tp_plan = llama_moe_tp_plan(cfg, loss_parallel, attention_plan)
         parallelize_module(model, tp_mesh, stage_plan(model, tp_plan, sequence_parallel=True))
         retie_embeddings(model)
-    parallelize_module(model, expert_mesh["ep"], {"model.layers.*.mlp.experts": ExpertParallel(
-        async_dispatch=async_dispatch)})
+    _shard_experts(model, expert_mesh, etp, async_dispatch)
     if before_fsdp is not None:  # e.g. materialise a meta-device model's local shards
         before_fsdp(model)
     flat = dp_mesh if tp == 1 else flat_mesh or mesh._flatten("dp_tp")  # pylint: disable=protected-access
+    # ETP: the experts are already split over every rank of the [ep, etp] mesh; FSDP leaves them alone
+    ignored = [p for m in model.modules() if getattr(m, "tp_gather_tokens", False) for p in m.parameters()] or None
+    _shard_layers(model, (dp_mesh, tp_mesh, flat, expert_mesh), dp, tp, etp, ignored)
+    return fully_shard(model, mesh=dp_mesh, ignored_params=ignored)
+
+
+def _shard_layers(model, meshes, dp: int, tp: int, etp: int, ignored) -> None:
+    """FSDP of the decoder layers over ``dp``; in MoE layers the token groups, the experts (expert-FSDP over
+    ``efsdp``, or the ``1 / dp`` gradient scale under ETP) and the routers / shared experts over ``dp x tp``."""
+    from hyper_parallel.fsdp._torch.fully_shard import fully_shard
+    from hyper_parallel.moe._torch.styles import fully_shard_experts
+    dp_mesh, tp_mesh, flat, expert_mesh = meshes
+    cfg = model.config
     layers = model.model.layers
     for i, layer in (((int(k), v) for k, v in layers.items()) if hasattr(layers, "items") else enumerate(layers)):
         if cfg.is_moe_layer(i):
@@ -230,13 +253,45 @@ def parallelize_llama_moe(model, mesh, *, ep: int, loss_parallel: bool = False, 
             # tokens (tp: sequence-parallel shards); router gradients are averaged over the dp replicas
             layer.mlp.set_token_groups(flat.get_group(0), tp_mesh.get_group(0) if tp > 1 else None,
                                        data_parallel_size=dp)
-            fully_shard_experts(layer.mlp.experts, expert_mesh, data_parallel_size=dp)
+            if etp > 1:  # no FSDP over the 2-D expert mesh: average the dp loss replicas' sum here
+                layer.mlp.experts.grad_scale = 1.0 / dp
+            else:
+                fully_shard_experts(layer.mlp.experts, expert_mesh, data_parallel_size=dp)
             for part in (layer.mlp.router, layer.mlp.shared_experts):
                 if part is not None:
                     fully_shard(part, mesh=flat)
                     part.set_gradient_scaling_factor(float(tp))  # tp ranks hold slices of one loss
-        fully_shard(layer, mesh=dp_mesh)
-    return fully_shard(model, mesh=dp_mesh)
+        fully_shard(layer, mesh=dp_mesh, ignored_params=ignored)
+
+
+def _check_etp(dp: int, tp: int, ep: int, etp: int) -> None:
+    """ETP's constraints, one line each naming the degrees."""
+    if etp == 1:
+        return
+    if etp != tp:
+        raise ValueError(f"parallelize_llama_moe(etp={etp}): expected 1 or tp={tp} (the experts' hidden dim splits "
+                         "over the tp ranks)")
+    if ep != dp:
+        raise ValueError(f"parallelize_llama_moe(ep={ep}, etp={etp}): expert tensor parallelism needs ep = dp_shard = "
+                         f"{dp} (an expert-FSDP dim dp_shard/ep > 1 would make the expert mesh 3-D, which FSDP does "
+                         "not compose with)")
+
+
+def _shard_experts(model, expert_mesh, etp: int, async_dispatch: bool) -> None:
+    """EP on ``expert_mesh["ep"]``, or ETP on the ``("ep", "etp")`` mesh (TP of the experts when ep = 1)."""
+    from hyper_parallel.moe._torch.styles import ExpertParallel, ExpertTensorParallel, TensorParallel
+    if etp == 1:
+        parallelize_module(model, expert_mesh["ep"], {"model.layers.*.mlp.experts": ExpertParallel(
+            async_dispatch=async_dispatch)})
+        return
+    if expert_mesh.shape[0] == 1:  # ep = 1: no exchange, every expert on every tp rank
+        parallelize_module(model, expert_mesh["etp"], {"model.layers.*.mlp.experts": TensorParallel()})
+    else:
+        parallelize_module(model, expert_mesh, {"model.layers.*.mlp.experts": ExpertTensorParallel(
+            async_dispatch=async_dispatch)})
+    for module in model.modules():
+        if type(module).__name__ == "GroupedExperts":
+            module.tp_gather_tokens = True  # the tp ranks route their own sequence shards
 
 
 def pipeline_llama(model, *, schedule: str = "1F1B", n_microbatches: int, pp_group=None,
@@ -339,7 +394,10 @@ def moe_stage_meshes(world_mesh, dims):
         get_or_create_group(ranks[start:start + block], world_mesh.platform)
     dense = _reshaped(world_mesh, (pp, dp, tp), ("pp", "dp_shard", "tp"))
     dense = dense[("dp_shard", "tp")] if tp > 1 else dense["dp_shard"]
-    expert = _reshaped(world_mesh, (pp, block // ep, ep), ("pp", "efsdp", "ep"))[("efsdp", "ep")]
+    if dims.etp > 1:  # ETP: the experts' ("ep", "etp") mesh is the stage's (dp_shard, tp) slice
+        expert = _reshaped(world_mesh, (pp, dp, tp), ("pp", "ep", "etp"))[("ep", "etp")]
+    else:
+        expert = _reshaped(world_mesh, (pp, block // ep, ep), ("pp", "efsdp", "ep"))[("efsdp", "ep")]
     flat = _reshaped(world_mesh, (pp, block), ("pp", "dp_tp"))["dp_tp"]
     return dense, expert, flat
 
@@ -395,7 +453,7 @@ def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: b
             before_fsdp(model)
         else:
             parallelize_llama_moe(model, mesh, ep=dims.ep, loss_parallel=loss_parallel, async_dispatch=async_dispatch,
-                                  attention_plan=attention_plan, before_fsdp=before_fsdp,
+                                  attention_plan=attention_plan, before_fsdp=before_fsdp, etp=dims.etp,
                                   expert_mesh=meshes[1] if meshes else None, flat_mesh=meshes[2] if meshes else None)
         return _init_local_shards(model, init_seed)
     if dims.tp > 1:

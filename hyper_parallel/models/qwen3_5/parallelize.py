@@ -141,7 +141,7 @@ def _parallelize_moe(model, world_mesh, dims, loss_parallel, async_dispatch, bef
         before_fsdp(model)
         return
     parallelize_llama_moe(model, mesh, ep=dims.ep, loss_parallel=loss_parallel, async_dispatch=async_dispatch,
-                          before_fsdp=before_fsdp, expert_mesh=meshes[1] if meshes else None,
+                          before_fsdp=before_fsdp, expert_mesh=meshes[1] if meshes else None, etp=dims.etp,
                           flat_mesh=meshes[2] if meshes else None,
                           tp_plan=qwen3_5_tp_plan(model, True, loss_parallel) if dims.tp > 1 else None)
 

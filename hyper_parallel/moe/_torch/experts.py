@@ -86,6 +86,13 @@ class GroupedExperts(nn.Module):
         self.dispatcher = LocalTokenDispatcher(num_experts)
         #: process group of expert tensor parallelism (hidden dim split), set by the ETP/TP styles
         self.tp_group = None
+        #: the ranks of ``tp_group`` hold *different* tokens (sequence-parallel shards; the trainer's ETP):
+        #: their rows are gathered over ``tp`` before the experts and the partial outputs reduce-scattered back
+        #: (Megatron-Core's ETP under sequence parallelism). False: the tp ranks hold the same tokens.
+        self.tp_gather_tokens = False
+        #: factor applied to the experts' weight gradients (1: none), e.g. ``1 / dp`` for expert weights that no
+        #: FSDP reduces and that sum the token gradients of ``dp`` loss replicas (the trainer's ETP)
+        self.grad_scale = 1.0
         self.reset_parameters()
 
     def reset_parameters(self, std: float = 0.02) -> None:
@@ -116,9 +123,46 @@ class GroupedExperts(nn.Module):
         gate, up, down = (local_weight(p) for p in (self.gate_proj, self.up_proj, self.down_proj))
         if x.dim() != 2 or x.shape[1] != gate.shape[2]:
             raise ValueError(f"GroupedExperts.forward(x): expected [rows, {gate.shape[2]}], got {tuple(x.shape)}")
+        if self.grad_scale != 1.0:
+            from hyper_parallel.platform import get_platform
+            gate, up, down = (get_platform("torch").scale_grad(w, self.grad_scale) for w in (gate, up, down))
+        if self.tp_group is not None and self.tp_gather_tokens:
+            return self._tp_gathered(x, num_tokens_per_expert, (gate, up, down))
         if self.tp_group is not None:  # replicated input of hidden-split experts: its gradient is partial
             from hyper_parallel.platform import get_platform
             x = get_platform("torch").grad_all_reduce(x, self.tp_group)
+        out = self._compute(x, num_tokens_per_expert, gate, up, down)
+        if self.tp_group is not None:  # each rank holds a slice of the hidden dim: partial sums
+            from hyper_parallel.platform import get_platform
+            out = get_platform("torch").all_reduce(out, "sum", self.tp_group)
+        return out
+
+    def _tp_gathered(self, x, num_tokens_per_expert, weights) -> torch.Tensor:
+        """Expert tensor parallelism over tp ranks that hold different rows: gather every tp rank's rows (and
+        its per-expert counts), regroup them expert-major, run the hidden-split experts (partial outputs),
+        put the rows back in gathered order and reduce-scatter: each rank gets its own rows' full outputs.
+        Gradients: the gather's adjoint is a reduce-scatter (the partial input gradients summed), the
+        reduce-scatter's an all-gather."""
+        import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+        from hyper_parallel.platform import get_platform
+        platform, group = get_platform("torch"), self.tp_group
+        tp, rank = dist.get_world_size(group), dist.get_rank(group)
+        counts = torch.as_tensor(num_tokens_per_expert, dtype=torch.int64, device=x.device).reshape(1, -1)
+        every = [torch.zeros_like(counts) for _ in range(tp)]
+        dist.all_gather(every, counts, group=group)
+        table = torch.cat(every, 0)  # [tp, local experts]
+        rows = table.sum(1).tolist()
+        gathered = platform.all_gather(x, group, 0, rows, rank, grad_partial=True)
+        starts = torch.cumsum(torch.cat([table.new_zeros(1), table.reshape(-1)]), 0)[:-1].reshape(table.shape)
+        order = [torch.arange(int(starts[s, e]), int(starts[s, e] + table[s, e]))
+                 for e in range(table.shape[1]) for s in range(tp)]
+        index = torch.cat(order).to(x.device) if order else torch.zeros(0, dtype=torch.int64, device=x.device)
+        y = self._compute(gathered.index_select(0, index), table.sum(0), *weights)
+        back = y.new_zeros((gathered.shape[0], y.shape[1])).index_copy(0, index, y)
+        return platform.reduce_scatter(back, "sum", group, 0, rows, rank)
+
+    def _compute(self, x, num_tokens_per_expert, gate, up, down) -> torch.Tensor:
+        """The local experts on rows grouped by expert (no tensor-parallel reduction)."""
         if self.kernel() == "grouped_mm":
             counts = torch.as_tensor(num_tokens_per_expert, device=x.device)
             offs = torch.cumsum(counts, 0, dtype=torch.int32)
@@ -126,9 +170,6 @@ class GroupedExperts(nn.Module):
             out = _grouped(h, down.transpose(-2, -1), offs)
         else:
             out = self._loop(x, gate, up, down, num_tokens_per_expert)
-        if self.tp_group is not None:  # each rank holds a slice of the hidden dim: partial sums
-            from hyper_parallel.platform import get_platform
-            out = get_platform("torch").all_reduce(out, "sum", self.tp_group)
         return out
 
     @staticmethod

@@ -156,7 +156,7 @@ class TorchTrainerBackend:
                 self._init_mode = True
             self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         self.dims = ParallelDims(dp_replicate=par.dp_replicate, dp_shard=par.dp_shard, cp=par.cp, tp=par.tp,
-                                 pp=par.pp, ep=par.ep, world_size=self.world_size)
+                                 pp=par.pp, ep=par.ep, etp=par.etp, world_size=self.world_size)
         self._check_pp_batch()
         local = int(os.environ.get("LOCAL_WORLD_SIZE", self.world_size if self.trainer.distributed else 1))
         from hyper_parallel.trainer.config import intra_op_threads  # pylint: disable=import-outside-toplevel

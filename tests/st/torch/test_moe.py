@@ -316,7 +316,7 @@ def test_bad_expert_parallel_configs_name_the_values():
 
 
 # ---------------------------------------------------------------------- the tiny Llama MoE variant
-def llama_moe_parity(mesh, ep, steps=3, tol=1e-4):
+def llama_moe_parity(mesh, ep, steps=3, tol=1e-4, etp=1):
     """``parallelize_llama_moe`` on ``TINY_CONFIGS["debug_moe"]`` with the expert-bias hook: AdamW steps
     against one process (whose bias follows the same rule on the whole batch's counts): loss, every
     parameter and the expert biases equal."""
@@ -332,7 +332,7 @@ def llama_moe_parity(mesh, ep, steps=3, tol=1e-4):
     for m in ref.modules():
         if isinstance(m, MoE):
             m.router.reset_parameters(std=0.5)  # decisive routing (no near-ties between experts)
-    model = parallelize_llama_moe(copy.deepcopy(ref), mesh, ep=ep)
+    model = parallelize_llama_moe(copy.deepcopy(ref), mesh, ep=ep, etp=etp)
     dp_rank = mesh.get_coordinate()[0]
     dp = mesh.shape[0]
     opt, ref_opt = (torch.optim.AdamW(m.parameters(), lr=1e-3) for m in (model, ref))
@@ -369,6 +369,17 @@ def llama_moe_parity(mesh, ep, steps=3, tol=1e-4):
         torch.testing.assert_close(p.full_tensor(), ref_params[name].detach(), rtol=tol, atol=tol,
                                    msg=lambda m, n=name: f"{n}: {m}")
     return model
+
+
+@multi_rank(world_size=2, timeout=180)
+def test_llama_debug_moe_etp2_sequence_parallel_matches_one_process():
+    """ETP with ep = 1 on (dp, tp) = (1, 2): the experts' hidden dim split over the tp ranks, which route their
+    own sequence shards: their rows are gathered over tp, the partial outputs reduce-scattered back."""
+    import hyper_parallel as hp
+    model = llama_moe_parity(hp.init_device_mesh("cpu", (1, 2), mesh_dim_names=("dp", "tp")), ep=1, etp=2)
+    experts = model.model.layers[1].mlp.experts
+    assert experts.tp_gather_tokens and experts.gate_proj.placements == (hp.Shard(1),)
+    assert experts.gate_proj.to_local().shape[1] * 2 == experts.hidden_dim
 
 
 @multi_rank(world_size=2, timeout=180)

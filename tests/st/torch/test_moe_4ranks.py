@@ -95,6 +95,18 @@ def test_llama_debug_moe_ep4_fsdp_tp_matches_one_process():
 
 
 @multi_rank(world_size=4, timeout=300)
+def test_llama_debug_moe_etp_on_ep_tp_mesh_matches_one_process():
+    """ETP in the Llama plan: (dp, tp) = (2, 2), experts on the [ep, etp] = (2, 2) mesh (2 experts per ep rank,
+    hidden dim split over tp), rows of the tp pair gathered; loss, parameters and biases equal one process."""
+    import hyper_parallel as hp
+    mesh = hp.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    model = llama_moe_parity(mesh, ep=2, etp=2)
+    experts = model.model.layers[1].mlp.experts
+    assert experts.num_local_experts == 2 and experts.gate_proj.placements == (hp.Shard(0), hp.Shard(1))
+    assert experts.grad_scale == 0.5
+
+
+@multi_rank(world_size=4, timeout=300)
 def test_pp2_1f1b_with_ep2_in_every_stage_matches_one_process():
     """Mesh (pp, ep) = (2, 2): two pipelines (each a data-parallel replica) of 2 stages, each stage a
     Linear + MoE whose experts are expert-parallel over the stage's ep pair. 1F1B with 4 microbatches

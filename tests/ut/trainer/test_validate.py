@@ -109,6 +109,8 @@ def _refusal_configs():
         ("parallelism.etp", "parallelism.ep"): ("--job.nproc", 2, "--parallelism.dp_shard", 1, "--parallelism.tp", 2,
                                                 "--parallelism.ep", 2, "--parallelism.etp", 2, "--model.flavor",
                                                 "debug_moe"),
+        ("parallelism.etp", "model.name"): ("--job.nproc", 2, "--parallelism.dp_shard", 1, "--parallelism.tp", 2,
+                                            "--parallelism.etp", 2),
         ("parallelism.ep", "model.name"): ("--job.nproc", 2, "--parallelism.ep", 2),
         ("parallelism.loss_parallel", "parallelism.tp"): ("--job.nproc", 1, "--parallelism.loss_parallel", "true"),
         ("parallelism.cp_async", "parallelism.cp_method"): ("--job.nproc", 2, "--parallelism.dp_shard", 1,
@@ -145,6 +147,10 @@ def test_lifted_layouts_pass_validation():
                  ("--parallelism.dp_shard", 1, "--parallelism.dp_replicate", 2, "--parallelism.tp", 2),
                  ("--parallelism.dp_shard", 1, "--parallelism.pp", 2, "--parallelism.cp", 2)):
         validate_job(_cfg("--job.nproc", 4, *args))
+    # expert tensor parallelism (tests/st/torch/test_moe*.py): ep = 1 on tp = 2, and the [ep, tp] = (2, 2) mesh
+    for args in (("--parallelism.dp_shard", 1, "--parallelism.tp", 2, "--parallelism.etp", 2),
+                 ("--parallelism.dp_shard", 2, "--parallelism.tp", 2, "--parallelism.ep", 2, "--parallelism.etp", 2)):
+        validate_job(_cfg("--job.nproc", 2 * args[1], "--model.flavor", "debug_moe", *args))
 
 
 def _hp_train(*args, env_extra=None):
