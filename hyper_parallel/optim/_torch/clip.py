@@ -24,7 +24,7 @@ from hyper_parallel.core.placement import Replicate, Shard
 
 __all__ = ["clip_grad_norm_", "get_total_norm"]
 
-_Key = Tuple[Tuple[int, ...], Tuple[int, ...]]
+_Key = Tuple[Tuple[int, ...], Tuple[int, ...], Tuple[int, ...]]
 
 
 def _spec_of(p: torch.Tensor):
@@ -44,7 +44,7 @@ def _group_grads(parameters: Iterable[torch.Tensor]) -> Tuple[Dict[_Key, List[to
                 continue
             spec = _spec_of(p)
             if spec is None:
-                key: _Key = ((), ())
+                key: _Key = ((), (), ())
                 mesh = None
             else:
                 mesh = spec.mesh
@@ -56,7 +56,9 @@ def _group_grads(parameters: Iterable[torch.Tensor]) -> Tuple[Dict[_Key, List[to
                     elif not isinstance(pl, Replicate):
                         raise ValueError(f"clip_grad_norm_: parameter {i} has placement {pl} on mesh dim {d}; "
                                          "gradients of Shard/Replicate parameters only")
-                key = (tuple(mesh.topology.ranks), tuple(dims))
+                # the shape too: a 1-D mesh over ranks 0..3 and a (2, 2) mesh over them share the rank list,
+                # and dim 0 is a different group in each
+                key = (tuple(mesh.topology.ranks), tuple(mesh.shape), tuple(dims))
             grads[key].append(g.view_as(g))
             meshes.setdefault(key, mesh)
     return grads, meshes
@@ -124,7 +126,7 @@ def _total(grads, meshes, norm_type: float, foreach, pp_group) -> torch.Tensor:
     for key in sorted(grads):
         part = _local_part(grads[key], norm_type, foreach)
         mesh = meshes[key]
-        for d in key[1]:
+        for d in key[2]:
             part = _all_reduce(part, mesh.get_group(d), inf, comm_device)
         total = torch.maximum(total, part) if inf else total + part
     if pp_group is not None:

@@ -103,6 +103,25 @@ def test_clip_grad_norm_pipeline_stages_with_fsdp_and_expert_gradients():
 
 
 @multi_rank(world_size=4, timeout=180)
+def test_clip_grad_norm_tells_a_1d_mesh_from_a_2d_mesh_over_the_same_ranks():
+    """A gradient sharded over a 1-D mesh of ranks 0..3 (the MoE router's dp x tp FSDP) and one sharded on dim 0 of
+    a (2, 2) mesh over the same ranks (the experts' [ep, etp] mesh, dense FSDP x TP): the same rank list, but
+    dim 0 is a different group in each. The norm equals one process (it was 0.07 % low on the MoE Llama when the
+    two were grouped as one)."""
+    import torch
+    from torch import nn
+    import hyper_parallel as hp
+    flat = hp.init_device_mesh("cpu", (4,), mesh_dim_names=("dp_tp",))
+    square = hp.init_device_mesh("cpu", (2, 2), mesh_dim_names=("ep", "etp"))
+    grads = full_grads({"flat": (8, 3), "square": (4, 6)}, 5)
+    mine = {"flat": nn.Parameter(hp.distribute_tensor(torch.zeros(8, 3), flat, [hp.Shard(0)])),
+            "square": nn.Parameter(hp.distribute_tensor(torch.zeros(4, 6), square, [hp.Shard(0), hp.Replicate()]))}
+    set_grads(mine, grads)
+    want = torch.linalg.vector_norm(torch.cat([g.reshape(-1) for g in grads.values()]))
+    torch.testing.assert_close(hp.clip_grad_norm_(mine.values(), 1e9), want, rtol=1e-6, atol=1e-7)
+
+
+@multi_rank(world_size=4, timeout=180)
 def test_muon_on_the_moe_llama_with_ep_x_efsdp():
     """The tiny MoE Llama under parallelize_llama_moe (ep=2, efsdp=2; dense layers FSDP over 4 ranks):
     the factory's Muon takes the 3-D experts, routers and dense matrices; experts stay where they live
