@@ -10,6 +10,7 @@ ranks — and records each step's loss and per-layer expert loads. Settings run 
 lowest min/mean over steps 20..60.
 
     python benchmarks/moe_balance.py --out runs/moe_balance --jobs 4      # ~2 CPU-minutes per setting
+    python benchmarks/moe_balance.py --model qwen3_moe:debug --settings flavor,sinkhorn --out runs/bal_qwen
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ SETTINGS = {
     "aux 3e-2": {"load_balance": "aux_loss", "aux_loss_coeff": 3e-2},
     "bias 1e-2 + aux 1e-1": {"load_balance": "expert_bias+aux_loss", "bias_update_rate": 1e-2,
                              "aux_loss_coeff": 1e-1},
+    "flavor": {"load_balance": "flavor"},  # the model flavor's own balancing (debug_moe: expert bias 1e-2)
 }
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -43,8 +45,9 @@ def _slug(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name).strip("_")
 
 
-def run_one(name: str, out: str, steps: int) -> None:
-    """Train one setting on this process; write ``out/<slug>.json``."""
+def run_one(name: str, out: str, steps: int, model: str = "") -> None:
+    """Train one setting on this process (``model``: ``NAME:FLAVOR`` instead of the demo's); write
+    ``out/<slug>.json``."""
     import io  # pylint: disable=import-outside-toplevel
     import torch  # pylint: disable=import-outside-toplevel
     from rich.console import Console  # pylint: disable=import-outside-toplevel
@@ -56,6 +59,8 @@ def run_one(name: str, out: str, steps: int) -> None:
                  ("demo.compare_steps", 0), ("demo.balance_from", 0), ("parallelism.ep", 1),
                  ("training.steps", steps), ("job.out_dir", os.path.join(out, "run_" + _slug(name)))]
     overrides += [(f"moe.{k}", v) for k, v in SETTINGS[name].items()]
+    if model:
+        overrides += [("model.name", model.split(":")[0]), ("model.flavor", model.split(":")[1])]
     cfg = load_config(os.path.join(ROOT, "configs", "demo.toml"), overrides)
     start = time.time()
     trainer = LLMTrainer(cfg, distributed=False, console=Console(file=io.StringIO()))
@@ -115,14 +120,22 @@ def plot(records: list, path: str) -> None:
 
 def _run_all(args) -> None:
     """Every setting as its own process, ``args.jobs`` at a time."""
-    pending, running = list(SETTINGS), []
+    pending, running = _chosen(args), []
     while pending or running:
         while pending and len(running) < args.jobs:
             name = pending.pop(0)
             running.append(subprocess.Popen([sys.executable, __file__, "--out", args.out, "--steps",  # noqa  # pylint: disable=R1732
-                                             str(args.steps), "--only", name]))
+                                             str(args.steps), "--only", name, "--model", args.model]))
         running[0].wait()
         running = [p for p in running if p.poll() is None]
+
+
+def _chosen(args) -> list:
+    names = [n.strip() for n in args.settings.split(",") if n.strip()] or list(SETTINGS)
+    unknown = [n for n in names if n not in SETTINGS]
+    if unknown:
+        raise SystemExit(f"--settings: unknown {unknown}; expected names from {list(SETTINGS)}")
+    return names
 
 
 def main() -> None:
@@ -132,17 +145,19 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--only", default="", help="run one setting (internal: the worker processes)")
+    parser.add_argument("--model", default="", help="NAME:FLAVOR instead of the demo's llama3:debug_moe")
+    parser.add_argument("--settings", default="", help="comma-separated setting names (default: all)")
     parser.add_argument("--plot-only", action="store_true", help="redraw from the JSON results in --out")
     parser.add_argument("--plot", default=os.path.join(ROOT, "docs", "moe_balance.png"))
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     if args.only:
-        run_one(args.only, args.out, args.steps)
+        run_one(args.only, args.out, args.steps, args.model)
         return
     if not args.plot_only:
         _run_all(args)
     records = []
-    for name in SETTINGS:
+    for name in _chosen(args):
         path = os.path.join(args.out, _slug(name) + ".json")
         if os.path.exists(path):
             with open(path, encoding="utf-8") as fh:

@@ -10,13 +10,17 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-__all__ = ["MoEConfig", "SCORE_FUNCS", "LOAD_BALANCE", "SINKHORN_ITERS", "AUX_LOSS_LEVELS", "check_expert_parallel",
-           "expert_fsdp_degree", "uses_expert_bias", "uses_aux_loss"]
+__all__ = ["MoEConfig", "SCORE_FUNCS", "LOAD_BALANCE", "SINKHORN_ITERS", "BALANCE_ITERS", "BALANCE_TOL",
+           "AUX_LOSS_LEVELS", "check_expert_parallel", "expert_fsdp_degree", "uses_expert_bias", "uses_aux_loss"]
 
 SCORE_FUNCS = ("softmax", "sigmoid")
 LOAD_BALANCE = ("aux_loss", "expert_bias", "expert_bias+aux_loss", "sinkhorn", None)
 #: Sinkhorn iterations of ``load_balance="sinkhorn"`` (a fixed count: every rank runs the same collectives)
 SINKHORN_ITERS = 8
+#: rounds (at most) and relative tolerance of the count-balanced top-k that follows the Sinkhorn plan
+#: (``hyper_parallel.moe._torch.router.balance_top_k``): every expert's load within 5 % of the mean
+BALANCE_ITERS = 32
+BALANCE_TOL = 0.05
 AUX_LOSS_LEVELS = ("batch", "sequence")
 
 
@@ -55,9 +59,9 @@ class MoEConfig:  # pylint: disable=too-many-instance-attributes
             *selection only*, moved after each optimizer step), ``"expert_bias+aux_loss"`` (both:
             DeepSeek-V3's bias plus a small complementary auxiliary loss), ``"sinkhorn"`` (Megatron's
             Sinkhorn routing: while training, the selection is made on the router probabilities
-            Sinkhorn-normalised over the batch, so that every expert gets the same share of each
-            batch; the combine weights stay the plain scores; evaluation routes by plain top-k) or
-            ``None``.
+            Sinkhorn-normalised over the batch, then per-expert offsets solved within the batch so that
+            the hard top-k gives every expert the mean load within ``BALANCE_TOL``; the combine weights
+            stay the plain scores; evaluation routes by plain top-k) or ``None``.
         aux_loss_coeff: ``alpha`` of the auxiliary loss ``alpha * E * sum_i f_i * P_i`` (= alpha at
             perfect balance).
         bias_update_rate: ``gamma`` of the bias rule ``b_i += gamma * sign(mean - load_i)`` (default

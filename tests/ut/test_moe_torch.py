@@ -276,3 +276,25 @@ def test_sinkhorn_balances_a_batch_whose_tokens_all_prefer_the_same_experts():
     moe.eval()
     with torch.no_grad():  # evaluation routes by plain top-k
         torch.testing.assert_close(moe(x), moe(x))
+
+
+@pytest.mark.parametrize("experts,top_k,seed", [(8, 2, 0), (16, 4, 1), (64, 6, 2)])
+def test_balance_top_k_balances_the_hard_top_k_where_the_soft_plan_does_not(experts, top_k, seed):
+    """Near-identical tokens (variation 1e-3 around one preference): the Sinkhorn plan is balanced as a soft
+    assignment, but its hard top-k is not (checked: above the tolerance); the per-expert offsets of
+    ``balance_top_k`` bring every expert within ``BALANCE_TOL`` of the mean load, and leave an already balanced
+    selection alone (zero rounds: the same ranking)."""
+    from hyper_parallel.moe.api import BALANCE_TOL
+    from hyper_parallel.moe._torch.router import balance_top_k, sinkhorn_balance
+    g = torch.Generator().manual_seed(seed)
+    logits = 2 * torch.randn(experts, generator=g) + 1e-3 * torch.randn(1024, experts, generator=g)
+
+    def loads(sel):
+        return torch.bincount(sel.topk(top_k, dim=-1).indices.reshape(-1), minlength=experts).double()
+
+    soft = loads(sinkhorn_balance(logits))
+    hard = loads(balance_top_k(sinkhorn_balance(logits), top_k))
+    assert soft.max() > soft.mean() * (1 + BALANCE_TOL), soft.tolist()
+    assert hard.max() <= hard.mean() * (1 + BALANCE_TOL) and hard.min() >= hard.mean() * (1 - BALANCE_TOL), hard
+    even = torch.eye(experts).repeat(4, 1)  # every expert already takes the mean: nothing moves
+    torch.testing.assert_close(balance_top_k(even, 1), even)

@@ -12,7 +12,7 @@ from torch import nn
 from hyper_parallel.moe.api import SCORE_FUNCS
 from hyper_parallel.moe.routing import ROUTE_NORM_EPS
 
-__all__ = ["TokenChoiceTopKRouter", "RouterOutput", "sinkhorn_balance"]
+__all__ = ["TokenChoiceTopKRouter", "RouterOutput", "sinkhorn_balance", "balance_top_k"]
 
 
 def sinkhorn_balance(logits: torch.Tensor, group=None, iters: Optional[int] = None) -> torch.Tensor:
@@ -40,6 +40,44 @@ def sinkhorn_balance(logits: torch.Tensor, group=None, iters: Optional[int] = No
             dist.all_reduce(sums, group=group)
         col = (n / cost.shape[1]) / (sums + 1e-30)
     return (cost * col * row.unsqueeze(1)).float()
+
+
+def balance_top_k(selection: torch.Tensor, top_k: int, group=None, iters: Optional[int] = None,
+                  tol: Optional[float] = None) -> torch.Tensor:
+    """``selection - offsets`` with per-expert ``offsets`` found so that each token's top-k of it gives every expert
+    the mean load ``N_total * k / E`` within ``tol`` (relative): up to ``iters`` rounds of one ``[E]`` count
+    all-reduce over ``group`` (None: this rank's tokens), each moving the over-loaded experts' offsets up and the
+    under-loaded ones' down by a step that shrinks by ``0.8`` per round (starting at a quarter of the selection's
+    global range), stopping at the first round within ``tol`` (a decision made on the summed counts, so every rank
+    stops together and selects exactly as one process on the whole batch). A soft balanced plan (Sinkhorn) does not
+    make the *hard* top-k balanced when the tokens' scores barely differ; this turns it into one that is."""
+    from hyper_parallel.moe.api import BALANCE_ITERS, BALANCE_TOL  # pylint: disable=import-outside-toplevel
+    iters = BALANCE_ITERS if iters is None else iters
+    tol = BALANCE_TOL if tol is None else tol
+    sel = selection.double()
+    num_experts = sel.shape[1]
+    finite = sel[torch.isfinite(sel)]  # group-limited routing masks experts with -inf
+    head = torch.stack([finite.max(), -finite.min(), torch.tensor(float(sel.shape[0]), dtype=sel.dtype)]) \
+        if finite.numel() else torch.tensor([float("-inf"), float("-inf"), float(sel.shape[0])], dtype=sel.dtype)
+    if group is not None:
+        import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+        total = head[2:].clone()
+        dist.all_reduce(total, group=group)
+        dist.all_reduce(head, op=dist.ReduceOp.MAX, group=group)
+        head[2] = total[0]
+    target = float(head[2]) * top_k / num_experts
+    step = max(float(head[0] + head[1]), 1e-12) / 4
+    offsets = torch.zeros(num_experts, dtype=sel.dtype)
+    for _ in range(iters):
+        counts = torch.bincount((sel - offsets).topk(top_k, dim=-1).indices.reshape(-1),
+                                minlength=num_experts).to(sel.dtype)
+        if group is not None:
+            dist.all_reduce(counts, group=group)
+        if float(counts.max()) <= target * (1 + tol) and float(counts.min()) >= target * (1 - tol):
+            break
+        offsets += step * torch.sign(counts - target)
+        step *= 0.8
+    return (sel - offsets).to(selection.dtype)
 
 
 class RouterOutput(NamedTuple):
@@ -112,6 +150,8 @@ class TokenChoiceTopKRouter(nn.Module):
                 selection = sinkhorn_balance(logits, group)
             if self.n_groups > 1:
                 selection = selection.masked_fill(~self._group_mask(selection), float("-inf"))
+            if sinkhorn:  # after the group limit: the offsets balance the top-k actually taken
+                selection = balance_top_k(selection, self.top_k, group)
             experts = selection.topk(self.top_k, dim=-1).indices
         weights = scores.gather(1, experts)
         if self.route_norm:

@@ -79,3 +79,24 @@ def test_router_losses_without_global_statistics_differ():
     grad = model.router.gate.weight.grad.clone()
     dist.all_reduce(grad)
     assert not torch.allclose(grad / 2, ref.router.gate.weight.grad, rtol=1e-5, atol=1e-6)
+
+
+@multi_rank(world_size=2, timeout=120)
+def test_sinkhorn_balanced_selection_on_two_ranks_equals_one_process():
+    """Sinkhorn routing with the count-balanced top-k: the column sums and the per-round expert counts are summed
+    over the ranks, so 2 ranks holding half the tokens each select exactly the experts one process selects on the
+    whole batch, and the global loads are within the tolerance of the mean (near-identical tokens, where plain
+    top-k sends every token to the same 2 experts)."""
+    import torch
+    import torch.distributed as dist
+    from hyper_parallel.moe.api import BALANCE_TOL
+    from hyper_parallel.moe._torch.router import balance_top_k, sinkhorn_balance
+    rank = dist.get_rank()
+    g = torch.Generator().manual_seed(11)
+    logits = torch.tensor([2.0, 1.5, 0.0, -0.5, 0.3, -1.0, 0.8, 0.1]) + 1e-3 * torch.randn(512, 8, generator=g)
+    ref = balance_top_k(sinkhorn_balance(logits), 2).topk(2, dim=-1).indices
+    mine = balance_top_k(sinkhorn_balance(logits.chunk(2)[rank], dist.group.WORLD), 2,
+                         dist.group.WORLD).topk(2, dim=-1).indices
+    assert torch.equal(mine, ref.chunk(2)[rank])
+    loads = torch.bincount(ref.reshape(-1), minlength=8).double()
+    assert loads.max() <= loads.mean() * (1 + BALANCE_TOL) and loads.min() >= loads.mean() * (1 - BALANCE_TOL)
