@@ -33,7 +33,8 @@ class TrainerBackend:
 
     ``setup(dataset)`` (process group, ``ParallelDims`` meshes, model sized to ``dataset.vocab_size``,
     parallelisation, optimizer, scheduler), ``train_step(rows) -> dict`` (``loss``, ``grad_norm``, ``lr``,
-    ``compute_s``: the seconds inside forward/backward/optimizer), ``eval_loss(rows) -> float``,
+    ``compute_s``: the seconds inside forward/backward/optimizer; optional ``collectives``: the count of
+    collectives the step issued on this rank), ``eval_loss(rows) -> float``,
     ``checkpoint_states() -> dict`` (the ``Stateful`` s of model, optimizer, scheduler, RNG), ``barrier()``,
     ``rank``, ``world_size``, ``dp_rank``, ``dp_size``, ``flops_per_token``, ``peak_flops``,
     ``peak_memory_mib()``, ``moe_stats() -> dict``, ``start_profiler()``, ``stop_profiler(p, path)``,
@@ -252,6 +253,8 @@ class LLMTrainer:
                    "mfu": mfu(self.backend.flops_per_token, tokens, wall, max(1, self.backend.world_size),
                               self.backend.peak_flops),
                    "peak_mem_mib": self.backend.peak_memory_mib()}
+        if "collectives" in out:  # torch.distributed calls this rank issued in the step (torch backend)
+            metrics["collectives"] = out["collectives"]
         return metrics
 
     def train_step(self, step: int) -> Dict[str, Any]:

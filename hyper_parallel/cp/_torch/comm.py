@@ -21,8 +21,10 @@ import torch.distributed as dist
 
 from hyper_parallel.platform.base import CollectiveError
 
-_all_gather_1 = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-_reduce_scatter_1 = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+def _all_gather_1(*args, **kwargs):  # looked up per call, so a wrapper of torch.distributed sees it
+    return (getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor)(*args, **kwargs)
+def _reduce_scatter_1(*args, **kwargs):  # looked up per call, so a wrapper of torch.distributed sees it
+    return (getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor)(*args, **kwargs)
 
 __all__ = ["CommRecord", "CommStats", "comm_stats", "RingExchange", "Pending", "all_gather_flat",
            "reduce_scatter_flat", "all_to_all"]

@@ -37,8 +37,10 @@ __all__ = ["ParamInfo", "MeshInfo", "Bucket", "FSDPUnit", "SHARDED", "UNSHARDED"
 
 SHARDED, UNSHARDED, POST_FORWARD = "sharded", "unsharded", "post_forward"
 # pylint: disable=invalid-name
-_ALL_GATHER = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-_REDUCE_SCATTER = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+def _ALL_GATHER(*args, **kwargs):  # looked up per call, so a wrapper of torch.distributed sees it
+    return (getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor)(*args, **kwargs)
+def _REDUCE_SCATTER(*args, **kwargs):  # looked up per call, so a wrapper of torch.distributed sees it
+    return (getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor)(*args, **kwargs)
 # pylint: enable=invalid-name
 
 

@@ -30,8 +30,10 @@ __all__ = ["all_gather_matmul", "matmul_reduce_scatter", "unfused_all_gather_mat
 #: chunks per rank block when ``chunks`` is not given
 DEFAULT_CHUNKS = 4
 
-_all_gather_1 = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-_reduce_scatter_1 = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+def _all_gather_1(*args, **kwargs):  # looked up per call, so a wrapper of torch.distributed sees it
+    return (getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor)(*args, **kwargs)
+def _reduce_scatter_1(*args, **kwargs):  # looked up per call, so a wrapper of torch.distributed sees it
+    return (getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor)(*args, **kwargs)
 
 
 def _group(group):

@@ -16,8 +16,10 @@ import torch.distributed as dist
 from hyper_parallel.platform.adjoints import build_autograd_functions
 from hyper_parallel.platform.base import CollectiveError, CollectiveHandle, check_all_to_all_splits
 
-_all_gather_1 = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-_reduce_scatter_1 = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+def _all_gather_1(*args, **kwargs):  # looked up per call, so a wrapper of torch.distributed sees it
+    return (getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor)(*args, **kwargs)
+def _reduce_scatter_1(*args, **kwargs):  # looked up per call, so a wrapper of torch.distributed sees it
+    return (getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor)(*args, **kwargs)
 _REDUCE = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 
 

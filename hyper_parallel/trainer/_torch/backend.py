@@ -437,7 +437,16 @@ class TorchTrainerBackend:
         return t.item() / dist.get_world_size(self._loss_group)
 
     def train_step(self, rows: List[List[int]]) -> Dict[str, Any]:
-        """Forward/backward over ``grad_accum`` micro-batches, clip, optimizer and LR steps."""
+        """Forward/backward over ``grad_accum`` micro-batches, clip, optimizer and LR steps; ``collectives``: how
+        many ``torch.distributed`` collectives / point-to-point calls this rank issued in the step (the
+        metrics' count, :class:`~hyper_parallel.platform.torch.collective_count.CollectiveCounter`)."""
+        from hyper_parallel.platform.torch.collective_count import CollectiveCounter  # noqa  # pylint: disable=C0415
+        with CollectiveCounter() as counter:
+            out = self._train_step(rows)
+        out["collectives"] = counter.total
+        return out
+
+    def _train_step(self, rows: List[List[int]]) -> Dict[str, Any]:
         t = self.config.training
         start = time.perf_counter()
         _sft_step(self, rows, train=True)
@@ -453,16 +462,22 @@ class TorchTrainerBackend:
                 total += loss.detach().item()
         finally:
             self._set_router_loss_scale(reset=True)
-        grad_norm = 0.0
-        if t.clip_grad_norm > 0:
-            from hyper_parallel.optim._torch.clip import clip_grad_norm_  # pylint: disable=import-outside-toplevel
-            grad_norm = float(clip_grad_norm_(self._parameters(), t.clip_grad_norm, pp_group=self._pp_group))
+        grad_norm, loss = 0.0, None
+        if t.clip_grad_norm > 0:  # the loss's all-reduce rides on the norm's over the same ranks
+            from hyper_parallel.optim._torch.clip import clip_grad_norm_and_sum_  # noqa  # pylint: disable=C0415
+            sums = [(self._loss_group, total)] if self._loss_group is not None else []
+            norm, summed = clip_grad_norm_and_sum_(self._parameters(), t.clip_grad_norm, sums,
+                                                   pp_group=self._pp_group)
+            grad_norm = float(norm)
+            if summed:
+                loss = summed[0] / dist.get_world_size(self._loss_group)
         lr = self.scheduler.get_last_lr()[0]
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad()
         compute = time.perf_counter() - start
-        return {"loss": self._mean_over_loss_ranks(total), "grad_norm": grad_norm, "lr": lr, "compute_s": compute}
+        loss = self._mean_over_loss_ranks(total) if loss is None else loss
+        return {"loss": loss, "grad_norm": grad_norm, "lr": lr, "compute_s": compute}
 
     @torch.no_grad()
     def eval_loss(self, rows: List[List[int]]) -> float:

@@ -100,3 +100,28 @@ def test_sinkhorn_balanced_selection_on_two_ranks_equals_one_process():
     assert torch.equal(mine, ref.chunk(2)[rank])
     loads = torch.bincount(ref.reshape(-1), minlength=8).double()
     assert loads.max() <= loads.mean() * (1 + BALANCE_TOL) and loads.min() >= loads.mean() * (1 - BALANCE_TOL)
+
+
+@multi_rank(world_size=2, timeout=120)
+def test_collective_counter_counts_each_call_once():
+    """``CollectiveCounter`` (the trainer's per-step ``collectives`` metric): two all-reduces, a platform all-gather
+    (called through a module-level helper of ``platform/torch/collectives.py``) and one batched send/recv pair,
+    which counts once although it runs an isend and an irecv; nothing is counted after the block."""
+    import torch
+    import torch.distributed as dist
+    from hyper_parallel.platform import get_platform
+    from hyper_parallel.platform.torch.collective_count import CollectiveCounter
+    rank, other = dist.get_rank(), 1 - dist.get_rank()
+    with CollectiveCounter() as counter:
+        t = torch.ones(3)
+        dist.all_reduce(t)
+        dist.all_reduce(t)
+        get_platform("torch").all_gather(torch.ones(2, 3), dist.group.WORLD, 0, [2, 2], rank)
+        got = torch.zeros(3)
+        for work in dist.batch_isend_irecv([dist.P2POp(dist.isend, t, other), dist.P2POp(dist.irecv, got, other)]):
+            work.wait()
+    gather = "all_gather_single" if hasattr(dist, "all_gather_single") else "all_gather_into_tensor"
+    assert dict(counter.by_op) == {"all_reduce": 2, gather: 1, "batch_isend_irecv": 1}, counter.by_op
+    assert counter.total == 4 and torch.equal(got, torch.full((3,), 4.0))
+    dist.all_reduce(t)
+    assert counter.total == 4

@@ -119,6 +119,15 @@ def test_clip_grad_norm_tells_a_1d_mesh_from_a_2d_mesh_over_the_same_ranks():
     set_grads(mine, grads)
     want = torch.linalg.vector_norm(torch.cat([g.reshape(-1) for g in grads.values()]))
     torch.testing.assert_close(hp.clip_grad_norm_(mine.values(), 1e9), want, rtol=1e-6, atol=1e-7)
+    # a step's loss summed in the norm's own all-reduces: one per rank set ((0, 1, 2, 3) and this rank's square
+    # dim-0 pair), no collective of its own
+    import torch.distributed as dist
+    from hyper_parallel.optim._torch.clip import clip_grad_norm_and_sum_
+    from hyper_parallel.platform.torch.collective_count import CollectiveCounter
+    with CollectiveCounter() as counter:
+        norm, sums = clip_grad_norm_and_sum_(mine.values(), 1e9, [(flat.get_group(0), dist.get_rank() + 1.0)])
+    torch.testing.assert_close(norm, want, rtol=1e-6, atol=1e-7)
+    assert sums == [10.0] and dict(counter.by_op) == {"all_reduce": 2}, (sums, counter.by_op)
 
 
 @multi_rank(world_size=4, timeout=180)
