@@ -255,6 +255,7 @@ class LLMTrainer:
                    "peak_mem_mib": self.backend.peak_memory_mib()}
         if "collectives" in out:  # torch.distributed calls this rank issued in the step (torch backend)
             metrics["collectives"] = out["collectives"]
+            metrics["collectives_by_op"] = out.get("collectives_by_op", {})
         return metrics
 
     def train_step(self, step: int) -> Dict[str, Any]:

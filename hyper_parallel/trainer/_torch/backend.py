@@ -444,6 +444,7 @@ class TorchTrainerBackend:
         with CollectiveCounter() as counter:
             out = self._train_step(rows)
         out["collectives"] = counter.total
+        out["collectives_by_op"] = dict(counter.by_op)
         return out
 
     def _train_step(self, rows: List[List[int]]) -> Dict[str, Any]:
