@@ -1,16 +1,27 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""Step time of ``hp-train`` on MindSpore vs torch for one config (default ``configs/mindspore_tp_fsdp.toml``:
-llama3 debug, TP = 2 x FSDP = 2 on 4 CPU ranks).
+"""Step time of the same model (llama3 ``debug``) and batch on MindSpore and torch, plain and ours.
 
-    python benchmarks/backends.py [--config FILE] [--rounds 3] [--steps 5] [--seq 64] [--batch 8]
+    python benchmarks/backends.py [--rounds 2] [--steps 5] [--seq 64] [--batch 8] [--no-profile]
+    python benchmarks/backends.py --pair [--config FILE]   # hp-train MindSpore vs torch on one config
 
-Each round runs ``hp-train`` once per backend (``--job.backend mindspore``: the MindSpore cluster hp-train
-launches; ``--job.backend torch``: torchrun), the two alternating so machine noise hits both alike; each run's
-step time is the median ``step_s`` of its ``metrics.jsonl`` without the first step (warm-up: kernel
-compilation, first collectives). Printed: per round and overall medians, the ratio MindSpore / torch, start-up
-wall time per run and the load average before and after. Both runs start from the same weights (the MindSpore
-backend takes the torch init of the seed) and train on the same batches.
+The table (default) has, per round, interleaved so machine noise hits every row alike:
+
+* ``plain-ms-pynative``: the MindSpore Llama (``models/llama3/_mindspore``) in one process, PyNative,
+  ``value_and_grad`` + ``nn.AdamWeightDecay``, no hyper_parallel layer at all;
+* ``plain-ms-jit``: the same step (forward, backward, optimizer) under ``mindspore.jit`` (graph mode);
+* ``plain-torch``: the torch Llama, eager, ``torch.optim.AdamW``;
+* ``ours-ms-1`` / ``ours-torch-1``: ``hp-train`` with that backend on 1 rank; ``ours-ms-2`` / ``ours-torch-2``:
+  on 2 ranks with FSDP (``dp_shard = 2``): each rank computes half the batch;
+* ``plain-ms-*-half``: the plain MindSpore rows at half the batch (the per-rank work of the 2-rank runs).
+
+Every process has one intra-op thread (``OMP_NUM_THREADS=1``, ``job.threads = 1``, ``torch.set_num_threads(1)``)
+and the MindSpore runtime settings of :func:`hyper_parallel.platform.mindspore.runtime.configure` (what the
+trainer applies; ``--ms-runtime default`` measures MindSpore's defaults instead). A row's step time is the
+median over its steps without the first (compilation / warm-up); the table gives the median over rounds.
+Then, unless ``--no-profile``: one more ``ours-ms-2`` run with ``metrics.profile_steps`` (cProfile, see
+``trainer/_mindspore/profile.py``), and the breakdown of rank 0's step by layer. The load average is printed
+before and after.
 """
 from __future__ import annotations
 
@@ -26,52 +37,238 @@ from pathlib import Path
 from typing import Dict, List
 
 ROOT = Path(__file__).resolve().parents[1]
+VOCAB = 1024
 
 
-def _run(config: str, backend: str, out: Path, args: argparse.Namespace) -> Dict[str, float]:
-    cmd = [sys.executable, "-m", "hyper_parallel.trainer.cli", "--config", config, "--job.backend", backend,
-           "--job.out_dir", str(out), "--training.steps", str(args.steps), "--training.seq_len", str(args.seq),
-           "--training.global_batch", str(args.batch), "--metrics.progress", "false", "--metrics.plot", "false",
-           "--checkpoint.enable", "false"]
+def _env(ms_runtime: str) -> Dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MS_ROLE")}
+    env["OMP_NUM_THREADS"] = "1"
+    env["HP_MS_RUNTIME"] = ms_runtime
+    return env
+
+
+def _hp_train(backend: str, nproc: int, out: Path, args: argparse.Namespace, *extra: str) -> Dict[str, float]:
+    cmd = [sys.executable, "-m", "hyper_parallel.trainer.cli", "--config", args.config, "--job.backend", backend,
+           "--job.out_dir", str(out), "--job.nproc", str(nproc), "--job.threads", "1",
+           "--parallelism.tp", "1", "--parallelism.dp_shard", str(nproc), "--training.steps", str(args.steps),
+           "--training.seq_len", str(args.seq), "--training.global_batch", str(args.batch),
+           "--metrics.progress", "false", "--metrics.plot", "false", "--checkpoint.enable", "false", *extra]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    proc = subprocess.run(cmd, cwd=ROOT, env=_env(args.ms_runtime), capture_output=True, text=True, check=False,
+                          timeout=args.timeout)
     wall = time.perf_counter() - start
     if proc.returncode:
-        raise SystemExit(f"{backend} run failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"{backend} x{nproc} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n"
+                         f"{proc.stderr[-3000:]}")
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
     steps = [r["step_s"] for r in records[1:]] or [r["step_s"] for r in records]
     return {"step_s": statistics.median(steps), "wall_s": wall, "loss": records[-1]["loss"]}
 
 
-def main() -> None:
-    """Interleaved rounds; prints the table and the ratio."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--config", default=str(ROOT / "configs" / "mindspore_tp_fsdp.toml"))
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--steps", type=int, default=5)
-    p.add_argument("--seq", type=int, default=64)
-    p.add_argument("--batch", type=int, default=8)
-    args = p.parse_args()
+def _plain(kind: str, batch: int, args: argparse.Namespace) -> Dict[str, float]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", kind, "--batch", str(batch), "--seq",
+           str(args.seq), "--steps", str(args.steps)]
+    proc = subprocess.run(cmd, cwd=ROOT, env=_env(args.ms_runtime), capture_output=True, text=True, check=False,
+                          timeout=args.timeout)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode or not lines:
+        raise SystemExit(f"{kind} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return json.loads(lines[-1])
+
+
+# ---------------------------------------------------------------------------------------------- plain workers
+def _batches(batch: int, seq: int, steps: int):
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    rng = np.random.default_rng(0)
+    return [rng.integers(0, VOCAB, (batch, seq + 1)).astype(np.int32) for _ in range(steps)]
+
+
+def _model_config():
+    from hyper_parallel.trainer.models import build_model_config  # pylint: disable=import-outside-toplevel
+    return build_model_config("llama3", "debug", vocab_size=VOCAB, max_position_embeddings=128)
+
+
+def _time_steps(step, batches) -> Dict[str, float]:
+    times, loss = [], 0.0
+    for b in batches:
+        start = time.perf_counter()
+        loss = step(b)
+        times.append(time.perf_counter() - start)
+    return {"step_s": statistics.median(times[1:]), "first_s": times[0], "loss": loss}
+
+
+def plain_mindspore(jit: bool, batch: int, seq: int, steps: int) -> Dict[str, float]:
+    """One process: the MindSpore Llama, ``value_and_grad`` + ``nn.AdamWeightDecay``, PyNative or ``jit``."""
+    import mindspore as ms  # pylint: disable=import-outside-toplevel
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.platform.mindspore.runtime import configure  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.models import get_model_spec  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.models.llama3._mindspore.model import cross_entropy  # pylint: disable=C0415
+    configure()
+    model = get_model_spec("llama3", backend="mindspore").model_cls(_model_config(), seed=0)
+    params = model.trainable_params()
+    opt = ms.nn.AdamWeightDecay(params, 1e-3)
+    pos = ms.Tensor(np.arange(seq, dtype=np.int32))
+
+    def loss_fn(ids, labels):
+        logits = model(ids, pos)
+        return cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+
+    grad_fn = ms.value_and_grad(loss_fn, None, params)
+
+    def train(ids, labels):
+        loss, grads = grad_fn(ids, labels)
+        opt(grads)
+        return loss
+
+    train = ms.jit(train) if jit else train
+    return _time_steps(lambda b: float(train(ms.Tensor(b[:, :-1]), ms.Tensor(b[:, 1:])).asnumpy()),
+                       _batches(batch, seq, steps))
+
+
+def plain_torch(batch: int, seq: int, steps: int) -> Dict[str, float]:
+    """One process: the torch Llama, eager, ``torch.optim.AdamW``."""
+    import torch  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.models import get_model_spec  # pylint: disable=import-outside-toplevel
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = get_model_spec("llama3").model_cls(_model_config())
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def train(b):
+        t = torch.from_numpy(b).long()
+        logits = model(t[:, :-1])
+        logits = logits if isinstance(logits, torch.Tensor) else logits.logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), t[:, 1:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return float(loss)
+
+    return _time_steps(train, _batches(batch, seq, steps))
+
+
+def _worker(kind: str, args: argparse.Namespace) -> None:
+    if kind == "plain-torch":
+        out = plain_torch(args.batch, args.seq, args.steps)
+    else:
+        out = plain_mindspore(kind == "plain-ms-jit", args.batch, args.seq, args.steps)
+    print(json.dumps(out), flush=True)
+
+
+# ---------------------------------------------------------------------------------------------- the table
+ROWS = ("plain-ms-pynative", "plain-ms-jit", "plain-torch", "ours-ms-1", "ours-torch-1", "ours-ms-2",
+        "ours-torch-2", "plain-ms-pynative-half", "plain-ms-jit-half")
+
+
+def _row(name: str, tmp: Path, r: int, args: argparse.Namespace) -> Dict[str, float]:
+    if name.startswith("ours-"):
+        _, backend, n = name.split("-")
+        backend = "mindspore" if backend == "ms" else backend
+        return _hp_train(backend, int(n), tmp / f"{name}-{r}", args)
+    half = name.endswith("-half")
+    return _plain(name[:-5] if half else name, args.batch // 2 if half else args.batch, args)
+
+
+def _profile(tmp: Path, args: argparse.Namespace) -> Dict[str, object]:
+    out = tmp / "profiled"
+    step = max(2, args.steps - 1)
+    _hp_train("mindspore", 2, out, args, "--metrics.profile_steps", f"[{step}]")
+    traces = sorted((out / "profile").glob("trace-rank0-*.json"))
+    return json.loads(traces[-1].read_text(encoding="utf-8"))
+
+
+def _print_table(results: Dict[str, List[Dict[str, float]]], args: argparse.Namespace) -> Dict[str, float]:
+    med = {k: statistics.median(x["step_s"] for x in v) for k, v in results.items()}
+    print(f"== step time, llama3 debug, global batch {args.batch} x seq {args.seq}, {args.steps} steps x "
+          f"{args.rounds} rounds, 1 thread per process, MindSpore runtime '{args.ms_runtime}' ==")
+    for k in ROWS:
+        per = ", ".join(f"{x['step_s'] * 1000:.0f}" for x in results[k])
+        print(f"{k:24s} median {med[k] * 1000:9.1f} ms   (rounds: {per})")
+    fastest = min(med["plain-ms-pynative"], med["plain-ms-jit"])
+    fastest_half = min(med["plain-ms-pynative-half"], med["plain-ms-jit-half"])
+    ratios = {
+        "plain-ms-pynative / plain-torch": med["plain-ms-pynative"] / med["plain-torch"],
+        "plain-ms-jit / plain-torch": med["plain-ms-jit"] / med["plain-torch"],
+        "plain-ms-pynative / plain-ms-jit": med["plain-ms-pynative"] / med["plain-ms-jit"],
+        "ours-ms-1 / plain-ms fastest": med["ours-ms-1"] / fastest,
+        "ours-ms-2 / plain-ms fastest at half batch": med["ours-ms-2"] / fastest_half,
+        "ours-ms-1 / ours-torch-1": med["ours-ms-1"] / med["ours-torch-1"],
+        "ours-ms-2 / ours-torch-2": med["ours-ms-2"] / med["ours-torch-2"],
+        "ours-torch-1 / plain-torch": med["ours-torch-1"] / med["plain-torch"],
+    }
+    for k, v in ratios.items():
+        print(f"ratio {k:45s} {v:6.2f}x")
+    return ratios
+
+
+def table(args: argparse.Namespace) -> None:
+    """Interleaved rounds of every row; the ratios; the profile of ours on 2 ranks."""
     load_before = os.getloadavg()
+    results: Dict[str, List[Dict[str, float]]] = {k: [] for k in ROWS}
+    with tempfile.TemporaryDirectory(prefix="hp_bench_backends_") as tmp:
+        for r in range(args.rounds):
+            for name in ROWS:
+                res = _row(name, Path(tmp), r, args)
+                results[name].append(res)
+                print(f"round {r + 1}/{args.rounds} {name:24s}: step {res['step_s'] * 1000:8.1f} ms  "
+                      f"loss {res['loss']:.4f}", flush=True)
+        _print_table(results, args)
+        if not args.no_profile:
+            prof = _profile(Path(tmp), args)
+            print(f"== where ours-ms-2 spends rank 0's step (cProfile, {prof['total_s']:.2f} s profiled) ==")
+            for cat, v in prof["categories"].items():
+                print(f"{cat:18s} self {v['self_s']:7.3f} s ({v['self_s'] / prof['total_s']:5.1%})   "
+                      f"inclusive {v['inclusive_s']:7.3f} s")
+    load_after = os.getloadavg()
+    print(f"load average before {load_before[0]:.1f}, after {load_after[0]:.1f} (1-min)")
+
+
+def pair(args: argparse.Namespace) -> None:
+    """hp-train on ``--config`` as written (its ranks and layout), MindSpore vs torch, interleaved."""
     results: Dict[str, List[Dict[str, float]]] = {"mindspore": [], "torch": []}
     with tempfile.TemporaryDirectory(prefix="hp_bench_backends_") as tmp:
         for r in range(args.rounds):
             for backend in ("mindspore", "torch"):
-                res = _run(args.config, backend, Path(tmp) / f"{backend}{r}", args)
-                results[backend].append(res)
-                print(f"round {r + 1}/{args.rounds} {backend:9s}: step {res['step_s'] * 1000:8.1f} ms  run wall "
-                      f"{res['wall_s']:6.1f} s  last loss {res['loss']:.4f}", flush=True)
-    load_after = os.getloadavg()
-    med = {b: statistics.median(x["step_s"] for x in v) for b, v in results.items()}
-    wall = {b: statistics.median(x["wall_s"] for x in v) for b, v in results.items()}
-    print(f"== hp-train step time, {Path(args.config).name}, {args.steps} steps x {args.rounds} rounds, "
-          f"global batch {args.batch} x seq {args.seq} ==")
-    for b in ("mindspore", "torch"):
-        print(f"{b:9s}  median step {med[b] * 1000:8.1f} ms   median run wall {wall[b]:6.1f} s")
-    print(f"ratio MindSpore / torch step time: {med['mindspore'] / med['torch']:.2f}x "
-          f"(run wall {wall['mindspore'] / wall['torch']:.2f}x)")
-    print(f"load average before {load_before[0]:.1f}, after {load_after[0]:.1f} (1-min)")
+                cmd = [sys.executable, "-m", "hyper_parallel.trainer.cli", "--config", args.config,
+                       "--job.backend", backend, "--job.out_dir", str(Path(tmp) / f"{backend}{r}"),
+                       "--training.steps", str(args.steps), "--training.seq_len", str(args.seq),
+                       "--training.global_batch", str(args.batch), "--metrics.progress", "false",
+                       "--metrics.plot", "false", "--checkpoint.enable", "false"]
+                proc = subprocess.run(cmd, cwd=ROOT, env=_env(args.ms_runtime), capture_output=True, text=True,
+                                      check=False, timeout=args.timeout)
+                if proc.returncode:
+                    raise SystemExit(f"{backend} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+                lines = (Path(tmp) / f"{backend}{r}" / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+                steps = [json.loads(line)["step_s"] for line in lines][1:]
+                results[backend].append(statistics.median(steps))
+                print(f"round {r + 1} {backend:9s}: step {results[backend][-1] * 1000:8.1f} ms", flush=True)
+    med = {b: statistics.median(v) for b, v in results.items()}
+    print(f"{Path(args.config).name}: MindSpore {med['mindspore'] * 1000:.1f} ms, torch {med['torch'] * 1000:.1f} "
+          f"ms per step: {med['mindspore'] / med['torch']:.2f}x; load {os.getloadavg()[0]:.1f}")
+
+
+def main() -> None:
+    """The table, ``--pair``, or one plain worker (``--worker``)."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--config", default=str(ROOT / "configs" / "mindspore_tp_fsdp.toml"))
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--seq", type=int, default=64)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
+    p.add_argument("--ms-runtime", default="fast", choices=("fast", "default"),
+                   help="MindSpore runtime settings (HP_MS_RUNTIME)")
+    p.add_argument("--no-profile", action="store_true")
+    p.add_argument("--pair", action="store_true", help="hp-train on --config, MindSpore vs torch")
+    p.add_argument("--worker", choices=("plain-ms-pynative", "plain-ms-jit", "plain-torch"), help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        _worker(args.worker, args)
+    elif args.pair:
+        pair(args)
+    else:
+        table(args)
 
 
 if __name__ == "__main__":

@@ -84,6 +84,8 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
     def init_distributed(self) -> None:
         """Join the mccl process group started by the launcher; the world mesh of the config's degrees."""
         par = self.config.parallelism
+        from hyper_parallel.platform.mindspore.runtime import configure  # pylint: disable=import-outside-toplevel
+        configure(threads=self.threads)  # synchronous launch, one dispatch thread, self.threads kernel threads
         ms.set_context(mode=ms.PYNATIVE_MODE)
         ms.set_device("CPU")
         if self.trainer.distributed:
@@ -173,11 +175,16 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         micro = len(rows) // t.grad_accum
         scale = ms.Tensor(1.0 / t.grad_accum, ms.float32)
         total, grads = 0.0, None
+        params = list(self.optimizer.parameters)
+        ddp = getattr(self.model, "reduce_gradients", None)  # replicate: the model accumulates and reduces
         for i in range(t.grad_accum):
+            if ddp is not None:
+                self.model.set_requires_gradient_sync(i == t.grad_accum - 1)
             loss, g = self._grad_fn(*self._tensors(rows[i * micro:(i + 1) * micro]), scale)
             total += float(loss.asnumpy())
-            grads = list(g) if grads is None else [a + b for a, b in zip(grads, g)]
-        params = list(self.optimizer.parameters)
+            grads = list(g) if grads is None or ddp is not None else [a + b for a, b in zip(grads, g)]
+        if ddp is not None:
+            grads = ddp(params, grads)
         grad_norm = 0.0
         if t.clip_grad_norm > 0:
             from hyper_parallel.optim._mindspore.clip import clip_grad_norm  # pylint: disable=C0415
@@ -204,13 +211,14 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         return {}
 
     def start_profiler(self) -> Any:
-        """Refused when the config is checked (``metrics.profile_steps``)."""
-        raise ValueError("metrics.profile_steps: profiling is not supported by the MindSpore trainer backend")
+        """Start Python's ``cProfile`` (``metrics.profile_steps``; see ``trainer/_mindspore/profile.py``)."""
+        from hyper_parallel.trainer._mindspore import profile  # pylint: disable=import-outside-toplevel
+        return profile.start()
 
     def stop_profiler(self, prof: Any, path: str) -> None:
-        """Refused when the config is checked (``metrics.profile_steps``)."""
-        raise ValueError(f"metrics.profile_steps: profiling ({prof!r} -> {path}) is not supported by the MindSpore "
-                         "trainer backend")
+        """Stop ``prof``; write the time breakdown by layer to ``path`` (JSON) and the raw ``.pstats``."""
+        from hyper_parallel.trainer._mindspore import profile  # pylint: disable=import-outside-toplevel
+        profile.stop(prof, path)
 
     def shutdown(self) -> None:
         """Leave the process group at a barrier (the launcher ends the cluster).

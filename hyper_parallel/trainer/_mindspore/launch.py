@@ -39,7 +39,7 @@ def _refuse(cfg: JobConfig, key: str, why: str) -> ConfigError:
 
 def check_mindspore_config(cfg: JobConfig) -> None:
     """Refuse, naming the key, what the MindSpore trainer path cannot do: pipeline, context and expert parallel,
-    HSDP x TP, bf16, compile, activation policies, profiling, fault injection, models other than the dense
+    HSDP x TP, bf16, compile, activation policies, fault injection, models other than the dense
     ``llama3`` flavors."""
     par, tr = cfg.parallelism, cfg.training
     for key, why in (("pp", "pipeline parallel"), ("cp", "context parallel"), ("ep", "expert parallel")):
@@ -61,8 +61,6 @@ def check_mindspore_config(cfg: JobConfig) -> None:
     if cfg.activation:
         raise _refuse(cfg, "activation", "activation policies are not wired into the MindSpore trainer; remove the "
                       "[activation] section")
-    if cfg.metrics.profile_steps:
-        raise _refuse(cfg, "metrics.profile_steps", "the profiler callback is torch-only; set it to []")
     if cfg.fault.kill_at_step:
         raise _refuse(cfg, "fault.kill_at_step", "the killed-rank restart runs under torchrun only; set it to 0")
 

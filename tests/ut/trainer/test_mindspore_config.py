@@ -19,7 +19,6 @@ REFUSED = [
     ("model.flavor", "debug_moe", "MoE flavor"),
     ("training.mixed_precision", "bf16", "bf16"),
     ("training.compile", True, "torch.compile"),
-    ("metrics.profile_steps", [2], "profiler"),
     ("fault.kill_at_step", 2, "torchrun"),
 ]
 
