@@ -33,12 +33,19 @@ def _check(model, world_mesh, dims) -> None:
         raise ValueError(f"parallelize_llama3 (MindSpore): the world mesh {names} has no 'tp' dimension")
 
 
+def _pure_replicate(dims) -> bool:
+    """Data parallel without sharding: ``dp_replicate > 1`` and every other degree 1."""
+    return dims.dp_replicate > 1 and all(getattr(dims, n, 1) == 1 for n in ("dp_shard", "cp", "tp", "pp", "ep"))
+
+
 def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: bool = True,
                        loss_parallel: bool = False, activation=None, **fsdp_kwargs):
     """The MindSpore registry entry's ``parallelize_fn``: TP + SP (+ loss parallel: the logits stay a
     ``Shard(-1)`` DTensor for ``LlamaForCausalLM.loss``) on ``world_mesh["tp"]``, then FSDP (HSDP with
     ``dp_replicate > 1``) per decoder layer and on the root over ``dp_shard`` (``fsdp_kwargs`` go to
-    ``fully_shard``). ``parallel_dims``: ``hyper_parallel.models.ParallelDims`` or the trainer's. Context,
+    ``fully_shard``); data parallel alone (``dp_replicate > 1``, nothing sharded) is ``replicate`` (full
+    parameters, the gradient all-reduce started in buckets during backward). ``parallel_dims``:
+    ``hyper_parallel.models.ParallelDims`` or the trainer's. Context,
     pipeline and expert parallel and ``activation`` policies are refused with an error naming the key."""
     if activation:
         raise ValueError("parallelize_llama3 (MindSpore): an activation policy ([activation]) is not supported by "
@@ -48,6 +55,9 @@ def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: b
         from hyper_parallel.tp import parallelize_module  # pylint: disable=import-outside-toplevel
         parallelize_module(model, world_mesh["tp"], llama_tp_plan(sequence_parallel, loss_parallel))
     shard_mesh = fsdp_mesh_of(world_mesh, parallel_dims)
+    if shard_mesh is not None and _pure_replicate(parallel_dims):  # DDP: gradient all-reduce during backward
+        from hyper_parallel.fsdp._mindspore.replicate import replicate  # pylint: disable=import-outside-toplevel
+        return replicate(model, mesh=shard_mesh)
     if shard_mesh is not None:
         from hyper_parallel.fsdp._mindspore.fully_shard import fully_shard  # pylint: disable=import-outside-toplevel
         for layer in model.model.layers:

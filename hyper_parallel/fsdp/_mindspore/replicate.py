@@ -1,0 +1,192 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""``replicate`` on MindSpore ``nn.Cell`` models: data parallel with full parameters on every rank and the
+gradient all-reduce overlapped with backward (torch's ``replicate`` / DDP, for MindSpore's functional autograd).
+
+The parameters (in reverse registration order, the order backward produces their gradients) are laid into
+buckets of at most ``bucket_cap_mb`` (one dtype each). Every parameter gets a tensor hook
+(``Parameter.register_hook``); when the last gradient of a bucket arrives during backward, the bucket's
+gradients are flattened, divided by the data-parallel size, and their all-reduce over the mesh's group is
+*started* (``mindspore.mint.distributed.all_reduce(..., async_op=True)``); backward goes on with the next
+layers. ``value_and_grad`` returns this rank's local gradients as usual; :meth:`ReplicateModule.reduce_gradients`
+then waits on the handles and returns the averaged gradients in the caller's parameter order (a bucket whose
+hooks did not all fire -- a parameter without a gradient in this backward -- is reduced there, synchronously,
+from the gradients passed in). ``overlap=False`` launches every bucket there instead (the baseline of the
+measurement in ``docs/mindspore.md``). Gradient accumulation: ``set_requires_gradient_sync(False)`` keeps each
+micro-batch's gradients locally (summed); the next synchronised backward reduces the sums.
+
+On CPU (``mccl``) the collective runs on the calling thread even with ``async_op=True``; the overlap pays on
+devices whose communication runs on its own stream (``hccl``/``nccl``). Results equal the one-process
+gradients of the whole batch (tests: ``tests/st/mindspore/replicate_checks.py``).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+import mindspore as ms
+from mindspore import mint, nn
+
+from hyper_parallel.platform.mindspore import collectives as C
+
+__all__ = ["replicate", "replicated", "ReplicateModule"]
+
+_STATE = "_hp_replicate_state"
+
+
+class _Bucket:  # pylint: disable=too-few-public-methods
+    """Parameters whose gradients are all-reduced together."""
+
+    def __init__(self, index: int, params: List[ms.Parameter]) -> None:
+        self.index = index
+        self.params = params
+        self.grads: Dict[int, Any] = {}
+        self.flat = None
+        self.handle = None
+        self.started_during_backward = False
+
+
+class _State:  # pylint: disable=too-many-instance-attributes
+    def __init__(self, params: List[ms.Parameter], group, bucket_bytes: int, overlap: bool) -> None:
+        self.group = group
+        self.size = group.size
+        self.overlap = overlap
+        self.requires_sync = True
+        self.acc: Dict[int, Any] = {}
+        self.buckets: List[_Bucket] = []
+        self.where: Dict[int, _Bucket] = {}
+        self.launch_order: List[int] = []
+        cur: List[ms.Parameter] = []
+        used = 0
+        for p in reversed(params):
+            nbytes = int(p.size) * p.itemsize
+            if cur and (used + nbytes > bucket_bytes or p.dtype != cur[0].dtype):
+                self._add(cur)
+                cur, used = [], 0
+            cur.append(p)
+            used += nbytes
+        if cur:
+            self._add(cur)
+        self.handles = [p.register_hook(self._hook(p)) for p in params]
+
+    def _add(self, params: List[ms.Parameter]) -> None:
+        b = _Bucket(len(self.buckets), params)
+        self.buckets.append(b)
+        for p in params:
+            self.where[id(p)] = b
+
+    def _hook(self, param: ms.Parameter):
+        def hook(grad):
+            key = id(param)
+            if not self.requires_sync:
+                self.acc[key] = grad if key not in self.acc else self.acc[key] + grad
+                return grad
+            bucket = self.where[key]
+            bucket.grads[key] = grad + self.acc.pop(key) if key in self.acc else grad
+            if self.overlap and len(bucket.grads) == len(bucket.params):
+                self._launch(bucket, during_backward=True)
+            return grad
+        return hook
+
+    def _launch(self, bucket: _Bucket, during_backward: bool) -> None:
+        flat = mint.cat([bucket.grads[id(p)].reshape(-1) for p in bucket.params]) / self.size
+        bucket.flat = flat
+        bucket.started_during_backward = during_backward
+        self.launch_order.append(bucket.index)
+        if self.size == 1:
+            return
+        try:
+            bucket.handle = mint.distributed.all_reduce(flat, group=C._group_arg(self.group),  # noqa  # pylint: disable=W0212
+                                                        async_op=True)
+        except RuntimeError as exc:
+            raise C._fail("replicate gradient all_reduce", self.group, exc) from exc  # pylint: disable=W0212
+
+    def finish(self, params: Sequence[ms.Parameter], grads: Sequence[Any]) -> List[Any]:
+        """Launch what backward did not, wait on every bucket, split the averages back per parameter."""
+        given = {id(p): g for p, g in zip(params, grads)}
+        out: Dict[int, Any] = {}
+        for b in self.buckets:
+            if b.flat is None:  # not launched during backward (overlap off, or a parameter without gradient)
+                for p in b.params:
+                    key = id(p)
+                    if key not in b.grads:
+                        g = given.get(key)
+                        g = mint.zeros(tuple(p.shape), dtype=p.dtype) if g is None else g
+                        b.grads[key] = g + self.acc.pop(key) if key in self.acc else g
+                self._launch(b, during_backward=False)
+        for b in self.buckets:
+            if b.handle is not None:
+                b.handle.wait()
+            offset = 0
+            for p in b.params:
+                n = int(p.size)
+                out[id(p)] = b.flat[offset:offset + n].reshape(tuple(p.shape))
+                offset += n
+            b.grads, b.flat, b.handle = {}, None, None
+        return [out[id(p)] for p in params]
+
+
+class ReplicateModule:
+    """Mixed into a cell by :func:`replicate` (its class becomes ``Replicate<Class>``)."""
+
+    def _replicate_state(self) -> _State:
+        return self.__dict__[_STATE]
+
+    def reduce_gradients(self, params: Sequence[ms.Parameter], grads: Sequence[Any]) -> List[Any]:
+        """The data-parallel average of ``grads`` (what ``value_and_grad(fn, None, params)`` returned on this
+        rank), in the order of ``params``: waits on the all-reduces backward started, launches the rest."""
+        if len(params) != len(grads):
+            raise ValueError(f"reduce_gradients: {len(params)} parameters but {len(grads)} gradients")
+        return self._replicate_state().finish(params, grads)
+
+    def set_requires_gradient_sync(self, requires_gradient_sync: bool) -> None:
+        """False: backward keeps the gradients locally (summed over micro-batches) and starts no all-reduce;
+        the next backward with True reduces the sums."""
+        self._replicate_state().requires_sync = bool(requires_gradient_sync)
+
+    def replicate_stats(self) -> Dict[str, Any]:
+        """``buckets`` (parameter names per bucket) and ``launched``: ``[(bucket, during_backward)]`` of the
+        last reduction, in launch order."""
+        st = self._replicate_state()
+        return {"buckets": [[p.name for p in b.params] for b in st.buckets],
+                "launched": [(i, st.buckets[i].started_during_backward) for i in st.launch_order[-len(st.buckets):]]}
+
+
+_CLASSES: Dict[type, type] = {}
+
+
+def _default_group():
+    import hyper_parallel as hp  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.platform import get_platform  # pylint: disable=import-outside-toplevel
+    world = get_platform("mindspore").get_world_size()
+    return hp.init_device_mesh("cpu", (world,), platform="mindspore").get_group(0)
+
+
+def replicate(module: nn.Cell, mesh=None, *, bucket_cap_mb: float = 25.0, overlap: bool = True,
+              broadcast_parameters: bool = True) -> nn.Cell:
+    """Data-parallel ``module`` over the 1-D ``mesh`` (default: the world), gradients all-reduced in buckets
+    started during backward (see the module doc). ``broadcast_parameters``: copy mesh rank 0's parameters to
+    every rank first (as DDP does). Returns the same cell, now a :class:`ReplicateModule`."""
+    if not isinstance(module, nn.Cell):
+        raise TypeError(f"replicate(module): expected a mindspore.nn.Cell, got {type(module).__name__}")
+    if _STATE in module.__dict__:
+        raise ValueError(f"replicate(module): {type(module).__name__} is already replicated")
+    if not isinstance(bucket_cap_mb, (int, float)) or isinstance(bucket_cap_mb, bool) or bucket_cap_mb <= 0:
+        raise ValueError(f"replicate(bucket_cap_mb={bucket_cap_mb!r}): expected a positive number of MiB")
+    if mesh is not None and mesh.ndim != 1:
+        raise ValueError(f"replicate(mesh): expected a 1-D data-parallel mesh, got {mesh.ndim}-D {mesh}")
+    group = _default_group() if mesh is None else mesh.get_group(0)
+    params = [p for p in module.get_parameters() if p.requires_grad]
+    if broadcast_parameters and group.size > 1:
+        for p in params:
+            p.set_data(C.raw_broadcast(p.value().copy(), group.ranks[0], group))
+    module.__dict__[_STATE] = _State(params, group, int(bucket_cap_mb * 2 ** 20), overlap)
+    cls = type(module)
+    if cls not in _CLASSES:
+        _CLASSES[cls] = type(f"Replicate{cls.__name__}", (cls, ReplicateModule), {})
+    module.__class__ = _CLASSES[cls]
+    return module
+
+
+def replicated(module: Any) -> Optional[ReplicateModule]:
+    """``module`` if :func:`replicate` was applied to it, else None."""
+    return module if isinstance(module, ReplicateModule) else None
