@@ -12,7 +12,10 @@ The table (default) has, per round, interleaved so machine noise hits every row 
 * ``plain-ms-jit``: the same step (forward, backward, optimizer) under ``mindspore.jit`` (graph mode);
 * ``plain-torch``: the torch Llama, eager, ``torch.optim.AdamW``;
 * ``ours-ms-1`` / ``ours-torch-1``: ``hp-train`` with that backend on 1 rank; ``ours-ms-2`` / ``ours-torch-2``:
-  on 2 ranks with FSDP (``dp_shard = 2``): each rank computes half the batch;
+  on 2 ranks with FSDP (``dp_shard = 2``): each rank computes half the batch; ``-jit``: ``training.compile``
+  (MindSpore: each decoder layer under ``mindspore.jit``); ``ours-ms-2-dp-jit``: 2 ranks, ``dp_replicate = 2``
+  (``replicate``, gradient all-reduce during backward) with per-layer jit; ``ours-ms-2-msdefault``: ``ours-ms-2``
+  with MindSpore's default runtime settings (asynchronous launch, 5 dispatch and 25 kernel threads);
 * ``plain-ms-*-half``: the plain MindSpore rows at half the batch (the per-rank work of the 2-rank runs).
 
 Every process has one intra-op thread (``OMP_NUM_THREADS=1``, ``job.threads = 1``, ``torch.set_num_threads(1)``)
@@ -47,15 +50,17 @@ def _env(ms_runtime: str) -> Dict[str, str]:
     return env
 
 
-def _hp_train(backend: str, nproc: int, out: Path, args: argparse.Namespace, *extra: str) -> Dict[str, float]:
+def _hp_train(backend: str, nproc: int, out: Path, args: argparse.Namespace, *extra: str,
+              dp: str = "dp_shard", ms_runtime: str = "") -> Dict[str, float]:
+    other = "dp_replicate" if dp == "dp_shard" else "dp_shard"
     cmd = [sys.executable, "-m", "hyper_parallel.trainer.cli", "--config", args.config, "--job.backend", backend,
-           "--job.out_dir", str(out), "--job.nproc", str(nproc), "--job.threads", "1",
-           "--parallelism.tp", "1", "--parallelism.dp_shard", str(nproc), "--training.steps", str(args.steps),
+           "--job.out_dir", str(out), "--job.nproc", str(nproc), "--job.threads", "1", "--parallelism.tp", "1",
+           f"--parallelism.{dp}", str(nproc), f"--parallelism.{other}", "1", "--training.steps", str(args.steps),
            "--training.seq_len", str(args.seq), "--training.global_batch", str(args.batch),
            "--metrics.progress", "false", "--metrics.plot", "false", "--checkpoint.enable", "false", *extra]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, env=_env(args.ms_runtime), capture_output=True, text=True, check=False,
-                          timeout=args.timeout)
+    proc = subprocess.run(cmd, cwd=ROOT, env=_env(ms_runtime or args.ms_runtime), capture_output=True, text=True,
+                          check=False, timeout=args.timeout)
     wall = time.perf_counter() - start
     if proc.returncode:
         raise SystemExit(f"{backend} x{nproc} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n"
@@ -157,15 +162,19 @@ def _worker(kind: str, args: argparse.Namespace) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- the table
-ROWS = ("plain-ms-pynative", "plain-ms-jit", "plain-torch", "ours-ms-1", "ours-torch-1", "ours-ms-2",
-        "ours-torch-2", "plain-ms-pynative-half", "plain-ms-jit-half")
+ROWS = ("plain-ms-pynative", "plain-ms-jit", "plain-torch", "ours-ms-1", "ours-ms-1-jit", "ours-torch-1",
+        "ours-ms-2", "ours-ms-2-dp-jit", "ours-torch-2", "ours-ms-2-msdefault", "plain-ms-pynative-half",
+        "plain-ms-jit-half")
 
 
 def _row(name: str, tmp: Path, r: int, args: argparse.Namespace) -> Dict[str, float]:
     if name.startswith("ours-"):
-        _, backend, n = name.split("-")
-        backend = "mindspore" if backend == "ms" else backend
-        return _hp_train(backend, int(n), tmp / f"{name}-{r}", args)
+        parts = name.split("-")
+        backend = "mindspore" if parts[1] == "ms" else parts[1]
+        extra = ("--training.compile", "true") if name.endswith("-jit") else ()
+        return _hp_train(backend, int(parts[2]), tmp / f"{name}-{r}", args, *extra,
+                         dp="dp_replicate" if "-dp-" in name else "dp_shard",
+                         ms_runtime="default" if name.endswith("-msdefault") else "")
     half = name.endswith("-half")
     return _plain(name[:-5] if half else name, args.batch // 2 if half else args.batch, args)
 
@@ -191,14 +200,19 @@ def _print_table(results: Dict[str, List[Dict[str, float]]], args: argparse.Name
         "plain-ms-pynative / plain-torch": med["plain-ms-pynative"] / med["plain-torch"],
         "plain-ms-jit / plain-torch": med["plain-ms-jit"] / med["plain-torch"],
         "plain-ms-pynative / plain-ms-jit": med["plain-ms-pynative"] / med["plain-ms-jit"],
-        "ours-ms-1 / plain-ms fastest": med["ours-ms-1"] / fastest,
-        "ours-ms-2 / plain-ms fastest at half batch": med["ours-ms-2"] / fastest_half,
+        "ours-ms-1 / plain-ms-pynative": med["ours-ms-1"] / med["plain-ms-pynative"],
+        "ours-ms-1-jit / plain-ms fastest": med["ours-ms-1-jit"] / fastest,
+        "ours-ms-2 (FSDP) / plain-ms fastest, half batch": med["ours-ms-2"] / fastest_half,
+        "ours-ms-2-dp-jit / plain-ms fastest, half batch": med["ours-ms-2-dp-jit"] / fastest_half,
         "ours-ms-1 / ours-torch-1": med["ours-ms-1"] / med["ours-torch-1"],
-        "ours-ms-2 / ours-torch-2": med["ours-ms-2"] / med["ours-torch-2"],
+        "ours-ms-1-jit / ours-torch-1": med["ours-ms-1-jit"] / med["ours-torch-1"],
+        "ours-ms-2 (FSDP) / ours-torch-2 (FSDP)": med["ours-ms-2"] / med["ours-torch-2"],
+        "ours-ms-2-dp-jit / ours-torch-2 (FSDP)": med["ours-ms-2-dp-jit"] / med["ours-torch-2"],
+        "ours-ms-2 MindSpore defaults / fast runtime": med["ours-ms-2-msdefault"] / med["ours-ms-2"],
         "ours-torch-1 / plain-torch": med["ours-torch-1"] / med["plain-torch"],
     }
     for k, v in ratios.items():
-        print(f"ratio {k:45s} {v:6.2f}x")
+        print(f"ratio {k:50s} {v:6.2f}x")
     return ratios
 
 

@@ -15,6 +15,7 @@ import math
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import mindspore as ms
+from mindspore import mint
 
 from hyper_parallel.core.placement import Shard
 from hyper_parallel.platform.mindspore.collectives import raw_all_reduce
@@ -39,12 +40,13 @@ def total_grad_norm(params: Sequence[Any], grads: Sequence[Any], specs: Optional
     if len(params) != len(grads):
         raise ValueError(f"total_grad_norm: {len(grads)} gradients for {len(params)} parameters")
     specs = specs or {}
+    kept = [(p, g) for p, g in zip(params, grads) if g is not None and g.size != 0]
+    # every squared norm on the device, then one host copy (not one per gradient); summed on the host in
+    # float64 in parameter order, as before
+    sqs = mint.cat([(g.astype(ms.float32) ** 2).sum().reshape(1) for _, g in kept]).asnumpy() if kept else []
     local = 0.0
-    for p, g in zip(params, grads):
-        if g is None or g.size == 0:
-            continue
-        sq = float((g.astype(ms.float32) ** 2).sum().asnumpy())
-        local += sq * _pieces(specs.get(p.name)) / max(1, world_size)
+    for (p, _), sq in zip(kept, sqs):
+        local += float(sq) * _pieces(specs.get(p.name)) / max(1, world_size)
     if world_group is None or world_size == 1:
         return math.sqrt(local * max(1, world_size))
     total = raw_all_reduce(ms.Tensor([local], ms.float32), "sum", world_group)

@@ -22,7 +22,7 @@ from collections import defaultdict
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import mindspore as ms
-from mindspore import mint, nn
+from mindspore import mint, nn, ops
 
 from hyper_parallel.optim.planner import TensorLayout, WorkPlan, plan_work
 from hyper_parallel.platform import get_platform
@@ -85,7 +85,8 @@ class AdamW:
             st["exp_avg_sq"] = b2 * st["exp_avg_sq"] + (1 - b2) * grad * grad
             step_size = g["lr"] / (1 - b1 ** st["step"])
             denom = mint.sqrt(st["exp_avg_sq"]) / math.sqrt(1 - b2 ** st["step"]) + g["eps"]
-            p.set_data(p.value() * (1 - g["lr"] * g["weight_decay"]) - step_size * st["exp_avg"] / denom)
+            # in place (not set_data): a layer compiled by mindspore.jit keeps reading this parameter's storage
+            ops.assign(p, p.value() * (1 - g["lr"] * g["weight_decay"]) - step_size * st["exp_avg"] / denom)
         return True
 
 
@@ -183,7 +184,7 @@ class Muon:
         results = self._orthogonalise(plan, items, rank)
         for (p, group, _, layout, _, _), ortho in zip(items, results):
             adj = _adjusted_lr(group["lr"], group["adjust_lr"], layout.shape[-2], layout.shape[-1])
-            p.set_data(p.value() * (1 - group["lr"] * group["weight_decay"]) - adj * ortho.astype(p.dtype))
+            ops.assign(p, p.value() * (1 - group["lr"] * group["weight_decay"]) - adj * ortho.astype(p.dtype))
         mine = plan.owned_by(rank)
         self.last_step_stats = {"flops": sum(u.flops for u in mine), "matrices": sum(u.matrices for u in mine),
                                 "units": len(mine)}

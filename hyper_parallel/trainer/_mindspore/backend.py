@@ -130,6 +130,9 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         if self.trainer.distributed:
             model = spec.parallelize_fn(model, self.mesh, self.dims,
                                         sequence_parallel=cfg.parallelism.sequence_parallel)
+        if cfg.training.compile:  # per-layer graph mode (the config check allows it on unsharded layers only)
+            from hyper_parallel.platform.mindspore.runtime import jit_cells  # pylint: disable=C0415
+            jit_cells(model.model.layers)
         self.model = model
         from hyper_parallel.optim._mindspore.factory import (get_hyper_lr_scheduler,  # noqa  # pylint: disable=C0415
                                                              get_hyper_optimizer)

@@ -39,7 +39,7 @@ def _refuse(cfg: JobConfig, key: str, why: str) -> ConfigError:
 
 def check_mindspore_config(cfg: JobConfig) -> None:
     """Refuse, naming the key, what the MindSpore trainer path cannot do: pipeline, context and expert parallel,
-    HSDP x TP, bf16, compile, activation policies, fault injection, models other than the dense
+    HSDP x TP, bf16, compile with sharded layers, activation policies, fault injection, models other than the dense
     ``llama3`` flavors."""
     par, tr = cfg.parallelism, cfg.training
     for key, why in (("pp", "pipeline parallel"), ("cp", "context parallel"), ("ep", "expert parallel")):
@@ -56,8 +56,9 @@ def check_mindspore_config(cfg: JobConfig) -> None:
     if tr.mixed_precision != "fp32":
         raise _refuse(cfg, "training.mixed_precision", f"{tr.mixed_precision!r} is not supported (MindSpore's CPU "
                       "kernels have no bf16 matmul); use 'fp32'")
-    if tr.compile:
-        raise _refuse(cfg, "training.compile", "torch.compile does not apply; set it to false")
+    if tr.compile and (par.tp != 1 or par.dp_shard != 1):
+        raise _refuse(cfg, "training.compile", "on MindSpore it runs each decoder layer under mindspore.jit, which "
+                      "needs unsharded layers (tp = 1 and dp_shard = 1: one rank or dp_replicate); set it to false")
     if cfg.activation:
         raise _refuse(cfg, "activation", "activation policies are not wired into the MindSpore trainer; remove the "
                       "[activation] section")

@@ -37,7 +37,7 @@ def category_of(func: Tuple[str, int, str]) -> str:
     """The category of a ``pstats`` function key ``(file, line, name)``."""
     path, _, name = func
     if path == "~":  # a builtin: MindSpore's C++ when its name says so
-        return "mindspore_kernels" if ("mindspore" in name or "_c_expression" in name) else "other"
+        return "mindspore_kernels" if any(k in name for k in ("mindspore", "_c_expression", "TensorPy")) else "other"
     path = path.replace("\\", "/")
     for part, cat in _RULES:
         if part in path:
