@@ -6,7 +6,7 @@ STAMP := $(VENV)/.hp-installed
 NPROC ?= 2
 export PYTHONUNBUFFERED := 1
 
-.PHONY: demo tour test ut st agent gate bench coverage matrix install clean multinode package finetune bench-finetune \
+.PHONY: demo tour test ut st agent gate bench coverage matrix install clean multinode package finetune bench-finetune vl-demo \
 	llamafactory-check llamafactory-bench
 
 $(STAMP): pyproject.toml
@@ -33,6 +33,12 @@ finetune: $(STAMP)
 	$(VENV)/bin/hp-train --config configs/finetune.toml
 	$(PY) examples/finetune/check_export.py runs/finetune/hf
 	$(VENV)/bin/hp-generate --model runs/finetune/hf --chat --prompt "What does FSDP shard?" --prompt "How do I run the demo?"
+
+## vl-demo: VLTrainer end to end (README "Vision-language"): the generated image-caption set and a Qwen3-VL processor
+## folder (examples/vl/make_vl_data.py, offline), then hp-train configs/vl_demo.toml (Qwen3-VL debug, FSDP, 2 ranks)
+vl-demo: $(STAMP)
+	$(PY) examples/vl/make_vl_data.py runs/vl_data
+	$(VENV)/bin/hp-train --config configs/vl_demo.toml
 
 ## bench-finetune: init_from vs full load (time to first step, peak memory per rank), SFT tokens/s with/without packing
 bench-finetune: $(STAMP)

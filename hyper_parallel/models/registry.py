@@ -12,7 +12,8 @@ from typing import Dict, List
 
 from hyper_parallel.models.spec import ModelSpec
 
-__all__ = ["get_model_spec", "register_model_spec", "list_models", "HF_MODEL_TYPES", "model_for_hf_type"]
+__all__ = ["get_model_spec", "register_model_spec", "list_models", "HF_MODEL_TYPES", "model_for_hf_type",
+           "VISION_MODELS", "is_vision_model"]
 
 #: name -> module defining ``MODEL_SPEC``
 _BUILTIN: Dict[str, str] = {
@@ -22,8 +23,11 @@ _BUILTIN: Dict[str, str] = {
     "qwen3_5": "hyper_parallel.models.qwen3_5",
     "qwen3_5_moe": "hyper_parallel.models.qwen3_5_moe",
     "deepseek_v3": "hyper_parallel.models.deepseek_v3",
+    "qwen3_vl": "hyper_parallel.models.qwen3_vl",
 }
 _REGISTERED: Dict[str, ModelSpec] = {}
+#: built-in vision-language models (their specs say ``extras["vision"]``; known here without importing them)
+VISION_MODELS = ("qwen3_vl",)
 #: Hugging Face ``config.json`` ``model_type`` -> our model name (``[model] init_from`` resolves the name by it)
 HF_MODEL_TYPES: Dict[str, str] = {"llama": "llama3", "qwen3": "qwen3", "qwen3_moe": "qwen3_moe",
                                   "deepseek_v3": "deepseek_v3"}
@@ -46,6 +50,13 @@ def register_model_spec(spec: ModelSpec, *, override: bool = False) -> ModelSpec
 def list_models() -> List[str]:
     """Names of every registered and built-in model."""
     return sorted(set(_BUILTIN) | set(_REGISTERED))
+
+
+def is_vision_model(name: str) -> bool:
+    """Whether model ``name`` is a vision-language model (a built-in one of :data:`VISION_MODELS`, or a
+    registered spec with ``extras["vision"]``); imports no model package."""
+    spec = _REGISTERED.get(name)
+    return bool(spec.extras.get("vision")) if spec is not None else name in VISION_MODELS
 
 
 def model_for_hf_type(model_type: str) -> str:

@@ -13,6 +13,7 @@ from hyper_parallel._lazy import lazy_exports
 
 _LAZY = {
     "LLMTrainer": "hyper_parallel.trainer.api",
+    "VLTrainer": "hyper_parallel.trainer.vl",
     "TrainerBackend": "hyper_parallel.trainer.api",
     "register_backend": "hyper_parallel.trainer.api",
     "ParallelDims": "hyper_parallel.models.parallel_dims",

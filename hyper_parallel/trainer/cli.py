@@ -153,15 +153,16 @@ def _table(console: Any, title: str, header: Sequence[str], rows: Sequence[Seque
 
 
 def _resume_phase(trainer: Any, losses: Dict[int, float]) -> bool:
-    from hyper_parallel.trainer.api import LLMTrainer, derived_config  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.trainer.api import derived_config  # pylint: disable=import-outside-toplevel
     from hyper_parallel.trainer.callbacks import CheckpointCallback  # pylint: disable=import-outside-toplevel
     cfg, demo = trainer.config, trainer.config.demo
+    trainer_cls = type(trainer)  # LLMTrainer or VLTrainer
     end = demo.resume_from + demo.resume_steps
     sub = derived_config(cfg, training={"steps": end},
                          job={"out_dir": os.path.join(cfg.job.out_dir, "resume"), "name": f"{cfg.job.name} resumed"},
                          checkpoint={"folder": cfg.checkpoint_folder, "resume": True},
                          metrics={"plot": False, "eval_every": 0, "profile_steps": []})
-    again = LLMTrainer(sub, console=trainer.console)
+    again = trainer_cls(sub, console=trainer.console)
     again.setup()
     again.callbacks = [cb for cb in again.callbacks if not isinstance(cb, CheckpointCallback)]
     trainer.log(f"\n[bold]resume[/bold]: a new trainer loads the checkpoint of step {demo.resume_from} and trains "
@@ -178,8 +179,9 @@ def _resume_phase(trainer: Any, losses: Dict[int, float]) -> bool:
 
 
 def _one_process_phase(trainer: Any, losses: Dict[int, float]) -> bool:
-    from hyper_parallel.trainer.api import LLMTrainer, derived_config  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.trainer.api import derived_config  # pylint: disable=import-outside-toplevel
     cfg, steps = trainer.config, trainer.config.demo.compare_steps
+    trainer_cls = type(trainer)  # LLMTrainer or VLTrainer
     ok = True
     if trainer.is_logging_rank:
         sub = derived_config(cfg, training={"steps": steps},
@@ -190,7 +192,7 @@ def _one_process_phase(trainer: Any, losses: Dict[int, float]) -> bool:
                                       "profile_steps": [], "moe_monitor": False})
         trainer.log(f"\n[bold]one process[/bold]: the same model, data and first {steps} steps without any "
                     f"parallelism")
-        single = LLMTrainer(sub, distributed=False, console=trainer.console)
+        single = trainer_cls(sub, distributed=False, console=trainer.console)
         steps_run = single.train(resume=False)
         rows = []
         for m in steps_run:
@@ -262,8 +264,8 @@ def _demo_phases(trainer: Any, history: Sequence[Dict[str, Any]]) -> bool:
 
 def run(cfg: JobConfig, distributed: bool = True) -> int:
     """Train as ``cfg`` says (inside a launched job), then the demo phases; returns the exit status."""
-    from hyper_parallel.trainer.api import LLMTrainer  # pylint: disable=import-outside-toplevel
-    trainer = LLMTrainer(cfg, distributed=distributed)
+    from hyper_parallel.trainer.vl import trainer_class  # pylint: disable=import-outside-toplevel
+    trainer = trainer_class(cfg)(cfg, distributed=distributed)  # VLTrainer for a vision-language model
     start = time.perf_counter()
     try:
         trainer.setup()

@@ -151,6 +151,11 @@ class DataSection:
     completion_key: str = "completion"
     messages_key: str = "messages"
     eval_paths: List[str] = field(default_factory=list)
+    #: vision-language models: the Hugging Face processor folder ("hf:<folder>") and the per-image pixel budget
+    #: (0: the processor's own min / max pixels)
+    processor: str = ""
+    max_pixels: int = 0
+    min_pixels: int = 0
 
 
 @dataclass

@@ -53,6 +53,12 @@ def validate_finetune(cfg: Any) -> None:
     if da.format != "stream" and da.source != "files":
         raise ValueError(f"data.format = {da.format!r} reads records from data.paths: set data.source = "
                           f"'files'")
+    from hyper_parallel.trainer.vl import is_vision_model, validate_vl  # pylint: disable=import-outside-toplevel
+    if is_vision_model(cfg.model.name):
+        validate_vl(cfg)
+        return
+    if da.processor:
+        raise ValueError(f"data.processor: model {cfg.model.name!r} is not a vision-language model; remove it")
     if da.format == "messages" and not cfg.model.init_from and not da.tokenizer.startswith("hf:"):
         raise ValueError("data.format = 'messages' renders conversations with a tokenizer's chat "
                          "template: set model.init_from = 'hf:<folder>' or data.tokenizer = 'hf:<folder>'")
@@ -130,6 +136,10 @@ def banner_lines(trainer: Any) -> list:
     elif spec.startswith("hf:"):
         from hyper_parallel.trainer.hf_folder import tokenizer_file  # pylint: disable=import-outside-toplevel
         out.append(f"tokenizer {tokenizer_file(spec[3:])} (tokenizers)")
+    proc = getattr(trainer.dataset, "processor", None)
+    if proc is not None:
+        out.append(f"processor {proc.folder}: {getattr(trainer.dataset, 'images', 0)} training images, "
+                   f"{proc.size['shortest_edge']}..{proc.size['longest_edge']} pixels each")
     stats = getattr(trainer.dataset, "stats", None)
     if stats is not None:
         out.append(f"SFT data ({cfg.data.format}, packing {'on' if cfg.data.packing else 'off'}): {stats.summary()}")

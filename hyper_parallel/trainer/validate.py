@@ -123,8 +123,9 @@ def _model_config(cfg: JobConfig) -> Any:
         if cfg.model.init_from and cfg.model.flavor == HF_FLAVOR:  # the shapes of the folder's config.json
             folder = parse_init_from(cfg.model.init_from)
             return model_spec(cfg.model.name).state_dict_adapter.config_from_hf(read_hf_config(folder))
-        return build_model_config(cfg.model.name, cfg.model.flavor, vocab_size=cfg.data.vocab_size,
-                                  max_position_embeddings=max(cfg.training.seq_len, 128))
+        model = build_model_config(cfg.model.name, cfg.model.flavor, vocab_size=cfg.data.vocab_size,
+                                   max_position_embeddings=max(cfg.training.seq_len, 128))
+        return getattr(model, "text", model)  # a vision-language model: the language model's sizes
     except ValueError as exc:
         raise ConfigError(f"{cfg.source}: {exc}") from None
 
@@ -207,6 +208,8 @@ def _data_files(cfg: JobConfig) -> List[str]:
 def _check_data(cfg: JobConfig) -> None:
     if cfg.data.source != "files":
         return
+    if cfg.data.processor:  # image-text records, and the processor folder, are checked as they are read (a
+        return              # missing file is named then, with its line): the data may be written after the check
     for path in _data_files(cfg):
         ext = os.path.splitext(path)[1].lower()
         if ext not in _PLAIN_EXT + _DATASETS_EXT:

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Sequence
 
-__all__ = ["VLDataError", "draw_caption_set", "read_records", "VLEncoder", "collate", "SHAPES", "COLOURS"]
+__all__ = ["VLDataError", "draw_caption_set", "read_records", "check_record", "VLEncoder", "collate", "SHAPES",
+           "COLOURS"]
 
 SHAPES = ("circle", "square", "triangle")
 COLOURS = {"red": (220, 30, 30), "green": (30, 160, 60), "blue": (40, 70, 220), "yellow": (230, 200, 20)}
@@ -97,8 +98,27 @@ def _check_images(where: str, base: Path, record: Dict[str, Any]) -> None:
             try:
                 with Image.open(path) as img:
                     img.verify()
+                    size = img.size
             except (UnidentifiedImageError, OSError) as exc:
                 raise VLDataError(f"{where}: image {part['path']!r} cannot be read: {exc}") from None
+            if min(size) < 2 or max(size) > 200 * min(size):
+                raise VLDataError(f"{where}: image {part['path']!r} has unusable dimensions {size[0]}x{size[1]} "
+                                  f"(expected both sides >= 2 pixels and an aspect ratio under 200)")
+
+
+def check_record(where: str, base: Path, record: Any) -> None:
+    """Raise :class:`VLDataError` naming ``where`` unless ``record`` is a well-formed conversation whose
+    images (resolved against ``base``) exist, can be decoded and have a usable size."""
+    messages = record.get("messages") if isinstance(record, dict) else None
+    if not isinstance(messages, list) or not messages:
+        raise VLDataError(f"{where}: expected a non-empty list under 'messages'")
+    for turn in messages:
+        if not isinstance(turn, dict) or turn.get("role") not in ("user", "assistant", "system"):
+            raise VLDataError(f"{where}: each message needs a role of user, assistant or system, got {turn!r}")
+        _check_parts(where, turn.get("content"))
+    if not any(t["role"] == "assistant" for t in messages):
+        raise VLDataError(f"{where}: no assistant message (nothing to learn)")
+    _check_images(where, Path(base), record)
 
 
 def read_records(path: Any) -> List[Dict[str, Any]]:
@@ -115,16 +135,7 @@ def read_records(path: Any) -> List[Dict[str, Any]]:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise VLDataError(f"{where}: not valid JSON: {exc.msg}") from None
-        messages = record.get("messages") if isinstance(record, dict) else None
-        if not isinstance(messages, list) or not messages:
-            raise VLDataError(f"{where}: expected a non-empty list under 'messages'")
-        for turn in messages:
-            if not isinstance(turn, dict) or turn.get("role") not in ("user", "assistant", "system"):
-                raise VLDataError(f"{where}: each message needs a role of user, assistant or system, got {turn!r}")
-            _check_parts(where, turn.get("content"))
-        if not any(t["role"] == "assistant" for t in messages):
-            raise VLDataError(f"{where}: no assistant message (nothing to learn)")
-        _check_images(where, path.parent, record)
+        check_record(where, path.parent, record)
         out.append({**record, "_base": str(path.parent), "_where": where})
     return out
 

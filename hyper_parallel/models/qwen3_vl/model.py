@@ -204,10 +204,13 @@ class Qwen3VLTextModel(nn.Module):
     def forward(self, inputs_embeds: torch.Tensor, position_ids: torch.Tensor,
                 attention_mask: Optional[torch.Tensor] = None, visual_mask: Optional[torch.Tensor] = None,
                 deepstack: Sequence[torch.Tensor] = ()) -> torch.Tensor:
-        """``inputs_embeds [batch, seq, hidden]``, ``position_ids [3, batch, seq]`` -> hidden states."""
+        """``inputs_embeds [batch, seq, hidden]``, ``position_ids [3, batch, seq]`` -> hidden states;
+        ``attention_mask``: a ``[batch, seq]`` padding mask or a boolean ``[batch, 1, seq, seq]`` SDPA mask."""
         cos, sin = self.rotary(position_ids)
         cos, sin = cos.to(inputs_embeds.dtype), sin.to(inputs_embeds.dtype)
-        mask = causal_mask(attention_mask) if attention_mask is not None else None
+        mask = attention_mask
+        if mask is not None and mask.dim() == 2:  # a padding mask; a 4-D boolean one (packed documents) as is
+            mask = causal_mask(mask)
         h = inputs_embeds
         for index, layer in enumerate(self.layers):
             h = layer(h, cos, sin) if mask is None else layer(h, cos, sin, mask)

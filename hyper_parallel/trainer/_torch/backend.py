@@ -202,7 +202,8 @@ class TorchTrainerBackend:
             mcfg = self.hf_config
         else:
             mcfg = build_model_config(cfg.model.name, cfg.model.flavor, vocab_size=vocab_size,
-                                      max_position_embeddings=max(cfg.training.seq_len, 128))
+                                      max_position_embeddings=max(cfg.training.seq_len, 128),
+                                      **getattr(self.trainer.dataset, "model_overrides", {}))
             mcfg = _with_moe_overrides(mcfg, cfg.moe.overrides())
             torch.manual_seed(cfg.job.seed)
             model = model_spec(cfg.model.name).model_cls(mcfg).to(self.device)
@@ -408,9 +409,10 @@ class TorchTrainerBackend:
             return loss_fn(logits.float(), labels)
 
     def _loss(self, rows: List[List[int]]) -> Any:
-        if rows and isinstance(rows[0], dict):  # SFT rows (hyper_parallel.trainer.sft)
+        if rows and isinstance(rows[0], dict):  # SFT rows (hyper_parallel.trainer.sft / vl_sft)
             from hyper_parallel.trainer._torch.finetune import sft_loss  # pylint: disable=import-outside-toplevel
-            return sft_loss(self, rows)
+            from hyper_parallel.trainer._torch.vl import is_vl_rows, vl_loss  # pylint: disable=C0415
+            return vl_loss(self, rows) if is_vl_rows(rows) else sft_loss(self, rows)
         ids, labels, pos = self._inputs(rows)
         with self._autocast():
             logits = self.model(ids, position_ids=pos)

@@ -16,9 +16,11 @@ from hyper_parallel.trainer.config import load_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 CONFIGS = sorted(glob.glob(os.path.join(ROOT, "configs", "*.toml")))
-# configs starting from a Hugging Face folder (configs/finetune.toml) run in test_finetune.py, on a folder it writes
+# configs starting from a Hugging Face folder (configs/finetune.toml) run in test_finetune.py, on a folder it writes;
+# vision-language configs (a data.processor folder: configs/vl_demo.toml) in test_vl_trainer.py, on data it writes
 TWO_RANK = [os.path.basename(p) for p in CONFIGS if load_config(p).job.nproc == 2
-            and load_config(p).job.backend == "torch" and not load_config(p).model.init_from]
+            and load_config(p).job.backend == "torch" and not load_config(p).model.init_from
+            and not load_config(p).data.processor]
 SMALL_DATA = [("data.max_corpus_mb", 0.3), ("training.seq_len", 32), ("training.global_batch", 4),
               ("optimizer.total_steps", 100)]
 

@@ -1,0 +1,68 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Qwen3-VL in the model registry: the trainer's ``parallelize_fn`` over :func:`parallelize_qwen3_vl` and a
+:class:`~hyper_parallel.models.spec.ModelSpec` whose ``config`` routes the trainer's overrides (``vocab_size``,
+``max_position_embeddings``: the language model's; the special token ids: the processor's)."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from hyper_parallel.models.spec import ModelSpec
+
+__all__ = ["VLModelSpec", "parallelize_qwen3_vl_job", "activation_layers"]
+
+_TEXT_KEYS = ("vocab_size", "max_position_embeddings")
+
+
+@dataclass(frozen=True)
+class VLModelSpec(ModelSpec):
+    """A :class:`ModelSpec` of a vision-language model (``extras["vision"] = True``: ``hp-train`` runs it with
+    :class:`~hyper_parallel.trainer.vl.VLTrainer`)."""
+
+    def config(self, flavor: str, **overrides: Any) -> Any:
+        """The flavor's config; ``vocab_size`` / ``max_position_embeddings`` (and any other field of the text
+        config) go to ``config.text``, the rest (token ids, ``mrope_section``) to the top level."""
+        cfg = super().config(flavor)
+        text = {k: v for k, v in overrides.items() if k in _TEXT_KEYS or
+                (not hasattr(cfg, k) and hasattr(cfg.text, k))}
+        top = {k: v for k, v in overrides.items() if k not in text}
+        if text:
+            cfg = dataclasses.replace(cfg, text=dataclasses.replace(cfg.text, **text))
+        return dataclasses.replace(cfg, **top) if top else cfg
+
+
+def activation_layers(model: Any) -> list:
+    """The module names an activation policy applies to by default: every vision block and decoder layer."""
+    inner = model.model
+    return ([f"model.visual.blocks.{i}" for i in range(len(inner.visual.blocks))]
+            + [f"model.language_model.layers.{i}" for i in range(len(inner.language_model.layers))])
+
+
+def parallelize_qwen3_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, *, activation: Any = None,
+                             loss_parallel: bool = False, **_options: Any) -> Any:
+    """The registry's ``parallelize_fn``: TP on the language model over ``world_mesh["tp"]``, the ``activation``
+    policy (default layers: :func:`activation_layers`), then FSDP / HSDP (one unit per vision block, per decoder
+    layer and the root). ``cp > 1`` and ``loss_parallel`` are refused with the reason; sequence parallel is not
+    applied (DeepStack adds vision features at positions of the whole sequence)."""
+    from hyper_parallel.models.parallel_dims import fsdp_mesh  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.models.qwen3_vl.parallelize import parallelize_qwen3_vl  # noqa  # pylint: disable=C0415
+    dims = parallel_dims
+    if dims.cp > 1:
+        raise ValueError(f"parallelism.cp = {dims.cp}: Qwen3-VL has no context-parallel plan (its MRoPE positions "
+                         f"and DeepStack features index the whole sequence); set cp = 1")
+    if loss_parallel:
+        raise ValueError("parallelism.loss_parallel: not for Qwen3-VL (its loss sums over the image-text rows' "
+                         "loss tokens of whole logits); set it to false")
+    if dims.tp > 1:
+        parallelize_qwen3_vl(model, tp_mesh=world_mesh["tp"])
+    if activation:
+        from hyper_parallel.activation import apply_activation_policy  # pylint: disable=import-outside-toplevel
+        if isinstance(activation, dict) and not activation.get("layers"):
+            activation = dict(activation, layers=activation_layers(model))
+        apply_activation_policy(model, activation)
+    shard = fsdp_mesh(world_mesh, dims)
+    if shard is not None:
+        parallelize_qwen3_vl(model, dp_mesh=shard)
+    return model
