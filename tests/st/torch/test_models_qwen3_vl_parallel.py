@@ -78,3 +78,60 @@ def test_qwen3_vl_trains_like_one_process(layout):
         full = p.full_tensor() if isinstance(p, hp.DTensor) else p
         torch.testing.assert_close(full.detach(), theirs[name].detach(), rtol=1e-4, atol=1e-4,
                                    msg=lambda m, name=name: f"{layout} {name}: {m}")
+
+
+def _steps_one_forward(model, samples, n=3, lr=0.5):
+    """:func:`_steps` with the samples (same padded width) in one forward: the mean of their mean losses."""
+    import torch
+    joint = {k: torch.cat([s[k] for s in samples]) for k in ("input_ids", "attention_mask", "mm_token_type_ids")}
+    for s in samples:
+        joint.update({k: v for k, v in s.items() if k not in joint})
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    out = []
+    for _ in range(n):
+        opt.zero_grad()
+        logits = model(**joint)
+        losses = []
+        for row in range(len(samples)):
+            one = {k: v[row:row + 1] for k, v in joint.items() if k in ("input_ids", "attention_mask")}
+            labels = one["input_ids"][:, 1:].masked_fill(one["attention_mask"][:, 1:] == 0, -100)
+            losses.append(torch.nn.functional.cross_entropy(logits[row, :-1].float(), labels[0]))
+        loss = sum(losses) / len(losses)
+        loss.backward()
+        opt.step()
+        out.append(loss.detach())
+    return torch.stack(out)
+
+
+@multi_rank(world_size=2, timeout=600)
+def test_qwen3_vl_moe_expert_parallel_trains_like_one_process():
+    """Qwen3-VL-MoE with its experts split over 2 ranks (EP 2, FSDP for the rest), each rank its own sample,
+    the auxiliary load-balancing loss on: the losses and every parameter after 3 SGD steps equal one process."""
+    import copy
+    import torch
+    import torch.distributed as dist
+    import hyper_parallel as hp
+    from hyper_parallel.models.qwen3_vl_moe import FLAVORS, Qwen3VLMoeForConditionalGeneration, parallelize_qwen3_vl_moe
+    from tests.st.torch.vl_inputs import vl_batch
+    cfg = FLAVORS["debug"]
+    torch.manual_seed(0)
+    ref = Qwen3VLMoeForConditionalGeneration(cfg)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.normal_(0.0, 0.1)
+    batch = vl_batch(cfg)
+    ours = copy.deepcopy(ref)
+    rank = dist.get_rank()
+    samples = [_sample(batch, 0), _sample(batch, 2)]
+    want = _steps_one_forward(ref, samples)  # the routers' load statistics of both samples together, as under EP
+    parallelize_qwen3_vl_moe(ours, hp.init_device_mesh("cpu", (2,), mesh_dim_names=("dp_shard",)), ep=2)
+    experts = ours.model.language_model.layers[1].mlp.experts.gate_proj
+    assert isinstance(experts, hp.DTensor) and experts.to_local().shape[0] == cfg.text.moe.num_experts // 2
+    got = _steps(ours, [samples[rank]])
+    dist.all_reduce(got)
+    torch.testing.assert_close(got / 2, want, rtol=1e-5, atol=1e-6)
+    theirs = dict(ref.named_parameters())
+    for name, p in ours.named_parameters():
+        full = p.full_tensor() if isinstance(p, hp.DTensor) else p
+        torch.testing.assert_close(full.detach(), theirs[name].detach(), rtol=1e-4, atol=1e-4,
+                                   msg=lambda m, name=name: f"ep {name}: {m}")
