@@ -42,9 +42,11 @@ def activation_layers(model: Any) -> list:
 
 def parallelize_qwen3_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, *, activation: Any = None,
                              loss_parallel: bool = False, **_options: Any) -> Any:
-    """The registry's ``parallelize_fn``: TP on the language model over ``world_mesh["tp"]``, the ``activation``
-    policy (default layers: :func:`activation_layers`), then FSDP / HSDP (one unit per vision block, per decoder
-    layer and the root). ``cp > 1`` and ``loss_parallel`` are refused with the reason; sequence parallel is not
+    """The registry's ``parallelize_fn`` (Qwen3-VL and Qwen3-VL-MoE): TP on the language model over
+    ``world_mesh["tp"]``, the ``activation`` policy (default layers: :func:`activation_layers`), then FSDP / HSDP
+    (one unit per vision block, per decoder layer and the root); a MoE language model gets expert parallelism over
+    ``parallel_dims.ep`` of the FSDP ranks (:func:`~hyper_parallel.models.qwen3_vl_moe.parallelize_qwen3_vl_moe`;
+    TP and HSDP refused for it). ``cp > 1`` and ``loss_parallel`` are refused with the reason; sequence parallel is not
     applied (DeepStack adds vision features at positions of the whole sequence)."""
     from hyper_parallel.models.parallel_dims import fsdp_mesh  # pylint: disable=import-outside-toplevel
     from hyper_parallel.models.qwen3_vl.parallelize import parallelize_qwen3_vl  # noqa  # pylint: disable=C0415
@@ -55,6 +57,10 @@ def parallelize_qwen3_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, *,
     if loss_parallel:
         raise ValueError("parallelism.loss_parallel: not for Qwen3-VL (its loss sums over the image-text rows' "
                          "loss tokens of whole logits); set it to false")
+    moe = getattr(model.config.text, "moe", None) is not None
+    if moe and (dims.tp > 1 or dims.dp_replicate > 1):
+        raise ValueError(f"parallelism.{'tp' if dims.tp > 1 else 'dp_replicate'}: not yet for Qwen3-VL-MoE (FSDP "
+                         f"with expert parallelism, parallelism.ep, is); set it to 1")
     if dims.tp > 1:
         parallelize_qwen3_vl(model, tp_mesh=world_mesh["tp"])
     if activation:
@@ -63,6 +69,9 @@ def parallelize_qwen3_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, *,
             activation = dict(activation, layers=activation_layers(model))
         apply_activation_policy(model, activation)
     shard = fsdp_mesh(world_mesh, dims)
-    if shard is not None:
+    if shard is not None and moe:
+        from hyper_parallel.models.qwen3_vl_moe import parallelize_qwen3_vl_moe  # noqa  # pylint: disable=C0415
+        parallelize_qwen3_vl_moe(model, shard, ep=dims.ep)
+    elif shard is not None:
         parallelize_qwen3_vl(model, dp_mesh=shard)
     return model

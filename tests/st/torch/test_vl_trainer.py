@@ -1,7 +1,7 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
 """VLTrainer on 2 gloo ranks: Qwen3-VL (debug flavor) trained on the generated image-caption set through a
-processor folder written offline, under FSDP and under TP + a full activation-checkpoint policy, checkpointed;
+processor folder written offline, under FSDP and under TP + a full activation-checkpoint policy, and Qwen3-VL-MoE under FSDP x EP, checkpointed;
 the losses equal one process training the same global batches."""
 import os
 
@@ -32,14 +32,16 @@ def _config(folder, out, **par):
     return load_config(os.path.join(ROOT, "configs", "vl_demo.toml"), overrides)
 
 
-@pytest.mark.parametrize("layout", ["fsdp", "tp_activation"])
+@pytest.mark.parametrize("layout", ["fsdp", "tp_activation", "moe_ep"])
 @multi_rank(world_size=2, timeout=300)
 def test_vl_trainer_two_ranks_equal_one_process(tmp_path, vl_folder, layout):
     import torch.distributed as dist
     from hyper_parallel.trainer.api import derived_config
     from hyper_parallel.trainer.vl import VLTrainer, trainer_class
-    par = {"dp_shard": 2} if layout == "fsdp" else {"dp_shard": 1, "tp": 2}
-    cfg = _config(vl_folder, str(tmp_path / layout), **par)
+    par = {"fsdp": {"dp_shard": 2}, "tp_activation": {"dp_shard": 1, "tp": 2}, "moe_ep": {"dp_shard": 2, "ep": 2}}
+    cfg = _config(vl_folder, str(tmp_path / layout), **par[layout])
+    if layout == "moe_ep":
+        cfg.model.name = "qwen3_vl_moe"
     if layout != "fsdp":
         cfg.activation = {"mode": "full"}
     assert trainer_class(cfg) is VLTrainer
@@ -51,7 +53,7 @@ def test_vl_trainer_two_ranks_equal_one_process(tmp_path, vl_folder, layout):
     assert trainer.checkpointer.latest_step() == 3
     assert trainer.dataset.images >= 10 and trainer.dataset.stats.loss_tokens > 0
     if dist.get_rank() == 0:
-        single_cfg = derived_config(cfg, parallelism={"dp_shard": -1, "tp": 1},
+        single_cfg = derived_config(cfg, parallelism={"dp_shard": -1, "tp": 1, "ep": 1},
                                     metrics={"jsonl": False, "eval_every": 0}, checkpoint={"enable": False},
                                     job={"out_dir": str(tmp_path / "single")})
         single = VLTrainer(single_cfg, distributed=False).train()
