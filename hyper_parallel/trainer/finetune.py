@@ -53,9 +53,9 @@ def validate_finetune(cfg: Any) -> None:
     if da.format != "stream" and da.source != "files":
         raise ValueError(f"data.format = {da.format!r} reads records from data.paths: set data.source = "
                           f"'files'")
-    from hyper_parallel.trainer.vl import is_vision_model, validate_vl  # pylint: disable=import-outside-toplevel
-    if is_vision_model(cfg.model.name):
-        validate_vl(cfg)
+    from hyper_parallel.trainer.vl_config import is_vision_model, validate_vl_data  # pylint: disable=C0415
+    if is_vision_model(cfg.model.name):  # its layouts: validate.validate_job
+        validate_vl_data(cfg)
         return
     if da.processor:
         raise ValueError(f"data.processor: model {cfg.model.name!r} is not a vision-language model; remove it")

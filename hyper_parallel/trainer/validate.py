@@ -224,6 +224,15 @@ def _check_data(cfg: JobConfig) -> None:
             _check_jsonl(cfg, path)
 
 
+def _check_vision(cfg: JobConfig) -> None:
+    from hyper_parallel.trainer.vl_config import is_vision_model, validate_vl_layout  # pylint: disable=C0415
+    if is_vision_model(cfg.model.name):
+        try:
+            validate_vl_layout(cfg)
+        except ValueError as exc:
+            raise ConfigError(f"{cfg.source}: {exc}") from None
+
+
 def _check_batch(cfg: JobConfig, d: Dict[str, int]) -> None:
     t, par = cfg.training, cfg.parallelism
     dp = d["dp_replicate"] * d["dp_shard"]
@@ -325,6 +334,7 @@ def validate_job(cfg: JobConfig, world_size: Optional[int] = None) -> RunFacts:
         from hyper_parallel.trainer._mindspore.launch import check_mindspore_config  # noqa  # pylint: disable=C0415
         check_mindspore_config(cfg)
     facts = run_facts(cfg, world_size)
+    _check_vision(cfg)
     _check_tokenizer(cfg)
     _check_data(cfg)
     _check_batch(cfg, facts.degrees)

@@ -13,46 +13,16 @@ from __future__ import annotations
 from typing import Any
 
 from hyper_parallel.trainer.api import LLMTrainer
+from hyper_parallel.trainer.vl_config import (MOE_VISION_MODELS, is_vision_model, validate_vl, validate_vl_data,
+                                              validate_vl_layout)
 
-__all__ = ["VLTrainer", "trainer_class", "is_vision_model", "prepare_vl", "validate_vl"]
-
-
-def is_vision_model(name: str) -> bool:
-    """Whether the registry's model ``name`` is a vision-language model (no model package imported)."""
-    from hyper_parallel.models.registry import is_vision_model as registered  # pylint: disable=C0415
-    return registered(name)
+__all__ = ["VLTrainer", "trainer_class", "is_vision_model", "prepare_vl", "validate_vl", "validate_vl_data",
+           "validate_vl_layout", "MOE_VISION_MODELS"]
 
 
 def trainer_class(config: Any) -> type:
     """:class:`VLTrainer` for a vision-language ``[model] name``, else :class:`LLMTrainer`."""
     return VLTrainer if is_vision_model(config.model.name) else LLMTrainer
-
-
-def validate_vl(cfg: Any) -> None:
-    """The ``[data]`` / ``[parallelism]`` / ``[checkpoint]`` keys a vision-language run needs (a
-    ``ValueError`` naming the key)."""
-    d, par = cfg.data, cfg.parallelism
-    if not d.processor.startswith("hf:"):
-        raise ValueError(f"data.processor: model {cfg.model.name!r} reads image-text data through a Hugging Face "
-                         f"processor folder: set data.processor = 'hf:<folder>', got {d.processor!r}")
-    if d.source != "files" or not d.paths:
-        raise ValueError("data.paths: a vision-language run reads local files: set data.source = 'files' and "
-                         "data.paths = [a .jsonl of messages or a folder of images with captions, ...]")
-    if d.format != "messages":
-        raise ValueError(f"data.format: a vision-language run reads conversations: set data.format = 'messages', "
-                         f"got {d.format!r}")
-    for key in ("cp", "pp"):
-        if getattr(par, key) != 1:
-            raise ValueError(f"parallelism.{key} = {getattr(par, key)}: not yet for model {cfg.model.name!r} "
-                             f"(FSDP / HSDP, TP and activation policies are); set it to 1")
-    if par.loss_parallel:
-        raise ValueError("parallelism.loss_parallel: not for a vision-language model; set it to false")
-    if cfg.model.init_from or cfg.checkpoint.export_hf:
-        raise ValueError("model.init_from / checkpoint.export_hf: not yet for a vision-language model (its "
-                         "trainer checkpoints are the hyper-parallel format)")
-    if d.max_pixels < 0 or d.min_pixels < 0 or (d.max_pixels and d.min_pixels > d.max_pixels):
-        raise ValueError(f"data.max_pixels / data.min_pixels: expected 0 (the processor's) or 0 < min_pixels <= "
-                         f"max_pixels, got {d.min_pixels} / {d.max_pixels}")
 
 
 def prepare_vl(cfg: Any) -> Any:

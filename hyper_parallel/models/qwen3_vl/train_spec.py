@@ -70,7 +70,7 @@ def parallelize_qwen3_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, *,
         apply_activation_policy(model, activation)
     shard = fsdp_mesh(world_mesh, dims)
     if shard is not None and moe:
-        from hyper_parallel.models.qwen3_vl_moe import parallelize_qwen3_vl_moe  # noqa  # pylint: disable=C0415
+        from hyper_parallel.models.qwen3_vl_moe.parallelize import parallelize_qwen3_vl_moe  # noqa  # pylint: disable=C0415
         parallelize_qwen3_vl_moe(model, shard, ep=dims.ep)
     elif shard is not None:
         parallelize_qwen3_vl(model, dp_mesh=shard)

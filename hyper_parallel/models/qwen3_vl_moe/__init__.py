@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Qwen3-VL-MoE: Qwen3-VL's vision tower and MRoPE decoder with DeepStack, the decoder's MLPs mixture-of-experts
 blocks (Qwen3-MoE routing), with Hugging Face ``Qwen3VLMoeForConditionalGeneration`` names up to the router and
-the stacked experts (``to_hf`` / ``from_hf``); :func:`parallelize_qwen3_vl_moe` applies expert parallelism. ``MODEL_SPEC``: ``get_model_spec("qwen3_vl_moe")`` (``hp-train`` trains it with
+the stacked experts (``to_hf`` / ``from_hf``); :func:`parallelize_qwen3_vl_moe` applies expert parallelism.
+``MODEL_SPEC``: ``get_model_spec("qwen3_vl_moe")`` (``hp-train`` trains it with
 :class:`~hyper_parallel.trainer.vl.VLTrainer`)."""
 from hyper_parallel.models.qwen3_vl_moe.args import FLAVORS, Qwen3VLMoeConfig
 from hyper_parallel.models.qwen3_vl_moe.model import Qwen3VLMoeForConditionalGeneration
