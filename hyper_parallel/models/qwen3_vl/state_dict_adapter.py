@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping
 
+from hyper_parallel.models.hf_fields import HFFieldRules, check_hf_fields
 from hyper_parallel.models.qwen3.args import Qwen3Config
 from hyper_parallel.models.qwen3_vl.args import Qwen3VLConfig, Qwen3VLVisionConfig
 
-__all__ = ["config_from_hf", "config_to_hf", "TEXT_HONOURED", "VISION_HONOURED", "IRRELEVANT", "hf_state_dict"]
+__all__ = ["config_from_hf", "config_to_hf", "TEXT_HONOURED", "VISION_HONOURED", "IRRELEVANT", "hf_state_dict",
+           "VISION_RULES", "BOOKKEEPING", "vision_config_from_hf"]
 
 #: text fields mapped onto :class:`Qwen3Config`
 TEXT_HONOURED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
@@ -106,3 +108,24 @@ def hf_state_dict(state_dict: Mapping[str, Any], config: Qwen3VLConfig) -> Dict[
     if config.text.tie_word_embeddings:
         out.pop("lm_head.weight", None)
     return out
+
+
+#: transformers' bookkeeping fields of (sub-)configurations
+BOOKKEEPING = {"model_type": "the class name of the (sub-)configuration", "base_config_key": "transformers' "
+               "bookkeeping of sub-configurations", "_attn_implementation": "the attention kernel: same values"}
+#: ``vision_config`` of Qwen3-VL, Qwen3-VL-MoE and Qwen3.5 / Qwen3.5-MoE (the same ViT; Qwen3.5's has no
+#: DeepStack): every field honoured, irrelevant or refused (:mod:`hyper_parallel.models.hf_fields`)
+VISION_RULES = HFFieldRules(
+    honoured=VISION_HONOURED + ("rope_parameters",),
+    irrelevant={**BOOKKEEPING, "num_hidden_layers": "an alias of depth"},
+    refused={"hidden_act": (lambda v: v in ("gelu_pytorch_tanh", "gelu", "silu", "quick_gelu"),
+                            "the vision MLP implements gelu_pytorch_tanh, gelu, silu and quick_gelu")})
+
+
+def vision_config_from_hf(vision_config: Any, what: str = "vision_config") -> Qwen3VLVisionConfig:
+    """:class:`Qwen3VLVisionConfig` of a Hugging Face vision config (Qwen3-VL's, or Qwen3.5's
+    ``Qwen3_5VisionConfig``: no ``deepstack_visual_indexes`` there means no DeepStack); every field checked by
+    :data:`VISION_RULES` (one line naming ``what``, the field and the value when refused)."""
+    vision = _as_dict(vision_config)
+    check_hf_fields(VISION_RULES, vision, what)
+    return _vision({**vision, "deepstack_visual_indexes": list(vision.get("deepstack_visual_indexes") or [])})

@@ -19,15 +19,14 @@ from typing import Any, Dict, Mapping
 
 from hyper_parallel.models.hf_fields import HFFieldRules, check_hf_fields
 from hyper_parallel.models.qwen3_moe.args import Qwen3MoeConfig, qwen3_moe_layer
-from hyper_parallel.models.qwen3_vl.state_dict_adapter import (TEXT_HONOURED, VISION_HONOURED, _as_dict, _rope,
-                                                               _vision)
+from hyper_parallel.models.qwen3_vl.state_dict_adapter import (BOOKKEEPING, TEXT_HONOURED, VISION_RULES, _as_dict,
+                                                               _rope, _vision)
 from hyper_parallel.models.qwen3_vl_moe.args import Qwen3VLMoeConfig
 
 __all__ = ["TOP_RULES", "TEXT_RULES", "VISION_RULES", "config_from_hf", "config_to_hf", "to_hf", "from_hf"]
 
 _IDS = ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id")
-_BOOKKEEPING = {"model_type": "the class name of the (sub-)configuration", "base_config_key": "transformers' "
-                "bookkeeping of sub-configurations", "_attn_implementation": "the attention kernel: same values"}
+_BOOKKEEPING = BOOKKEEPING
 _MOE_FIELDS = ("moe_intermediate_size", "num_experts", "num_local_experts", "num_experts_per_tok",
                "mlp_only_layers", "router_aux_loss_coef", "decoder_sparse_step")
 
@@ -51,14 +50,6 @@ TEXT_RULES = HFFieldRules(
              "decoder_sparse_step": (lambda v: v in (1, None), "only every layer sparse after the mlp_only_layers "
                                      "prefix is implemented"),
              "mlp_only_layers": (_first_k, "only the first k layers may be dense")})
-#: ``vision_config``: the ViT, the merger and DeepStack
-VISION_RULES = HFFieldRules(
-    honoured=VISION_HONOURED + ("rope_parameters",),
-    irrelevant={**_BOOKKEEPING, "num_hidden_layers": "an alias of depth"},
-    refused={"hidden_act": (lambda v: v in ("gelu_pytorch_tanh", "gelu", "silu", "quick_gelu"),
-                            "the vision MLP implements gelu_pytorch_tanh, gelu, silu and quick_gelu")})
-
-
 def _text(text: Mapping[str, Any], tie: bool) -> Qwen3MoeConfig:
     kwargs = {k: text[k] for k in TEXT_HONOURED if text.get(k) is not None}
     experts = text.get("num_experts", text.get("num_local_experts"))
