@@ -18,10 +18,12 @@ indices and defaults), ``accepted`` and ``rejected`` (an accepted scenario whose
 ``expand_replicated`` decision of ``ReplicateRule``; ``more_outputs``, a list of ``{output, out_shape}``,
 describes the outputs after the first of an op with several). ST file keys: ``op``, ``plan``, ``names``, ``cases``
 (``shape`` or ``shapes``, ``kwargs``, ``native_min``, optional ``grad``, ``low``/``high`` value range,
+``dtype`` (``torch.int64``, ``torch.bool``, ...: one for every tensor or a list with one per tensor; default
+``torch.float32``),
 ``list: true`` for an op taking its tensors as one list; or
-``opinfo`` + ``sample``: PyTorch's OpInfo sample number ``sample`` of that OpInfo name, float32 on CPU,
-generated with seed 0 — for ops whose valid inputs random tensors do not give; optional ``max_combos``
-and ``partial`` bound the placement combinations).
+``opinfo`` + ``sample``: PyTorch's OpInfo sample number ``sample`` of that OpInfo name, on CPU, of
+the case's ``dtype`` (default float32), generated with seed 0 — for ops whose valid inputs random tensors
+do not give; optional ``max_combos`` and ``partial`` bound the placement combinations).
 
 Importing this module is cheap (standard library and PyYAML); torch is imported by the ST check only.
 """
@@ -209,16 +211,40 @@ def _function(name: str) -> Any:
 
 
 def _inputs(case: Dict[str, Any]) -> List[Any]:
-    """Full tensors of a case: uniform in [low, high) (default [0.5, 1.5): away from zero and branch points)."""
+    """Full tensors of a case, of the case's ``dtype`` (one name for every tensor, or a list with one per
+    tensor; default ``torch.float32``): floats uniform in [low, high) (default [0.5, 1.5): away from zero and
+    branch points), integers in [low, high) (default [1, 20): non-zero, ``gcd``), bools half true."""
+    shapes = case.get("shapes") or [case["shape"]]
+    dtypes = case.get("dtype", "torch.float32")
+    dtypes = list(dtypes) if isinstance(dtypes, (list, tuple)) else [dtypes] * len(shapes)
+    if len(dtypes) != len(shapes):
+        raise CaseFileError(f"case {case!r}: dtype lists {len(dtypes)} dtypes for {len(shapes)} tensors")
+    return [_tensor(shape, _case_dtype(d), case) for shape, d in zip(shapes, dtypes)]
+
+
+def _case_dtype(name: Any) -> Any:
+    """``"torch.int64"`` as ``torch.int64``; CaseFileError for anything that is not a torch dtype."""
     import torch
-    low, high = float(case.get("low", 0.5)), float(case.get("high", 1.5))
-    return [torch.rand(shape) * (high - low) + low for shape in (case.get("shapes") or [case["shape"]])]
+    found = _dtype(name)
+    if not isinstance(found, torch.dtype):
+        raise CaseFileError(f"dtype {name!r}: expected a torch dtype name such as 'torch.int64'")
+    return found
+
+
+def _tensor(shape: Sequence[int], dtype: Any, case: Dict[str, Any]) -> Any:
+    import torch
+    if dtype is torch.bool:
+        return torch.rand(tuple(shape)) < 0.5
+    if dtype.is_floating_point or dtype.is_complex:
+        low, high = float(case.get("low", 0.5)), float(case.get("high", 1.5))
+        return (torch.rand(tuple(shape)) * (high - low) + low).to(dtype)
+    return torch.randint(int(case.get("low", 1)), int(case.get("high", 20)), tuple(shape), dtype=dtype)
 
 
 @functools.lru_cache(maxsize=8)
-def _opinfo_dense(name: str) -> Any:
-    """(OpInfo ``name``, its first dense float32 CPU samples, seed 0): generated once per process, since an
-    op's ST cases draw several samples of one list."""
+def _opinfo_dense(name: str, dtype: str = "torch.float32") -> Any:
+    """(OpInfo ``name``, its first dense CPU samples of ``dtype``, seed 0): generated once per process, since
+    an op's ST cases draw several samples of one list."""
     import itertools
     import torch
     from torch.testing._internal.common_methods_invocations import op_db
@@ -229,29 +255,29 @@ def _opinfo_dense(name: str) -> Any:
     state = torch.random.get_rng_state()
     torch.manual_seed(0)
     try:
-        dense = [s for s in itertools.islice(info.sample_inputs("cpu", torch.float32, requires_grad=False), 24)
+        dense = [s for s in itertools.islice(info.sample_inputs("cpu", _case_dtype(dtype), requires_grad=False), 24)
                  if all(not isinstance(t, torch.Tensor) or t.layout == torch.strided for t in [s.input, *s.args])]
     finally:
         torch.random.set_rng_state(state)
     return info, dense
 
 
-def _opinfo_sample(name: str, index: int) -> Any:
-    """OpInfo ``name``'s dense float32 CPU sample number ``index`` (seed 0)."""
-    info, dense = _opinfo_dense(name)
+def _opinfo_sample(name: str, index: int, dtype: str = "torch.float32") -> Any:
+    """OpInfo ``name``'s dense CPU sample number ``index`` of ``dtype`` (seed 0)."""
+    info, dense = _opinfo_dense(name, dtype)
     if index >= len(dense):
         raise CaseFileError(f"opinfo {name!r}: sample {index} does not exist ({len(dense)} dense samples)")
     return info, dense[index]
 
 
-def usable_samples(name: str, count: int) -> List[int]:
-    """Indices (as ``sample`` of an ST case) of OpInfo ``name``'s first ``count`` dense float32 samples that
-    have a tensor argument and no empty tensor (an empty tensor checks nothing)."""
+def usable_samples(name: str, count: int, dtype: str = "torch.float32") -> List[int]:
+    """Indices (as ``sample`` of an ST case) of OpInfo ``name``'s first ``count`` dense samples of ``dtype``
+    that have a tensor argument and no empty tensor (an empty tensor checks nothing)."""
     import torch
     out = []
     for k in range(24):
         try:
-            _, sample = _opinfo_sample(name, k)
+            _, sample = _opinfo_sample(name, k, dtype)
         except CaseFileError:
             break
         flat = [t for a in [sample.input, *sample.args] for t in (a if _is_seq(a) else [a])]
@@ -279,10 +305,10 @@ def _tensor_slots(args: List[Any]) -> List[Any]:
     return slots
 
 
-def opinfo_case(name: str, index: int) -> Any:
-    """``(tensors, call)``: the tensors of OpInfo ``name``'s sample ``index`` (float32, CPU, seed 0) and
+def opinfo_case(name: str, index: int, dtype: str = "torch.float32") -> Any:
+    """``(tensors, call)``: the tensors of OpInfo ``name``'s sample ``index`` (``dtype``, CPU, seed 0) and
     ``call(*tensors)`` running the op with them in their places (lists of tensors included)."""
-    info, sample = _opinfo_sample(name, index)
+    info, sample = _opinfo_sample(name, index, dtype)
     args, kwargs = [sample.input, *sample.args], dict(sample.kwargs)
     slots = _tensor_slots(args)
     tensors = [args[i] if j is None else args[i][j] for i, j in slots]
@@ -309,7 +335,7 @@ def check_parity_cases(cases: OpCases) -> int:
         for k, case in enumerate(cases.data["cases"]):
             torch.manual_seed(k)
             if "opinfo" in case:
-                tensors, call = opinfo_case(case["opinfo"], int(case["sample"]))
+                tensors, call = opinfo_case(case["opinfo"], int(case["sample"]), case.get("dtype", "torch.float32"))
             else:
                 tensors = _inputs(case)
                 call = (lambda *ts, kw=case["kwargs"], f=fn: f(list(ts), **kw)) if case.get("list") else \

@@ -109,10 +109,19 @@ def test_whole_stage_and_nothing(repo):
     assert _sel(repo, ["pyproject.toml"]) is None and _sel(repo, ["tests/ut/conftest.py"]) is None
     assert _sel(repo, ["hyper_parallel/core/ops/data/table.json"]) is None
     assert _sel(repo, ["docs/guide.md", "plans/torch.gcd.yaml"]) == []
+    assert _sel(repo, ["MANIFEST.in"]) is None and _sel(repo, ["csrc/ops/kernel.cpp"]) is None
+
+
+def test_the_package_stage_runs_on_packaging_inputs_only(repo):
+    """A new op (registry YAML, case file, plan) does not run the wheel build; a packaging input does."""
+    new_op = ["hyper_parallel/core/ops/yaml/elementwise.yaml", "tests/ut/ops/generated/cases/torch.gcd.yaml",
+              "plans/torch.gcd.md"]
+    assert _sel(repo, new_op, "tests/package") == []
+    assert _sel(repo, ["setup.py"], "tests/package") is None
 
 
 def test_the_gate_declares_selection_for_its_test_stages():
     stages = {s.name: s for s in load_stages(Path(__file__).resolve().parents[2])}
-    for name in ("ut", "st", "agent"):
+    for name in ("ut", "st", "agent", "package"):
         assert stages[name].select == "tests" and stages[name].paths == [f"tests/{name}"]
         assert stages[name].argv(["tests/ut/test_x.py"])[-1] == "tests/ut/test_x.py"

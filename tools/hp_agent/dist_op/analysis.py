@@ -23,9 +23,15 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from hp_agent.dist_op.interface import Interface, Param
 from hp_agent.dist_op.probe import CallProbe, probe_call, simulate, parse_placement
 
-__all__ = ["Case", "Derivation", "derive", "SAMPLE_SHAPES", "COMBINES", "scan_combine", "param_values"]
+__all__ = ["Case", "Derivation", "derive", "SAMPLE_SHAPES", "LOW_RANK_SHAPES", "INPUT_DTYPES", "COMBINES",
+           "scan_combine", "param_values", "sample_tensor"]
 
 SAMPLE_SHAPES: Tuple[Tuple[int, ...], ...] = ((4, 6), (5, 6), (1, 6), (3, 4, 6))
+#: shapes probed when no sample shape runs (an op of 1-D inputs such as ``vander``; 0-d last)
+LOW_RANK_SHAPES: Tuple[Tuple[int, ...], ...] = ((6,), (5,), ())
+#: input dtypes tried in order: the first the single-device op accepts is probed (``gcd``: int64 only;
+#: ``bitwise_*`` of bool)
+INPUT_DTYPES = ("float32", "int64", "bool")
 DIM_NAMES = ("dim", "axis")
 COMBINES = ("add", "mul", "logaddexp", "maximum", "minimum")
 MAX_SETTINGS = 12
@@ -42,6 +48,7 @@ class Case:
     scan: Optional[str] = None
     pnorm: bool = False
     n_tensors: int = 1
+    dtype: str = "float32"
 
     @property
     def ndim(self) -> int:
@@ -67,6 +74,7 @@ class Derivation:
     partial: Optional[str] = None
     n_tensors: int = 1
     legacy_dim: bool = False
+    dtype: str = "float32"
     cache_values: List[str] = field(default_factory=list)
     cases: List[Case] = field(default_factory=list)
     questions: List[str] = field(default_factory=list)
@@ -114,6 +122,40 @@ def _settings(iface: Interface) -> Tuple[List[Param], List[Dict[str, Any]]]:
     for values in itertools.islice(itertools.product(*grids), MAX_SETTINGS):
         out.append({p.name: v for p, v in zip(varying, values) if not (p.has_default and v == p.default)})
     return varying, out or [{}]
+
+
+def sample_tensor(shape: Sequence[int], gen: Any, dtype: str = "float32") -> Any:
+    """A probe input of ``dtype``: float in [0.5, 1.5) (away from zero and branch points), int64 in [1, 20)
+    (non-zero: ``gcd``, ``remainder``), bool half true."""
+    import torch
+    if dtype == "int64":
+        return torch.randint(1, 20, tuple(shape), generator=gen)
+    if dtype == "bool":
+        return torch.rand(tuple(shape), generator=gen) > 0.5
+    return torch.rand(tuple(shape), generator=gen, dtype=getattr(torch, dtype)) + 0.5
+
+
+def _runs_with(fn: Callable, n_tensors: int, shape: Sequence[int], kwargs: Dict[str, Any], dtype: str) -> bool:
+    import torch
+    gen = torch.Generator().manual_seed(0)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fn(*[sample_tensor(shape, gen, dtype) for _ in range(n_tensors)], **kwargs)
+    except Exception:  # pylint: disable=broad-except  # this dtype or shape is refused: try the next
+        return False
+    return True
+
+
+def input_choice(fn: Callable, n_tensors: int, settings: Sequence[Dict[str, Any]],
+                 shapes: Sequence[Tuple[int, ...]] = SAMPLE_SHAPES) -> Tuple[str, Sequence[Tuple[int, ...]]]:
+    """(dtype, shapes) to probe: the first of :data:`INPUT_DTYPES` with which some sample shape and setting
+    runs on one device; the low-rank shapes (1-D, 0-d) when no sample shape runs in any dtype."""
+    for candidates in (shapes, LOW_RANK_SHAPES):
+        for dtype in INPUT_DTYPES:
+            if any(_runs_with(fn, n_tensors, shape, kw, dtype) for shape in candidates for kw in settings):
+                return dtype, candidates
+    return INPUT_DTYPES[0], shapes
 
 
 def _call(fn: Callable, x, kwargs: Dict[str, Any]):
@@ -185,12 +227,13 @@ def pnorm_expand(fn: Callable, x: Any, kwargs: Dict[str, Any], dim: int, iface: 
 def _run_cases(fn: Callable, iface: Interface, shapes: Sequence[Tuple[int, ...]]) -> List[Case]:
     import torch
     _, settings = _settings(iface)
+    dtype, shapes = input_choice(fn, 1, settings, shapes)
     cases = []
     for shape in shapes:
         for kwargs in settings:
-            case = Case(tuple(shape), dict(kwargs))
+            case = Case(tuple(shape), dict(kwargs), dtype=dtype)
             gen = torch.Generator().manual_seed(len(cases))
-            x = torch.rand(shape, generator=gen) + 0.5
+            x = sample_tensor(shape, gen, dtype)
             try:
                 _call(fn, x, kwargs)
             except Exception as exc:  # pylint: disable=broad-except  # a refused call is a finding, kept in the plan
@@ -209,11 +252,12 @@ def _run_cases(fn: Callable, iface: Interface, shapes: Sequence[Tuple[int, ...]]
 def _run_binary(fn: Callable, shapes: Sequence[Tuple[int, ...]]) -> List[Case]:
     """Cases of a two-tensor op: both operands of each sample shape (no broadcasting needed)."""
     import torch
+    dtype, shapes = input_choice(fn, 2, [{}], shapes)
     cases = []
     for shape in shapes:
-        case = Case(tuple(shape), {}, n_tensors=2)
+        case = Case(tuple(shape), {}, n_tensors=2, dtype=dtype)
         gen = torch.Generator().manual_seed(len(cases))
-        x, y = torch.rand(shape, generator=gen) + 0.5, torch.rand(shape, generator=gen) + 0.5
+        x, y = sample_tensor(shape, gen, dtype), sample_tensor(shape, gen, dtype)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -236,7 +280,7 @@ def _derive_two(fn: Callable, iface: Interface, shapes: Sequence[Tuple[int, ...]
     """Derivation of a two-tensor op (probed with equal shapes)."""
     cases = _run_binary(fn, shapes)
     ok = [c for c in cases if not c.error]
-    deriv = Derivation(kind="unknown", cases=cases, n_tensors=2)
+    deriv = Derivation(kind="unknown", cases=cases, n_tensors=2, dtype=cases[0].dtype if cases else "float32")
     if not ok:
         deriv.questions.append("no sample call ran on one device; which inputs does the op take?")
         return deriv
@@ -325,12 +369,12 @@ def derive(fn: Callable, iface: Interface, shapes: Sequence[Tuple[int, ...]] = S
     if len(tensors) == 2:
         return _derive_two(fn, iface, shapes)
     if len(tensors) != 1:
-        return Derivation(kind="unknown", questions=[
+        return Derivation(kind="unknown", n_tensors=len(tensors), questions=[
             f"{len(tensors)} required tensor inputs: the analyser derives one- and two-input rules only; which rule "
             "class fits?"])
     cases = _run_cases(fn, iface, shapes)
     ok = [c for c in cases if not c.error]
-    deriv = Derivation(kind="unknown", cases=cases)
+    deriv = Derivation(kind="unknown", cases=cases, dtype=cases[0].dtype if cases else "float32")
     if not ok:
         deriv.questions.append("no sample call ran on one device; which inputs does the op take?")
         return deriv

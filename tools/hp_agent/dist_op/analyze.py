@@ -71,15 +71,18 @@ def _same_rule(a, b) -> bool:
     return (a.kind, a.linear, a.shape_rule, a.scan) == (b.kind, b.linear, b.shape_rule, b.scan)
 
 
-def _differentiable(op: str, deriv) -> bool:
-    """Backward runs on the single-device op for its first accepted probe case (False: no derivative, the
-    ST then checks the forward only)."""
+def _differentiable(op: str, deriv) -> Optional[bool]:
+    """Whether backward runs on the single-device op for its first accepted probe case, with the probe's own
+    inputs (their dtype included: an integer or bool op has no derivative); None when no probe case ran
+    (then the strategy synthesis decides, or the plan asks)."""
     import torch
+    from hp_agent.dist_op.analysis import sample_tensor
     from hp_agent.dist_op.synth import _differentiable as backward_runs  # pylint: disable=protected-access
     case = next(iter(deriv.ok_cases), None)
     if case is None:
-        return True
-    tensors = [torch.rand(case.shape) + 0.5 for _ in range(max(case.n_tensors, 1))]
+        return None
+    gen = torch.Generator().manual_seed(0)
+    tensors = [sample_tensor(case.shape, gen, case.dtype) for _ in range(max(case.n_tensors, 1))]
     return backward_runs(resolve_torch(op), tensors, dict(case.kwargs))
 
 
@@ -137,13 +140,16 @@ def _opinfo_contradicts(op: str, deriv) -> bool:
 VALUE_RANGES = ((0.5, 1.5), (0.1, 0.9), (1.5, 2.5), (-0.9, -0.1))
 
 
+def _float_cases(plan) -> List[Dict[str, Any]]:
+    """The plan's ST cases of random float inputs (not OpInfo's own values, not integer or bool inputs)."""
+    return [c for c in plan.meta.get("st_cases") or [] if "opinfo" not in c and "dtype" not in c]
+
+
 def _value_range(plan, fn) -> None:
     """Give the plan's shape-only ST cases the first value range in which the op's output is finite
     (``acos`` needs [-1, 1], ``acosh`` >= 1): random inputs outside the domain would compare NaNs."""
     import torch
-    for case in plan.meta.get("st_cases") or []:
-        if "opinfo" in case:
-            continue
+    for case in _float_cases(plan):
         shapes = case.get("shapes") or [case["shape"]]
         for low, high in VALUE_RANGES:
             torch.manual_seed(0)

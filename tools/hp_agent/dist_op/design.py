@@ -134,8 +134,11 @@ def expected_binary(mode: Optional[str], pair: Tuple[str, str]) -> Tuple[List[st
 
 
 def _binary_pairs(ndim: int) -> List[Tuple[str, str]]:
-    return [("R", "R")] + [(f"S({d})", f"S({d})") for d in range(ndim)] + \
-        [("P(sum)", "P(sum)"), ("P(sum)", "R"), ("R", "P(sum)")]
+    return [("R", "R")] + _binary_shards(ndim) + [("P(sum)", "P(sum)"), ("P(sum)", "R"), ("R", "P(sum)")]
+
+
+def _binary_shards(ndim: int) -> List[Tuple[str, str]]:
+    return [(f"S({d})", f"S({d})") for d in range(ndim)]
 
 
 def _accepted_binary(deriv: Derivation) -> List[Dict[str, Any]]:
@@ -189,18 +192,30 @@ def _rejected(deriv: Derivation, template_checks: Tuple[str, ...]) -> List[Dict[
     return uniq[:4]
 
 
+def _with_dtype(case: Dict[str, Any], dtype: str) -> Dict[str, Any]:
+    """An ST case with the probe's input dtype (``dtype: torch.int64``; float32, the default, unwritten)."""
+    return case if dtype == "float32" else dict(case, dtype=f"torch.{dtype}")
+
+
+def _partial_candidates(dtype: str) -> List[str]:
+    """Partial input placements ``check_op`` tries: P(sum) for float inputs only."""
+    return ["P(sum)"] if dtype == "float32" else []
+
+
 def _st_cases(deriv: Derivation, iface: Interface) -> List[Dict[str, Any]]:
     if deriv.n_tensors == 2:
-        return [{"shapes": [list(c.shape)] * 2, "kwargs": {},
-                 "native_min": sum(1 for pair in _binary_pairs(c.ndim)
-                                   if expected_binary(deriv.partial, pair)[0] == list(pair))}
-                for c in deriv.ok_cases]
+        pairs = [p for p in _binary_pairs(0) if deriv.dtype == "float32" or "P(sum)" not in p]
+        return [_with_dtype({"shapes": [list(c.shape)] * 2, "kwargs": dict(c.kwargs),
+                             "native_min": sum(1 for pair in pairs + _binary_shards(c.ndim)
+                                               if expected_binary(deriv.partial, pair)[0] == list(pair))},
+                            deriv.dtype) for c in deriv.ok_cases]
     cases = []
     for case in deriv.ok_cases:
         dim = _dim_of(deriv, iface, case)
-        single = ["R"] + [f"S({d})" for d in range(case.ndim)] + ["P(sum)"]
+        single = ["R"] + [f"S({d})" for d in range(case.ndim)] + _partial_candidates(deriv.dtype)
         native = sum(1 for p in single if expected(deriv, p, dim)[0] == p)
-        cases.append({"shape": list(case.shape), "kwargs": dict(case.kwargs), "native_min": native})
+        cases.append(_with_dtype({"shape": list(case.shape), "kwargs": dict(case.kwargs), "native_min": native},
+                                 deriv.dtype))
     return cases[:8]
 
 
@@ -245,9 +260,9 @@ def _synthesis_body(synthesis: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _use_synthesis_cases(meta: Dict[str, Any], synthesis: Any, differentiable: bool) -> None:
+def _use_synthesis_cases(meta: Dict[str, Any], synthesis: Any, differentiable: Optional[bool]) -> None:
     """UT/ST cases of a synthesised plan: each table row on its evidence sample; forward-only ST when
-    backward does not run on the op."""
+    backward does not run on the op (decided by the probe, else by the synthesis)."""
     if synthesis.entry is not None and synthesis.entry["rule"] == "ReplicateRule":
         meta["accepted"], meta["st_cases"] = _replicate_cases(synthesis.synthesis)
         meta["rejected"] = []
@@ -260,9 +275,18 @@ def _use_synthesis_cases(meta: Dict[str, Any], synthesis: Any, differentiable: b
                                 if all(not p.startswith("P(") or p == "P(sum)" for p in a["input"])]
         meta["rejected"] = []
         meta["ut_cases"] = [f"accepted[{i}]" for i in range(len(meta["accepted"]))]
-    if not differentiable or synthesis.synthesis.differentiable is False:
+    if differentiable is False or synthesis.synthesis.differentiable is False:
         meta["derivation"]["differentiable"] = False
         meta["st_cases"] = [dict(c, grad=False) for c in meta["st_cases"]]
+    elif differentiable is None:
+        meta["derivation"]["differentiable"] = synthesis.synthesis.differentiable
+
+
+def _decided_differentiable(meta: Dict[str, Any]) -> None:
+    """``differentiable`` is the probe's (or the synthesis') finding; a [TBD] question when neither ran
+    backward (never a default)."""
+    if meta["derivation"]["differentiable"] is None:
+        meta["derivation"]["differentiable"] = f"{TBD} no probe call ran: does the op have a derivative (true/false)?"
 
 
 def _table_cases(meta: Dict[str, Any], synth: Any) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
@@ -294,10 +318,12 @@ def _replicate_cases(synth: Any, limit: int = 3) -> Tuple[List[Dict[str, Any]], 
                              "output": ["dynamic"], "out_shape": []})
     grad = synth.differentiable is True
     from hyper_parallel.testing.op_cases import usable_samples  # pylint: disable=import-outside-toplevel
-    indices = usable_samples(synth.opinfo, 3) if synth.opinfo else []
+    from hp_agent.dist_op.synth import dtype_field, opinfo_sample_dtype  # pylint: disable=import-outside-toplevel
+    dtype = opinfo_sample_dtype(synth.op) if synth.opinfo else "torch.float32"
+    indices = usable_samples(synth.opinfo, 3, dtype) if synth.opinfo else []
     if indices:
         st = [{"opinfo": synth.opinfo, "sample": k, "native_min": 1, "max_combos": 8, "partial": False,
-               "grad": grad} for k in indices]
+               "grad": grad, **dtype_field([dtype])} for k in indices]
     else:
         st = [dict(c, native_min=1, max_combos=8, partial=False, grad=grad) for c in synth.plan_cases()[1]]
     return accepted, st
@@ -305,7 +331,7 @@ def _replicate_cases(synth: Any, limit: int = 3) -> Tuple[List[Dict[str, Any]], 
 
 def build_plan(group: List[str], ifaces: Dict[str, Interface], deriv: Derivation, ms_scope: Dict[str, Any],
                extra_questions: List[str], layout: Any = None, synthesis: Any = None,
-               differentiable: bool = True) -> Plan:
+               differentiable: Optional[bool] = None) -> Plan:
     """The draft plan for ``group`` (one op, several frontend names) from the analysis results (``synthesis``:
     the strategy synthesis of an op whose probe found no closed form)."""
     op = group[0]
@@ -341,8 +367,9 @@ def build_plan(group: List[str], ifaces: Dict[str, Interface], deriv: Derivation
     if synthesis is not None:
         questions = list(synthesis.questions) + list(extra_questions)
         _use_synthesis_cases(meta, synthesis, differentiable)
-    elif not differentiable:
+    elif differentiable is False:
         meta["st_cases"] = [dict(c, grad=False) for c in meta["st_cases"]]
+    _decided_differentiable(meta)
     from hp_agent.dist_op.render import render_body
     body = render_body(meta, deriv, ifaces, questions)
     if synthesis is not None:

@@ -104,6 +104,8 @@ class Synthesis:
     alternates: Dict[str, List[Tuple[list, dict]]] = field(default_factory=dict)
     #: signature -> output count -> the strategies of the samples returning that many tensors (intersected)
     by_count: Dict[str, Dict[int, List[Strategy]]] = field(default_factory=dict)
+    #: signature -> dtype names of its evidence call's tensors (``torch.int64`` ...): the ST cases carry them
+    dtypes: Dict[str, List[str]] = field(default_factory=dict)
 
     def plan_cases(self, limit: int = 4) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
         """(accepted UT scenarios, ST cases) for a plan: per signature (up to ``limit``, tensors passed
@@ -117,6 +119,7 @@ class Synthesis:
             native = sum(1 for s in self.strategies[key] if all(p == "R" or p.startswith("S(") or p == "P(sum)"
                                                                   for p in s.inputs))
             case = {"shapes": [list(x) for x in shapes_in], "kwargs": kwargs, "native_min": native}
+            case.update(dtype_field(self.dtypes.get(key, [])))
             if self.differentiable is False:
                 case["grad"] = False
             st_cases.append(case)
@@ -125,6 +128,14 @@ class Synthesis:
     def table(self) -> Dict[str, List[str]]:
         """Signature -> strategy texts (sorted)."""
         return {k: sorted(s.text() for s in v) for k, v in sorted(self.strategies.items())}
+
+
+def dtype_field(dtypes: Sequence[str]) -> Dict[str, Any]:
+    """An ST case's ``dtype`` for tensors of ``dtypes``: nothing when all are float32 (the default), one name
+    when they agree, else the list."""
+    if all(d == "torch.float32" for d in dtypes):
+        return {}
+    return {"dtype": dtypes[0] if len(set(dtypes)) == 1 else list(dtypes)}
 
 
 def _scenario(s: Strategy, shapes_in, shapes_out, kwargs: dict) -> Dict[str, Any]:
@@ -210,7 +221,7 @@ def _opinfo_draw(op: str, limit: int, wrapped: bool = False) -> Tuple[Optional[s
         out, scalars = [], 0
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            for s in itertools.islice(info.sample_inputs("cpu", torch.float32, requires_grad=False), limit * 100):
+            for s in itertools.islice(info.sample_inputs("cpu", opinfo_dtype(info), requires_grad=False), limit * 100):
                 args = [s.input, *s.args]
                 if not _usable(args):
                     continue  # sparse (DTensors are dense), empty (no evidence: see _evidence) or tensor-free
@@ -224,6 +235,28 @@ def _opinfo_draw(op: str, limit: int, wrapped: bool = False) -> Tuple[Optional[s
         if out:
             return _full_name(info), out
     return None, []
+
+
+#: sample dtypes drawn from OpInfo, in order: the first the OpInfo supports on CPU (``gcd``: int64)
+OPINFO_DTYPES = ("float32", "int64", "int32", "bool")
+
+
+def opinfo_dtype(info: Any) -> Any:
+    """The dtype of ``info``'s samples the synthesis draws: float32 when the OpInfo supports it on CPU, else
+    the first integer or bool dtype of :data:`OPINFO_DTYPES` it supports (integer-only and bool ops)."""
+    import torch
+    try:
+        supported = info.supported_dtypes("cpu")
+    except Exception:  # pylint: disable=broad-except  # an OpInfo without a dtype list: float32 as before
+        return torch.float32
+    return next((getattr(torch, d) for d in OPINFO_DTYPES if getattr(torch, d) in supported), torch.float32)
+
+
+def opinfo_sample_dtype(op: str) -> str:
+    """``"torch.int64"``-style name of the dtype :func:`opinfo_name`'s samples are drawn in."""
+    name = opinfo_name(op)
+    info = next((o for o in _opinfos(op) if _full_name(o) == name), None)
+    return str(opinfo_dtype(info)) if info is not None else "torch.float32"
 
 
 def opinfo_name(op: str) -> Optional[str]:
@@ -684,6 +717,7 @@ def _record(result: Synthesis, key: str, tensors: list, kwargs: dict, outs: list
     _count_strategies(result, key, len(outs), found, constant, fresh)
     result.evidence.setdefault(key, _describe(tensors, kwargs))
     result.kwargs.setdefault(key, dict(kwargs))
+    result.dtypes.setdefault(key, [str(t.dtype) for t in tensors])
     result.shapes.setdefault(key, []).append(([tuple(t.shape) for t in tensors], [tuple(o.shape) for o in outs]))
 
 
@@ -1236,6 +1270,28 @@ def _keywordize(sample: Tuple[list, dict], iface: Any, layout_kwargs: Sequence[s
     return args, kwargs
 
 
+def named_scalars(sample: Tuple[list, dict], iface: Any, fn: Optional[Callable] = None) -> Tuple[list, dict]:
+    """The non-tensor arguments after the last tensor argument moved to keywords by name (``lp_pool1d(x, 2,
+    3)`` -> ``lp_pool1d(x, norm_type=2, kernel_size=3)``), so every UT scenario and ST case of the plan keeps
+    the op's required scalars (the cases store tensors by shape and the other arguments by name). Kept
+    positional when ``fn`` refuses the call by keyword."""
+    import torch
+    args, kwargs = list(sample[0]), dict(sample[1])
+    names = [p.name for p in iface.params]
+
+    def tensor_like(v: Any) -> bool:
+        return isinstance(v, torch.Tensor) or (type(v) in (list, tuple) and any(  # pylint: disable=unidiomatic-typecheck
+            isinstance(t, torch.Tensor) for t in v))
+    last = max((i for i, a in enumerate(args) if tensor_like(a)), default=-1)
+    cut = last + 1
+    if last < 0 or cut >= len(args) or len(args) > len(names) or any(names[i] in kwargs for i in range(cut, len(args))):
+        return args, kwargs
+    moved = dict(kwargs, **{names[i]: args[i] for i in range(cut, len(args))})
+    if fn is not None and not _runs(fn, args[:cut], moved):
+        return args, kwargs
+    return args[:cut], moved
+
+
 def _with_layout_defaults(sample: Tuple[list, dict], layout: Dict[str, Tuple[int, Any]]) -> Tuple[list, dict]:
     """Every layout argument passed by keyword (its default when absent), so one call has one signature."""
     args, kwargs = sample
@@ -1323,7 +1379,8 @@ def synth_op(op: str, use_opinfo: bool = True, ranks: Sequence[int] = (2, 3),
         own = samples_for(op)
     except Exception:  # pylint: disable=broad-except  # the schema gave no sample: OpInfo's only
         own = []
-    pool = [_with_layout_defaults(_keywordize(s, iface, LAYOUT_KWARGS, fn), layout) for s in from_db + own]
+    pool = [_with_layout_defaults(named_scalars(_keywordize(s, iface, LAYOUT_KWARGS, fn), iface, fn), layout)
+            for s in from_db + own]
     extra = extra_arguments(pool)
     if extra:  # each sample followed by its moved variant: a row must hold for every observed argument value
         pool = [v for s in pool for v in (s, moved_arguments(fn, s)) if v is not None]

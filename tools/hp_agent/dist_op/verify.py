@@ -591,8 +591,19 @@ def _verify_op(name: str, entry: Any) -> OpResult:
         return res
     fn = _cloning(fn)
     rule = entry.rule_instance()
+    ran = _probe_samples(res, name, rule, fn, samples_for(name))
+    if not ran:  # the family table and the signature gave nothing the op takes: PyTorch's OpInfo samples
+        ran = _probe_samples(res, name, rule, fn, _opinfo_fallback(name))
+    if not ran:
+        res.status = ("no sample: no sample call ran (float, integer and bool inputs from the signature, and "
+                      "OpInfo's samples, tried); define one in tools/hp_agent/dist_op/samples.py")
+    return res
+
+
+def _probe_samples(res: OpResult, name: str, rule, fn, samples) -> int:
+    """Probe every sample the op takes (float, else cast to int64 or bool); the number probed."""
     ran = 0
-    for sample in samples_for(name):
+    for sample in samples:
         sample, ref = _usable(fn, sample)
         if ref is None:
             continue
@@ -605,10 +616,17 @@ def _verify_op(name: str, entry: Any) -> OpResult:
                 _one_combo(res, name, rule, fn, sample, ref, combo, n)
         for combo in _combos_2d(tensors):
             _one_combo_2d(res, name, rule, fn, sample, ref, combo)
-    if not ran:
-        res.status = ("no sample: no sample call ran (float, integer and bool inputs tried); define one in "
-                      "tools/hp_agent/dist_op/samples.py")
-    return res
+    return ran
+
+
+def _opinfo_fallback(name: str) -> list:
+    """Up to 3 OpInfo samples of ``name`` (in the dtype its OpInfo supports: int64 for ``gcd``); none when
+    OpInfo does not cover it."""
+    from hp_agent.dist_op.synth import opinfo_samples  # pylint: disable=import-outside-toplevel
+    try:
+        return opinfo_samples(name, limit=3)
+    except Exception:  # pylint: disable=broad-except  # OpInfo cannot build samples here: nothing to add
+        return []
 
 
 def _cast(value, dtype):

@@ -14,7 +14,8 @@ A test file is selected when
   is imported directly by the test or named in it by its dotted path;
 * an agent asset or a generated assistant file changed and the test names ``.agent/``.
 
-Files whose effect the graph cannot see (``conftest.py``, ``pyproject.toml``, ``setup.py``, ``Makefile``,
+Files whose effect the graph cannot see (``conftest.py``, ``pyproject.toml``, ``setup.py``, ``MANIFEST.in``,
+``csrc/``, ``Makefile``,
 ``ci/stages.yaml``, a non-Python file inside a package other than the registry) select the whole stage.
 Docs, plans and other files select nothing. The full stages still run in the gate and in ``make test``.
 """
@@ -26,7 +27,8 @@ import subprocess
 from pathlib import Path
 
 PACKAGES = {"hyper_parallel": "hyper_parallel", "tools/hp_agent": "hp_agent", "tests": "tests"}
-WHOLE_STAGE = {"pyproject.toml", "setup.py", "setup.cfg", "Makefile", "ci/stages.yaml"}
+WHOLE_STAGE = {"pyproject.toml", "setup.py", "setup.cfg", "MANIFEST.in", "Makefile", "ci/stages.yaml"}
+WHOLE_STAGE_DIRS = ("csrc/",)  # compiled into the package: every test may load it
 REGISTRY_DIR = "hyper_parallel/core/ops/yaml/"
 RULES_DIR = "hyper_parallel/core/ops/rules/"
 ASSET_DIRS = (".agent/", ".claude/", ".cursor/", ".codex/", ".gemini/", ".github/instructions/", "AGENTS.md",
@@ -205,7 +207,8 @@ def select_tests(root: Path, changed: list[str], scopes: list[str], base: str | 
 def _whole_stage(changed: list[str], scopes: list[str]) -> Selection | None:
     """The whole stage when a change reaches every test or its readers are unknown."""
     for rel in changed:
-        if rel in WHOLE_STAGE or Path(rel).name == "conftest.py" and _in(rel, scopes):
+        conftest = Path(rel).name == "conftest.py" and _in(rel, scopes)
+        if rel in WHOLE_STAGE or rel.startswith(WHOLE_STAGE_DIRS) or conftest:
             return Selection(None, {rel: "changes how every test runs"})
         if rel.startswith(("hyper_parallel/", "tools/hp_agent/")) and not rel.endswith(".py") \
                 and not rel.startswith(REGISTRY_DIR) and not rel.endswith((".md", ".txt")):
