@@ -208,3 +208,16 @@ def test_dist_op_dev_commits_one_op_with_the_plans_message(repos):
     assert untracked(root) == {"hyper_parallel/core/ops/rules/other_op.py"}
     plan.meta = {"path": "B", "rule": {"class": "GcdRule", "file": "hyper_parallel/core/ops/rules/gcd.py"}}
     assert op_commit_message(plan) == "feat(ops): distributed torch.gcd (rule, YAML, UT, ST)"
+
+
+def test_a_named_digest_is_not_a_secret_but_the_same_hex_as_a_token_is():
+    """The generated op files record their plan's sha256 (``plan_sha256: e7235bf3c5bdb38d``): dev --commit
+    must be able to commit them, while the same hex string assigned to a token stays refused."""
+    from hp_agent.autogit.secrets import scan_texts
+    hexes = "e7235bf3c5bd9a1c0f2e4d6b8a0c2e4fdeadbeef01"
+    digests = {"cases.yaml": f"op: torch.gcd\nplan_sha256: {hexes}\n".encode(),
+               "generated.yaml": f'torch.gcd:\n  rule: ElementwiseRule\n  plan_sha256: "{hexes}"\n'.encode(),
+               "lock.json": f'{{\n  "sha256": "{hexes}",\n  "commit": "{hexes}"\n}}\n'.encode()}
+    assert scan_texts(digests) == []
+    assert scan_texts({"tools/ci.py": f'API_TOKEN = "{hexes}"\n'.encode()}) == \
+        ["tools/ci.py:1: Hex High Entropy String"]

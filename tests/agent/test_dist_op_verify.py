@@ -120,7 +120,8 @@ __default__:
   rule: ElementwiseRule
 torch.gcd: {}                                    # integer-only: probed on int64 inputs
 torch.logical_not: {}                            # takes any dtype; probed as given
-torch.linalg.cholesky: {}                        # needs a positive-definite matrix: no runnable sample
+torch.linalg.cholesky: {}                        # positive-definite inputs from OpInfo; element-wise is wrong
+hyper_parallel.kernels.rms_norm: {}              # no pipeline or OpInfo sample runs: unprobed
 """
 
 
@@ -133,8 +134,12 @@ def test_integer_only_ops_are_probed_and_an_unprobed_op_is_reported(tmp_path):
     by_op = {o.op: o for o in report.ops}
     assert by_op["torch.gcd"].checked > 0 and by_op["torch.gcd"].findings == []  # gcd is element-wise
     assert by_op["torch.logical_not"].checked > 0
-    assert [o.op for o in report.unprobed] == ["torch.linalg.cholesky"]
-    assert "integer and bool inputs tried" in by_op["torch.linalg.cholesky"].status
+    # random matrices are not positive definite; OpInfo's samples are, and they expose the planted wrong rule
+    assert by_op["torch.linalg.cholesky"].checked > 0
+    assert any(f.op == "torch.linalg.cholesky" for f in report.false_positives)
+    unprobed = "hyper_parallel.kernels.rms_norm"
+    assert [o.op for o in report.unprobed] == [unprobed]
+    assert "integer and bool inputs" in by_op[unprobed].status and "OpInfo" in by_op[unprobed].status
     text = "\n".join(report.lines())
-    assert "torch.linalg.cholesky: probed nothing" in text and "dist-op synth" in text
-    assert report.to_dict()["unprobed"][0]["op"] == "torch.linalg.cholesky"
+    assert f"{unprobed}: probed nothing" in text and "dist-op synth" in text
+    assert report.to_dict()["unprobed"][0]["op"] == unprobed

@@ -10,18 +10,25 @@ Two checks on every file the commit adds or changes (the content that would be c
 * its *content* holds a secret found by `detect-secrets <https://github.com/Yelp/detect-secrets>`_ (Yelp's
   scanner: private keys, cloud and code-host tokens, high-entropy strings, ``password = "..."``...) with
   its default plugins and filters. A line marked ``# pragma: allowlist secret`` is skipped, as the
-  scanner documents.
+  scanner documents. A hex string that a line names as a digest (``plan_sha256: 0d5f...``, ``sha1 = ...``,
+  ``digest: ...``, ``commit: ...``) is a checksum, not a secret: the generated op files record their plan's
+  sha256 that way.
 """
 from __future__ import annotations
 
 import fnmatch
 import os
 import posixpath
+import re
 import tempfile
 
 SECRET_NAMES = (".env", ".env.*", "*.pem", "*.key", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "*.p12", "*.pfx",
                 "*.jks", "*.keystore", ".netrc", ".pypirc", ".npmrc", "credentials.json", "*.kdbx")
 PUBLIC_SUFFIXES = (".example", ".sample", ".template", ".dist", ".pub")
+#: a line naming its hex value as a digest: ``plan_sha256: 0d5f...``, ``"sha1": "..."``, ``commit = ...``
+DIGEST_LINE = re.compile(r"""^\s*["']?[\w.-]*(sha(1|224|256|384|512)?|digest|checksum|commit)["']?\s*[:=]\s*"""
+                         r"""["']?[0-9a-fA-F]{7,128}["']?\s*,?\s*$""", re.IGNORECASE)
+HEX_FINDING = "Hex High Entropy String"
 
 
 def secret_name(path: str) -> bool:
@@ -51,9 +58,17 @@ def scan_texts(files: dict[str, bytes]) -> list[str]:
             names[os.path.relpath(local, tmp)] = path
             collection.scan_file(os.path.relpath(local, tmp))
         for filename, secrets in collection.data.items():
+            path = names.get(filename, filename)
+            lines = files[path].decode("utf-8", errors="replace").splitlines()
             for secret in sorted(secrets, key=lambda s: s.line_number):
-                found.append(f"{names.get(filename, filename)}:{secret.line_number}: {secret.type}")
+                if not _digest(secret.type, lines, secret.line_number):
+                    found.append(f"{path}:{secret.line_number}: {secret.type}")
     return found
+
+
+def _digest(kind: str, lines: list[str], number: int) -> bool:
+    """True for a hex finding on a line that names its value as a digest (see :data:`DIGEST_LINE`)."""
+    return kind == HEX_FINDING and 0 < number <= len(lines) and bool(DIGEST_LINE.match(lines[number - 1]))
 
 
 def secret_problems(files: dict[str, bytes]) -> list[str]:
