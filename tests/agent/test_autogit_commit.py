@@ -219,5 +219,8 @@ def test_a_named_digest_is_not_a_secret_but_the_same_hex_as_a_token_is():
                "generated.yaml": f'torch.gcd:\n  rule: ElementwiseRule\n  plan_sha256: "{hexes}"\n'.encode(),
                "lock.json": f'{{\n  "sha256": "{hexes}",\n  "commit": "{hexes}"\n}}\n'.encode()}
     assert scan_texts(digests) == []
+    registry = "".join(f'torch.op{i}:\n  rule: ElementwiseRule\n  doc: "plans/torch.op{i}.md"\n'
+                       f'  plan_sha256: "{i:02d}{hexes[2:16]}"\n' for i in range(40))
+    assert scan_texts({"hyper_parallel/core/ops/yaml/generated.yaml": registry.encode()}) == []
     assert scan_texts({"tools/ci.py": f'API_TOKEN = "{hexes}"\n'.encode()}) == \
         ["tools/ci.py:1: Hex High Entropy String"]

@@ -27,7 +27,7 @@ SECRET_NAMES = (".env", ".env.*", "*.pem", "*.key", "id_rsa", "id_dsa", "id_ecds
 PUBLIC_SUFFIXES = (".example", ".sample", ".template", ".dist", ".pub")
 #: a line naming its hex value as a digest: ``plan_sha256: 0d5f...``, ``"sha1": "..."``, ``commit = ...``
 DIGEST_LINE = re.compile(r"""^\s*["']?[\w.-]*(sha(1|224|256|384|512)?|digest|checksum|commit)["']?\s*[:=]\s*"""
-                         r"""["']?[0-9a-fA-F]{7,128}["']?\s*,?\s*$""", re.IGNORECASE)
+                         r"""["']?(?P<hex>[0-9a-fA-F]{7,128})["']?\s*,?\s*$""", re.IGNORECASE)
 HEX_FINDING = "Hex High Entropy String"
 
 
@@ -60,15 +60,17 @@ def scan_texts(files: dict[str, bytes]) -> list[str]:
         for filename, secrets in collection.data.items():
             path = names.get(filename, filename)
             lines = files[path].decode("utf-8", errors="replace").splitlines()
+            digests = _digest_values(lines)
             for secret in sorted(secrets, key=lambda s: s.line_number):
-                if not _digest(secret.type, lines, secret.line_number):
+                if secret.type != HEX_FINDING or secret.secret_value not in digests:
                     found.append(f"{path}:{secret.line_number}: {secret.type}")
     return found
 
 
-def _digest(kind: str, lines: list[str], number: int) -> bool:
-    """True for a hex finding on a line that names its value as a digest (see :data:`DIGEST_LINE`)."""
-    return kind == HEX_FINDING and 0 < number <= len(lines) and bool(DIGEST_LINE.match(lines[number - 1]))
+def _digest_values(lines: list[str]) -> set[str]:
+    """The hex values of the lines that name them as digests (see :data:`DIGEST_LINE`); the scanner's line
+    numbers of YAML files follow its own parse, so a finding is matched by its value."""
+    return {m.group("hex") for m in map(DIGEST_LINE.match, lines) if m}
 
 
 def secret_problems(files: dict[str, bytes]) -> list[str]:
