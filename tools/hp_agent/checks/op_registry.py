@@ -69,14 +69,31 @@ def _module_file(module: str, root: Path) -> Path | None:
 
 
 def _classes_in(path: Path) -> set[str]:
+    """Classes a module defines as attributes: at top level, or inside top-level ``if``/``try`` blocks (a class
+    inside a function is no module attribute; not walking every node keeps the after-write hook fast)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    return {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    todo, found = list(tree.body), set()
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.ClassDef):
+            found.add(node.name)
+        elif isinstance(node, (ast.If, ast.Try)):
+            todo.extend(node.body + node.orelse + getattr(node, "finalbody", []))
+            todo.extend(s for h in getattr(node, "handlers", []) for s in h.body)
+    return found
 
 
 def _loader():
     """libyaml's safe loader when PyYAML was built with it (about 10x faster), else the pure-Python one."""
     import yaml  # pylint: disable=import-outside-toplevel  # the hooks import this module before the env exists
     return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _yaml_error(exc: BaseException) -> bool:
+    """True when ``exc`` is PyYAML's parse error (PyYAML is then imported already: it raised it)."""
+    import sys  # pylint: disable=import-outside-toplevel
+    yaml = sys.modules.get("yaml")
+    return yaml is not None and isinstance(exc, yaml.YAMLError)
 
 
 def _key_lines(text: str) -> dict[str, int]:
@@ -146,13 +163,11 @@ class _Checker:
 
     def check_file(self, path: Path) -> None:
         """Check one registry YAML file: structure, fields, duplicates, module/class resolution."""
-        import yaml  # pylint: disable=import-outside-toplevel  # the hooks import this module before the env
         rel = path.relative_to(self.root).as_posix()
-        try:
-            data, lines = self._parse(path)
-        except yaml.YAMLError as exc:
-            self.findings.append(Finding(rel, None, "registry-yaml", f"invalid YAML: {exc}"))
+        parsed = self._parsed_or_finding(path, rel)
+        if parsed is None:
             return
+        data, lines = parsed
         if not isinstance(data, dict):
             self.findings.append(Finding(rel, 1, "registry-yaml", "top level must be a mapping of op names"))
             return
@@ -180,14 +195,24 @@ class _Checker:
             if wanted and not any(f.rule == "registry-entry" for f in problems):
                 self._resolve(rel, line, op, module, spec.get("rule", default.get("rule")))
 
+    def _parsed_or_finding(self, path: Path, rel: str) -> tuple[object, dict[str, int]] | None:
+        """:meth:`_parse`, or None with a ``registry-yaml`` finding when the file is not valid YAML."""
+        try:
+            return self._parse(path)
+        except Exception as exc:  # pylint: disable=broad-except  # PyYAML is imported only on a cache miss
+            if not _yaml_error(exc):
+                raise
+            self.findings.append(Finding(rel, None, "registry-yaml", f"invalid YAML: {exc}"))
+            return None
+
     def _parse(self, path: Path) -> tuple[object, dict[str, int]]:
         """The file's data and key lines; reused from ``self.cache`` while the file's mtime and size match."""
-        import yaml  # pylint: disable=import-outside-toplevel  # the hooks import this module before the env
         stat = path.stat()
         key = str(path)
         hit = self.cache.get(key) if self.cache is not None else None
         if hit and hit[0] == stat.st_mtime_ns and hit[1] == stat.st_size:
             return hit[2], hit[3]
+        import yaml  # pylint: disable=import-outside-toplevel  # only on a cache miss (~0.1 s to import)
         text = path.read_text(encoding="utf-8")
         data = yaml.load(text, Loader=_loader()) or {}  # noqa: S506  # a safe loader
         lines = _key_lines(text)
