@@ -248,3 +248,33 @@ def test_every_pure_module_imports_without_any_framework():
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, check=False)
     assert proc.returncode == 0 and proc.stdout.startswith("ok"), proc.stderr[-3000:]
+
+
+#: the CLI's top layer: it imports every family, and ``checks.assets`` looks commands up in it (a lazy,
+#: upward lookup of what the skills may run); edges into it are not layering
+HP_AGENT_TOP = {"cli", "commands", "__main__"}
+
+
+def test_hp_agent_families_form_no_circle_and_shared_is_below_them():
+    """``tools/hp_agent``: one package per command family, the shared pieces below them (``shared``, and the
+    single modules such as ``assets``, ``rules``, ``findings``): at package level no family reaches back to
+    one that reaches it (``assistants`` <-> ``hooks`` / ``sync`` was such a circle), and ``shared`` imports
+    no family."""
+    graph = import_graph()
+
+    def family(module):
+        parts = module.split(".")
+        return parts[1] if len(parts) > 1 else parts[0]
+    packages = {}
+    for module, deps in graph.items():
+        if module.startswith("hp_agent."):
+            packages.setdefault(family(module), set()).update(
+                family(d) for d in deps if d.startswith("hp_agent.") and family(d) not in HP_AGENT_TOP)
+    packages = {p: deps - {p} for p, deps in packages.items()}
+    for deps in packages.values():
+        for dep in deps:
+            packages.setdefault(dep, set())
+    assert find_cycles(packages) == [], "hp_agent packages import each other in a circle"
+    families = {p for p in packages if (ROOT / "tools" / "hp_agent" / p).is_dir()} - {"shared"}
+    assert not packages["shared"] & families, f"hp_agent.shared imports families {packages['shared'] & families}"
+    assert packages["assistants"] <= {"shared", "assets", "rules", "findings"}, packages["assistants"]

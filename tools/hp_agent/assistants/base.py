@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 
-from hp_agent.hooks.protocol import HookAnswer, HookEvent, as_dict, command_text, first, payload_files
+from hp_agent.shared.protocol import HookAnswer, HookEvent, as_dict, command_text, first, payload_files
 
 TYPE_CHECKING = False  # no `typing`/`pathlib` import on the hook path
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Any
 
     from hp_agent.assets import Assets
-    from hp_agent.sync.targets import Output
+    from hp_agent.shared.generated import Output
 
 def hook_command(assets: "Assets", event: str, assistant: str, project_var: str | None = None,
                  dir_var: str | None = None) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 
 from hp_agent.assistants.base import Assistant, owned_hook_item
-from hp_agent.hooks.protocol import HookAnswer, HookEvent
+from hp_agent.shared.protocol import HookAnswer, HookEvent
 
 BASH_DEFAULT_TIMEOUT_MS = 900_000   # 15 min: the whole gate (`make test`) takes ~7-10 min on this machine
 BASH_MAX_TIMEOUT_MS = 1_800_000     # 30 min: what the model may ask for (a loaded machine)
@@ -76,7 +76,7 @@ class Claude(Assistant):
 
     def generate(self, assets, out) -> None:
         """CLAUDE.md, .claude/settings.json (merged), rules, skills, agents, commands."""
-        from hp_agent.sync import targets as T  # pylint: disable=import-outside-toplevel
+        from hp_agent.shared import generated as T  # pylint: disable=import-outside-toplevel
 
         out["CLAUDE.md"] = T.Generated(T.render(CLAUDE_MD, marker=T.marker("AGENTS.md and .agent/")), "AGENTS.md")
         out[".claude/settings.json"] = T.Generated(

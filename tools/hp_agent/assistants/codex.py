@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from hp_agent.assistants.base import Assistant, owned_hook_item
 from hp_agent.assistants.claude import Claude
-from hp_agent.hooks.protocol import HookAnswer, HookEvent
+from hp_agent.shared.protocol import HookAnswer, HookEvent
 
 
 class Codex(Claude):
@@ -50,7 +50,7 @@ class Codex(Claude):
 
     def generate(self, assets, out) -> None:
         """``.codex/hooks.json`` (merged: sync owns only the entries that run ``.agent/hooks/``)."""
-        from hp_agent.sync import targets as T  # pylint: disable=import-outside-toplevel
+        from hp_agent.shared import generated as T  # pylint: disable=import-outside-toplevel
 
         hooks = self.hook_groups(assets, lambda event, spec, command: {
             "type": "command", "command": command, "timeout": int(spec.get("timeout", 60))})

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 from hp_agent.assistants.base import Assistant
-from hp_agent.hooks.protocol import HookAnswer, HookEvent
+from hp_agent.shared.protocol import HookAnswer, HookEvent
 
 INSTRUCTIONS = """{{ marker }}
 # Copilot instructions for hyper-parallel
@@ -51,7 +51,7 @@ class Copilot(Assistant):
 
     def generate(self, assets, out) -> None:
         """The always-apply rules in copilot-instructions.md, the scoped ones as ``applyTo`` instructions."""
-        from hp_agent.sync import targets as T  # pylint: disable=import-outside-toplevel
+        from hp_agent.shared import generated as T  # pylint: disable=import-outside-toplevel
 
         out[".github/copilot-instructions.md"] = T.Generated(T.render(
             INSTRUCTIONS, marker=T.marker(".agent/rules/ (always-apply rules)"), always=T.always_rules(assets)),

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import json
 
-from hp_agent.assistants.base import Assistant, owned_hook_item
-from hp_agent.hooks import pending
-from hp_agent.hooks.protocol import HookAnswer, HookEvent
+from hp_agent.assistants.base import Assistant, hook_command, hook_events, owned_hook_item
+from hp_agent.shared import pending
+from hp_agent.shared.protocol import HookAnswer, HookEvent
 
 MAX_FOLLOWUPS = 5
 
@@ -77,7 +77,7 @@ class Cursor(Assistant):
 
     def generate(self, assets, out) -> None:
         """Rules as .mdc and .cursor/hooks.json (merged: sync owns only the entries running ``.agent/hooks/``)."""
-        from hp_agent.sync import targets as T  # pylint: disable=import-outside-toplevel
+        from hp_agent.shared import generated as T  # pylint: disable=import-outside-toplevel
 
         for r in assets.rules:
             globs = T.rule_globs(r)
@@ -85,8 +85,8 @@ class Cursor(Assistant):
                     f"alwaysApply: {'true' if not globs else 'false'}", "---"]
             out[f".cursor/rules/{r.name}.mdc"] = T.Generated("\n".join(head) + "\n" + T.marker(r.path) + "\n"
                                                              + r.body.lstrip(), r.path)
-        hooks = {self.registered[e]: [{"command": T.hook_command(assets, e, self.name, None, self.project_dir_env)}]
-                 for e in T.hook_events(assets) if e in self.registered}
+        hooks = {self.registered[e]: [{"command": hook_command(assets, e, self.name, None, self.project_dir_env)}]
+                 for e in hook_events(assets) if e in self.registered}
         out[".cursor/hooks.json"] = T.Generated({"version": 1, "hooks": hooks}, ".agent/settings.json",
                                                 owns=owned_hook_item, owned_keys="`version`, hook entries running "
                                                                                  "`.agent/hooks/`")

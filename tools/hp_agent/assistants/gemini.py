@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 from hp_agent.assistants.base import Assistant, owned_hook_item
-from hp_agent.hooks.protocol import HookAnswer, HookEvent
+from hp_agent.shared.protocol import HookAnswer, HookEvent
 
 CONTEXT_FILES = ["AGENTS.md", "GEMINI.md"]
 
@@ -65,7 +65,7 @@ class Gemini(Assistant):
 
     def generate(self, assets, out) -> None:
         """GEMINI.md and .gemini/settings.json (merged)."""
-        from hp_agent.sync import targets as T  # pylint: disable=import-outside-toplevel
+        from hp_agent.shared import generated as T  # pylint: disable=import-outside-toplevel
 
         out["GEMINI.md"] = T.Generated(T.render(GEMINI_MD, marker=T.marker("AGENTS.md and .agent/rules/"),
                                                 always=T.always_rules(assets), scoped=T.scoped_rules(assets)),

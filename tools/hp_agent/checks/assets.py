@@ -10,7 +10,7 @@ from pathlib import Path
 
 from hp_agent.assets import AGENT_DIR, AssetError, Assets, load_assets
 from hp_agent.findings import Finding
-from hp_agent.hooks.protocol import CANONICAL_EVENTS
+from hp_agent.shared.protocol import CANONICAL_EVENTS
 from hp_agent.rules import check_rules
 
 SKILL_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from hp_agent import assistants
-from hp_agent.hooks.protocol import HookAnswer
+from hp_agent.shared.protocol import HookAnswer
 from hp_agent.hooks.runner import (run_assistant_hook, run_commit_msg_hook, run_pre_commit_hook,
                                    run_pre_push_hook)
 

@@ -14,7 +14,7 @@ import json
 import os
 
 
-from hp_agent.hooks.protocol import CANONICAL_EVENTS, HookAnswer, HookEvent, PayloadError
+from hp_agent.shared.protocol import CANONICAL_EVENTS, HookAnswer, HookEvent, PayloadError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
