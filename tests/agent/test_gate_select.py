@@ -30,6 +30,7 @@ FILES = {
     "tests/ut/test_rule_direct.py": "from hyper_parallel.core.ops.rules.elementwise import ElementwiseRule\n",
     "tests/st/test_add.py": "import torch\nOP = torch.add\n",
     "tests/st/test_gcd_named.py": "CASES = ['gcd']\n",
+    "tests/agent/test_probe_example.py": "EXAMPLE = 'torch.gcd'\n",
 }
 
 
@@ -75,6 +76,7 @@ def test_a_new_op_selects_its_own_tests_the_registry_tests_and_the_tests_naming_
         changed = ["hyper_parallel/core/ops/yaml/elementwise.yaml", "tests/ut/test_gcd.py"]
         assert _sel(repo, changed) == ["tests/st/test_gcd_named.py", "tests/ut/test_gcd.py"]  # not test_add
         assert _sel(repo, changed, "tests/st") == ["tests/st/test_gcd_named.py"]
+        assert _sel(repo, changed, "tests/agent") == []  # the tool's tests name ops as example inputs only
     finally:
         yaml_file.write_text(before)
         (repo / "tests/ut/test_gcd.py").unlink()

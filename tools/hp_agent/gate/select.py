@@ -9,7 +9,8 @@ A test file is selected when
 * it imports, directly or through other modules, a changed Python module (the static import graph of
   ``hyper_parallel``, ``hp_agent`` and the tests; importing ``a.b.c`` also runs ``a`` and ``a.b``);
 * a changed op-registry YAML adds or changes an op the test names (``torch.gcd``, ``"gcd"``, ``.gcd(``) (the
-  YAML itself is data: the ``op-registry`` stage checks it);
+  YAML itself is data: the ``op-registry`` and ``plans`` stages check it); the agent tooling's tests
+  (``tests/agent/``) use op names as example inputs and are not selected by a name;
 * a changed op rule module (loaded by name from the registry, so no import edge leads to the ops it serves)
   is imported directly by the test or named in it by its dotted path;
 * an agent asset or a generated assistant file changed and the test names ``.agent/``.
@@ -33,6 +34,9 @@ REGISTRY_DIR = "hyper_parallel/core/ops/yaml/"
 RULES_DIR = "hyper_parallel/core/ops/rules/"
 ASSET_DIRS = (".agent/", ".claude/", ".cursor/", ".codex/", ".gemini/", ".github/instructions/", "AGENTS.md",
               "CLAUDE.md", "GEMINI.md")
+#: tests of the agent tooling: an op name in them is an example input (``torch.gcd`` for the probe), not a
+#: use of the library's registry entry, so a registry change selects them only through the import graph
+TOOL_TESTS = ("tests/agent/",)
 NO_TESTS = ("docs/", "plans/", "benchmarks/", "examples/", "README.md", "AGENTS.md", "CLAUDE.md", "GEMINI.md")
 
 
@@ -280,6 +284,8 @@ def _by_text(root: Path, tests: dict[str, str], needed: list[tuple[str, str]], r
             continue
         text = (root / rel).read_text(encoding="utf-8", errors="replace")
         for kind, what in needed:
+            if kind == "op" and rel.startswith(TOOL_TESTS):  # the tool's tests use op names as examples
+                continue
             if (_mentions(text, what) if kind == "op" else what in text):
                 reasons[rel] = f"names {what}"
                 break
