@@ -261,6 +261,8 @@ def worker_main(target: str, out: str) -> int:
         return 0
     module, func = target.split(":", 1)
     try:
+        from hyper_parallel.platform.mindspore.runtime import configure  # pylint: disable=import-outside-toplevel
+        configure()  # what the trainer runs with: synchronous launch, one dispatch and one kernel thread
         result = getattr(importlib.import_module(module), func)()
         payload = {"rank": _rank_now(), "ok": True, "result": result}
     except Exception:  # pylint: disable=broad-except  # reported to the launcher with the traceback
