@@ -33,7 +33,8 @@ VISION_MODELS = ("qwen3_vl", "qwen3_vl_moe")
 HF_MODEL_TYPES: Dict[str, str] = {"llama": "llama3", "qwen3": "qwen3", "qwen3_moe": "qwen3_moe",
                                   "deepseek_v3": "deepseek_v3"}
 #: (name, backend) -> module defining ``MODEL_SPEC`` for a backend other than torch
-_BUILTIN_BACKENDS: Dict[tuple, str] = {("llama3", "mindspore"): "hyper_parallel.models.llama3._mindspore"}
+_BUILTIN_BACKENDS: Dict[tuple, str] = {(name, "mindspore"): f"hyper_parallel.models.{name}._mindspore"
+                                        for name in ("llama3", "qwen3", "qwen3_moe", "deepseek_v3")}
 _BACKEND_SPECS: Dict[tuple, ModelSpec] = {}
 
 
@@ -71,7 +72,7 @@ def model_for_hf_type(model_type: str) -> str:
 
 def get_model_spec(name: str, backend: str = "torch") -> ModelSpec:
     """The :class:`ModelSpec` of model ``name`` (imports a built-in model's package on first use);
-    ``backend="mindspore"``: the MindSpore implementation (``llama3`` has one)."""
+    ``backend="mindspore"``: the MindSpore implementation (``llama3``, ``qwen3``, ``qwen3_moe``, ``deepseek_v3``)."""
     if backend != "torch":
         return _backend_spec(name, backend)
     spec = _REGISTERED.get(name)

@@ -11,12 +11,15 @@ __all__ = ["model_spec", "model_flavors", "build_model_config"]
 _ALIASES = {"llama": "llama3"}
 
 
-def model_spec(name: str) -> Any:
-    """The registry's ``ModelSpec`` of ``name``; a ``ValueError`` naming ``model.name`` when unknown."""
+def model_spec(name: str, backend: str = "torch") -> Any:
+    """The registry's ``ModelSpec`` of ``name`` on ``backend`` (``"mindspore"``: the MindSpore model, so nothing
+    imports torch); a ``ValueError`` naming ``model.name`` when unknown."""
     from hyper_parallel.models import get_model_spec, list_models  # pylint: disable=import-outside-toplevel
     try:
-        return get_model_spec(_ALIASES.get(name, name))
-    except KeyError:
+        return get_model_spec(_ALIASES.get(name, name), backend=backend)
+    except KeyError as exc:
+        if backend != "torch":
+            raise ValueError(f"model.name: {exc.args[0]}") from None
         raise ValueError(f"model.name: unknown model {name!r}; expected one of {list_models()}") from None
 
 
@@ -25,9 +28,9 @@ def model_flavors(name: str) -> Tuple[str, ...]:
     return tuple(model_spec(name).flavors)
 
 
-def build_model_config(name: str, flavor: str, **overrides: Any) -> Any:
-    """The model config of ``name``/``flavor`` with ``overrides`` (``vocab_size=...``) applied."""
-    spec = model_spec(name)
+def build_model_config(name: str, flavor: str, backend: str = "torch", **overrides: Any) -> Any:
+    """The model config of ``name``/``flavor`` (on ``backend``) with ``overrides`` (``vocab_size=...``) applied."""
+    spec = model_spec(name, backend)
     if flavor not in spec.flavors:
         raise ValueError(f"model.flavor: {name!r} has no flavor {flavor!r}; expected one of {sorted(spec.flavors)}")
     return spec.config(flavor, **overrides)

@@ -12,7 +12,6 @@ expert-parallel shards, pipeline stages that hold a subset of the layers).
 from __future__ import annotations
 
 import contextlib
-import zlib
 from typing import Dict, Iterator
 
 import torch
@@ -20,9 +19,9 @@ from torch import nn
 from torch._C import DisableTorchFunctionSubclass
 
 from hyper_parallel.core import random as _rng
-from hyper_parallel.core.random import MASK64
 from hyper_parallel.fsdp._torch.fully_shard import write_local_shard
 from hyper_parallel.platform.torch.dtensor import DTensor, as_dtensor
+from hyper_parallel.models.param_seed import parameter_seed
 from hyper_parallel.platform.torch.random import reference_values, shard_values
 
 __all__ = ["init_on_device", "init_empty_weights", "init_parameters", "parameter_seed"]
@@ -38,11 +37,6 @@ def init_on_device(device) -> Iterator[None]:
 def init_empty_weights() -> "contextlib.AbstractContextManager[None]":
     """``init_on_device("meta")``: build any flavor without allocating its weights."""
     return init_on_device("meta")
-
-
-def parameter_seed(seed: int, name: str) -> int:
-    """The RNG stream seed of parameter ``name`` (independent of which parameters a rank holds)."""
-    return ((seed & MASK64) * 0x9E3779B97F4A7C15 + zlib.crc32(name.encode())) & MASK64
 
 
 def _is_norm(module: nn.Module) -> bool:

@@ -12,6 +12,11 @@ layers, whose routed experts we hold stacked (``mlp.experts.gate_proj`` ``[E, hi
 Hugging Face checkpoints hold one ``nn.Linear`` per expert (``mlp.experts.{e}.gate_proj.weight``);
 ``mlp.router.gate.weight`` is their ``mlp.gate.weight`` and the expert bias their
 ``mlp.gate.e_score_correction_bias``.
+
+Backend-free: the values may be torch tensors, MindSpore tensors or NumPy arrays; the two operations that make
+new values (stacking experts, the zero expert bias) use the values' own framework (:func:`stack_values`,
+:func:`zeros_like_family`), so the MindSpore models load Hugging Face folders through the same adapters
+without importing torch.
 """
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ from hyper_parallel.models.hf_fields import HFFieldRules, check_hf_fields, off
 from hyper_parallel.models.llama3.args import HIDDEN_ACTS, LlamaConfig
 
 __all__ = ["LlamaStateDictAdapter", "LLAMA_RULES", "LLAMA_FIELDS", "debug_adapter", "decoder_rules", "stack_experts",
-           "unstack_experts"]
+           "unstack_experts", "stack_values", "zeros_like_family"]
 
 _LAYER = "model.layers.{}."
 #: (model key, Hugging Face key) rules; ``{}`` is the layer index.
@@ -66,6 +71,38 @@ def decoder_rules(qk_norm: bool = False, moe: bool = False, expert_bias: bool = 
     return rules
 
 
+def _framework(value: Any) -> str:
+    """``"torch"``, ``"mindspore"`` or ``"numpy"`` (anything else) by the value's class, importing nothing."""
+    top = type(value).__module__.split(".", 1)[0]
+    return top if top in ("torch", "mindspore") else "numpy"
+
+
+def stack_values(values: List[Any]) -> Any:
+    """``values`` stacked along a new first dim with their own framework (torch, MindSpore or NumPy)."""
+    kind = _framework(values[0])
+    if kind == "torch":
+        import torch  # pylint: disable=import-outside-toplevel
+        return torch.stack(values)
+    if kind == "mindspore":
+        from mindspore import ops  # pylint: disable=import-outside-toplevel
+        return ops.stack(values)
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    return np.stack([np.asarray(v) for v in values])
+
+
+def zeros_like_family(example: Any, n: int) -> Any:
+    """float32 zeros of shape ``[n]`` in ``example``'s framework."""
+    kind = _framework(example)
+    if kind == "torch":
+        import torch  # pylint: disable=import-outside-toplevel
+        return torch.zeros(n, dtype=torch.float32)
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    if kind == "mindspore":
+        import mindspore as ms  # pylint: disable=import-outside-toplevel
+        return ms.Tensor(np.zeros(n, np.float32))
+    return np.zeros(n, np.float32)
+
+
 def unstack_experts(state_dict: Mapping[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     """Split ``state_dict`` into (the rest, Hugging Face per-expert weights ``...experts.{e}.{proj}.weight``
     cut from our stacked ``...experts.{proj}`` ``[E, ...]``)."""
@@ -82,8 +119,7 @@ def unstack_experts(state_dict: Mapping[str, Any]) -> Tuple[Dict[str, Any], Dict
 
 def stack_experts(hf_state_dict: Mapping[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     """Split ``hf_state_dict`` into (the rest, our stacked ``...experts.{proj}`` built from Hugging Face's
-    per-expert weights); a missing expert index is an error naming the key."""
-    import torch
+    per-expert weights, in their own framework); a missing expert index is an error naming the key."""
     rest, groups = {}, {}
     for key, value in hf_state_dict.items():
         m = _HF_EXPERT.match(key)
@@ -96,7 +132,7 @@ def stack_experts(hf_state_dict: Mapping[str, Any]) -> Tuple[Dict[str, Any], Dic
         missing = sorted(set(range(max(by_index) + 1)) - set(by_index))
         if missing:
             raise KeyError(f"from_hf: {key}: experts {missing} are missing from the Hugging Face state dict")
-        stacked[key] = torch.stack([by_index[e] for e in range(len(by_index))])
+        stacked[key] = stack_values([by_index[e] for e in range(len(by_index))])
     return rest, stacked
 
 
@@ -162,10 +198,10 @@ class LlamaStateDictAdapter(KeyMapAdapter):
         out.update(stacked)
         c = self.model_config
         if c.moe is not None and not c.moe.uses_expert_bias:  # a buffer HF does not have: unused zeros
-            import torch
             for i in range(c.num_hidden_layers):
-                if c.is_moe_layer(i) and f"model.layers.{i}.mlp.router.gate.weight" in out:
-                    out[f"model.layers.{i}.mlp.expert_bias"] = torch.zeros(c.moe.num_experts, dtype=torch.float32)
+                gate = out.get(f"model.layers.{i}.mlp.router.gate.weight")
+                if c.is_moe_layer(i) and gate is not None:
+                    out[f"model.layers.{i}.mlp.expert_bias"] = zeros_like_family(gate, c.moe.num_experts)
         if self.model_config.tie_word_embeddings and "model.embed_tokens.weight" in out:
             out["lm_head.weight"] = out["model.embed_tokens.weight"]
         return out

@@ -8,9 +8,11 @@ Same configuration (:class:`hyper_parallel.moe.MoEConfig`), parameter names and 
 ``[E, D, H]``, ``shared_experts``), so checkpoints move between backends. Differences forced by
 MindSpore 2.10 on CPU, each documented in ``docs/moe.md``: the experts run as a per-expert loop (no grouped
 matmul kernel); the token all-to-all is the platform's emulated, synchronous ``all_to_all_single`` (the
-shared experts do not overlap it); group-limited routing (``n_groups > 1``), token dropping
-(``capacity_factor``) and the auxiliary loss are refused with a clear error; the expert bias is updated by
-:func:`update_expert_bias` (the pure ``bias_update`` rule) rather than an optimizer hook.
+shared experts do not overlap it); token dropping (``capacity_factor``), the sequence-level auxiliary loss,
+the z-loss and Sinkhorn routing are refused with a clear error; the expert bias is updated by
+:func:`update_expert_bias` (the pure ``bias_update`` rule) rather than an optimizer hook. Group-limited routing
+(``n_groups > 1``, DeepSeek-V3) and the batch-level auxiliary loss (Qwen3-MoE; injected into the backward by
+:class:`AuxLossScaler` as torch's ``MoEAuxLossAutoScaler`` does) follow the torch layers.
 """
 from __future__ import annotations
 
@@ -29,14 +31,15 @@ from hyper_parallel.moe.routing import ROUTE_NORM_EPS
 from hyper_parallel.platform.mindspore.collectives import raw_all_gather, raw_all_reduce
 from hyper_parallel.platform.mindspore.platform import PLATFORM
 
-__all__ = ["TokenChoiceTopKRouter", "GroupedExperts", "FeedForward", "MoE", "expert_parallel", "update_expert_bias"]
+__all__ = ["TokenChoiceTopKRouter", "GroupedExperts", "FeedForward", "MoE", "AuxLossScaler", "expert_parallel",
+           "update_expert_bias"]
 
 _SPECS_ATTR = "_hp_param_specs"
 
 
 def _init(shape, std: float = 0.02) -> ms.Parameter:
     """Normal(0, std) from MindSpore's seeded generator (``mindspore.set_seed``: identical on every rank)."""
-    return ms.Parameter(initializer(Normal(std), shape, ms.float32).init_data())
+    return ms.Parameter(initializer(Normal(std), shape, ms.float32))
 
 
 class TokenChoiceTopKRouter(nn.Cell):
@@ -44,20 +47,38 @@ class TokenChoiceTopKRouter(nn.Cell):
     ``(weights [N, k], experts [N, k], scores [N, E])``. The bias only shifts the selection."""
 
     def __init__(self, dim: int, num_experts: int, top_k: int, score_func: str = "softmax",  # pylint: disable=too-many-arguments
-                 route_norm: bool = False, route_scale: float = 1.0) -> None:
+                 route_norm: bool = False, route_scale: float = 1.0, n_groups: int = 1, topk_groups: int = 1) -> None:
         super().__init__()
         if not 1 <= top_k <= num_experts:
             raise ValueError(f"TokenChoiceTopKRouter(top_k): expected 1 <= top_k <= num_experts={num_experts}, "
                              f"got {top_k}")
+        if num_experts % n_groups or not 1 <= topk_groups <= n_groups:
+            raise ValueError(f"TokenChoiceTopKRouter(n_groups={n_groups}, topk_groups={topk_groups}): n_groups must "
+                             f"divide num_experts={num_experts} and 1 <= topk_groups <= n_groups")
         self.gate = nn.Dense(dim, num_experts, has_bias=False)
         self.num_experts, self.top_k, self.score_func = num_experts, top_k, score_func
         self.route_norm, self.route_scale = route_norm, route_scale
+        self.n_groups, self.topk_groups = n_groups, topk_groups
+
+    def _group_masked(self, selection):
+        """``selection`` with the experts outside each token's ``topk_groups`` best groups at ``-inf`` (a group's
+        score: the sum of its top-2 selection scores, as ``hyper_parallel.moe.routing.group_scores``)."""
+        n, e = selection.shape
+        grouped = selection.reshape(n, self.n_groups, e // self.n_groups)
+        group_score = ops.topk(grouped, min(2, grouped.shape[-1]))[0].sum(-1)  # [N, G]
+        keep = ops.topk(group_score, self.topk_groups)[1]  # [N, topk_groups]
+        groups = ms.Tensor(np.arange(self.n_groups, dtype=np.int32))
+        chosen = (keep.astype(ms.int32).unsqueeze(-1) == groups).astype(ms.int32).sum(1) > 0  # [N, G]
+        mask = chosen.unsqueeze(-1).broadcast_to(grouped.shape).reshape(n, e)
+        return mint.where(mask, selection, ms.Tensor(float("-inf"), selection.dtype))
 
     def construct(self, x, expert_bias=None):
         """Route ``x: [N, dim]``."""
         logits = self.gate(x).astype(ms.float32)
         scores = mint.softmax(logits, -1) if self.score_func == "softmax" else mint.sigmoid(logits)
         selection = ops.stop_gradient(scores if expert_bias is None else scores + expert_bias)
+        if self.n_groups > 1:
+            selection = self._group_masked(selection)
         experts = ops.topk(selection, self.top_k)[1]
         weights = mint.gather(scores, 1, experts)
         if self.route_norm:
@@ -111,16 +132,32 @@ class FeedForward(nn.Cell):
         return self.down_proj(mint.nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
+class AuxLossScaler(nn.Cell):
+    """``scaler(output, aux_loss)`` returns ``output`` unchanged and, in backward, gives ``aux_loss`` the gradient
+    ``AuxLossScaler.scale`` (1.0; ``1 / n`` under gradient accumulation over ``n`` micro-batches), as if it had
+    been added to the loss while the reported loss stays clean (torch's ``MoEAuxLossAutoScaler``)."""
+
+    scale: float = 1.0
+
+    def construct(self, output, aux_loss):  # pylint: disable=unused-argument
+        """Identity on ``output``."""
+        return output
+
+    def bprop(self, output, aux_loss, out, grad):  # pylint: disable=unused-argument
+        """``grad`` passes through; ``aux_loss`` gets the scale."""
+        return grad, ops.ones_like(aux_loss) * AuxLossScaler.scale
+
+
 def _check_config(c: MoEConfig) -> None:
-    for bad, why in ((c.n_groups > 1, f"group-limited routing (n_groups={c.n_groups})"),
-                     (c.capacity_factor is not None, f"token dropping (capacity_factor={c.capacity_factor})"),
-                     (c.uses_aux_loss, f"the auxiliary loss (load_balance={c.load_balance!r})"),
+    for bad, why in ((c.capacity_factor is not None, f"token dropping (capacity_factor={c.capacity_factor})"),
+                     (c.uses_aux_loss and c.aux_loss_level != "batch",
+                      f"the sequence-level auxiliary loss (aux_loss_level={c.aux_loss_level!r})"),
                      (c.z_loss_coeff > 0, f"the router z-loss (z_loss_coeff={c.z_loss_coeff})"),
                      (c.load_balance == "sinkhorn", "Sinkhorn routing (load_balance='sinkhorn')")):
         if bad:
             raise ValueError(f"MoE on MindSpore: {why} is not supported; it needs per-op autograd hooks and "
                              "kernels that MindSpore 2.10 PyNative lacks on CPU (use load_balance='expert_bias' "
-                             "or None, dropless, n_groups=1; or the torch backend)")
+                             ", 'aux_loss' at batch level or None, dropless; or the torch backend)")
 
 
 class MoE(nn.Cell):
@@ -138,13 +175,34 @@ class MoE(nn.Cell):
         _check_config(config)
         c = self.config = config
         self.router = TokenChoiceTopKRouter(c.dim, c.num_experts, c.top_k, c.score_func, c.route_norm,
-                                            c.route_scale)
+                                            c.route_scale, c.n_groups, c.topk_groups)
         self.experts = GroupedExperts(c.dim, c.hidden_dim, c.num_experts)
         self.shared_experts = FeedForward(c.dim, c.hidden_dim * c.num_shared_experts) if c.num_shared_experts \
             else None
         self.expert_bias = ms.Tensor(np.zeros(c.num_experts, np.float32))
         self.tokens_per_expert = np.zeros(c.num_experts, np.int64)
         self.ep_mesh = None
+        self.aux_scaler = AuxLossScaler() if c.uses_aux_loss else None
+        self.aux_loss = None
+        self.token_group, self.data_parallel_size = None, 1
+
+    def set_token_groups(self, token_group=None, data_parallel_size: int = 1) -> None:
+        """The ranks holding distinct tokens of one global batch (the auxiliary loss uses their summed expert
+        counts and token total) and the number of data-parallel replicas whose gradients are averaged (each
+        rank's share gets this gradient factor), as torch's ``MoE.set_token_groups``."""
+        self.token_group, self.data_parallel_size = token_group, int(data_parallel_size)
+
+    def _aux_loss(self, scores, counts: np.ndarray, n: int):
+        """Batch-level ``coeff * E * sum_e f_e * P_e`` with ``f_e`` the share of routed slots and ``P_e`` the mean
+        routing probability (global statistics over ``token_group``; the counts are constants)."""
+        c = self.config
+        stats = np.concatenate([counts.astype(np.float64), [float(n)]])
+        if self.token_group is not None:
+            stats = raw_all_reduce(ms.Tensor(stats.astype(np.float32)), "sum", self.token_group).asnumpy()
+        total = float(stats[-1])
+        f = ms.Tensor((stats[:-1] / (total * c.top_k)).astype(np.float32))
+        probs = scores if c.score_func == "softmax" else scores / scores.sum(-1, keepdims=True)
+        return (f * probs.sum(0) / total).sum() * (c.aux_loss_coeff * c.num_experts * self.data_parallel_size)
 
     def construct(self, x):
         """Route, permute, (exchange,) run the experts, (exchange back,) unpermute, combine."""
@@ -154,7 +212,7 @@ class MoE(nn.Cell):
         flat = x.reshape(-1, c.dim)
         n = flat.shape[0]
         bias = self.expert_bias if c.uses_expert_bias else None
-        weights, experts, _ = self.router(flat, bias)
+        weights, experts, scores = self.router(flat, bias)
         chosen = experts.asnumpy().reshape(-1)  # [N * k], token-major
         counts = np.bincount(chosen, minlength=c.num_experts)
         self.tokens_per_expert += counts
@@ -167,6 +225,10 @@ class MoE(nn.Cell):
         routed = (slots * weights.astype(slots.dtype).unsqueeze(-1)).sum(1)
         if self.shared_experts is not None:
             routed = routed + self.shared_experts(flat)
+        if self.aux_scaler is not None:  # identity forward: only the backward differs
+            aux = self._aux_loss(scores, counts, n)
+            self.aux_loss = ops.stop_gradient(aux)
+            routed = self.aux_scaler(routed, aux)
         return routed.reshape(x.shape)
 
     def _experts(self, tokens, counts: np.ndarray):

@@ -1,15 +1,17 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""The MindSpore trainer backend: the mccl process group, the ``(dp_shard, tp)`` mesh, the MindSpore Llama 3
-(``get_model_spec("llama3", backend="mindspore")``) with its TP + sequence-parallel + FSDP plan, the
+"""The MindSpore trainer backend: the mccl process group, the ``(dp_shard, tp)`` mesh, the MindSpore model
+(``get_model_spec(name, backend="mindspore")``: Llama 3 with its TP + sequence-parallel + FSDP plan; Qwen3,
+Qwen3-MoE and DeepSeek-V3 with FSDP / HSDP; MoE layers balanced by the auxiliary loss or the expert bias), the
 MindSpore AdamW/Muon and LR schedule of ``hyper_parallel.optim`` (same factories and formulas as torch),
 clipping by the global norm of the sharded gradients, gradient accumulation, and checkpoints through
 ``hyper_parallel.checkpoint`` 's MindSpore save/load. Mirrors ``hyper_parallel.trainer._torch.backend``.
 
 Initial weights: when torch is importable the model starts from the torch model's weights for the same
 seed (``torch.manual_seed(job.seed)`` then the torch constructor, as the torch backend builds it), so a
-MindSpore run and a torch run of one config start from the same point; else from the MindSpore model's own
-seeded, layout-independent init. Either way every rank builds the full weights before sharding.
+MindSpore run and a torch run of one config start from the same point; else (torch not installed, or hidden)
+from the MindSpore model's own init, equal to torch's ``hyper_parallel.models.init_parameters(model, seed)``
+and layout-independent. Either way every rank builds the full weights before sharding.
 """
 from __future__ import annotations
 
@@ -112,7 +114,7 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         from hyper_parallel.models import get_model_spec  # pylint: disable=import-outside-toplevel
         cfg = self.config
         name = "llama3" if cfg.model.name == "llama" else cfg.model.name
-        mcfg = build_model_config(name, cfg.model.flavor, vocab_size=vocab_size,
+        mcfg = build_model_config(name, cfg.model.flavor, "mindspore", vocab_size=vocab_size,
                                   max_position_embeddings=max(cfg.training.seq_len, 128))
         spec = get_model_spec(name, backend="mindspore")
         model = spec.model_cls(mcfg, seed=cfg.job.seed)
@@ -134,6 +136,7 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
             from hyper_parallel.platform.mindspore.runtime import jit_cells  # pylint: disable=C0415
             jit_cells(model.model.layers)
         self.model = model
+        self._setup_moe()
         from hyper_parallel.optim._mindspore.factory import (get_hyper_lr_scheduler,  # noqa  # pylint: disable=C0415
                                                              get_hyper_optimizer)
         from hyper_parallel.optim._mindspore.optimizers import parameter_specs  # pylint: disable=C0415
@@ -143,6 +146,26 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         self.scheduler = get_hyper_lr_scheduler(self.optimizer, ocfg)
         self._specs = parameter_specs(model)
         self._grad_fn = ms.value_and_grad(self._scaled_loss, None, list(self.optimizer.parameters))
+
+    def _moe_cells(self) -> List[Any]:
+        from hyper_parallel.moe._mindspore.moe import MoE  # pylint: disable=import-outside-toplevel
+        return [c for _, c in self.model.cells_and_names() if isinstance(c, MoE)]
+
+    def _setup_moe(self) -> None:
+        """Auxiliary losses over the global batch (every rank's tokens) with the accumulation scale."""
+        from hyper_parallel.moe._mindspore.moe import AuxLossScaler  # pylint: disable=import-outside-toplevel
+        AuxLossScaler.scale = 1.0 / self.config.training.grad_accum
+        if self.trainer.distributed and self.world_size > 1:
+            for cell in self._moe_cells():
+                cell.set_token_groups(self._world_group, self.dp_size)
+
+    def _balance_experts(self) -> None:
+        """Expert-bias balancing after the optimizer step (counts summed over the ranks), as the torch backend."""
+        from hyper_parallel.moe._mindspore.moe import update_expert_bias  # pylint: disable=import-outside-toplevel
+        group = self._world_group if self.trainer.distributed and self.world_size > 1 else None
+        for cell in self._moe_cells():
+            if cell.config.uses_expert_bias:
+                update_expert_bias(cell, group)
 
     def checkpoint_states(self) -> Dict[str, Any]:
         """Model, optimizer and LR schedule as ``Stateful`` s (no RNG: the MindSpore model draws none)."""
@@ -196,6 +219,7 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
                                               self.world_size)
         lr = self.scheduler.get_last_lr()[0]
         self.optimizer.step(tuple(grads))
+        self._balance_experts()
         self.scheduler.step()
         compute = time.perf_counter() - start
         return {"loss": self._mean_over_ranks(total), "grad_norm": grad_norm, "lr": lr, "compute_s": compute}

@@ -39,8 +39,8 @@ def _refuse(cfg: JobConfig, key: str, why: str) -> ConfigError:
 
 def check_mindspore_config(cfg: JobConfig) -> None:
     """Refuse, naming the key, what the MindSpore trainer path cannot do: pipeline, context and expert parallel,
-    HSDP x TP, bf16, compile with sharded layers, activation policies, fault injection, models other than the dense
-    ``llama3`` flavors."""
+    HSDP x TP, bf16, compile with sharded layers, activation policies, fault injection, models without a MindSpore
+    implementation, TP of a model other than ``llama3``'s dense flavors."""
     par, tr = cfg.parallelism, cfg.training
     for key, why in (("pp", "pipeline parallel"), ("cp", "context parallel"), ("ep", "expert parallel")):
         if getattr(par, key) != 1:
@@ -48,11 +48,7 @@ def check_mindspore_config(cfg: JobConfig) -> None:
     if par.dp_replicate != 1 and par.tp != 1:
         raise _refuse(cfg, "parallelism.dp_replicate", "HSDP together with TP is not supported by MindSpore "
                       "fully_shard; set it to 1")
-    if cfg.model.name not in ("llama3", "llama"):
-        raise _refuse(cfg, "model.name", f"{cfg.model.name!r} has no MindSpore implementation; use 'llama3'")
-    if "moe" in cfg.model.flavor:
-        raise _refuse(cfg, "model.flavor", f"{cfg.model.flavor!r} is a MoE flavor; the MindSpore Llama is dense "
-                      "(use 'debug' or 'small')")
+    _check_model(cfg)
     if tr.mixed_precision != "fp32":
         raise _refuse(cfg, "training.mixed_precision", f"{tr.mixed_precision!r} is not supported (MindSpore's CPU "
                       "kernels have no bf16 matmul); use 'fp32'")
@@ -64,6 +60,18 @@ def check_mindspore_config(cfg: JobConfig) -> None:
                       "[activation] section")
     if cfg.fault.kill_at_step:
         raise _refuse(cfg, "fault.kill_at_step", "the killed-rank restart runs under torchrun only; set it to 0")
+
+
+def _check_model(cfg: JobConfig) -> None:
+    """The model has a MindSpore implementation (``hyper_parallel.models.registry``); TP is Llama 3's (dense)."""
+    from hyper_parallel.models.registry import _BUILTIN_BACKENDS  # pylint: disable=import-outside-toplevel
+    name = "llama3" if cfg.model.name == "llama" else cfg.model.name
+    have = sorted(n for n, b in _BUILTIN_BACKENDS if b == "mindspore")
+    if name not in have:
+        raise _refuse(cfg, "model.name", f"{cfg.model.name!r} has no MindSpore implementation; use one of {have}")
+    if cfg.parallelism.tp != 1 and (name != "llama3" or "moe" in cfg.model.flavor):
+        raise _refuse(cfg, "parallelism.tp", f"TP of {name!r} ({cfg.model.flavor!r}) is not supported on MindSpore "
+                      "(FSDP / HSDP are; TP is Llama 3's dense flavors); set it to 1")
 
 
 def _free_port() -> int:

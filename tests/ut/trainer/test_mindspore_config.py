@@ -15,8 +15,8 @@ REFUSED = [
     ("parallelism.cp", 2, "context parallel"),
     ("parallelism.ep", 2, "expert parallel"),
     ("parallelism.dp_replicate", 2, "HSDP together with TP"),
-    ("model.name", "qwen3", "no MindSpore implementation"),
-    ("model.flavor", "debug_moe", "MoE flavor"),
+    ("model.name", "qwen3_5", "no MindSpore implementation"),
+    ("parallelism.tp", 2, "TP of 'qwen3'"),
     ("training.mixed_precision", "bf16", "bf16"),
     ("training.compile", True, "unsharded layers"),
     ("fault.kill_at_step", 2, "torchrun"),
@@ -29,6 +29,8 @@ def test_mindspore_refuses_naming_the_key(key, value, why):
     overrides = [(key, value)]
     if key == "parallelism.dp_replicate":
         overrides.append(("parallelism.dp_shard", 1))
+    if key == "parallelism.tp":  # the model, not the degree, is refused: qwen3 on MindSpore is FSDP / HSDP only
+        overrides.append(("model.name", "qwen3"))
     cfg = load_config(CONFIG, overrides)
     with pytest.raises(ConfigError, match=re.escape(key) + ": .*" + re.escape(why)):
         check_mindspore_config(cfg)

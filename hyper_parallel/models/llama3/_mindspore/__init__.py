@@ -3,7 +3,7 @@
 """Llama 3 on MindSpore: the model (``model.py``) and its TP + FSDP plan (``parallelize.py``).
 
 ``MODEL_SPEC`` is what ``hyper_parallel.models.get_model_spec("llama3", backend="mindspore")`` returns: the
-same config class and flavors as the torch model (dense flavors only), the same Hugging Face adapter.
+same config class and flavors as the torch model, the same Hugging Face adapter. No torch import.
 """
 from hyper_parallel.models.llama3.args import TINY_CONFIGS, LlamaConfig
 from hyper_parallel.models.llama3.state_dict_adapter import LlamaStateDictAdapter
@@ -11,8 +11,8 @@ from hyper_parallel.models.llama3._mindspore.model import LlamaForCausalLM, cros
 from hyper_parallel.models.llama3._mindspore.parallelize import parallelize_llama3
 from hyper_parallel.models.spec import ModelSpec
 
-#: the flavors the MindSpore model builds (MoE flavors are torch-only)
-FLAVORS = {name: cfg for name, cfg in TINY_CONFIGS.items() if cfg.moe is None}
+#: the flavors the MindSpore model builds (all of the torch model's)
+FLAVORS = dict(TINY_CONFIGS)
 
 MODEL_SPEC = ModelSpec(name="llama3", model_cls=LlamaForCausalLM, config_cls=LlamaConfig, flavors=FLAVORS,
                        parallelize_fn=parallelize_llama3, pipelining_fn=None,

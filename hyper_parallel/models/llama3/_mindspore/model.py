@@ -1,8 +1,10 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""The Llama 3 decoder on MindSpore (PyNative): the same architecture, config and parameter names as the
-torch model (``hyper_parallel.models.llama3.model``), so a checkpoint in the shared format or a Hugging Face
-``LlamaForCausalLM`` state dict loads into either.
+"""The Llama-family decoder on MindSpore (PyNative): the same architecture, configs and parameter names as the
+torch models (``hyper_parallel.models.llama3.model``), so a checkpoint in the shared format or a Hugging Face
+state dict (through the same adapter) loads into either. Qwen3 (``qk_norm``, explicit ``head_dim``, tied
+embeddings), Qwen3-MoE (MoE layers: ``hyper_parallel.moe._mindspore``) and DeepSeek-V3 (MLA, in
+``hyper_parallel.models.deepseek_v3._mindspore``) build on these cells.
 
 Written with ``mindspore.mint`` / ``ops`` calls that have CPU kernels in MindSpore 2.10: ``mint.nn.Linear``
 (its ``linear`` kernel), ``ops.gather`` for the embedding lookup (the mint ``Embedding`` kernel is missing on
@@ -10,7 +12,12 @@ CPU), RMSNorm as ``x * rsqrt(mean(x^2) + eps) * w`` (no CPU ``RmsNorm``), attent
 ``mint.matmul`` with an additive causal mask and ``mint.softmax``, the cross-entropy with ``max``/``exp``/
 ``log``/``gather`` (no CPU ``LogSoftmaxExt``/``LogSumExp``), and constants built in NumPy (no CPU
 ``Arange``). Head counts are read from tensor sizes, so the same code runs on tensor-parallel shards.
-Dense flavors only (MoE flavors are torch-only here).
+
+Initial values: ``init_parameters`` (``hyper_parallel.models._mindspore.init``) — norms ones, everything else
+Normal(0, 0.02) from the counter-based RNG keyed by ``(seed, parameter name)``: bit-identical to the torch
+model after ``hyper_parallel.models.init_parameters(model, seed=seed)``, without torch. Each block of a layer
+is its own cell (``core_attention``, ``act``), the granularity at which ``hyper_parallel.activation``
+recomputes on MindSpore.
 """
 from __future__ import annotations
 
@@ -19,16 +26,13 @@ import math
 import mindspore as ms
 import numpy as np
 from mindspore import mint, nn, ops
+from mindspore.common.initializer import initializer
 
 from hyper_parallel.models.llama3.args import TINY_CONFIGS, LlamaConfig
 
 __all__ = ["LlamaConfig", "LlamaForCausalLM", "TINY_CONFIGS", "LlamaModel", "LlamaDecoderLayer", "LlamaAttention",
-           "LlamaMLP", "LlamaRMSNorm", "LlamaRotary", "Embedding", "Linear", "attention", "apply_rotary_emb",
-           "cross_entropy"]
-
-
-def _normal(shape, std: float, seed: int) -> np.ndarray:
-    return (np.random.default_rng(seed).standard_normal(shape) * std).astype(np.float32)
+           "LlamaMLP", "LlamaRMSNorm", "LlamaRotary", "Embedding", "Linear", "CoreAttention", "GatedAct", "attention",
+           "apply_rotary_emb", "cross_entropy", "rope_inv_freq"]
 
 
 class Linear(mint.nn.Linear):
@@ -58,7 +62,7 @@ class LlamaRMSNorm(nn.Cell):
 
     def __init__(self, dim: int, eps: float) -> None:
         super().__init__()
-        self.weight = ms.Parameter(ms.Tensor(np.ones(dim, np.float32)), name="weight")
+        self.weight = ms.Parameter(initializer("ones", (dim,), ms.float32), name="weight")
         self.eps = eps
 
     def construct(self, x):
@@ -66,33 +70,42 @@ class LlamaRMSNorm(nn.Cell):
         return x * mint.rsqrt(mint.mean(x * x, -1, keepdim=True) + self.eps) * self.weight
 
 
+def rope_inv_freq(config, dim: int) -> np.ndarray:
+    """``theta ** (-2i / dim)`` in float32 as the torch model computes it (Llama 3.1-scaled with
+    ``rope_type="llama3"``)."""
+    inv = 1.0 / (np.float32(config.rope_theta) ** (np.arange(0, dim, 2, dtype=np.int64).astype(np.float32) / dim))
+    if getattr(config, "rope_type", "default") == "llama3":
+        inv = _llama3_scaled(inv.astype(np.float32), config)
+    return inv.astype(np.float32)
+
+
 class LlamaRotary(nn.Cell):
     """cos/sin tables (HF ``rotate_half`` convention); ``inv_freq`` as the torch model computes it."""
 
     def __init__(self, config: LlamaConfig) -> None:
         super().__init__()
-        hd = config.head_dim
-        inv = 1.0 / (np.float32(config.rope_theta) ** (np.arange(0, hd, 2, dtype=np.int64).astype(np.float32) / hd))
-        if getattr(config, "rope_type", "default") == "llama3":
-            inv = _llama3_scaled(inv.astype(np.float64), config).astype(np.float32)
-        self.inv_freq = ms.Tensor(inv.astype(np.float32))
+        self.inv_freq = ms.Tensor(rope_inv_freq(config, config.head_dim))
+        self.magnitude = 1.0
 
     def construct(self, positions):
         """(cos, sin) of shape ``[seq, 1, head_dim]`` for positions ``[seq]``."""
         freqs = positions.astype(ms.float32).unsqueeze(-1) * self.inv_freq
         emb = mint.cat((freqs, freqs), -1)
-        return mint.cos(emb).unsqueeze(-2), mint.sin(emb).unsqueeze(-2)
+        cos, sin = mint.cos(emb), mint.sin(emb)
+        if self.magnitude != 1.0:
+            cos, sin = cos * self.magnitude, sin * self.magnitude
+        return cos.unsqueeze(-2), sin.unsqueeze(-2)
 
 
 def _llama3_scaled(inv: np.ndarray, config) -> np.ndarray:
     low = config.rope_original_max_position_embeddings / config.rope_low_freq_factor
     high = config.rope_original_max_position_embeddings / config.rope_high_freq_factor
-    wavelen = 2 * math.pi / inv
-    scaled = np.where(wavelen > low, inv / config.rope_factor, inv)
-    smooth = ((config.rope_original_max_position_embeddings / wavelen - config.rope_low_freq_factor)
+    wavelen = np.float32(2 * math.pi) / inv
+    scaled = np.where(wavelen > low, inv / np.float32(config.rope_factor), inv)
+    smooth = ((np.float32(config.rope_original_max_position_embeddings) / wavelen - config.rope_low_freq_factor)
               / (config.rope_high_freq_factor - config.rope_low_freq_factor))
-    blended = (1 - smooth) * scaled / config.rope_factor + smooth * scaled
-    return np.where((wavelen >= high) & (wavelen <= low), blended, scaled)
+    blended = (1 - smooth) * scaled / np.float32(config.rope_factor) + smooth * scaled
+    return np.where((wavelen >= high) & (wavelen <= low), blended, scaled).astype(np.float32)
 
 
 def apply_rotary_emb(x, cos, sin):
@@ -112,23 +125,60 @@ def _causal_bias(seq: int):
     return _MASKS[seq]
 
 
-def attention(q, k, v):
+def attention(q, k, v, scale=None):
     """Causal attention on ``[batch, seq, heads, dim]`` (grouped-query: query head ``i`` reads key/value head
-    ``i // (heads / kv_heads)``, torch's ``enable_gqa``), returning ``[batch, seq, heads * dim]``."""
+    ``i // (heads / kv_heads)``, torch's ``enable_gqa``; ``v`` may have another head size), returning
+    ``[batch, seq, heads * v_dim]``; ``scale`` default ``dim ** -0.5``."""
     b, s, h, d = q.shape
-    kv = k.shape[2]
+    kv, dv = k.shape[2], v.shape[-1]
     if kv != h:
         rep = h // kv
         k = k.unsqueeze(3).broadcast_to((b, s, kv, rep, d)).reshape(b, s, h, d)
-        v = v.unsqueeze(3).broadcast_to((b, s, kv, rep, d)).reshape(b, s, h, d)
+        v = v.unsqueeze(3).broadcast_to((b, s, kv, rep, dv)).reshape(b, s, h, dv)
     qt, kt, vt = q.transpose(0, 2, 1, 3), k.transpose(0, 2, 3, 1), v.transpose(0, 2, 1, 3)
-    scores = mint.matmul(qt, kt) * (1.0 / math.sqrt(d)) + _causal_bias(s).astype(q.dtype)
+    scale = (1.0 / math.sqrt(d)) if scale is None else scale
+    scores = mint.matmul(qt, kt) * scale + _causal_bias(s).astype(q.dtype)
     out = mint.matmul(mint.softmax(scores, dim=-1), vt)
-    return out.transpose(0, 2, 1, 3).reshape(b, s, h * d)
+    return out.transpose(0, 2, 1, 3).reshape(b, s, h * dv)
+
+
+class CoreAttention(nn.Cell):
+    """The attention core (scores, causal softmax, weighted values) as its own cell: the block the selective
+    recompute policies name ``attention``."""
+
+    def __init__(self, scale=None) -> None:
+        super().__init__()
+        self.scale = scale
+
+    def construct(self, q, k, v):
+        """See :func:`attention`."""
+        return attention(q, k, v, self.scale)
+
+
+def _gelu_tanh(x):
+    return mint.nn.functional.gelu(x, approximate="tanh")
+
+
+#: ``config.hidden_act`` -> the gate activation (the torch model's ``ACTIVATIONS``)
+ACTIVATIONS = {"silu": mint.nn.functional.silu, "swish": mint.nn.functional.silu, "gelu": mint.nn.functional.gelu,
+               "gelu_pytorch_tanh": _gelu_tanh, "gelu_new": _gelu_tanh, "relu": mint.nn.functional.relu}
+
+
+class GatedAct(nn.Cell):
+    """``act(gate) * up`` as its own cell (the pointwise block of the MLP that selective recompute redoes)."""
+
+    def __init__(self, hidden_act: str = "silu") -> None:
+        super().__init__()
+        self.fn = ACTIVATIONS[hidden_act]
+
+    def construct(self, gate, up):
+        """``act(gate) * up``."""
+        return self.fn(gate) * up
 
 
 class LlamaAttention(nn.Cell):
-    """Causal self-attention with grouped-query heads."""
+    """Causal self-attention with grouped-query heads (and Qwen3's per-head query/key RMSNorm when
+    ``config.qk_norm``)."""
 
     def __init__(self, config: LlamaConfig) -> None:
         super().__init__()
@@ -138,6 +188,12 @@ class LlamaAttention(nn.Cell):
         self.k_proj = Linear(config.hidden_size, config.num_key_value_heads * hd)
         self.v_proj = Linear(config.hidden_size, config.num_key_value_heads * hd)
         self.o_proj = Linear(config.num_attention_heads * hd, config.hidden_size)
+        if getattr(config, "qk_norm", False):
+            self.q_norm = LlamaRMSNorm(hd, config.rms_norm_eps)
+            self.k_norm = LlamaRMSNorm(hd, config.rms_norm_eps)
+        else:
+            self.q_norm = self.k_norm = None
+        self.core_attention = CoreAttention()
 
     def construct(self, x, cos, sin):
         """``x: [batch, seq, hidden]``."""
@@ -145,32 +201,44 @@ class LlamaAttention(nn.Cell):
         q = self.q_proj(x).reshape(b, s, -1, self.head_dim)
         k = self.k_proj(x).reshape(b, s, -1, self.head_dim)
         v = self.v_proj(x).reshape(b, s, -1, self.head_dim)
-        return self.o_proj(attention(apply_rotary_emb(q, cos, sin), apply_rotary_emb(k, cos, sin), v))
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = apply_rotary_emb(q, cos, sin), apply_rotary_emb(k, cos, sin)
+        return self.o_proj(self.core_attention(q, k, v))
 
 
 class LlamaMLP(nn.Cell):
-    """SwiGLU feed-forward."""
+    """Gated feed-forward ``down(act(gate(x)) * up(x))`` (SwiGLU with ``hidden_act="silu"``)."""
 
-    def __init__(self, config: LlamaConfig) -> None:
+    def __init__(self, config: LlamaConfig, intermediate_size: int = 0) -> None:
         super().__init__()
-        self.gate_proj = Linear(config.hidden_size, config.intermediate_size)
-        self.up_proj = Linear(config.hidden_size, config.intermediate_size)
-        self.down_proj = Linear(config.intermediate_size, config.hidden_size)
+        inner = intermediate_size or config.intermediate_size
+        self.gate_proj = Linear(config.hidden_size, inner)
+        self.up_proj = Linear(config.hidden_size, inner)
+        self.down_proj = Linear(inner, config.hidden_size)
+        self.act = GatedAct(getattr(config, "hidden_act", "silu"))
 
     def construct(self, x):
-        """``down(silu(gate(x)) * up(x))``."""
-        return self.down_proj(mint.nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))
+        """``down(act(gate(x)) * up(x))``."""
+        return self.down_proj(self.act(self.gate_proj(x), self.up_proj(x)))
+
+
+def _moe(config):
+    from hyper_parallel.moe._mindspore.moe import MoE  # pylint: disable=import-outside-toplevel
+    return MoE(config.moe)
 
 
 class LlamaDecoderLayer(nn.Cell):
-    """Pre-norm attention + MLP block."""
+    """Pre-norm attention + MLP (or MoE) block; a model family with another attention sets ``attention_cls``."""
 
-    def __init__(self, config: LlamaConfig) -> None:
+    attention_cls = LlamaAttention
+
+    def __init__(self, config: LlamaConfig, index: int = 0) -> None:
         super().__init__()
         self.input_layernorm = LlamaRMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.self_attn = LlamaAttention(config)
+        self.self_attn = self.attention_cls(config)
         self.post_attention_layernorm = LlamaRMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.mlp = LlamaMLP(config)
+        self.mlp = _moe(config) if config.is_moe_layer(index) else LlamaMLP(config)
 
     def construct(self, x, cos, sin):
         """Residual stream in, residual stream out."""
@@ -179,14 +247,17 @@ class LlamaDecoderLayer(nn.Cell):
 
 
 class LlamaModel(nn.Cell):
-    """Embedding + decoder layers + final norm."""
+    """Embedding + decoder layers + final norm (``layer_cls`` / ``rotary_cls``: what a derived model swaps in)."""
+
+    layer_cls = LlamaDecoderLayer
+    rotary_cls = LlamaRotary
 
     def __init__(self, config: LlamaConfig) -> None:
         super().__init__()
         self.embed_tokens = Embedding(config.vocab_size, config.hidden_size)
-        self.layers = nn.CellList([LlamaDecoderLayer(config) for _ in range(config.num_hidden_layers)])
+        self.layers = nn.CellList([self.layer_cls(config, i) for i in range(config.num_hidden_layers)])
         self.norm = LlamaRMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.rotary = LlamaRotary(config)
+        self.rotary = self.rotary_cls(config)
 
     def construct(self, input_ids, position_ids=None):
         """Hidden states ``[batch, seq, hidden]``; ``position_ids [seq]`` default ``0..seq-1``."""
@@ -201,48 +272,41 @@ class LlamaModel(nn.Cell):
 
 class LlamaForCausalLM(nn.Cell):
     """Decoder + LM head; ``construct`` returns logits ``[batch, seq, vocab]``. Parameters are named as the
-    torch model's (``model.layers.0.self_attn.q_proj.weight``, ``lm_head.weight``)."""
+    torch model's (``model.layers.0.self_attn.q_proj.weight``, ``lm_head.weight``); with
+    ``tie_word_embeddings`` the head is the embedding's Parameter (listed once, as
+    ``model.embed_tokens.weight``)."""
+
+    model_cls = LlamaModel
 
     def __init__(self, config: LlamaConfig, seed: int = 0) -> None:
         super().__init__()
-        if config.moe is not None:
-            raise ValueError("LlamaForCausalLM (MindSpore): MoE flavors are not supported by the MindSpore Llama; "
-                             "use a dense flavor such as 'debug'")
-        if config.tie_word_embeddings:
-            raise ValueError("LlamaForCausalLM (MindSpore): tie_word_embeddings is not supported")
-        if getattr(config, "qk_norm", False):
-            raise ValueError("LlamaForCausalLM (MindSpore): qk_norm (Qwen3) is not supported")
         self.config = config
-        self.model = LlamaModel(config)
+        self.model = self.model_cls(config)
         self.lm_head = Linear(config.hidden_size, config.vocab_size)
+        if config.tie_word_embeddings:
+            self.lm_head.weight = self.model.embed_tokens.weight
         for name, param in self.parameters_and_names():
             param.name = name  # the hierarchical name, as torch's named_parameters
-        self.reset_parameters(seed=seed)
+        from hyper_parallel.models._mindspore.init import is_empty_init  # pylint: disable=C0415
+        if not is_empty_init():  # inside init_empty_weights() the parameters stay lazy until init_parameters
+            self.reset_parameters(seed=seed)
 
     def reset_parameters(self, std: float = 0.02, seed: int = 0) -> None:
-        """Normal(0, std) for linear and embedding weights, ones for norms. Every parameter draws from its own
-        NumPy generator seeded by ``(seed, its index)``: the full weights are the same on every rank and for
-        every layout (initialise before parallelising). Use :meth:`load_numpy` to start from the torch model's
-        weights."""
-        for i, (_, param) in enumerate(self.parameters_and_names()):
-            if param.name.endswith("norm.weight"):
-                continue
-            param.set_data(ms.Tensor(_normal(tuple(param.shape), std, seed * 100003 + i)))
+        """``hyper_parallel.models._mindspore.init.init_parameters(self, seed=seed, std=std)``: the torch
+        model's ``init_parameters`` values for the same seed, bit for bit; layout-independent."""
+        from hyper_parallel.models._mindspore.init import init_parameters  # pylint: disable=C0415
+        init_parameters(self, seed=seed, std=std)
+
+    def tied_names(self):
+        """``{alias: name}`` of parameters listed under another name (``lm_head.weight`` when tied)."""
+        return {"lm_head.weight": "model.embed_tokens.weight"} if self.config.tie_word_embeddings else {}
 
     def load_numpy(self, weights) -> None:
-        """Set every parameter from ``{name: ndarray}`` (full, unsharded; e.g. the torch model's state dict as
-        NumPy); a missing or extra name, or a shape mismatch, is an error naming it."""
-        own = dict(self.parameters_and_names())
-        missing = sorted(set(own) - set(weights))
-        extra = sorted(set(weights) - set(own))
-        if missing or extra:
-            raise ValueError(f"LlamaForCausalLM.load_numpy: missing {missing}, unexpected {extra}")
-        for name, param in own.items():
-            value = np.asarray(weights[name], dtype=np.float32)
-            if tuple(value.shape) != tuple(param.shape):
-                raise ValueError(f"LlamaForCausalLM.load_numpy: {name} has shape {value.shape}, expected "
-                                 f"{tuple(param.shape)}")
-            param.set_data(ms.Tensor(value))
+        """Set every parameter (and the MoE expert biases) from ``{name: ndarray}`` (full, unsharded; e.g. the
+        torch model's state dict as NumPy, or ``adapter.from_hf`` of a Hugging Face state dict); a missing or
+        extra name, or a shape mismatch, is an error naming it."""
+        from hyper_parallel.models._mindspore.init import load_numpy  # pylint: disable=C0415
+        load_numpy(self, weights)
 
     def construct(self, input_ids, position_ids=None):
         """Logits for next-token prediction."""

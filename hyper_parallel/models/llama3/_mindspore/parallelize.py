@@ -8,16 +8,16 @@ from __future__ import annotations
 from hyper_parallel.models.llama3.parallelize import llama_tp_plan
 from hyper_parallel.models.spec import fsdp_mesh as fsdp_mesh_of
 
-__all__ = ["parallelize_llama3", "llama_tp_plan", "UNSUPPORTED_DIMS"]
+__all__ = ["parallelize_llama3", "parallelize_fsdp_only", "llama_tp_plan", "UNSUPPORTED_DIMS"]
 
 #: degrees the MindSpore plan refuses (their implementations are torch-only)
 UNSUPPORTED_DIMS = ("cp", "pp", "ep")
 
 
-def _check(model, world_mesh, dims) -> None:
+def _check(model, world_mesh, dims, fn_name: str = "parallelize_llama3") -> None:
     for name in UNSUPPORTED_DIMS:
         if getattr(dims, name, 1) > 1:
-            raise ValueError(f"parallelize_llama3 (MindSpore): parallel degree {name}={getattr(dims, name)} is not "
+            raise ValueError(f"{fn_name} (MindSpore): parallel degree {name}={getattr(dims, name)} is not "
                              f"supported on MindSpore (TP, FSDP and HSDP are); set parallelism.{name} = 1")
     if dims.tp > 1 and dims.dp_replicate > 1:
         raise ValueError("parallelize_llama3 (MindSpore): TP with dp_replicate > 1 (HSDP x TP) is not supported by "
@@ -51,6 +51,10 @@ def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: b
         raise ValueError("parallelize_llama3 (MindSpore): an activation policy ([activation]) is not supported by "
                          "the MindSpore trainer path; remove the [activation] section")
     _check(model, world_mesh, parallel_dims)
+    cfg = model.config
+    if parallel_dims.tp > 1 and (cfg.moe is not None or cfg.tie_word_embeddings or cfg.qk_norm):
+        raise ValueError("parallelize_llama3 (MindSpore): TP of MoE, tied-embedding or QK-norm configs is not "
+                         "supported on MindSpore (FSDP / HSDP are); set parallelism.tp = 1")
     if parallel_dims.tp > 1:
         from hyper_parallel.tp import parallelize_module  # pylint: disable=import-outside-toplevel
         parallelize_module(model, world_mesh["tp"], llama_tp_plan(sequence_parallel, loss_parallel))
@@ -58,6 +62,28 @@ def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: b
     if shard_mesh is not None and _pure_replicate(parallel_dims):  # DDP: gradient all-reduce during backward
         from hyper_parallel.fsdp._mindspore.replicate import replicate  # pylint: disable=import-outside-toplevel
         return replicate(model, mesh=shard_mesh)
+    if shard_mesh is not None:
+        from hyper_parallel.fsdp._mindspore.fully_shard import fully_shard  # pylint: disable=import-outside-toplevel
+        for layer in model.model.layers:
+            fully_shard(layer, mesh=shard_mesh, **fsdp_kwargs)
+        fully_shard(model, mesh=shard_mesh, **fsdp_kwargs)
+    return model
+
+
+def parallelize_fsdp_only(model, world_mesh, parallel_dims, *, fn_name: str = "parallelize", activation=None,
+                          sequence_parallel: bool = True, loss_parallel: bool = False, **fsdp_kwargs):
+    """The MindSpore ``parallelize_fn`` of Qwen3, Qwen3-MoE and DeepSeek-V3: FSDP (HSDP with ``dp_replicate >
+    1``) per decoder layer and on the root; TP, CP, PP and EP are refused naming the degree (their MindSpore
+    plans are Llama 3's only). ``sequence_parallel`` / ``loss_parallel`` only matter under TP."""
+    del sequence_parallel, loss_parallel
+    if activation:
+        raise ValueError(f"{fn_name} (MindSpore): an activation policy ([activation]) is applied by "
+                         "hyper_parallel.activation.apply_recompute_schedule, not by the MindSpore trainer path")
+    for name in UNSUPPORTED_DIMS + ("tp",):
+        if getattr(parallel_dims, name, 1) > 1:
+            raise ValueError(f"{fn_name} (MindSpore): parallel degree {name}={getattr(parallel_dims, name)} is not "
+                             f"supported for this model on MindSpore (FSDP and HSDP are); set parallelism.{name} = 1")
+    shard_mesh = fsdp_mesh_of(world_mesh, parallel_dims)
     if shard_mesh is not None:
         from hyper_parallel.fsdp._mindspore.fully_shard import fully_shard  # pylint: disable=import-outside-toplevel
         for layer in model.model.layers:
