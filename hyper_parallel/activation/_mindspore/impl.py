@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from fnmatch import fnmatchcase
 from typing import Any, List, Optional, Tuple
 
 import mindspore as ms
 import numpy as np
 
+from hyper_parallel.activation._mindspore.schedule import _apply_layer, _layers
 from hyper_parallel.activation.plan import ActivationPlan
-from hyper_parallel.activation.config import ActivationConfig, ActivationConfigError, resolve_layer_modes
+from hyper_parallel.activation.config import ActivationConfig, resolve_layer_modes
 from hyper_parallel.activation.manager import SwapError, SwapManager
-from hyper_parallel.activation.policy import OpPolicy, resolve_policy
+from hyper_parallel.activation.policy import OpPolicy, op_policy, resolve_policy
+from hyper_parallel.activation.schedule import LayerRecompute
 from hyper_parallel.activation.swap_plan import is_swappable_size
 
 __all__ = ["ActivationBackendError", "MindSporeSwapEngine", "checkpoint", "checkpoint_wrapper", "swap", "swap_wrapper",
@@ -33,9 +34,24 @@ def _full_only(policy, what: str) -> None:
     if isinstance(policy, OpPolicy) and not policy.needs_dispatch:
         return
     raise ActivationBackendError(
-        f"{what}: only full recompute is available on MindSpore (mindspore.recompute); selective per-op policies "
-        "need dispatch-level interception of every op, which MindSpore PyNative does not expose. Use policy=None "
-        "or 'full' (or the torch backend for 'op', op lists and policy functions)")
+        f"{what}: checkpoint(fn, ...) on MindSpore recomputes the whole cell (mindspore.recompute); a selective "
+        "policy is decided per block of a cell: use checkpoint_wrapper(cell, policy) or apply_recompute_schedule")
+
+
+def _block_policy(policy, what: str):
+    """None for full recompute, else the ``OpPolicy`` that decides the blocks (swap and policy functions are
+    refused: MindSpore PyNative has no per-op interception to run them)."""
+    policy = resolve_policy(policy, what)
+    if isinstance(policy, OpPolicy) and not policy.needs_dispatch:
+        return None
+    if not isinstance(policy, OpPolicy):
+        raise ActivationBackendError(f"{what}: a policy function needs per-op interception, which MindSpore PyNative "
+                                     "does not expose; give 'op', a list of op names or an OpPolicy (decided per "
+                                     "block: see hyper_parallel.activation.schedule)")
+    if policy.swaps:
+        raise ActivationBackendError(f"{what}: MUST_SWAP of single ops is torch-only; on MindSpore swap whole layers "
+                                     "(swap_wrapper)")
+    return policy
 
 
 def _cell_of(fn) -> ms.nn.Cell:
@@ -54,15 +70,20 @@ def checkpoint(fn, *args, policy=None, **kwargs):
 
 
 def checkpoint_wrapper(module, policy=None, **kwargs):
-    """``module.recompute(use_reentrant=False, **kwargs)``: the cell recomputes its forward in backward
-    (in place; returns ``module``)."""
+    """Full recompute (``policy`` None / ``"full"``): ``module.recompute(use_reentrant=False, **kwargs)``, the cell
+    recomputes its forward in backward. A selective policy (``"op"``, a list of op names or groups, an
+    ``OpPolicy``): every block of ``module`` whose op the policy does not keep recomputes
+    (``hyper_parallel.activation.schedule``). In place; returns ``module``."""
     if not isinstance(module, ms.nn.Cell):
         raise TypeError(f"checkpoint_wrapper(module): expected a mindspore.nn.Cell, got {type(module).__name__}")
-    _full_only(policy, "checkpoint_wrapper(policy)")
+    selective = _block_policy(policy, "checkpoint_wrapper(policy)")
     if getattr(module, "_hp_activation_checkpoint", False):
         raise ValueError(f"checkpoint_wrapper: {type(module).__name__} is already checkpointed")
-    kwargs.setdefault("use_reentrant", False)
-    module.recompute(**kwargs)
+    if selective is not None:
+        _apply_layer(module, LayerRecompute("blocks", selective))
+    else:
+        kwargs.setdefault("use_reentrant", False)
+        module.recompute(**kwargs)
     module._hp_activation_checkpoint = True
     return module
 
@@ -295,47 +316,23 @@ def swap_tensor_wrapper(tensor, manager=None, group=None):  # pylint: disable=un
 
 
 # ---------------------------------------------------------------------- config block
-def _matching(named, patterns, model) -> List[Tuple[str, Any]]:
-    out: List[Tuple[str, Any]] = []
-    for pattern in patterns:
-        hits = [(n, c) for n, c in named if fnmatchcase(n, pattern)]
-        if not hits:
-            raise ActivationConfigError(f"activation.layers: {pattern!r} matches no cell of {type(model).__name__}")
-        out += [h for h in hits if h not in out]
-    return out
-
-
-def _layers(model, patterns) -> List[Tuple[str, Any]]:
-    named = [(n, c) for n, c in model.cells_and_names() if n]
-    if patterns:
-        return _matching(named, patterns, model)
-    best: List[Tuple[str, Any]] = []
-    for name, cell in named:
-        if isinstance(cell, (ms.nn.CellList, ms.nn.SequentialCell)) and len(cell):
-            kids = [(f"{name}.{i}", c) for i, c in enumerate(cell)]
-            if len({type(c) for _, c in kids}) == 1 and len(kids) > len(best):
-                best = kids
-    if not best:
-        raise ActivationConfigError("activation.layers: the model has no CellList/SequentialCell of same-class "
-                                    "blocks; name the layer cells with activation.layers (globs)")
-    return best
-
-
 def apply_activation_policy(model, cfg: ActivationConfig, *, example_inputs=None, loss_fn=None,  # pylint: disable=unused-argument
                             manager: Optional[SwapManager] = None) -> ActivationPlan:
-    """Apply ``cfg`` to ``model``'s layer cells: none, full (and every-k) and swap; others raise."""
-    if cfg.mode in ("selective-op", "auto") or cfg.swap_ops or (cfg.mode == "every-k" and cfg.every_k_policy != "full"):
-        raise ActivationBackendError(f"activation.mode: {cfg.mode!r} (selective per-op recompute) is torch-only; "
-                                     "MindSpore supports none, full, every-k (full) and swap")
+    """Apply ``cfg`` to ``model``'s layer cells: none, full, selective-op (decided per block, see
+    ``hyper_parallel.activation.schedule``), every-k and swap; ``auto`` and ``swap_ops`` raise."""
+    if cfg.mode == "auto" or cfg.swap_ops:
+        raise ActivationBackendError(f"activation.mode: {cfg.mode!r} / swap_ops (per-op swap, the auto planner's "
+                                     "profile) are torch-only; MindSpore supports none, full, selective-op, every-k "
+                                     "and swap")
     layers = _layers(model, cfg.layers)
     modes = resolve_layer_modes(cfg, [n for n, _ in layers])
-    if "selective-op" in modes.values():
-        raise ActivationBackendError("activation.overrides: 'selective-op' is torch-only on MindSpore")
     if "swap" in modes.values() and manager is None:
         manager = SwapManager.from_config(cfg.swap)
     for name, cell in layers:
         if modes[name] == "full":
             checkpoint_wrapper(cell)
+        elif modes[name] == "selective-op":
+            checkpoint_wrapper(cell, op_policy(list(cfg.save_ops)))
         elif modes[name] == "swap":
             swap_wrapper(cell, manager, group=name)
     used = manager if "swap" in modes.values() else None

@@ -81,7 +81,7 @@ def activation_check(mesh):  # pylint: disable=unused-argument
         order = [(f"layers.{i}", 0) for i in (2, 1, 0)]
         assert m.backward_log == order and m.prefetch_log == order[1:], (m.backward_log, m.prefetch_log)
         m.close()
-    for bad, what in (({"mode": "selective-op"}, "torch-only"), ({"mode": "auto", "auto": {"budget_mib": 1}},
+    for bad, what in (({"mode": "selective-op", "swap_ops": ["aten.mm"]}, "torch-only"), ({"mode": "auto", "auto": {"budget_mib": 1}},
                                                                    "torch-only")):
         try:
             act.apply_activation_policy(_net(), bad)
