@@ -88,8 +88,9 @@ def moe_bias_and_errors_check(mesh):
     biases = raw_all_gather(net.expert_bias.reshape(1, -1), mesh.get_group(0), 0, (1, 1)).asnumpy()
     assert np.array_equal(biases[0], biases[1]), biases
     assert not net.tokens_per_expert.any()
-    for kwargs, text in (({"n_groups": 2, "topk_groups": 1}, "group-limited"), ({"capacity_factor": 1.0}, "dropping"),
-                         ({"load_balance": "aux_loss"}, "auxiliary loss")):
+    # group-limited routing and the batch-level auxiliary loss are supported (tests/ut/mindspore/test_models_mindspore.py)
+    for kwargs, text in (({"capacity_factor": 1.0}, "dropping"), ({"z_loss_coeff": 0.1}, "z-loss"),
+                         ({"load_balance": "aux_loss", "aux_loss_level": "sequence"}, "sequence-level auxiliary loss")):
         try:
             MoE(MoEConfig(num_experts=4, top_k=1, dim=8, hidden_dim=6, **kwargs))
         except ValueError as exc:
