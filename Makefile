@@ -7,7 +7,7 @@ NPROC ?= 2
 export PYTHONUNBUFFERED := 1
 
 .PHONY: demo tour test ut st agent gate bench coverage matrix install clean multinode package finetune bench-finetune vl-demo \
-	llamafactory-check llamafactory-bench
+	llamafactory-check llamafactory-bench ms-models
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -67,6 +67,11 @@ ut: $(STAMP)
 
 st: $(STAMP)
 	$(PY) -m pytest tests/st
+
+## ms-models: hp-train on MindSpore beyond Llama 3: DeepSeek-V3 FSDP on 2 ranks vs one process, Qwen3 vs the
+## torch trainer (tests/extra/test_trainer_models_mindspore.py; ~1.5 min of CPU, ~8 min wall at load 30)
+ms-models: $(STAMP)
+	$(PY) -m pytest tests/extra/test_trainer_models_mindspore.py
 
 bench: $(STAMP)
 	$(VENV)/bin/torchrun --standalone --nproc_per_node 2 benchmarks/redistribute.py
