@@ -72,6 +72,9 @@ def _check_model(cfg: JobConfig) -> None:
     if cfg.parallelism.tp != 1 and (name != "llama3" or "moe" in cfg.model.flavor):
         raise _refuse(cfg, "parallelism.tp", f"TP of {name!r} ({cfg.model.flavor!r}) is not supported on MindSpore "
                       "(FSDP / HSDP are; TP is Llama 3's dense flavors); set it to 1")
+    if cfg.training.compile and (name in ("qwen3_moe", "deepseek_v3") or "moe" in cfg.model.flavor):
+        raise _refuse(cfg, "training.compile", f"{name!r} ({cfg.model.flavor!r}) has MoE layers, whose routing reads "
+                      "the expert choices on the host, which mindspore.jit cannot compile; set it to false")
 
 
 def _free_port() -> int:

@@ -36,6 +36,17 @@ def test_mindspore_refuses_naming_the_key(key, value, why):
         check_mindspore_config(cfg)
 
 
+def test_mindspore_refuses_compile_of_moe_layers():
+    from hyper_parallel.trainer._mindspore.launch import check_mindspore_config
+    cfg = load_config(CONFIG, [("model.name", "deepseek_v3"), ("parallelism.tp", 1), ("parallelism.dp_shard", 1),
+                               ("job.nproc", 1), ("training.compile", True)])
+    with pytest.raises(ConfigError, match="training.compile: 'deepseek_v3'.*MoE layers"):
+        check_mindspore_config(cfg)
+    check_mindspore_config(load_config(CONFIG, [("model.name", "qwen3"), ("parallelism.tp", 1),
+                                                ("parallelism.dp_shard", 1), ("job.nproc", 1),
+                                                ("training.compile", True)]))
+
+
 def test_the_config_itself_passes_and_hp_train_exits_2_on_a_refused_key(capsys):
     from hyper_parallel.trainer._mindspore.launch import check_mindspore_config
     from hyper_parallel.trainer.cli import main
