@@ -63,12 +63,12 @@ def _mtp_busy(f: RunFacts) -> bool:
 
 #: Every combination the trainer refuses, checked before any rank starts. Delete an entry to lift it.
 REFUSALS: Tuple[Refusal, ...] = (
-    Refusal("parallelism.cp", "model.name", lambda f: f.moe and f["cp"] > 1,
-            "a model with MoE layers runs pp x dp_shard x tp x ep only: the expert mesh and the experts' FSDP "
-            "have no cp dim yet"),
-    Refusal("parallelism.dp_replicate", "model.name", lambda f: f.moe and f["dp_replicate"] > 1,
-            "a model with MoE layers runs pp x dp_shard x tp x ep only: the expert mesh and the experts' FSDP "
-            "have no replicate (HSDP) dim yet"),
+    Refusal("parallelism.cp", "parallelism.etp", lambda f: f.moe and f["cp"] > 1 and f["etp"] > 1,
+            "with expert tensor parallelism a MoE model runs pp x dp_shard x tp x ep only: the [ep, tp] expert mesh "
+            "has no cp dim (etp = 1 composes EP with CP)"),
+    Refusal("parallelism.dp_replicate", "parallelism.etp", lambda f: f.moe and f["dp_replicate"] > 1 and f["etp"] > 1,
+            "with expert tensor parallelism a MoE model runs pp x dp_shard x tp x ep only: the [ep, tp] expert mesh "
+            "has no replicate (HSDP) dim (etp = 1 composes EP with HSDP)"),
     Refusal("parallelism.etp", "model.name", lambda f: f["etp"] > 1 and not f.moe,
             "expert tensor parallelism splits MoE experts' hidden dim; this model has no MoE layers"),
     Refusal("parallelism.etp", "parallelism.ep", lambda f: f.moe and f["etp"] > 1 and f["ep"] != f["dp_shard"],
@@ -84,12 +84,10 @@ REFUSALS: Tuple[Refusal, ...] = (
     Refusal("training.compile", "parallelism.tp", lambda f: f.cfg.training.compile and f["tp"] > 1,
             "under TP the blocks compute on hyper_parallel DTensors dispatched in Python (__torch_function__), "
             "which TorchDynamo does not trace into a graph"),
-    Refusal("training.compile", "parallelism.cp", lambda f: f.cfg.training.compile and f["cp"] > 1,
-            "under CP the attention runs on hyper_parallel DTensors dispatched in Python (__torch_function__), "
-            "which TorchDynamo does not trace into a graph"),
     Refusal("training.compile", "model.name", lambda f: f.cfg.training.compile and f.moe,
-            "MoE blocks route a data-dependent number of tokens per expert (a recompile almost every step) and run "
-            "expert-parallel all-to-alls inside the block"),
+            "MoE experts compute on hyper_parallel DTensors (their expert-parallel layout, even with ep = 1), "
+            "which TorchDynamo does not trace (no rule for getset_descriptor.__get__), and route a data-dependent "
+            "number of tokens per expert"),
     Refusal("model.flavor", "parallelism.pp", lambda f: bool(getattr(f.model, "tie_word_embeddings", False))
             and f["pp"] > 2,
             "tied embeddings with the first and last stage on different ranks need a 2-rank pipeline group"),

@@ -75,24 +75,31 @@ class CPState:
         self.group, self.rank, self.size = _mesh_group(self.mesh, self.what)
         _check_method(self.method, self.async_, self.what)
         self._layouts: Dict[int, SeqLayout] = {}
+        self._even: set = set()  # local lengths found even on every CP rank
 
     def local_layout(self, local_len: int, what: str, device=None) -> SeqLayout:
-        """The layout of the global sequence whose shard on this rank has ``local_len`` positions. The CP ranks
-        first compare their lengths (one 8-byte all-gather per call, before any attention exchange: a cached
-        answer could let one rank skip the check while another, whose length changed, waits in it): shards of
-        different lengths (an uneven split such as ``torch.chunk`` / ``Shard`` of 31 tokens into 16 + 15)
-        raise :class:`SequenceLengthError` on every rank."""
-        import torch.distributed as dist  # pylint: disable=import-outside-toplevel
-        mine = torch.tensor([local_len], dtype=torch.int64, device=device)
-        every = torch.empty(self.size, dtype=torch.int64, device=device)
-        dist.all_gather_into_tensor(every, mine, group=self.group)
-        lengths = every.tolist()
-        if len(set(lengths)) > 1:
-            raise SequenceLengthError(
-                f"{what}: the {self.size} CP ranks hold sequence shards of lengths {lengths} (a global sequence of "
-                f"{sum(lengths)} split unevenly); every rank must hold seq_len / cp positions: pad the sequence to a "
-                f"multiple of {self.balancer.required_multiple(self.size)} and shard it with context_parallel_shard "
-                "(see docs/cp.md, 'Lengths that do not divide')")
+        """The layout of the global sequence whose shard on this rank has ``local_len`` positions.
+
+        The CP ranks compare their lengths (one 8-byte all-gather and host sync) the first time this state (one
+        per CP-styled module, or per ``context_parallel`` block: the entry point) sees ``local_len``, not on every
+        attention call: shards of different lengths (an uneven split such as ``torch.chunk`` / ``Shard``
+        of 31 tokens into 16 + 15) raise :class:`SequenceLengthError` on every rank at that first call, before
+        any attention exchange. ``context_parallel_shard`` (the trainer's entry point) splits evenly or raises
+        itself. A rank whose length changes while another's stays at a length already checked is not caught here
+        (the other rank skips the comparison); shard every step's batch the same way on every rank."""
+        if local_len not in self._even:
+            import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+            mine = torch.tensor([local_len], dtype=torch.int64, device=device)
+            every = torch.empty(self.size, dtype=torch.int64, device=device)
+            dist.all_gather_into_tensor(every, mine, group=self.group)
+            lengths = every.tolist()
+            if len(set(lengths)) > 1:
+                raise SequenceLengthError(
+                    f"{what}: the {self.size} CP ranks hold sequence shards of lengths {lengths} (a global sequence "
+                    f"of {sum(lengths)} split unevenly); every rank must hold seq_len / cp positions: pad the "
+                    f"sequence to a multiple of {self.balancer.required_multiple(self.size)} and shard it with "
+                    "context_parallel_shard (see docs/cp.md, 'Lengths that do not divide')")
+            self._even.add(local_len)
         return self.layout(local_len * self.size, what)
 
     def layout(self, seq_len: int, what: str = "attention input") -> SeqLayout:
@@ -373,6 +380,7 @@ def cp_sdpa(state: CPState, query, key, value, attn_mask=None, dropout_p=0.0, is
     if attn_mask is not None:
         attn_mask = _unwrap(attn_mask)[0]
     _check_sdpa_args(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa)
+    q, k, v, scale, v_dim = _same_head_dims(q, k, v, scale)
     seq_len = q.shape[-2] * state.size
     layout = state.local_layout(q.shape[-2], f"context parallel attention: query {tuple(q.shape)} x cp={state.size}",
                                 q.device)
@@ -386,4 +394,20 @@ def cp_sdpa(state: CPState, query, key, value, attn_mask=None, dropout_p=0.0, is
                          state.impl, method if not state.async_ else f"{method}_async")
         fn = RingAttention if method == "ring" else AllGatherAttention
         out = fn.apply(q, k, v, cfg)
+    if out.shape[-1] != v_dim:
+        out = out[..., :v_dim]
     return _rewrap(out, q_dt, value)
+
+
+def _same_head_dims(q, k, v, scale):
+    """K and V travel packed together, so they need one head dim: a value head dim that differs from the key's
+    (DeepSeek-V3's MLA: 24 vs 16) is zero-padded to the larger one (a zero value column adds zero to the
+    output, cut off again; zero query/key columns add zero to every score, the scale stays the key dim's).
+    Returns ``(q, k, v, scale, v_dim)``."""
+    dk, dv = k.shape[-1], v.shape[-1]
+    if dk == dv:
+        return q, k, v, scale, dv
+    if dv < dk:
+        return q, k, F.pad(v, (0, dk - dv)), scale, dv
+    scale = scale if scale is not None else dk ** -0.5
+    return F.pad(q, (0, dv - dk)), F.pad(k, (0, dv - dk)), v, scale, dv

@@ -3,7 +3,8 @@
 """Parallelisation plans for the Llama model (the model code itself never mentions a mesh)."""
 from __future__ import annotations
 
-from typing import Optional
+from dataclasses import dataclass
+from typing import Any, Optional
 
 from hyper_parallel.core.placement import Replicate, Shard
 from hyper_parallel.models.spec import fsdp_mesh as fsdp_mesh_of
@@ -12,7 +13,8 @@ from hyper_parallel.tp import (ColwiseParallel, PrepareModuleInput, RowwiseParal
 
 __all__ = ["llama_tp_plan", "llama_cp_plan", "parallelize_llama", "llama_moe_tp_plan", "parallelize_llama_moe",
            "pipeline_llama", "parallelize_llama3", "pipeline_llama3", "qk_norm_plan",
-           "with_attention_plan", "retie_embeddings", "stage_plan", "moe_stage_meshes"]
+           "with_attention_plan", "retie_embeddings", "stage_plan", "moe_stage_meshes", "tied_copies", "MoEMeshes",
+           "moe_meshes", "apply_moe_parallel"]
 
 
 def llama_tp_plan(sequence_parallel: bool = True, loss_parallel: bool = False, fused_sp_grad: bool = True) -> dict:
@@ -294,6 +296,73 @@ def _shard_experts(model, expert_mesh, etp: int, async_dispatch: bool) -> None:
             module.tp_gather_tokens = True  # the tp ranks route their own sequence shards
 
 
+@dataclass
+class MoEMeshes:
+    """Where each part of a model with MoE layers is parallelised (:func:`moe_meshes` builds it from the world
+    mesh; :func:`apply_moe_parallel` applies it).
+
+    ``fsdp``: the dense layers' and the root's ``fully_shard`` mesh (1-D ``dp_shard * cp``, 2-D with
+    ``dp_replicate`` for HSDP; None: one data-parallel rank). ``tp``: the 1-D TP mesh (None without TP).
+    ``expert``: dims ``("efsdp", "ep")``; with ``dp_replicate`` the experts are sharded over the replicas too
+    (``efsdp = dp_replicate * dp_shard * cp * tp / ep``: ``fully_shard`` has no HSDP of parameters that another
+    mesh dim shards). ``flat``: every rank of the stage (``dp_tp``, with ``dp_replicate`` in front for HSDP),
+    where routers and shared experts are ``fully_shard`` -ed. ``token_group``: every rank of the stage (distinct
+    tokens of one global batch: the balancing statistics). ``sequence_group``: the ranks splitting one sequence
+    (``cp x tp``), or None. ``data_parallel_size``: the loss replicas whose gradients the experts' FSDP averages
+    (``dp_replicate * dp_shard * cp``); ``replicas``: the loss replicas of the auxiliary loss's factor (the same).
+    ``cp``: the context-parallel degree (CP ranks are averaged, not summed, so the sequence-level auxiliary
+    loss's shares are scaled by it). ``cp_mesh`` / ``cp_plan``: the CP plan applied to the attention layers."""
+
+    fsdp: Any
+    tp: Any
+    expert: Any
+    flat: Any
+    token_group: Any
+    sequence_group: Any
+    data_parallel_size: int
+    replicas: int
+    cp: int = 1
+    cp_mesh: Any = None
+    cp_plan: Optional[dict] = None
+
+
+def apply_moe_parallel(model, meshes: MoEMeshes, *, tp_plan=None, async_dispatch: bool = True, before_fsdp=None,
+                       **fsdp_kwargs):
+    """TP (``tp_plan`` on ``meshes.tp``), CP (``meshes.cp_plan``), EP of the experts, ``before_fsdp(model)``,
+    then FSDP / HSDP of the experts (``meshes.expert``), routers and shared experts (``meshes.flat``), decoder
+    layers and the root (``meshes.fsdp``) of a model (or pipeline stage module) with MoE layers; returns it.
+    Gradients come out as the average over the loss replicas (see :class:`MoEMeshes`)."""
+    from hyper_parallel.fsdp._torch.fully_shard import fully_shard
+    from hyper_parallel.moe._torch.styles import ExpertParallel, fully_shard_experts
+    cfg, m = model.config, meshes
+    tp = m.tp.size() if m.tp is not None else 1
+    if m.tp is not None:
+        parallelize_module(model, m.tp, stage_plan(model, tp_plan, sequence_parallel=True))
+        retie_embeddings(model)
+    if m.cp_plan:
+        parallelize_module(model, m.cp_mesh, stage_plan(model, m.cp_plan))
+    parallelize_module(model, m.expert["ep"], {"model.layers.*.mlp.experts": ExpertParallel(
+        async_dispatch=async_dispatch)})
+    if before_fsdp is not None:  # e.g. materialise a meta-device model's local shards
+        before_fsdp(model)
+    layers = model.model.layers
+    for i, layer in (((int(k), v) for k, v in layers.items()) if hasattr(layers, "items") else enumerate(layers)):
+        if cfg.is_moe_layer(i):
+            # global-batch statistics for the auxiliary loss / z-loss: every rank of the stage holds distinct
+            # tokens (tp: sequence-parallel shards, cp: sequence chunks); router gradients are averaged over the
+            # loss replicas (dp x cp) and summed over tp
+            layer.mlp.set_token_groups(m.token_group, m.sequence_group, data_parallel_size=m.replicas,
+                                       averaged_sequence_ranks=m.cp)
+            fully_shard_experts(layer.mlp.experts, m.expert, data_parallel_size=m.data_parallel_size)
+            for part in (layer.mlp.router, layer.mlp.shared_experts):
+                if part is not None:
+                    fully_shard(part, mesh=m.flat)
+                    part.set_gradient_scaling_factor(float(tp))  # tp ranks hold slices of one loss
+        if m.fsdp is not None:
+            fully_shard(layer, mesh=m.fsdp, **fsdp_kwargs)
+    return fully_shard(model, mesh=m.fsdp, **fsdp_kwargs) if m.fsdp is not None else model
+
+
 def pipeline_llama(model, *, schedule: str = "1F1B", n_microbatches: int, pp_group=None,
                    stages_per_rank: Optional[int] = None, first_stage_less: int = 1, last_stage_less: int = 1,
                    layers_per_stage=None, loss_fn=None, device=None, **schedule_kwargs):
@@ -355,6 +424,16 @@ def _tie_across_stages(parts, mine, plan, stages, pp_group) -> None:
             stage.tie_parameters([lambda part=part: part.model.embed_tokens.weight], pp_group)
         elif s == last:
             stage.tie_parameters([lambda part=part: part.lm_head.weight], pp_group)
+            # the head's weight is a copy of the embedding's: its (summed) gradient is counted once in the
+            # global gradient norm, on the first stage's rank (``tied_copies``)
+            part.tied_copies = (lambda part=part: part.lm_head.weight,)
+
+
+def tied_copies(parts) -> list:
+    """The parameters of the pipeline stage modules ``parts`` that are copies of a parameter another rank's
+    stage holds and counts (tied embeddings over two ranks: the head's weight on the last stage): a global
+    gradient norm must leave them out (and still scale their gradients)."""
+    return [get() for part in parts for get in getattr(part, "tied_copies", ())]
 
 
 def _moe_dense_mesh(world_mesh, dims):
@@ -402,7 +481,44 @@ def moe_stage_meshes(world_mesh, dims):
     return dense, expert, flat
 
 
-#: why a MoE model refuses a degree (one line each; see docs/moe.md, "Not done / limits")
+def _slice(world_mesh, sizes, keep):
+    """This rank's slice ``keep`` of the row-major reshape of ``world_mesh``'s ranks into ``sizes`` (an ordered
+    ``{name: size}``; size-1 names outside ``keep`` are dropped)."""
+    sizes = {n: v for n, v in sizes.items() if v > 1 or n in keep}
+    return _reshaped(world_mesh, tuple(sizes.values()), tuple(sizes))[tuple(keep)]
+
+
+def moe_meshes(world_mesh, dims, *, cp_plan=None) -> Optional[MoEMeshes]:
+    """:class:`MoEMeshes` of this rank's pipeline stage (or the whole model) in a world mesh of
+    :data:`~hyper_parallel.models.parallel_dims.MESH_DIM_ORDER` (size-1 dims may be absent): experts borrow
+    ``ep`` ranks from ``dp_shard x cp x tp`` (TorchTitan's rule) and are sharded over the rest (``efsdp``, the
+    ``dp_replicate`` replicas included); ``cp_plan``: the attention's CP plan (applied on ``world_mesh["cp"]``).
+    None when the stage has one rank. Every rank builds the same meshes, in the same order (group creation is
+    collective)."""
+    from hyper_parallel.core.process_group import get_or_create_group, get_rank
+    pp, rep, dp, cp, tp, ep = dims.pp, dims.dp_replicate, dims.dp_shard, dims.cp, dims.tp, dims.ep
+    block = dp * cp * tp
+    if rep * block == 1:
+        return None
+    ranks, me, token_group = list(world_mesh.topology.ranks), get_rank(), None
+    for start in range(0, len(ranks), rep * block):  # each stage's whole group, on every rank, in order
+        group = get_or_create_group(ranks[start:start + rep * block], world_mesh.platform)
+        token_group = group if me in ranks[start:start + rep * block] else token_group
+    lead = {"pp": pp, "dp_replicate": rep}
+    rep_keep = ("dp_replicate",) if rep > 1 else ()
+    # experts: FSDP over dp_replicate x efsdp (fully_shard has no HSDP of parameters another mesh dim shards)
+    expert = _slice(world_mesh, {"pp": pp, "efsdp": rep * block // ep, "ep": ep}, ("efsdp", "ep"))
+    flat = _slice(world_mesh, dict(lead, dp_tp=block), rep_keep + ("dp_tp",))
+    sequence = _slice(world_mesh, dict(lead, dp_shard=dp, seq=cp * tp), ("seq",)) if cp * tp > 1 else None
+    return MoEMeshes(fsdp=fsdp_mesh_of(world_mesh, dims), tp=world_mesh["tp"] if tp > 1 else None, expert=expert,
+                     flat=flat, token_group=token_group,
+                     sequence_group=sequence.get_group(0) if sequence is not None else None,
+                     data_parallel_size=rep * dp * cp, replicas=rep * dp * cp, cp=cp,
+                     cp_mesh=world_mesh["cp"] if cp > 1 else None, cp_plan=cp_plan if cp > 1 else None)
+
+
+#: why a MoE model with expert tensor parallelism (etp > 1) refuses a degree (etp = 1 composes with every degree:
+#: :func:`moe_meshes`) (one line each; see docs/moe.md, "Not done / limits")
 MOE_REFUSALS = {
     "cp": "the experts' mesh (efsdp x ep) and their FSDP have no cp dim yet, and the balancing statistics are not "
           "summed over the CP ranks; use cp = 1 with a MoE model",
@@ -445,7 +561,19 @@ def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: b
             from hyper_parallel.activation import apply_activation_policy
             apply_activation_policy(module, activation)
 
-    if model.config.moe is not None:
+    if model.config.moe is not None and dims.etp == 1:
+        meshes = moe_meshes(world_mesh, dims, cp_plan=llama_cp_plan(cp_method, async_cp, cp_load_balance))
+        if meshes is None:  # one rank per stage: nothing to distribute
+            before_fsdp(model)
+        else:
+            tp_plan = None
+            if dims.tp > 1:
+                _check_divisible(model.config, dims.tp, attention=attention_plan is None)
+                tp_plan = llama_moe_tp_plan(model.config, loss_parallel, attention_plan)
+            apply_moe_parallel(model, meshes, tp_plan=tp_plan, async_dispatch=async_dispatch, before_fsdp=before_fsdp,
+                               **fsdp_kwargs)
+        return _init_local_shards(model, init_seed)
+    if model.config.moe is not None:  # ETP: the [ep, tp] expert mesh (pp x dp_shard x tp only)
         _check_moe_layout(dims, fn_name)
         meshes = moe_stage_meshes(world_mesh, dims) if dims.pp > 1 and dims.dp_shard * dims.tp > 1 else None
         mesh = meshes[0] if meshes else _moe_dense_mesh(world_mesh, dims)

@@ -103,6 +103,9 @@ def _chunk_terms(q, k, v, g, beta, chunk: int):
     return m, b, attn @ u, q_eff
 
 
+@torch.compiler.disable  # eager under torch.compile (a graph break): AOT autograd's backward graph of the
+# chunked rule fails with "view size is not compatible" (torch 2.13); the projections, conv and norms around it
+# still compile
 def chunk_gated_delta_rule(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, g: torch.Tensor,
                            beta: torch.Tensor, chunk_size: int = 64, initial_state: Optional[torch.Tensor] = None,
                            output_final_state: bool = False, use_qk_l2norm_in_kernel: bool = False

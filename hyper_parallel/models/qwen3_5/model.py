@@ -372,12 +372,30 @@ class Qwen3_5TextModel(nn.Module):
         self.norm = Qwen3_5RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.rotary = Qwen3_5Rotary(config)
 
+    #: the context-parallel mesh when the sequence is split over ranks (set by
+    #: ``hyper_parallel.models.qwen3_5.parallelize.qwen3_5_cp_plan``): packed documents then get a full-attention
+    #: mask over the whole sequence (rows: every query, columns: every key, in sequence order)
+    cp_mesh = None
+
+    def _global_document_mask(self, text_positions: torch.Tensor) -> Optional[torch.Tensor]:
+        """Under CP (a contiguous split): the ``[batch, 1, S, S]`` document mask of the whole sequence, from every
+        rank's positions (one small all-gather per forward; the CP attention keeps this rank's query rows), or
+        None when the whole sequence is one document per row (plain causal attention)."""
+        import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+        group = self.cp_mesh.get_group(0)
+        parts = [torch.empty_like(text_positions) for _ in range(dist.get_world_size(group))]
+        dist.all_gather(parts, text_positions.contiguous(), group=group)
+        whole = DocumentLayout.from_positions(torch.cat(parts, dim=1))
+        return None if whole.identity else whole.attention_mask(None)
+
     def _context(self, text_positions, attention_mask, bsz: int, seq: int, device) -> dict:
         layout = None
         if text_positions is not None:
             layout = DocumentLayout.from_positions(text_positions.to(device))
         padding = attention_mask if attention_mask is not None and not bool(attention_mask.all()) else None
-        if layout is not None and not layout.identity:
+        if self.cp_mesh is not None and text_positions is not None and padding is None:
+            mask = self._global_document_mask(text_positions.to(device))
+        elif layout is not None and not layout.identity:
             mask = layout.attention_mask(padding)
         else:
             mask = causal_mask(attention_mask) if attention_mask is not None else None

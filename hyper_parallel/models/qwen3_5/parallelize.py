@@ -13,22 +13,23 @@
 * **CP** (:func:`qwen3_5_cp_plan`): the sequence is split contiguously (``load_balance=None``): full-attention
   layers run our CP attention (``cp_method``), Gated DeltaNet layers pass the conv halo and the recurrent
   state from rank to rank (:class:`hyper_parallel.cp.style.LinearAttentionContextParallel`).
-* **FSDP / HSDP**, **EP** (+ FSDP of the experts), activation policy, meta-device init: as Llama's
-  (:func:`hyper_parallel.models.llama3.parallelize.parallelize_llama3` / ``parallelize_llama_moe``).
+* **FSDP / HSDP**, **EP** (+ FSDP / HSDP of the experts; with CP and HSDP too), activation policy, meta-device
+  init: as Llama's (:func:`hyper_parallel.models.llama3.parallelize.parallelize_llama3` / ``apply_moe_parallel``).
 * **PP**: :func:`pipeline_qwen3_5` splits the layers of both kinds in any stage (``layers_per_stage``).
 """
 from __future__ import annotations
 
 from hyper_parallel.core.placement import Replicate, Shard
-from hyper_parallel.models.llama3.parallelize import (_init_local_shards, _moe_dense_mesh, llama_tp_plan,
-                                                      moe_stage_meshes, parallelize_llama_moe, pipeline_llama3,
-                                                      retie_embeddings, stage_plan)
+from hyper_parallel.models.llama3.parallelize import (_init_local_shards, _moe_dense_mesh, apply_moe_parallel,
+                                                      llama_tp_plan, moe_meshes, moe_stage_meshes,
+                                                      parallelize_llama_moe, pipeline_llama3, retie_embeddings,
+                                                      stage_plan)
 from hyper_parallel.models.spec import fsdp_mesh as fsdp_mesh_of
 from hyper_parallel.tp import (ColwiseParallel, ParallelStyle, PrepareModuleInput, RowwiseParallel, SequenceParallel,
                                parallelize_module)
 
-__all__ = ["qwen3_5_tp_plan", "qwen3_5_cp_plan", "check_tp", "GatedDeltaNetTensorParallel", "parallelize_qwen3_5",
-           "pipeline_qwen3_5", "held_layers"]
+__all__ = ["qwen3_5_tp_plan", "qwen3_5_cp_plan", "check_tp", "GatedDeltaNetTensorParallel", "DocumentContextParallel",
+           "parallelize_qwen3_5", "pipeline_qwen3_5", "held_layers"]
 
 
 class GatedDeltaNetTensorParallel(ParallelStyle):
@@ -109,12 +110,24 @@ def check_tp(config, tp: int) -> None:
             raise ValueError(f"parallelize_qwen3_5: {what}={value} is not divisible by the TP degree {tp}")
 
 
+class DocumentContextParallel(ParallelStyle):
+    """Marks the text model (``model.model``) as split over the CP mesh: with packed documents (positions that
+    restart) its full-attention layers get the document mask of the whole sequence (see
+    ``Qwen3_5TextModel.cp_mesh``)."""
+
+    def apply(self, module, device_mesh):
+        """Record ``device_mesh`` on ``module``; returns it."""
+        module.cp_mesh = device_mesh
+        return module
+
+
 def qwen3_5_cp_plan(model, method: str = "allgather", async_cp: bool = False) -> dict:
     """The CP plan: contiguous sequence split; full-attention layers run CP attention (``method``; ``async_cp``:
-    the asynchronous variant), Gated DeltaNet layers pass the conv halo and recurrent state rank to rank."""
+    the asynchronous variant) with packed documents' masks over the whole sequence, Gated DeltaNet layers pass
+    the conv halo and recurrent state rank to rank (reset at document starts)."""
     from hyper_parallel.cp.style import AsyncContextParallel, ContextParallel, LinearAttentionContextParallel
     attention = AsyncContextParallel if async_cp else ContextParallel
-    plan = {}
+    plan = {"model": DocumentContextParallel()}
     for i, layer in held_layers(model):
         if layer.layer_type == "linear_attention":
             plan[f"model.layers.{i}.linear_attn"] = LinearAttentionContextParallel()
@@ -131,10 +144,22 @@ def _before_fsdp(activation):
     return run
 
 
-def _parallelize_moe(model, world_mesh, dims, loss_parallel, async_dispatch, before_fsdp):
+def _parallelize_moe(model, world_mesh, dims, loss_parallel, async_dispatch, before_fsdp, cp_plan):
+    if dims.etp > 1:  # expert tensor parallelism: the [ep, tp] expert mesh of parallelize_llama_moe
+        _parallelize_moe_etp(model, world_mesh, dims, loss_parallel, async_dispatch, before_fsdp)
+        return
+    meshes = moe_meshes(world_mesh, dims, cp_plan=cp_plan)
+    if meshes is None:  # one rank per stage: nothing to distribute
+        before_fsdp(model)
+        return
+    apply_moe_parallel(model, meshes, tp_plan=qwen3_5_tp_plan(model, True, loss_parallel) if dims.tp > 1 else None,
+                       async_dispatch=async_dispatch, before_fsdp=before_fsdp)
+
+
+def _parallelize_moe_etp(model, world_mesh, dims, loss_parallel, async_dispatch, before_fsdp):
     if dims.cp > 1 or dims.dp_replicate > 1:
-        raise ValueError(f"parallelize_qwen3_5: Qwen3.5-MoE supports pp x dp_shard x tp x ep (no CP or HSDP "
-                         f"dp_replicate yet: the expert mesh has no replicate / cp dim), got {dims}")
+        raise ValueError(f"parallelize_qwen3_5: Qwen3.5-MoE with etp > 1 supports pp x dp_shard x tp x ep (no CP or "
+                         f"HSDP dp_replicate: the [ep, tp] expert mesh has no replicate / cp dim), got {dims}")
     meshes = moe_stage_meshes(world_mesh, dims) if dims.pp > 1 and dims.dp_shard * dims.tp > 1 else None
     mesh = meshes[0] if meshes else _moe_dense_mesh(world_mesh, dims)
     if mesh is None:  # one rank per stage: nothing to distribute
@@ -153,7 +178,8 @@ def parallelize_qwen3_5(model, world_mesh, parallel_dims, *, sequence_parallel: 
     """The registry's ``parallelize_fn`` of Qwen3.5 and Qwen3.5-MoE: TP + SP (:func:`qwen3_5_tp_plan`) on
     ``world_mesh["tp"]``, CP (:func:`qwen3_5_cp_plan`) on ``world_mesh["cp"]``, the ``activation`` policy, then
     FSDP / HSDP per decoder layer and the root (``fsdp_kwargs`` go to ``fully_shard``); a model with MoE layers
-    takes ``parallelize_llama_moe`` (EP over ``parallel_dims.ep`` ranks borrowed from ``dp_shard * tp``).
+    takes ``apply_moe_parallel`` on :func:`~hyper_parallel.models.llama3.parallelize.moe_meshes` (EP over
+    ``parallel_dims.ep`` ranks borrowed from ``dp_shard * cp * tp``; CP and HSDP compose).
     ``init_seed``: materialise a meta-device model's local shards after the plan (layout-independent values).
     ``cp_load_balance`` must be None / ``"none"`` (the recurrence needs a contiguous split). Returns the model
     (apply it to each pipeline stage module under PP)."""
@@ -165,7 +191,8 @@ def parallelize_qwen3_5(model, world_mesh, parallel_dims, *, sequence_parallel: 
         check_tp(model.config, dims.tp)
     before_fsdp = _before_fsdp(activation)
     if model.config.moe is not None:
-        _parallelize_moe(model, world_mesh, dims, loss_parallel, async_dispatch, before_fsdp)
+        _parallelize_moe(model, world_mesh, dims, loss_parallel, async_dispatch, before_fsdp,
+                         qwen3_5_cp_plan(model, cp_method, async_cp) if dims.cp > 1 else None)
         return _init_local_shards(model, init_seed)
     if dims.tp > 1:
         parallelize_module(model, world_mesh["tp"], stage_plan(

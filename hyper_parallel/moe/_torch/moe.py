@@ -94,6 +94,7 @@ class MoE(nn.Module):
         self.register_buffer("tokens_per_expert", torch.zeros(c.num_experts, dtype=torch.int64), persistent=False)
         self.aux_loss: Optional[torch.Tensor] = None
         self.token_group = self.sequence_group = None
+        self.averaged_sequence_ranks = 1
         self.data_parallel_size = 1
 
     def reset_parameters(self, std: float = 0.02) -> None:
@@ -135,7 +136,8 @@ class MoE(nn.Module):
             out = MoEAuxLossAutoScaler.apply(out, aux)
         return out.view(x.shape)
 
-    def set_token_groups(self, token_group=None, sequence_group=None, data_parallel_size: int = 1) -> None:
+    def set_token_groups(self, token_group=None, sequence_group=None, data_parallel_size: int = 1,
+                         averaged_sequence_ranks: int = 1) -> None:
         """Where the balancing statistics come from when the loss's tokens are spread over ranks.
 
         Args:
@@ -148,11 +150,19 @@ class MoE(nn.Module):
             data_parallel_size: the number of data-parallel replicas whose gradients are averaged;
                 each rank's share of the losses gets this gradient factor so that the averaged gradient
                 is the gradient of the global loss.
+            averaged_sequence_ranks: how many ranks of ``sequence_group`` have their gradients averaged
+                rather than summed (context parallel: ``cp``; tensor-parallel ranks are summed): each rank's
+                share of the sequence-level auxiliary loss gets this factor.
         """
         if isinstance(data_parallel_size, bool) or not isinstance(data_parallel_size, int) or data_parallel_size < 1:
             raise ValueError(f"MoE.set_token_groups(data_parallel_size): expected an int >= 1, got "
                              f"{data_parallel_size!r}")
+        if isinstance(averaged_sequence_ranks, bool) or not isinstance(averaged_sequence_ranks, int) \
+                or averaged_sequence_ranks < 1:
+            raise ValueError(f"MoE.set_token_groups(averaged_sequence_ranks): expected an int >= 1, got "
+                             f"{averaged_sequence_ranks!r}")
         self.token_group, self.sequence_group, self.data_parallel_size = token_group, sequence_group, data_parallel_size
+        self.averaged_sequence_ranks = averaged_sequence_ranks
 
     def _router_losses(self, route, x: torch.Tensor) -> torch.Tensor:
         """This rank's share of the auxiliary loss plus the z-loss (their sum over the token group, with
@@ -201,7 +211,8 @@ class MoE(nn.Module):
             seq = counts[:, -1:]  # the whole sequence's length over the ranks splitting it
             f = counts[:, :-1] / (seq * c.top_k)
             p = probs.view(b, s, c.num_experts).sum(1) / seq
-            return c.aux_loss_coeff * c.num_experts * (f * p).sum(-1).mean()
+            return (c.aux_loss_coeff * c.num_experts * (f * p).sum(-1).mean()
+                    * self.averaged_sequence_ranks)
         stats = self._batch_stats(slots, probs.dtype)
         n = stats[-1]
         f = stats[:-1] / (n * c.top_k)

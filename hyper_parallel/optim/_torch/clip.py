@@ -198,7 +198,7 @@ def _total(grads, meshes, norm_type: float, foreach, pp_group, extra=()) -> Tupl
 
 def clip_grad_norm_(parameters: Union[torch.Tensor, Iterable[torch.Tensor]], max_norm: float,
                     norm_type: float = 2.0, error_if_nonfinite: bool = False, foreach: Optional[bool] = None, *,
-                    pp_group: Any = None) -> torch.Tensor:
+                    pp_group: Any = None, copies: Iterable[torch.Tensor] = ()) -> torch.Tensor:
     """Clip the gradients of ``parameters`` in place by their global norm; returns that norm.
 
     Same contract as ``torch.nn.utils.clip_grad_norm_`` (``coef = min(1, max_norm / (norm + 1e-6))``
@@ -209,31 +209,43 @@ def clip_grad_norm_(parameters: Union[torch.Tensor, Iterable[torch.Tensor]], max
     ``foreach`` picks the ``torch._foreach_*`` kernels (default: when more than one gradient shares a
     device and dtype). ``error_if_nonfinite`` raises on a NaN/inf total (on every rank alike).
     It composes with ``FSDPModule.set_gradient_scaling_factor``: it clips the scaled gradients.
+    A parameter listed twice counts (and is scaled) once. ``copies``: parameters of ``parameters`` whose
+    gradients are copies of a gradient another rank counts (a tied embedding's head on the last pipeline
+    stage): scaled, not counted.
     """
     return clip_grad_norm_and_sum_(parameters, max_norm, (), norm_type, error_if_nonfinite, foreach,
-                                   pp_group=pp_group)[0]
+                                   pp_group=pp_group, copies=copies)[0]
 
 
 def clip_grad_norm_and_sum_(parameters: Union[torch.Tensor, Iterable[torch.Tensor]], max_norm: float,
                             sums: Sequence[Tuple[Any, float]], norm_type: float = 2.0,
                             error_if_nonfinite: bool = False, foreach: Optional[bool] = None, *,
-                            pp_group: Any = None) -> Tuple[torch.Tensor, List[float]]:
+                            pp_group: Any = None, copies: Iterable[torch.Tensor] = ()
+                            ) -> Tuple[torch.Tensor, List[float]]:
     """:func:`clip_grad_norm_` that also sums each ``(group, value)`` of ``sums`` over its process group, in the
     same all-reduces as the norm (one per rank set: e.g. a training step's loss over the data-parallel ranks rides
     on the norm's all-reduce over the same ranks instead of a collective of its own). Returns ``(norm, [sum of
     each value over its group])``."""
     if isinstance(parameters, torch.Tensor):
         parameters = [parameters]
-    parameters = list(parameters)
+    parameters = list({id(p): p for p in parameters}.values())  # a parameter shared by two modules: once
     norm_type = _check_norm_type(norm_type)
     if isinstance(max_norm, bool) or not isinstance(max_norm, (int, float)) or not max_norm >= 0:
         raise ValueError(f"clip_grad_norm_(max_norm): expected a number >= 0, got {max_norm!r}")
-    grads, meshes = _group_grads(parameters)
+    skip = {id(p) for p in copies}
+    grads, meshes = _group_grads(p for p in parameters if id(p) not in skip)
     total, summed = _total(grads, meshes, norm_type, foreach, _resolve_group(pp_group), sums)
+    if skip:  # scaled with the others
+        grads, _ = _group_grads(parameters)
     if error_if_nonfinite and not bool(torch.isfinite(total)):
         raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is non-finite "
                            f"({float(total)}), so it cannot be clipped; pass error_if_nonfinite=False to clip anyway")
-    coef = torch.clamp(float(max_norm) / (total + 1e-6), max=1.0)
+    _scale(grads, torch.clamp(float(max_norm) / (total + 1e-6), max=1.0), foreach)
+    return total, summed
+
+
+def _scale(grads: Dict[_Key, List[torch.Tensor]], coef: torch.Tensor, foreach: Optional[bool]) -> None:
+    """Multiply every gradient by ``coef`` (one ``_foreach_mul_`` per device and dtype)."""
     by_kind: Dict[Tuple[Any, Any], List[torch.Tensor]] = defaultdict(list)
     for gs in grads.values():
         for g in gs:
@@ -246,4 +258,3 @@ def clip_grad_norm_and_sum_(parameters: Union[torch.Tensor, Iterable[torch.Tenso
             else:
                 for g in gs:
                     g.mul_(c)
-    return total, summed

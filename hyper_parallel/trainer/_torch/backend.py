@@ -254,8 +254,16 @@ class TorchTrainerBackend:
         return self._next_token_loss(loss_fn, out, tgt) * self._pp_loss_scale
 
     def _parameters(self) -> List[Any]:
+        """Every parameter of the model or of this rank's stage modules, each once (two stages of one rank may
+        share a tied embedding)."""
         parts = self.model if isinstance(self.model, list) else [self.model]
-        return [p for part in parts for p in part.parameters()]
+        return list({id(p): p for part in parts for p in part.parameters()}.values())
+
+    def _tied_copies(self) -> List[Any]:
+        """Parameters whose gradient another pipeline rank counts (the last stage's tied head)."""
+        if not isinstance(self.model, list):
+            return []
+        return [get() for part in self.model for get in getattr(part, "tied_copies", ())]
 
     def _inputs(self, rows: List[List[int]]):
         """Input ids, labels (shifted by one) and RoPE positions of ``rows``; under CP this rank's load-balanced
@@ -350,15 +358,15 @@ class TorchTrainerBackend:
 
     def _check_compile(self) -> None:
         """``training.compile`` runs where each decoder block computes on plain tensors: FSDP/HSDP (the block's
-        parameters are gathered before its forward), data parallel, pipeline stages, one process. Refused with
-        the reason elsewhere."""
+        parameters are gathered before its forward), data parallel, pipeline stages, one process, and CP (the
+        CP attention, routed by a ``TorchFunctionMode``, runs eager at a graph break inside the compiled block).
+        Refused with the reason elsewhere."""
         dims = self.dims
-        if dims.tp > 1 or dims.cp > 1:
-            raise ValueError(f"training.compile: not with tp={dims.tp} / cp={dims.cp}: under TP/CP the blocks compute "
-                             f"on hyper_parallel DTensors, whose every op is dispatched in Python through "
-                             f"__torch_function__ (sharding rules, redistributes), which TorchDynamo does not trace "
-                             f"into a graph; compile runs with FSDP/HSDP, DP and PP layouts (or set "
-                             f"training.compile = false)")
+        if dims.tp > 1:
+            raise ValueError(f"training.compile: not with tp={dims.tp}: under TP the blocks compute on hyper_parallel "
+                             f"DTensors, whose every op is dispatched in Python through __torch_function__ (sharding "
+                             f"rules, redistributes), which TorchDynamo does not trace into a graph; compile runs with "
+                             f"FSDP/HSDP, DP, CP and PP layouts (or set training.compile = false)")
         if self._moe:
             raise ValueError("training.compile: not for a model with MoE layers: their blocks route a data-dependent "
                              "number of tokens to each expert (a new shape, so a recompile, almost every step) "
@@ -470,7 +478,7 @@ class TorchTrainerBackend:
             from hyper_parallel.optim._torch.clip import clip_grad_norm_and_sum_  # noqa  # pylint: disable=C0415
             sums = [(self._loss_group, total)] if self._loss_group is not None else []
             norm, summed = clip_grad_norm_and_sum_(self._parameters(), t.clip_grad_norm, sums,
-                                                   pp_group=self._pp_group)
+                                                   pp_group=self._pp_group, copies=self._tied_copies())
             grad_norm = float(norm)
             if summed:
                 loss = summed[0] / dist.get_world_size(self._loss_group)

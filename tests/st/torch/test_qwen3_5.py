@@ -60,11 +60,19 @@ def test_linear_attention_cp_equals_one_process(docs):
     layer.context_parallel.flush()
 
 
-@pytest.mark.parametrize("model_name, flavor", [("qwen3_5", "debug")])
+@pytest.mark.parametrize("model_name, flavor, docs, cp_method", [
+    ("qwen3_5", "debug", None, "allgather"),
+    ("qwen3_5", "debug", [(5, 7, 4), (8, 8)], "allgather"),
+    ("qwen3_5", "debug", [(3, 10, 3), (16,)], "ring"),
+    ("qwen3_5_moe", "debug_moe", [(5, 7, 4), (8, 8)], "alltoall"),
+], ids=["one-document", "packed-allgather", "packed-ring", "moe-packed-ulysses"])
 @multi_rank(world_size=2, timeout=300)
-def test_model_cp_trains_like_one_process(model_name, flavor):
+def test_model_cp_trains_like_one_process(model_name, flavor, docs, cp_method):
     """``parallelize_fn`` with ``cp=2``: linear layers pass state, full-attention layers use CP attention over
-    the same contiguous split; 3 AdamW steps, losses and weights as one process."""
+    the same contiguous split; 3 AdamW steps, losses and weights as one process. Packed documents (positions that
+    restart; a document crossing the rank boundary, one starting at it): linear layers reset their state at each
+    document start, full-attention layers get the whole sequence's document mask (the CP attention keeps this
+    rank's query rows)."""
     import copy
     import torch
     import hyper_parallel as hp
@@ -75,18 +83,23 @@ def test_model_cp_trains_like_one_process(model_name, flavor):
     ref = spec.build(flavor)
     dims = ParallelDims(world_size=2, cp=2)
     mesh = dims.build_mesh("cpu")
-    ours = spec.parallelize_fn(copy.deepcopy(ref), mesh, dims)
+    ours = spec.parallelize_fn(copy.deepcopy(ref), mesh, dims, cp_method=cp_method)
     ids = torch.randint(0, ref.config.vocab_size, (2, 16))
     labels = torch.randint(0, ref.config.vocab_size, (2, 16))
-    positions = torch.arange(16).expand(2, -1)
+    if docs is None:
+        positions = torch.arange(16).expand(2, -1)
+    else:
+        positions = torch.stack([torch.cat([torch.arange(n) for n in row]) for row in docs])
     local_ids, local_labels, local_pos = context_parallel_shard(mesh["cp"], [ids, labels, positions], [1, 1, 1],
                                                                 load_balance=None)
-    opt_ref = torch.optim.AdamW(ref.parameters(), lr=1e-2)
-    opt = torch.optim.AdamW(ours.parameters(), lr=1e-2)
+    # eps 1e-3 (as the composition matrix): with eps 1e-8 AdamW moves a weight whose gradient is ~0 by ~lr *
+    # sign(g), turning last-bit rounding of such gradients into lr-sized weight differences
+    opt_ref = torch.optim.AdamW(ref.parameters(), lr=1e-2, eps=1e-3)
+    opt = torch.optim.AdamW(ours.parameters(), lr=1e-2, eps=1e-3)
     for _ in range(3):
         opt_ref.zero_grad()
         opt.zero_grad()
-        want = spec.loss_fn(ref(ids), labels)
+        want = spec.loss_fn(ref(ids, position_ids=positions), labels)
         want.backward()
         opt_ref.step()
         local = spec.loss_fn(ours(local_ids, position_ids=local_pos), local_labels)

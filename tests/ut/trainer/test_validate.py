@@ -44,8 +44,6 @@ def _error(*args):
      ["training.seq_len = 20 is not divisible by 8"]),
     (("--job.nproc", 4, "--parallelism.dp_shard", 1, "--parallelism.cp", 4, "--parallelism.cp_load_balance", "none",
       "--training.seq_len", 20), []),
-    (("--job.nproc", 2, "--parallelism.dp_shard", 1, "--parallelism.cp", 2, "--parallelism.tp", 1,
-      "--model.name", "qwen3_moe"), ["parallelism.cp = 2 conflicts with model.name = 'qwen3_moe'"]),
     (("--job.nproc", 4, "--parallelism.dp_shard", 4, "--parallelism.ep", 3, "--model.flavor", "debug_moe"),
      ["ParallelDims(ep=3)"]),
 ])
@@ -102,10 +100,12 @@ def test_data_and_tokenizer_paths(tmp_path):
 def _refusal_configs():
     """One config per refusal rule (the rule's own two settings)."""
     return {
-        ("parallelism.cp", "model.name"): ("--job.nproc", 2, "--parallelism.dp_shard", 1, "--parallelism.cp", 2,
-                                           "--model.flavor", "debug_moe"),
-        ("parallelism.dp_replicate", "model.name"): ("--job.nproc", 2, "--parallelism.dp_shard", 1,
-                                                     "--parallelism.dp_replicate", 2, "--model.flavor", "debug_moe"),
+        ("parallelism.cp", "parallelism.etp"): ("--job.nproc", 4, "--parallelism.dp_shard", 1, "--parallelism.cp", 2,
+                                                "--parallelism.tp", 2, "--parallelism.etp", 2, "--model.flavor",
+                                                "debug_moe"),
+        ("parallelism.dp_replicate", "parallelism.etp"): ("--job.nproc", 4, "--parallelism.dp_shard", 1,
+                                                          "--parallelism.dp_replicate", 2, "--parallelism.tp", 2,
+                                                          "--parallelism.etp", 2, "--model.flavor", "debug_moe"),
         ("parallelism.etp", "parallelism.ep"): ("--job.nproc", 2, "--parallelism.dp_shard", 1, "--parallelism.tp", 2,
                                                 "--parallelism.ep", 2, "--parallelism.etp", 2, "--model.flavor",
                                                 "debug_moe"),
@@ -117,8 +117,6 @@ def _refusal_configs():
                                                             "--parallelism.cp", 2, "--parallelism.cp_method",
                                                             "alltoall", "--parallelism.cp_async", "true"),
         ("training.compile", "parallelism.tp"): ("--job.nproc", 2, "--parallelism.dp_shard", 1, "--parallelism.tp", 2,
-                                                 "--training.compile", "true"),
-        ("training.compile", "parallelism.cp"): ("--job.nproc", 2, "--parallelism.dp_shard", 1, "--parallelism.cp", 2,
                                                  "--training.compile", "true"),
         ("training.compile", "model.name"): ("--job.nproc", 1, "--model.flavor", "debug_moe", "--training.compile",
                                              "true"),
@@ -142,10 +140,16 @@ def test_every_refusal_fires_and_names_both_settings():
 
 def test_lifted_layouts_pass_validation():
     """TP x CP and DDP x TP (refused before: the trainer's meshes had no 2-D (cp, tp) / (dp_replicate, tp) slice for
-    fully_shard) and PP x CP now train like one process (tests/st/torch/test_trainer_4ranks.py): no refusal."""
+    fully_shard) and PP x CP now train like one process (tests/st/torch/test_trainer_4ranks.py); MoE x CP, MoE x
+    HSDP and compile x CP too (the composition matrix, tests/st/torch/test_composition.py): no refusal."""
     for args in (("--parallelism.dp_shard", 1, "--parallelism.cp", 2, "--parallelism.tp", 2),
                  ("--parallelism.dp_shard", 1, "--parallelism.dp_replicate", 2, "--parallelism.tp", 2),
-                 ("--parallelism.dp_shard", 1, "--parallelism.pp", 2, "--parallelism.cp", 2)):
+                 ("--parallelism.dp_shard", 1, "--parallelism.pp", 2, "--parallelism.cp", 2),
+                 ("--parallelism.dp_shard", 2, "--parallelism.cp", 2, "--parallelism.ep", 2, "--model.flavor",
+                  "debug_moe"),
+                 ("--parallelism.dp_shard", 2, "--parallelism.dp_replicate", 2, "--parallelism.ep", 2,
+                  "--model.flavor", "debug_moe"),
+                 ("--parallelism.dp_shard", 2, "--parallelism.cp", 2, "--training.compile", "true")):
         validate_job(_cfg("--job.nproc", 4, *args))
     # expert tensor parallelism (tests/st/torch/test_moe*.py): ep = 1 on tp = 2, and the [ep, tp] = (2, 2) mesh
     for args in (("--parallelism.dp_shard", 1, "--parallelism.tp", 2, "--parallelism.etp", 2),
@@ -166,8 +170,8 @@ def test_hp_train_check_and_launch_refuse_with_one_line(tmp_path):
     cases = [(["--training.global_batch", 7], "training.global_batch = 7"),
              (["--model.name", "gpt5"], "model.name: unknown model 'gpt5'"),
              (["--data.source", "files", "--data.paths", f"['{tmp_path}/missing.txt']"], "data.paths: "),
-             (["--parallelism.dp_shard", 1, "--parallelism.cp", 2, "--model.name", "qwen3_moe"],
-              "parallelism.cp = 2 conflicts with model.name = 'qwen3_moe'")]
+             (["--parallelism.dp_shard", 1, "--parallelism.tp", 2, "--training.compile", "true"],
+              "training.compile = true conflicts with parallelism.tp = 2")]
     for args, needle in cases:
         for extra in (["--check"], []):
             out = _hp_train("--job.nproc", 2, *args, *extra)
