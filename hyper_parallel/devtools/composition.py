@@ -43,7 +43,8 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, 
 import yaml
 
 __all__ = ["Combination", "MatrixRunner", "check_refusal", "TABLE_PATH", "load_table", "expand", "judge", "pairs_of",
-           "pairwise_cover", "render_doc", "run_matrix", "main", "RESULTS_PATH", "DOC_PATH"]
+           "pairwise_cover", "render_doc", "run_matrix", "main", "RESULTS_PATH", "DOC_PATH", "train_in_process",
+           "run_in_process"]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TABLE_PATH = os.path.join(ROOT, "hyper_parallel", "trainer", "composition.yaml")
@@ -290,13 +291,19 @@ def _read_params(ckpt_root: str, steps: int) -> Dict[str, Any]:
     return {k: v for k, v in model.items() if hasattr(v, "shape")}
 
 
+def _run_overrides(nproc: int, out_dir: str, steps: int, cache: str) -> List[Tuple[str, Any]]:
+    """What every matrix run adds to its combination: ``steps`` steps, metrics and one final checkpoint under
+    ``out_dir``, the shared data cache."""
+    return [("job.nproc", nproc), ("job.out_dir", out_dir), ("training.steps", steps), ("data.cache_dir", cache),
+            ("checkpoint.enable", True), ("checkpoint.interval", steps), ("checkpoint.async_mode", "disabled"),
+            ("checkpoint.keep_latest_k", 1), ("checkpoint.resume", False), ("checkpoint.overwrite", True),
+            ("checkpoint.folder", os.path.join(out_dir, "ckpt"))]
+
+
 def _train(overrides: Sequence[Tuple[str, Any]], nproc: int, out_dir: str, steps: int, cache: str, cwd: str,
            timeout: float) -> Dict[str, Any]:
     """One ``hp-train`` run of ``steps`` steps writing its metrics and a final checkpoint under ``out_dir``."""
-    run = [("job.nproc", nproc), ("job.out_dir", out_dir), ("training.steps", steps), ("data.cache_dir", cache),
-           ("checkpoint.enable", True), ("checkpoint.interval", steps), ("checkpoint.async_mode", "disabled"),
-           ("checkpoint.keep_latest_k", 1), ("checkpoint.resume", False), ("checkpoint.overwrite", True),
-           ("checkpoint.folder", os.path.join(out_dir, "ckpt"))]
+    run = _run_overrides(nproc, out_dir, steps, cache)
     shutil.rmtree(out_dir, ignore_errors=True)  # metrics.jsonl appends: start clean
     rc, out, seconds = _run(_hp_train() + cli_args(list(overrides) + run), timeout, cwd)
     result: Dict[str, Any] = {"rc": rc, "seconds": round(seconds, 1), "losses": _read_losses(out_dir)}
@@ -391,6 +398,77 @@ class MatrixRunner:
             return dict(out, status="error", reason=run.get("error", ""), losses=run["losses"])
         tol = self.table["tolerance"][combo.dim_map.get("mixed_precision", "fp32")]
         return dict(out, **compare(run, ref, tol), tolerance=tol)
+
+
+def _full_parameters(model: Any, distributed: bool) -> Dict[str, Any]:
+    """Every parameter of ``model`` (a module, or this rank's pipeline stage modules) as a full CPU tensor, by
+    name (tied copies under both names), merged over the ranks on rank 0 (collective when ``distributed``)."""
+    import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+    local: Dict[str, Any] = {}
+    for part in model if isinstance(model, list) else [model]:
+        for name, p in part.named_parameters(remove_duplicate=False):
+            full = p.full_tensor() if hasattr(p, "full_tensor") else p
+            local[name] = full.detach().to("cpu").clone()
+    if not distributed:
+        return local
+    every: List[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(every, local)
+    merged: Dict[str, Any] = {}
+    for part in every:
+        for name, tensor in part.items():
+            merged.setdefault(name, tensor)
+    return merged
+
+
+def train_in_process(overrides: Sequence[Tuple[str, Any]], nproc: int, out_dir: str, steps: int,
+                     cache: str) -> Dict[str, Any]:
+    """The run of :func:`_train` inside this process (``LLMTrainer``, no launch, no checkpoint): ``nproc == 1``
+    trains on this process alone (no collective), else every rank of the already initialised process group (of
+    ``nproc`` ranks) calls it. Returns the per-step losses and the final full parameters (every rank)."""
+    from hyper_parallel.trainer.api import LLMTrainer  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.trainer.config import load_config  # pylint: disable=import-outside-toplevel
+    distributed = nproc > 1
+    run = [(k, v) for k, v in _run_overrides(nproc, out_dir, steps, cache) if not k.startswith("checkpoint.")]
+    run += [("checkpoint.enable", False), ("metrics.jsonl", False)]
+    start = time.perf_counter()
+    trainer = LLMTrainer(load_config(None, list(overrides) + run), distributed=distributed)
+    try:
+        history = trainer.train()
+        params = _full_parameters(trainer.backend.model, distributed)
+    finally:
+        trainer.close()
+    return {"rc": 0, "seconds": round(time.perf_counter() - start, 1),
+            "losses": [float(m["loss"]) for m in history], "params": params}
+
+
+def run_in_process(table: Mapping[str, Any], combos: Sequence[Combination], workdir: str, cache: str,
+                   log: Any = print) -> List[Dict[str, Any]]:
+    """Run each of ``combos`` (legal, all of one world size: this process group's, or 1) in this process group
+    (:func:`train_in_process`) and compare it with one process (run on rank 0, once per model and precision).
+    Every rank must call it with the same ``combos``; rank 0 returns one record per combination (``id``,
+    ``status``, the errors), the other ranks an empty list. The CI subset of the matrix runs this way: no launch
+    per combination."""
+    import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+    rank0 = not dist.is_initialized() or dist.get_rank() == 0
+    refs: Dict[str, Dict[str, Any]] = {}
+    out: List[Dict[str, Any]] = []
+    for combo in combos:
+        slug = hashlib.sha256(combo.cid.encode()).hexdigest()[:10]
+        if not rank0:
+            if combo.nproc > 1:
+                train_in_process(combo.overrides, combo.nproc, os.path.join(workdir, slug), table["steps"], cache)
+            continue
+        run = train_in_process(combo.overrides, combo.nproc, os.path.join(workdir, slug), table["steps"], cache)
+        over = reference_overrides(table, combo)
+        key = json.dumps(over, sort_keys=True, default=str)
+        if key not in refs:
+            refs[key] = train_in_process(over, 1, os.path.join(workdir, f"ref-{len(refs)}"), table["steps"], cache)
+        tol = table["tolerance"][combo.dim_map.get("mixed_precision", "fp32")]
+        rec = dict(compare(run, refs[key], tol), id=combo.cid, seconds=run["seconds"], nproc=combo.nproc)
+        log(f"{rec['status']:>8} {rec['seconds']:6.1f}s  [{combo.nproc}] {combo.cid}  loss "
+            f"{rec.get('loss_rel_err', float('nan')):.1e} param {rec.get('param_rel_err', float('nan')):.1e}")
+        out.append(rec)
+    return out
 
 
 def _record(table: Mapping[str, Any], combo: Combination, legal: bool, reason: str) -> Dict[str, Any]:
