@@ -6,7 +6,7 @@ STAMP := $(VENV)/.hp-installed
 NPROC ?= 2
 export PYTHONUNBUFFERED := 1
 
-.PHONY: demo tour test ut st agent gate bench coverage matrix install clean multinode package finetune bench-finetune vl-demo \
+.PHONY: demo tour test ut st agent gate bench coverage matrix matrix-inprocess install clean multinode package finetune bench-finetune vl-demo \
 	llamafactory-check llamafactory-bench ms-models
 
 $(STAMP): pyproject.toml
@@ -85,6 +85,12 @@ coverage: $(STAMP)
 MATRIX_JOBS ?= 3
 matrix: $(STAMP)
 	$(PY) -m hyper_parallel.devtools.composition run --jobs $(MATRIX_JOBS) --timeout 600
+	$(PY) -m hyper_parallel.devtools.composition doc
+
+## matrix-inprocess: the same table trained in reused gloo worker pools (LLMTrainer, no torchrun launch per layout;
+## one intra-op thread per rank), then the doc (~15 min under load 30-45 instead of hours)
+matrix-inprocess: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) -m hyper_parallel.devtools.composition run --in-process --timeout 600
 	$(PY) -m hyper_parallel.devtools.composition doc
 
 ## llamafactory-check: LlamaFactory 0.9.5 itself (its own venv, .venv-llamafactory, built once) runs

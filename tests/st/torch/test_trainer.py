@@ -205,7 +205,7 @@ def test_compile_per_block_matches_eager_and_is_refused_under_tp_and_moe(tmp_pat
         for a, b in zip(history, single):
             assert _close(a["loss"], b["loss"]), (a["step"], a["loss"], b["loss"])
     dist.barrier()
-    for name, extra, needle in (("tp.toml", {}, "training.compile: not with tp=2 / cp=1: under TP/CP the blocks "
+    for name, extra, needle in (("tp.toml", {}, "training.compile: not with tp=2: under TP the blocks "
                                                 "compute on hyper_parallel DTensors"),
                                 ("demo.toml", {"checkpoint__enable": False}, "training.compile: not for a model "
                                                                              "with MoE layers")):
