@@ -563,15 +563,8 @@ def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: b
 
     if model.config.moe is not None and dims.etp == 1:
         meshes = moe_meshes(world_mesh, dims, cp_plan=llama_cp_plan(cp_method, async_cp, cp_load_balance))
-        if meshes is None:  # one rank per stage: nothing to distribute
-            before_fsdp(model)
-        else:
-            tp_plan = None
-            if dims.tp > 1:
-                _check_divisible(model.config, dims.tp, attention=attention_plan is None)
-                tp_plan = llama_moe_tp_plan(model.config, loss_parallel, attention_plan)
-            apply_moe_parallel(model, meshes, tp_plan=tp_plan, async_dispatch=async_dispatch, before_fsdp=before_fsdp,
-                               **fsdp_kwargs)
+        _apply_moe_meshes(model, meshes, dims, (loss_parallel, attention_plan, async_dispatch, before_fsdp),
+                          fsdp_kwargs)
         return _init_local_shards(model, init_seed)
     if model.config.moe is not None:  # ETP: the [ep, tp] expert mesh (pp x dp_shard x tp only)
         _check_moe_layout(dims, fn_name)
@@ -602,6 +595,21 @@ def parallelize_llama3(model, world_mesh, parallel_dims, *, sequence_parallel: b
             fully_shard(layer, mesh=shard_mesh, **fsdp_kwargs)
         fully_shard(model, mesh=shard_mesh, **fsdp_kwargs)
     return _init_local_shards(model, init_seed)
+
+
+def _apply_moe_meshes(model, meshes, dims, options, fsdp_kwargs) -> None:
+    """:func:`apply_moe_parallel` of ``meshes`` (None: one rank per stage, only ``before_fsdp``); ``options``:
+    ``(loss_parallel, attention_plan, async_dispatch, before_fsdp)``."""
+    loss_parallel, attention_plan, async_dispatch, before_fsdp = options
+    if meshes is None:
+        before_fsdp(model)
+        return
+    tp_plan = None
+    if dims.tp > 1:
+        _check_divisible(model.config, dims.tp, attention=attention_plan is None)
+        tp_plan = llama_moe_tp_plan(model.config, loss_parallel, attention_plan)
+    apply_moe_parallel(model, meshes, tp_plan=tp_plan, async_dispatch=async_dispatch, before_fsdp=before_fsdp,
+                       **fsdp_kwargs)
 
 
 def _init_local_shards(model, init_seed):
