@@ -12,7 +12,10 @@
 * The module styles (``ContextParallel``, ``AsyncContextParallel``, DSA styles) live in
   :mod:`hyper_parallel.cp.style`.
 
-Only the torch backend implements CP; a MindSpore mesh gets a clear error (see ``docs/cp.md``).
+A MindSpore mesh goes to :mod:`hyper_parallel.cp._mindspore.attention`: the same three functions (``ring``,
+``allgather``, ``alltoall``; head-tail / contiguous / per-document balancing); there a model's attention asks
+``hyper_parallel.cp._mindspore.attention.active()`` for the CP attention (the MindSpore Llama does), buffers are
+sharded with ``Tensor.assign_value``, and ``async_op`` is refused (MindSpore's CPU collectives are synchronous).
 """
 from __future__ import annotations
 
@@ -25,10 +28,13 @@ __all__ = ["context_parallel", "context_parallel_shard", "context_parallel_unsha
 LoadBalance = Union[None, str, LoadBalancer]
 
 
-def _torch_only(mesh: Any, what: str) -> None:
+def _impl(mesh: Any):
+    """The backend module of ``mesh`` 's platform."""
     if getattr(mesh, "platform", None) == "mindspore":
-        raise RuntimeError(f"{what}: context parallelism is implemented for the torch backend only; the "
-                                  "MindSpore backend has no CP attention (docs/cp.md, 'Backends')")
+        from hyper_parallel.cp._mindspore import attention  # pylint: disable=import-outside-toplevel
+        return attention
+    from hyper_parallel.cp._torch import context  # pylint: disable=import-outside-toplevel
+    return context
 
 
 def context_parallel(mesh, buffers: Optional[Sequence[Any]] = None, buffer_seq_dims: Optional[Sequence[int]] = None,
@@ -53,22 +59,23 @@ def context_parallel(mesh, buffers: Optional[Sequence[Any]] = None, buffer_seq_d
     must come from a sharded buffer. Sequence lengths not divisible by the layout's multiple
     (``2c`` for head-tail) raise ``SequenceLengthError`` (no silent padding).
     """
-    _torch_only(mesh, "context_parallel")
-    from hyper_parallel.cp._torch.context import context_parallel as impl
-    return impl(mesh, buffers, buffer_seq_dims, no_restore_buffers, method, load_balance, async_op=async_op)
+    impl = _impl(mesh)
+    if impl.__name__.endswith("_mindspore.attention"):
+        if async_op:
+            raise ValueError("context_parallel(async_op=True): MindSpore's CPU collectives are synchronous; "
+                             "nothing to overlap (use async_op=False)")
+        return impl.context_parallel(mesh, buffers, buffer_seq_dims, no_restore_buffers, method, load_balance)
+    return impl.context_parallel(mesh, buffers, buffer_seq_dims, no_restore_buffers, method, load_balance,
+                                 async_op=async_op)
 
 
 def context_parallel_shard(mesh, buffers: Sequence[Any], seq_dims: Sequence[int],
                            load_balance: LoadBalance = "headtail") -> List[Any]:
     """This rank's CP shards of ``buffers`` (new tensors; differentiable)."""
-    _torch_only(mesh, "context_parallel_shard")
-    from hyper_parallel.cp._torch.context import context_parallel_shard as impl
-    return impl(mesh, buffers, seq_dims, load_balance)
+    return _impl(mesh).context_parallel_shard(mesh, buffers, seq_dims, load_balance)
 
 
 def context_parallel_unshard(mesh, buffers: Sequence[Any], seq_dims: Sequence[int],
                              load_balance: LoadBalance = "headtail") -> List[Any]:
     """Gather CP shards back into whole tensors in the original order (differentiable)."""
-    _torch_only(mesh, "context_parallel_unshard")
-    from hyper_parallel.cp._torch.context import context_parallel_unshard as impl
-    return impl(mesh, buffers, seq_dims, load_balance)
+    return _impl(mesh).context_parallel_unshard(mesh, buffers, seq_dims, load_balance)

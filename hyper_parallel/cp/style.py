@@ -55,8 +55,9 @@ class ContextParallel(ParallelStyle):
     def apply(self, module, device_mesh):
         """Hook ``module``'s forward (see the module docstring); returns ``module``."""
         if getattr(device_mesh, "platform", None) == "mindspore":
-            raise RuntimeError(f"{type(self).__name__}: context parallelism is implemented for the torch "
-                               "backend only (docs/cp.md, 'Backends')")
+            raise RuntimeError(f"{type(self).__name__}: the CP module styles are implemented for the torch "
+                               "backend only; on MindSpore use hyper_parallel.cp.context_parallel (docs/cp.md, "
+                               "'Backends')")
         from hyper_parallel.cp._torch.context import install_style
         # importing the DSA module registers its ops with the CP mode
         import hyper_parallel.cp._torch.dsa  # pylint: disable=unused-import

@@ -81,6 +81,10 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         self._world_group: Any = None
         self._specs: Dict[str, Any] = {}
         self._grad_fn: Any = None
+        self._schedule: Any = None  # pipeline parallel: the schedule over this rank's stages
+        self._pp_scale = 1.0
+        self._pp_first = self._pp_last = False  # this rank holds the first / last pipeline stage
+        self._cp: Any = None  # context parallel: (cp mesh, SeqLayout cache key -> positions)
 
     # ------------------------------------------------------------------ process group / meshes
     def init_distributed(self) -> None:
@@ -89,7 +93,10 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         from hyper_parallel.platform.mindspore.runtime import configure  # pylint: disable=import-outside-toplevel
         configure(threads=self.threads)  # synchronous launch, one dispatch thread, self.threads kernel threads
         ms.set_context(mode=ms.PYNATIVE_MODE)
-        ms.set_device("CPU")
+        try:
+            ms.set_device("CPU")
+        except RuntimeError:  # already set in this process (a second trainer): MindSpore refuses any change
+            pass
         if self.trainer.distributed:
             import hyper_parallel as hp  # pylint: disable=import-outside-toplevel
             from hyper_parallel.platform import get_platform  # pylint: disable=import-outside-toplevel
@@ -103,6 +110,21 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         if self.trainer.distributed:
             self.mesh = self.dims.build_mesh("cpu", platform="mindspore")
             self.dp_rank, self.dp_size = self.dims.dp_rank(self.rank), self.dims.dp
+            if self.dims.cp > 1:
+                from hyper_parallel.cp._mindspore.attention import CPAttention  # noqa  # pylint: disable=C0415
+                self._cp = CPAttention(self.dims.mesh("cp"), par.cp_method, par.cp_load_balance)
+        self._check_pp_batch()
+
+    def _check_pp_batch(self) -> None:
+        """Under PP each accumulation step's rows are split into ``pp_microbatches``: they must divide evenly."""
+        t, par = self.config.training, self.config.parallelism
+        per_rank = t.global_batch // max(1, self.dims.dp)
+        if self.dims.pp > 1 and (t.global_batch % self.dims.dp or per_rank % (t.grad_accum * par.pp_microbatches)):
+            raise ValueError(f"training.global_batch={t.global_batch}: under pipeline parallel each data-parallel "
+                             f"rank's {t.global_batch / self.dims.dp:g} sequences are split into training.grad_accum "
+                             f"{t.grad_accum} x parallelism.pp_microbatches {par.pp_microbatches} microbatches; "
+                             f"make global_batch a multiple of dp {self.dims.dp} x {t.grad_accum} x "
+                             f"{par.pp_microbatches}")
 
     def barrier(self) -> None:
         """All ranks meet."""
@@ -129,10 +151,11 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         """Model sized to the tokenizer, parallelised (TP + SP, FSDP); optimizer and schedule."""
         cfg = self.config
         model, spec = self._build_model(dataset.vocab_size)
-        if self.trainer.distributed:
-            model = spec.parallelize_fn(model, self.mesh, self.dims,
-                                        sequence_parallel=cfg.parallelism.sequence_parallel)
-        if cfg.training.compile:  # per-layer graph mode (the config check allows it on unsharded layers only)
+        if self.trainer.distributed and self.dims.pp > 1:
+            model = self._pipeline(model, spec)
+        elif self.trainer.distributed:
+            model = spec.parallelize_fn(model, self.mesh, self.dims, **self._plan_kwargs())
+        if cfg.training.compile:  # per-layer graph mode (the config check allows it on unsharded layers, no PP/CP)
             from hyper_parallel.platform.mindspore.runtime import jit_cells  # pylint: disable=C0415
             jit_cells(model.model.layers)
         self.model = model
@@ -145,7 +168,37 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         self.optimizer = get_hyper_optimizer(model, ocfg)
         self.scheduler = get_hyper_lr_scheduler(self.optimizer, ocfg)
         self._specs = parameter_specs(model)
-        self._grad_fn = ms.value_and_grad(self._scaled_loss, None, list(self.optimizer.parameters))
+        if self._schedule is None:
+            self._grad_fn = ms.value_and_grad(self._scaled_loss, None, list(self.optimizer.parameters))
+
+    def _plan_kwargs(self) -> Dict[str, Any]:
+        par = self.config.parallelism
+        return {"sequence_parallel": par.sequence_parallel}
+
+    def _pipeline(self, model: Any, spec: Any) -> Any:
+        """Pipeline parallel: this rank's stage cells (each parallelised by the model's plan over its stage's
+        ranks) under the configured schedule; a ``CellList`` of them is the model (parameter names unchanged)."""
+        from mindspore import nn  # pylint: disable=import-outside-toplevel
+        par = self.config.parallelism
+        if par.pp_layers_per_stage:  # checked against this model's layer count, naming the key
+            from hyper_parallel.pipeline.split import check_layers_per_stage  # noqa  # pylint: disable=C0415
+            from hyper_parallel.trainer.config import pipeline_stages  # pylint: disable=import-outside-toplevel
+            check_layers_per_stage(par.pp_layers_per_stage, model.config.num_hidden_layers,
+                                   pipeline_stages(par, self.dims.pp), what="parallelism.pp_layers_per_stage")
+        loss_fn = type(model).loss
+        kwargs = self._plan_kwargs()
+        self._schedule, parts = spec.pipelining_fn(
+            model, self.mesh, self.dims, schedule=par.pp_schedule, n_microbatches=par.pp_microbatches,
+            layers_per_stage=list(par.pp_layers_per_stage) or None,
+            loss_fn=lambda out, tgt: loss_fn(out, tgt) * self._pp_scale,
+            parallelize=lambda part: spec.parallelize_fn(part, self.mesh, self.dims, **kwargs))
+        self._pp_first = any(p.first for p in parts)
+        self._pp_last = any(p.last for p in parts)
+        names = [(p, p.name) for part in parts for p in part.get_parameters()]
+        holder = nn.CellList(parts)
+        for param, name in names:  # a CellList prefixes its items' parameter names: keep the model's names
+            param.name = name
+        return holder
 
     def _moe_cells(self) -> List[Any]:
         from hyper_parallel.moe._mindspore.moe import MoE  # pylint: disable=import-outside-toplevel
@@ -174,30 +227,79 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
                 "lr_scheduler": self.scheduler}
 
     # ------------------------------------------------------------------ steps
-    @staticmethod
-    def _tensors(rows: List[List[int]]):
+    def _tensors(self, rows: List[List[int]]):
+        """Input ids and labels (shifted by one); under CP this rank's load-balanced sequence shards of both."""
         batch = np.asarray(rows, dtype=np.int32)
-        return ms.Tensor(batch[:, :-1]), ms.Tensor(batch[:, 1:])
+        ids, labels = batch[:, :-1], batch[:, 1:]
+        if self._cp is not None:
+            pos = np.asarray(self._cp.layout(ids.shape[1], "training.seq_len").positions(self._cp.index))
+            ids, labels = ids[:, pos], labels[:, pos]
+        return ms.Tensor(ids), ms.Tensor(labels)
+
+    def _positions(self, seq_local: int):
+        """RoPE positions of this rank's tokens (under CP: where they sit in the whole sequence), else None."""
+        if self._cp is None:
+            return None
+        layout = self._cp.layout(seq_local * self._cp.size, "training.seq_len")
+        return ms.Tensor(np.asarray(layout.positions(self._cp.index), dtype=np.int32))
 
     def _loss(self, ids, labels):
-        return type(self.model).loss(self.model(ids), labels)
+        if self._cp is None:
+            return type(self.model).loss(self.model(ids), labels)
+        from hyper_parallel.cp._mindspore.attention import STACK  # pylint: disable=import-outside-toplevel
+        STACK.append(self._cp)  # the model's attention runs the CP attention (context_parallel's hook)
+        try:
+            return type(self.model).loss(self.model(ids, self._positions(ids.shape[1])), labels)
+        finally:
+            STACK.pop()
 
     def _scaled_loss(self, ids, labels, scale):
         return self._loss(ids, labels) * scale
 
     def _mean_over_ranks(self, value: float) -> float:
-        """The loss averaged over the data-parallel ranks (TP ranks hold the same value: averaging over the
-        world is the same)."""
+        """The loss averaged over the data-parallel ranks (TP and CP ranks hold the same or equal-weight values:
+        averaging over the world is the same; under PP only the last stage's ranks hold it, the others give 0)."""
         if not self.trainer.distributed or self.world_size == 1:
             return value
         from hyper_parallel.platform.mindspore.collectives import raw_all_reduce  # noqa  # pylint: disable=C0415
         total = raw_all_reduce(ms.Tensor([value], ms.float32), "sum", self._world_group)
-        return float(total.asnumpy()[0]) / self.world_size
+        return float(total.asnumpy()[0]) / (self.world_size // self.dims.pp)
 
-    def train_step(self, rows: List[List[int]]) -> Dict[str, Any]:
-        """Forward/backward over ``grad_accum`` micro-batches (gradients summed), clip, optimizer and LR steps."""
+    def _pp_pass(self, rows: List[List[int]], train: bool) -> float:
+        """One schedule pass (``step`` or the forward-only ``eval``) over ``rows``: the mean microbatch loss on
+        the last stage's ranks, 0 on the others."""
+        ids, labels = self._tensors(rows)
+        losses: List[Any] = []
+        run = self._schedule.step if train else self._schedule.eval
+        run(ids if self._pp_first else None, target=labels if self._pp_last else None, losses=losses,
+            return_outputs=False)
+        return sum(float(x.asnumpy()) for x in losses) / len(losses) if losses else 0.0
+
+    def _pp_grads(self, rows: List[List[int]]):
+        """Pipeline step: ``grad_accum`` schedule passes (losses scaled by ``1/grad_accum``); the stages'
+        accumulated gradients aligned with the optimizer's parameters, and the summed loss (0 off the last
+        stage)."""
+        accum = self.config.training.grad_accum
+        micro = len(rows) // accum
+        stages = self._schedule._stages  # pylint: disable=protected-access
+        for stage in stages:
+            stage.zero_grad()
+        total = 0.0
+        self._pp_scale = 1.0 / accum
+        try:
+            for i in range(accum):
+                total += self._pp_pass(rows[i * micro:(i + 1) * micro], train=True)
+        finally:
+            self._pp_scale = 1.0
+        by_name = {p.name: g for stage in stages for p, g in zip(stage.weights, stage.grads())}
+        params = list(self.optimizer.parameters)
+        return [by_name[p.name] if by_name.get(p.name) is not None else ms.ops.zeros_like(p) for p in params], total
+
+    def _grads(self, rows: List[List[int]]):
+        """(gradients aligned with the optimizer's parameters, summed micro-batch loss)."""
         t = self.config.training
-        start = time.perf_counter()
+        if self._schedule is not None:
+            return self._pp_grads(rows)
         micro = len(rows) // t.grad_accum
         scale = ms.Tensor(1.0 / t.grad_accum, ms.float32)
         total, grads = 0.0, None
@@ -211,12 +313,32 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
             grads = list(g) if grads is None or ddp is not None else [a + b for a, b in zip(grads, g)]
         if ddp is not None:
             grads = ddp(params, grads)
+        return grads, total
+
+    def _clip(self, params, grads, max_norm: float):
+        """Clip by the global norm of the full gradients (under PP every stage's parameters count once)."""
+        from hyper_parallel.optim._mindspore.clip import clip_grad_norm, total_grad_norm  # noqa  # pylint: disable=C0415
+        group = self._world_group if self.trainer.distributed else None
+        if self._schedule is None:
+            return clip_grad_norm(params, grads, max_norm, self._specs, group, self.world_size)
+        # each stage's parameters live on world/pp ranks: weight this rank's squares by pp/world, sum the world
+        from hyper_parallel.platform.mindspore.collectives import raw_all_reduce  # noqa  # pylint: disable=C0415
+        local = total_grad_norm(params, grads, self._specs, None, 1) ** 2 * self.dims.pp / self.world_size
+        total = raw_all_reduce(ms.Tensor([local], ms.float32), "sum", group)
+        norm = float(total.asnumpy()[0]) ** 0.5
+        coef = min(1.0, float(max_norm) / (norm + 1e-6))
+        return (tuple(grads) if coef >= 1.0 else tuple(g * coef for g in grads)), norm
+
+    def train_step(self, rows: List[List[int]]) -> Dict[str, Any]:
+        """Forward/backward over ``grad_accum`` micro-batches (gradients summed; under PP ``grad_accum``
+        schedule passes), clip, optimizer and LR steps."""
+        t = self.config.training
+        start = time.perf_counter()
+        grads, total = self._grads(rows)
+        params = list(self.optimizer.parameters)
         grad_norm = 0.0
         if t.clip_grad_norm > 0:
-            from hyper_parallel.optim._mindspore.clip import clip_grad_norm  # pylint: disable=C0415
-            grads, grad_norm = clip_grad_norm(params, grads, t.clip_grad_norm, self._specs,
-                                              self._world_group if self.trainer.distributed else None,
-                                              self.world_size)
+            grads, grad_norm = self._clip(params, grads, t.clip_grad_norm)
         lr = self.scheduler.get_last_lr()[0]
         self.optimizer.step(tuple(grads))
         self._balance_experts()
@@ -226,6 +348,8 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
 
     def eval_loss(self, rows: List[List[int]]) -> float:
         """Held-out loss of this batch (mean over the ranks); no gradient."""
+        if self._schedule is not None:
+            return self._mean_over_ranks(self._pp_pass(rows, train=False))
         return self._mean_over_ranks(float(self._loss(*self._tensors(rows)).asnumpy()))
 
     # ------------------------------------------------------------------ monitors

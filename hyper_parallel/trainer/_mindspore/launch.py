@@ -33,18 +33,49 @@ _OWN_LAUNCH = "HP_TRAIN_MS_CLUSTER"
 _GRACE_S = 10.0
 
 
+#: the pipeline schedules the MindSpore trainer runs (full backward; the zero-bubble I/W split needs torch)
+MINDSPORE_SCHEDULES = ("GPipe", "1F1B", "Interleaved1F1B", "LoopedBFS")
+
+
+def _schedule_name(name: str) -> str:
+    from hyper_parallel.pipeline.schedules import canonical_schedule_name  # pylint: disable=C0415  # pure module
+    try:
+        return canonical_schedule_name(name)
+    except ValueError:
+        return name
+
+
 def _refuse(cfg: JobConfig, key: str, why: str) -> ConfigError:
     return ConfigError(f"{cfg.source}: {key}: {why} (job.backend = 'mindspore'; the torch backend has it)")
 
 
+def _check_parallelism(cfg: JobConfig) -> None:
+    """The degrees the MindSpore trainer refuses: expert parallel, split-backward pipeline schedules, PP with
+    CP or TP, asynchronous CP."""
+    par = cfg.parallelism
+    if par.ep != 1:
+        raise _refuse(cfg, "parallelism.ep", "expert parallel is not supported on MindSpore; set it to 1")
+    if par.pp != 1 and _schedule_name(par.pp_schedule) not in MINDSPORE_SCHEDULES:
+        raise _refuse(cfg, "parallelism.pp_schedule", f"{par.pp_schedule!r} splits the backward (I/W); MindSpore "
+                      f"stages run {', '.join(MINDSPORE_SCHEDULES)}")
+    if par.pp != 1 and (par.cp != 1 or par.tp != 1):
+        raise _refuse(cfg, "parallelism.pp", "pipeline parallel together with CP or TP is not supported on MindSpore "
+                      "(PP x FSDP is); set cp and tp to 1")
+    if (par.pp != 1 or par.cp != 1) and cfg.model.name not in ("llama3", "llama"):
+        raise _refuse(cfg, "parallelism.pp" if par.pp != 1 else "parallelism.cp", f"pipeline and context parallel "
+                      f"on MindSpore are checked with 'llama3' only, not {cfg.model.name!r}; set it to 1")
+    if par.cp != 1 and par.cp_async:
+        raise _refuse(cfg, "parallelism.cp_async", "MindSpore's CPU collectives are synchronous, nothing to overlap; "
+                      "set it to false")
+
+
 def check_mindspore_config(cfg: JobConfig) -> None:
-    """Refuse, naming the key, what the MindSpore trainer path cannot do: pipeline, context and expert parallel,
-    HSDP x TP, bf16, compile with sharded layers, activation policies, fault injection, models without a MindSpore
+    """Refuse, naming the key, what the MindSpore trainer path cannot do: expert parallel, split-backward
+    pipeline schedules, PP with CP or TP, PP / CP of a model other than ``llama3``, HSDP x TP, bf16, compile with
+    sharded layers or with PP / CP, activation policies, fault injection, models without a MindSpore
     implementation, TP of a model other than ``llama3``'s dense flavors."""
     par, tr = cfg.parallelism, cfg.training
-    for key, why in (("pp", "pipeline parallel"), ("cp", "context parallel"), ("ep", "expert parallel")):
-        if getattr(par, key) != 1:
-            raise _refuse(cfg, f"parallelism.{key}", f"{why} is not supported on MindSpore; set it to 1")
+    _check_parallelism(cfg)
     if par.dp_replicate != 1 and par.tp != 1:
         raise _refuse(cfg, "parallelism.dp_replicate", "HSDP together with TP is not supported by MindSpore "
                       "fully_shard; set it to 1")
@@ -52,6 +83,9 @@ def check_mindspore_config(cfg: JobConfig) -> None:
     if tr.mixed_precision != "fp32":
         raise _refuse(cfg, "training.mixed_precision", f"{tr.mixed_precision!r} is not supported (MindSpore's CPU "
                       "kernels have no bf16 matmul); use 'fp32'")
+    if tr.compile and (par.pp != 1 or par.cp != 1):
+        raise _refuse(cfg, "training.compile", "mindspore.jit layers are not combined with PP or CP on MindSpore "
+                      "(the CP attention hook and the pipeline stages run in PyNative); set it to false")
     if tr.compile and (par.tp != 1 or par.dp_shard != 1):
         raise _refuse(cfg, "training.compile", "on MindSpore it runs each decoder layer under mindspore.jit, which "
                       "needs unsharded layers (tp = 1 and dp_shard = 1: one rank or dp_replicate); set it to false")

@@ -25,17 +25,19 @@ def test_import_pulls_no_framework():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_mindspore_meshes_are_refused_clearly():
-    from hyper_parallel.cp import ContextParallel, context_parallel, context_parallel_shard
+def test_mindspore_meshes_go_to_the_mindspore_cp_and_styles_are_refused_clearly():
+    from hyper_parallel.cp import ContextParallel, context_parallel
+    from hyper_parallel.cp.api import _impl
 
     class MindSporeMesh:  # what the styles and context managers look at: the mesh's backend
         platform = "mindspore"
         ndim = 1
 
-    for call in (lambda: context_parallel(MindSporeMesh()), lambda: context_parallel_shard(MindSporeMesh(), [], []),
-                 lambda: ContextParallel().apply(None, MindSporeMesh())):
-        with pytest.raises(RuntimeError, match="implemented for the torch backend only"):
-            call()
+    with pytest.raises(RuntimeError, match="module styles are implemented for the torch backend only"):
+        ContextParallel().apply(None, MindSporeMesh())
+    with pytest.raises(ValueError, match="async_op=True.*synchronous"):
+        context_parallel(MindSporeMesh(), async_op=True)
+    assert _impl(MindSporeMesh()).__name__ == "hyper_parallel.cp._mindspore.attention"
 
 
 # ------------------------------------------------------------------------------------------ index maps

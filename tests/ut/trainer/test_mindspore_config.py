@@ -11,8 +11,9 @@ from hyper_parallel.trainer.config import ConfigError, load_config
 CONFIG = "configs/mindspore_tp_fsdp.toml"
 
 REFUSED = [
-    ("parallelism.pp", 2, "pipeline parallel"),
-    ("parallelism.cp", 2, "context parallel"),
+    ("parallelism.pp_schedule", "ZBVZeroBubble", "splits the backward"),
+    ("parallelism.pp", 2, "together with CP or TP"),
+    ("parallelism.cp_async", True, "synchronous"),
     ("parallelism.ep", 2, "expert parallel"),
     ("parallelism.dp_replicate", 2, "HSDP together with TP"),
     ("model.name", "qwen3_5", "no MindSpore implementation"),
@@ -31,6 +32,10 @@ def test_mindspore_refuses_naming_the_key(key, value, why):
         overrides.append(("parallelism.dp_shard", 1))
     if key == "parallelism.tp":  # the model, not the degree, is refused: qwen3 on MindSpore is FSDP / HSDP only
         overrides.append(("model.name", "qwen3"))
+    if key == "parallelism.pp_schedule":
+        overrides += [("parallelism.pp", 2), ("parallelism.tp", 1)]
+    if key == "parallelism.cp_async":
+        overrides += [("parallelism.cp", 2), ("parallelism.tp", 1)]
     cfg = load_config(CONFIG, overrides)
     with pytest.raises(ConfigError, match=re.escape(key) + ": .*" + re.escape(why)):
         check_mindspore_config(cfg)
@@ -55,7 +60,9 @@ def test_the_config_itself_passes_and_hp_train_exits_2_on_a_refused_key(capsys):
     assert (cfg.job.backend, cfg.job.nproc, cfg.parallelism.dp_shard, cfg.parallelism.tp) == ("mindspore", 4, 2, 2)
     assert main(["--config", CONFIG, "--parallelism.pp", "2"]) == 2
     err = capsys.readouterr().err
-    assert "parallelism.pp: pipeline parallel is not supported on MindSpore" in err and "Traceback" not in err
+    assert "parallelism.pp: pipeline parallel together with CP or TP" in err and "Traceback" not in err
+    for key, value in (("parallelism.pp", 2), ("parallelism.cp", 2)):  # lifted: PP x FSDP and CP x FSDP pass
+        check_mindspore_config(load_config(CONFIG, [(key, value), ("parallelism.tp", 1)]))
     with pytest.raises(ConfigError, match="--max-restarts"):
         from hyper_parallel.trainer._mindspore.launch import run_mindspore
         run_mindspore(cfg, [], lambda *a, **k: 0, max_restarts=1)

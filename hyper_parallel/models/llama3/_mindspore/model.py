@@ -28,6 +28,7 @@ import numpy as np
 from mindspore import mint, nn, ops
 from mindspore.common.initializer import initializer
 
+from hyper_parallel.cp._mindspore.attention import active as cp_active
 from hyper_parallel.models.llama3.args import TINY_CONFIGS, LlamaConfig
 
 __all__ = ["LlamaConfig", "LlamaForCausalLM", "TINY_CONFIGS", "LlamaModel", "LlamaDecoderLayer", "LlamaAttention",
@@ -128,7 +129,15 @@ def _causal_bias(seq: int):
 def attention(q, k, v, scale=None):
     """Causal attention on ``[batch, seq, heads, dim]`` (grouped-query: query head ``i`` reads key/value head
     ``i // (heads / kv_heads)``, torch's ``enable_gqa``; ``v`` may have another head size), returning
-    ``[batch, seq, heads * v_dim]``; ``scale`` default ``dim ** -0.5``."""
+    ``[batch, seq, heads * v_dim]``; ``scale`` default ``dim ** -0.5``. Inside a ``hyper_parallel.cp.context_parallel``
+    block on a MindSpore mesh (default ``scale``, equal head sizes), the block's CP attention over the whole
+    sequence (q, k, v are this rank's sequence shards)."""
+    cp = cp_active()
+    if cp is not None:
+        if scale is not None or v.shape[-1] != q.shape[-1]:
+            raise ValueError("attention (MindSpore): context parallel supports the default scale and equal q/v "
+                             "head sizes (Llama / Qwen3 attention); not this model's attention")
+        return cp(q, k, v)
     b, s, h, d = q.shape
     kv, dv = k.shape[2], v.shape[-1]
     if kv != h:

@@ -11,14 +11,14 @@ from hyper_parallel.models.spec import fsdp_mesh as fsdp_mesh_of
 __all__ = ["parallelize_llama3", "parallelize_fsdp_only", "llama_tp_plan", "UNSUPPORTED_DIMS"]
 
 #: degrees the MindSpore plan refuses (their implementations are torch-only)
-UNSUPPORTED_DIMS = ("cp", "pp", "ep")
+UNSUPPORTED_DIMS = ("ep",)
 
 
 def _check(model, world_mesh, dims, fn_name: str = "parallelize_llama3") -> None:
     for name in UNSUPPORTED_DIMS:
         if getattr(dims, name, 1) > 1:
             raise ValueError(f"{fn_name} (MindSpore): parallel degree {name}={getattr(dims, name)} is not "
-                             f"supported on MindSpore (TP, FSDP and HSDP are); set parallelism.{name} = 1")
+                             f"supported on MindSpore (TP, CP, PP, FSDP and HSDP are); set parallelism.{name} = 1")
     if dims.tp > 1 and dims.dp_replicate > 1:
         raise ValueError("parallelize_llama3 (MindSpore): TP with dp_replicate > 1 (HSDP x TP) is not supported by "
                          "MindSpore fully_shard; set parallelism.dp_replicate = 1")

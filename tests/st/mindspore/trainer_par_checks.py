@@ -1,0 +1,99 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""The MindSpore trainer's pipeline and context parallel, inside one launch of MindSpore ranks: each case trains
+the llama3 debug model for a few steps through ``LLMTrainer`` (``job.backend = "mindspore"``, the code
+``hp-train`` runs) and is compared with the same config trained on one process (each rank trains that reference
+itself, no process group): every step's loss and, at the end, every parameter this rank holds (FSDP shards
+gathered)."""
+import os
+import tempfile
+from types import SimpleNamespace
+
+import numpy as np
+
+STEPS = 2
+#: loss and parameters relative to one process (fp32; layouts sum partial products in different orders)
+RTOL = 1e-5
+BASE = {"job.backend": "mindspore", "model.name": "llama3", "model.flavor": "debug", "training.steps": STEPS,
+        "training.global_batch": 4, "training.seq_len": 16, "training.clip_grad_norm": 1.0,
+        "data.vocab_size": 1024, "data.max_corpus_mb": 0.3, "optimizer.lr": 3e-3, "optimizer.eps": 1e-3,
+        "optimizer.warmup_steps": 1, "optimizer.total_steps": 100, "metrics.progress": False,
+        "metrics.plot": False, "metrics.eval_every": 0, "metrics.moe_monitor": False,
+        "checkpoint.enable": False}
+
+#: case name -> overrides, on 2 ranks
+CASES_2 = {
+    "trainer pp GPipe": {"parallelism.pp": 2, "parallelism.pp_schedule": "GPipe"},
+    "trainer pp 1F1B grad_accum 2": {"parallelism.pp": 2, "parallelism.pp_schedule": "1F1B",
+                                     "training.grad_accum": 2, "parallelism.pp_microbatches": 2},
+    "trainer pp Interleaved1F1B": {"parallelism.pp": 2, "parallelism.pp_schedule": "Interleaved1F1B",
+                                   "parallelism.pp_microbatches": 4},
+    "trainer cp ring": {"parallelism.cp": 2, "parallelism.cp_method": "ring"},
+    "trainer cp allgather contiguous": {"parallelism.cp": 2, "parallelism.cp_method": "allgather",
+                                        "parallelism.cp_load_balance": "none"},
+    "trainer cp alltoall": {"parallelism.cp": 2, "parallelism.cp_method": "alltoall"},
+}
+#: on 4 ranks (PP x FSDP)
+CASES_4 = {
+    "trainer pp 1F1B x fsdp": {"parallelism.pp": 2, "parallelism.dp_shard": 2, "parallelism.pp_schedule": "1F1B"},
+    "trainer pp Interleaved1F1B x fsdp": {"parallelism.pp": 2, "parallelism.dp_shard": 2,
+                                          "parallelism.pp_schedule": "Interleaved1F1B",
+                                          "parallelism.pp_microbatches": 2},
+}
+
+
+def _config(overrides, out_dir, nproc):
+    from hyper_parallel.trainer.config import load_config
+    over = dict(BASE, **overrides)
+    over.update({"job.nproc": nproc, "job.out_dir": out_dir})
+    return load_config(None, list(over.items()))
+
+
+def _train(overrides, nproc, distributed):
+    from hyper_parallel.checkpoint._mindspore.state_dict import get_model_state_dict
+    from hyper_parallel.trainer.api import LLMTrainer
+    out = tempfile.mkdtemp(prefix="hp_ms_par_")
+    trainer = LLMTrainer(_config(overrides, out, nproc), distributed=distributed)
+    try:
+        history = trainer.train()
+        state = get_model_state_dict(trainer.backend.model, options=SimpleNamespace(full_state_dict=True))
+        params = {k: v.asnumpy() for k, v in state.items()}
+    finally:
+        trainer.close()
+    return [m["loss"] for m in history], params
+
+
+def _compare(name, got, want):
+    losses, params = got
+    ref_losses, ref_params = want
+    np.testing.assert_allclose(losses, ref_losses, rtol=RTOL, err_msg=f"{name}: losses")
+    assert params and set(params) <= set(ref_params), sorted(set(params) - set(ref_params))
+    for key, value in params.items():
+        ref = ref_params[key]
+        err = float(np.abs(value - ref).max() / max(np.abs(ref).max(), 1e-12))
+        assert err <= RTOL, f"{name}: {key} differs from one process by {err:.2e} (relative)"
+
+
+def _run(cases, nproc):
+    from tests.st.mindspore.common import record
+    os.environ.setdefault("HYPER_PARALLEL_BACKEND", "mindspore")
+    import time
+    results, seconds = {}, {}
+    start = time.perf_counter()
+    ref = _train({}, 1, distributed=False)
+    seconds["one process"] = round(time.perf_counter() - start, 1)
+    for name, overrides in cases.items():
+        start = time.perf_counter()
+        record(results, name, lambda o=overrides, n=name: _compare(n, _train(o, nproc, True), ref))
+        seconds[name] = round(time.perf_counter() - start, 1)
+    return {"results": results, "seconds": seconds}
+
+
+def run_two_ranks():
+    """Launch entry (2 ranks): pipeline schedules and CP methods against one process."""
+    return _run(CASES_2, 2)
+
+
+def run_four_ranks():
+    """Launch entry (4 ranks): PP x FSDP against one process."""
+    return _run(CASES_4, 4)
