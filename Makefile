@@ -6,8 +6,8 @@ STAMP := $(VENV)/.hp-installed
 NPROC ?= 2
 export PYTHONUNBUFFERED := 1
 
-.PHONY: demo tour test ut st agent gate bench coverage matrix matrix-inprocess install clean multinode package finetune bench-finetune vl-demo \
-	llamafactory-check llamafactory-bench ms-models
+.PHONY: demo tour test ut st agent gate bench coverage matrix matrix-inprocess matrix-mindspore install clean multinode package \
+	finetune bench-finetune vl-demo llamafactory-check llamafactory-bench ms-models
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -91,6 +91,12 @@ matrix: $(STAMP)
 ## one intra-op thread per rank), then the doc (~15 min under load 30-45 instead of hours)
 matrix-inprocess: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m hyper_parallel.devtools.composition run --in-process --timeout 600
+
+## matrix-mindspore: the composition matrix's MindSpore column (the llama3_mindspore rows: FSDP, DDP, TP, TP x FSDP, PP
+## GPipe/1F1B/Interleaved1F1B, PP x FSDP, CP ring/allgather/Ulysses, FSDP x CP) vs one MindSpore process, merged into
+## docs/parallelism_results.json, then docs/parallelism.md (~25 min at load 30; the 4-rank rows dominate)
+matrix-mindspore: $(STAMP)
+	$(PY) -m hyper_parallel.devtools.composition run -k 'llama3_mindspore*' --timeout 900
 	$(PY) -m hyper_parallel.devtools.composition doc
 
 ## llamafactory-check: LlamaFactory 0.9.5 itself (its own venv, .venv-llamafactory, built once) runs

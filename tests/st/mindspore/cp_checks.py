@@ -119,18 +119,9 @@ def _errors(mesh):
             raise AssertionError(f"context_parallel({kwargs}) was accepted")
 
 
-RING_ONLY = {f"cp ring {b}": (lambda mesh, b=b: _attention_check(mesh, "ring", b)) for b in BALANCES}
 CP_CHECKS = {**{f"cp {m} {b}": (lambda mesh, m=m, b=b: _attention_check(mesh, m, b))
                 for m in METHODS for b in BALANCES},
              "cp shard unshard and buffers": _roundtrip,
              **{f"cp llama {m}": (lambda mesh, m=m: _llama(mesh, m)) for m in METHODS},
              "cp errors": _errors}
 
-
-def run_cp_checks():
-    """Launch entry: every CP check on 2 ranks."""
-    from tests.st.mindspore.common import run_group, setup_mesh
-    results = {}
-    import os
-    run_group(results, RING_ONLY if os.environ.get("HP_CP_RING_ONLY") else CP_CHECKS, setup_mesh())
-    return {"results": results}

@@ -74,11 +74,16 @@ def _compare(name, got, want):
         assert err <= RTOL, f"{name}: {key} differs from one process by {err:.2e} (relative)"
 
 
-def _run(cases, nproc):
+#: the trainer cases of ``make test`` 's launch (the others run in ``make matrix-mindspore``)
+GATE_CASES = ("trainer pp 1F1B grad_accum 2", "trainer pp Interleaved1F1B", "trainer cp ring")
+
+
+def _run(cases, nproc, results=None, seconds=None):
+    import time
     from tests.st.mindspore.common import record
     os.environ.setdefault("HYPER_PARALLEL_BACKEND", "mindspore")
-    import time
-    results, seconds = {}, {}
+    results = {} if results is None else results
+    seconds = {} if seconds is None else seconds
     start = time.perf_counter()
     ref = _train({}, 1, distributed=False)
     seconds["one process"] = round(time.perf_counter() - start, 1)
@@ -90,10 +95,33 @@ def _run(cases, nproc):
 
 
 def run_two_ranks():
-    """Launch entry (2 ranks): pipeline schedules and CP methods against one process."""
+    """Launch entry (2 ranks): every pipeline schedule and CP method case against one process."""
     return _run(CASES_2, 2)
+
+
+def run_gate():
+    """Launch entry of ``tests/st/mindspore/test_mindspore_breadth.py`` (2 ranks): the CP checks
+    (``cp_checks.CP_CHECKS``), then the trainer cases :data:`GATE_CASES` against one process."""
+    import time
+    from tests.st.mindspore.common import run_group, setup_mesh
+    from tests.st.mindspore.cp_checks import CP_CHECKS
+    results, seconds = {}, {}
+    start = time.perf_counter()
+    run_group(results, CP_CHECKS, setup_mesh())
+    seconds["cp checks"] = round(time.perf_counter() - start, 1)
+    return _run({name: CASES_2[name] for name in GATE_CASES}, 2, results, seconds)
 
 
 def run_four_ranks():
     """Launch entry (4 ranks): PP x FSDP against one process."""
     return _run(CASES_4, 4)
+
+
+def warm_data_cache():
+    """Train (or find) the cases' BPE tokenizer and token cache here, before the ranks start."""
+    from hyper_parallel.trainer.data import prepare_dataset
+    cfg = _config({}, tempfile.mkdtemp(prefix="hp_ms_par_"), 1)
+    d = cfg.data
+    prepare_dataset(d.source, d.paths, text_key=d.text_key, tokenizer=d.tokenizer, vocab_size=d.vocab_size,
+                    max_corpus_mb=d.max_corpus_mb, cache_dir=d.cache_dir, seq_len=cfg.training.seq_len,
+                    eval_fraction=d.eval_fraction)

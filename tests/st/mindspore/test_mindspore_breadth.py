@@ -1,0 +1,36 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""ST: context parallel and pipeline parallel on MindSpore, against one process, in ONE launch of 2 CPU ranks
+(mccl): the ring / all-gather / Ulysses CP attention under head-tail and contiguous layouts (forward and the
+q/k/v gradients), shard/unshard and in-place buffers, the MindSpore Llama with CP (logits, loss, weight
+gradients); then the MindSpore trainer (``LLMTrainer``, what ``hp-train --job.backend mindspore`` runs) with
+PP 1F1B + gradient accumulation, PP Interleaved1F1B and CP ring, each 2 steps against the same config on one
+process (losses and final parameters). The other trainer cases (GPipe, the other CP methods, PP x FSDP on 4
+ranks) run in ``make matrix-mindspore`` (the composition matrix's MindSpore column)."""
+import pytest
+
+from hyper_parallel.testing.mindspore_launch import MindSporeLaunchError, launch
+from tests.st.mindspore.cp_checks import CP_CHECKS
+from tests.st.mindspore.trainer_par_checks import GATE_CASES, warm_data_cache
+
+LAUNCH_TIMEOUT_S = 480
+_RESULT = {}
+
+
+def _results():
+    if not _RESULT:
+        warm_data_cache()
+        try:
+            _RESULT["ranks"] = launch("tests.st.mindspore.trainer_par_checks:run_gate", world_size=2,
+                                      timeout=LAUNCH_TIMEOUT_S)
+        except MindSporeLaunchError as exc:
+            _RESULT["error"] = str(exc)
+    if "error" in _RESULT:
+        raise AssertionError(f"the MindSpore launch failed:\n{_RESULT['error']}")
+    return _RESULT["ranks"]
+
+
+@pytest.mark.parametrize("name", [*CP_CHECKS, *GATE_CASES])
+def test_mindspore_cp_and_pp_against_one_process(name):
+    for rank, res in enumerate(_results()):
+        assert res["results"].get(name) == "ok", f"rank {rank}: {name}: {res['results'].get(name, 'not run')}"
