@@ -4,7 +4,7 @@
 the llama3 debug model for a few steps through ``LLMTrainer`` (``job.backend = "mindspore"``, the code
 ``hp-train`` runs) and is compared with the same config trained on one process (each rank trains that reference
 itself, no process group): every step's loss and, at the end, every parameter this rank holds (FSDP shards
-gathered)."""
+gathered), and the held-out loss after training."""
 import os
 import tempfile
 from types import SimpleNamespace
@@ -56,17 +56,18 @@ def _train(overrides, nproc, distributed):
     trainer = LLMTrainer(_config(overrides, out, nproc), distributed=distributed)
     try:
         history = trainer.train()
+        held_out = trainer.evaluate(1)  # under PP the schedule's forward-only pass
         state = get_model_state_dict(trainer.backend.model, options=SimpleNamespace(full_state_dict=True))
         params = {k: v.asnumpy() for k, v in state.items()}
     finally:
         trainer.close()
-    return [m["loss"] for m in history], params
+    return [m["loss"] for m in history] + [held_out], params
 
 
 def _compare(name, got, want):
     losses, params = got
     ref_losses, ref_params = want
-    np.testing.assert_allclose(losses, ref_losses, rtol=RTOL, err_msg=f"{name}: losses")
+    np.testing.assert_allclose(losses, ref_losses, rtol=RTOL, err_msg=f"{name}: losses (the last: held-out)")
     assert params and set(params) <= set(ref_params), sorted(set(params) - set(ref_params))
     for key, value in params.items():
         ref = ref_params[key]
