@@ -349,7 +349,13 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
     def eval_loss(self, rows: List[List[int]]) -> float:
         """Held-out loss of this batch (mean over the ranks); no gradient."""
         if self._schedule is not None:
-            return self._mean_over_ranks(self._pp_pass(rows, train=False))
+            # the forward-only schedule over passes of the training pass size: a MindSpore stage infers its
+            # message shapes at its first step and keeps them (another microbatch size would desynchronise the
+            # ranks' transfers)
+            accum = self.config.training.grad_accum
+            micro = len(rows) // accum
+            value = sum(self._pp_pass(rows[i * micro:(i + 1) * micro], train=False) for i in range(accum)) / accum
+            return self._mean_over_ranks(value)
         return self._mean_over_ranks(float(self._loss(*self._tensors(rows)).asnumpy()))
 
     # ------------------------------------------------------------------ monitors
