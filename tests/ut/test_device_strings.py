@@ -20,10 +20,13 @@ ALLOWLIST = {
     ("hyper_parallel/checkpoint/_torch/stateful.py", "load_state_dict"): "the CUDA RNG state is restored by name",
     ("hyper_parallel/checkpoint/_torch/storage.py", "_write_tensors"): "files are written from host memory",
     ("hyper_parallel/devtools/op_coverage.py", "_mesh"): "dev tool: OpInfo coverage runs on CPU ranks",
+    ("hyper_parallel/devtools/composition.py", "_full_parameters"): "dev tool: parameters compared on the host",
     ("hyper_parallel/devtools/op_coverage.py", "_op_samples"): "dev tool: OpInfo samples built on the CPU",
     ("hyper_parallel/testing/op_cases.py", "_opinfo_dense"): "test data: OpInfo samples built on the CPU",
     ("hyper_parallel/testing/op_parity.py", "check_op"): "test harness: parity against a CPU reference",
     ("hyper_parallel/fsdp/_mindspore/fully_shard.py", "_default_mesh"): "MindSpore backend here: CPU only",
+    ("hyper_parallel/fsdp/_mindspore/replicate.py", "_default_group"): "MindSpore backend here: CPU only (the "
+                                                                       "same default mesh as fully_shard)",
     ("hyper_parallel/trainer/_mindspore/backend.py", "init_distributed"): "MindSpore trainer is CPU-only "
                                                                           "(check_mindspore_config)",
     ("hyper_parallel/platform/mindspore/platform.py", "__init__"): "MindSpore device target default",

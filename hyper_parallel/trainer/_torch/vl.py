@@ -24,9 +24,10 @@ def is_vl_rows(rows: List[Any]) -> bool:
     return bool(rows) and isinstance(rows[0], dict) and "image_grid_thw" in rows[0]
 
 
-def vl_inputs(rows: List[Dict[str, Any]], device: Any = "cpu") -> Dict[str, Any]:
+def vl_inputs(rows: List[Dict[str, Any]], device: Any = None) -> Dict[str, Any]:
     """Tensors of image-text rows: ``input_ids``, ``labels`` ``[b, s]``, ``position_ids [3, b, s]``, the
-    boolean document mask ``[b, 1, s, s]``, ``pixel_values`` and ``image_grid_thw`` (None without images)."""
+    boolean document mask ``[b, 1, s, s]``, ``pixel_values`` and ``image_grid_thw`` (None without images), on
+    ``device`` (default: torch's default device)."""
     from hyper_parallel.models.llama3.model import document_mask  # pylint: disable=import-outside-toplevel
     out = {k: torch.tensor([r[k] for r in rows], dtype=torch.long, device=device)
            for k in ("input_ids", "labels", "doc_ids")}
