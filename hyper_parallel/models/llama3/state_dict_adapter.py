@@ -72,9 +72,13 @@ def decoder_rules(qk_norm: bool = False, moe: bool = False, expert_bias: bool = 
 
 
 def _framework(value: Any) -> str:
-    """``"torch"``, ``"mindspore"`` or ``"numpy"`` (anything else) by the value's class, importing nothing."""
-    top = type(value).__module__.split(".", 1)[0]
-    return top if top in ("torch", "mindspore") else "numpy"
+    """``"torch"``, ``"mindspore"`` or ``"numpy"`` (anything else) by the value's class or a base class (our
+    DTensors subclass the framework's tensor), importing nothing."""
+    for cls in type(value).__mro__:
+        top = cls.__module__.split(".", 1)[0]
+        if top in ("torch", "mindspore"):
+            return top
+    return "numpy"
 
 
 def stack_values(values: List[Any]) -> Any:

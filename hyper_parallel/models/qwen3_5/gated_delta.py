@@ -113,7 +113,17 @@ def chunk_gated_delta_rule(query: torch.Tensor, key: torch.Tensor, value: torch.
     """The gated delta rule over ``[B, S, Hk, Dk]`` queries/keys, ``[B, S, Hv, Dv]`` values, ``[B, S, Hv]``
     log-decays ``g`` (<= 0) and ``beta``; ``initial_state [B, Hv, Dk, Dv]`` (or a zero-argument callable returning it,
     called after the chunk-parallel work, right before the state scan). Returns (output ``[B, S, Hv, Dv]``
-    in the query dtype, the final fp32 state or None) — transformers' ``torch_chunk_gated_delta_rule`` contract."""
+    in the query dtype, the final fp32 state or None) — transformers' ``torch_chunk_gated_delta_rule`` contract.
+    The rule computes in fp32 also under ``torch.autocast`` (the state is fp32 by contract; autocast's bf16
+    matmuls would mix dtypes between the scan's forward and its backward)."""
+    with torch.autocast(device_type=query.device.type, enabled=False):
+        return _chunk_rule(query, key, value, g, beta, chunk_size, initial_state, output_final_state,
+                           use_qk_l2norm_in_kernel)
+
+
+def _chunk_rule(query, key, value, g, beta, chunk_size, initial_state, output_final_state,  # noqa
+                use_qk_l2norm_in_kernel):  # pylint: disable=too-many-arguments,too-many-positional-arguments
+    """:func:`chunk_gated_delta_rule` outside autocast."""
     dtype = query.dtype
     bsz, seq = key.shape[0], key.shape[1]
     q, k, v, g, beta = _prepare(query, key, value, g, beta, use_qk_l2norm_in_kernel)
