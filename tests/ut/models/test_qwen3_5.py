@@ -214,3 +214,25 @@ def test_published_configs_are_read():
                num_experts=256, num_experts_per_tok=8, moe_intermediate_size=512, shared_expert_intermediate_size=512)
     spec = get_model_spec("qwen3_5_moe")
     assert spec.state_dict_adapter.config_from_hf(moe) == spec.config("35B-A3B")
+
+
+def test_delta_rule_stays_fp32_under_autocast():
+    """Under ``torch.autocast`` (bf16 training) the rule computes in fp32 like without it, backward included (the
+    scan's backward used to meet bf16 states with fp32 matrices)."""
+    gen = torch.Generator().manual_seed(0)
+    shapes = [(2, 10, 2, 8), (2, 10, 2, 8), (2, 10, 4, 8), (2, 10, 4), (2, 10, 4)]
+    base = [torch.randn(s, generator=gen) for s in shapes]
+    base[3] = -torch.rand(shapes[3], generator=gen)  # log-decays <= 0
+    base[4] = torch.rand(shapes[4], generator=gen)
+
+    def run(autocast):
+        args = [x.clone().requires_grad_() for x in base]
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            out, _ = chunk_gated_delta_rule(*args, chunk_size=4, use_qk_l2norm_in_kernel=True)
+        out.sum().backward()
+        return out, [a.grad for a in args]
+
+    (out_a, grads_a), (out_b, grads_b) = run(True), run(False)
+    assert out_a.dtype == torch.float32 and torch.equal(out_a, out_b)
+    for a, b in zip(grads_a, grads_b):
+        assert torch.equal(a, b)
