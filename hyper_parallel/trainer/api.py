@@ -38,7 +38,7 @@ class TrainerBackend:
     ``checkpoint_states() -> dict`` (the ``Stateful`` s of model, optimizer, scheduler, RNG), ``barrier()``,
     ``rank``, ``world_size``, ``dp_rank``, ``dp_size``, ``flops_per_token``, ``peak_flops``,
     ``peak_memory_mib()``, ``moe_stats() -> dict``, ``start_profiler()``, ``stop_profiler(p, path)``,
-    ``shutdown()``.
+    ``shutdown(failed=False)`` (``failed``: leaving on an exception, no closing barrier).
     """
 
     name = "abstract"
@@ -306,11 +306,13 @@ class LLMTrainer:
         self.log(f"exported the model as a Hugging Face folder: {folder}")
         return folder
 
-    def close(self) -> None:
-        """Release the backend (process group)."""
-        if self.checkpointer is not None:
+    def close(self, failed: bool = False) -> None:
+        """Release the backend (process group). ``failed=True`` (this rank is leaving on an exception): no closing
+        barrier, which the other ranks may never reach — the launcher then ends them and the error is seen,
+        instead of every rank hanging."""
+        if self.checkpointer is not None and not failed:
             self.checkpointer.wait()
-        self.backend.shutdown()
+        self.backend.shutdown(failed=failed)
 
     def summary(self) -> Dict[str, Any]:
         """The run's configuration as plain data, for reports."""

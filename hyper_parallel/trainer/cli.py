@@ -283,9 +283,12 @@ def run(cfg: JobConfig, distributed: bool = True) -> int:
             tps = sum(m["tokens"] for m in history) / sum(m["step_s"] for m in history)
             trainer.log(f"steps {history[0]['step']}..{history[-1]['step']}: loss {history[0]['loss']:.4f} -> "
                         f"{history[-1]['loss']:.4f}, {tps:,.0f} tokens/s, {time.perf_counter() - start:.1f} s")
-        return 0 if _demo_phases(trainer, history) else 1
-    finally:
-        trainer.close()
+        code = 0 if _demo_phases(trainer, history) else 1
+    except BaseException:
+        trainer.close(failed=True)  # no closing barrier: the other ranks may be blocked elsewhere
+        raise
+    trainer.close()
+    return code
 
 
 def _preflight_resume(cfg: JobConfig) -> None:

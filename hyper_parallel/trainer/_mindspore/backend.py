@@ -377,13 +377,14 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         from hyper_parallel.trainer._mindspore import profile  # pylint: disable=import-outside-toplevel
         profile.stop(prof, path)
 
-    def shutdown(self) -> None:
-        """Leave the process group at a barrier (the launcher ends the cluster).
+    def shutdown(self, failed: bool = False) -> None:
+        """Leave the process group at a barrier (the launcher ends the cluster); ``failed`` (leaving on an
+        exception): no barrier.
 
         Training, metrics and checkpoints are complete when this runs. mccl's CPU barrier is an all-reduce with a
         fixed 60 s wait, which a rank still writing its plot can outlast; such a failure is reported as a warning
         instead of turning a finished run into a failed one."""
-        if self.trainer.distributed and self._plat is not None and self._plat.is_initialized():
+        if not failed and self.trainer.distributed and self._plat is not None and self._plat.is_initialized():
             try:
                 self._plat.barrier()
             except RuntimeError as exc:

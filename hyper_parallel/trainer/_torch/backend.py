@@ -537,10 +537,13 @@ class TorchTrainerBackend:
         prof.__exit__(None, None, None)
         prof.export_chrome_trace(path)
 
-    def shutdown(self) -> None:
+    def shutdown(self, failed: bool = False) -> None:
         """Destroy the process group this backend started, through ``hyper_parallel.destroy_process_group`` (the
         meshes, plan caches and FSDP units then drop their groups: gloo's threads end now, not at interpreter
-        exit where tearing them down can abort a rank)."""
+        exit where tearing them down can abort a rank). ``failed``: this rank leaves on an exception, so no
+        closing barrier (the others may be blocked elsewhere) and the group is left to the process exit."""
+        if failed:
+            return
         if self._init_mode and dist.is_initialized():
             dist.barrier()
             from hyper_parallel.core.process_group import destroy_process_group  # noqa  # pylint: disable=C0415
