@@ -130,8 +130,8 @@ class _RecvState(torch.autograd.Function):
     def forward(ctx, anchor, shape, cp):  # pylint: disable=arguments-differ
         """Receive the state."""
         ctx.cp = cp
-        if cp.prev is None:
-            return anchor.new_zeros(shape, dtype=torch.float32)
+        if cp.prev is None:  # a plain tensor even when the anchor is a DTensor (TP x CP with sequence parallel)
+            return torch.zeros(shape, dtype=torch.float32, device=anchor.device)
         return cp.recv(shape, torch.float32, anchor.device, cp.prev, _TAG_STATE)
 
     @staticmethod
