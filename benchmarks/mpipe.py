@@ -32,13 +32,12 @@ from __future__ import annotations
 
 import copy
 import os
-import statistics
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import ensure_launched, fmt_time, print_table  # noqa: E402  pylint: disable=wrong-import-position
+from _common import ensure_launched, fmt_time, print_table, time_interleaved  # noqa: E402  pylint: disable=wrong-import-position
 
 MODES = ("stage0", "stage0+balance", "encoder-alone 1F1B", "mpipe")
 #: decoder layers per stage when the encoder stage is alone on rank 0 (the same for both such modes)
@@ -234,29 +233,6 @@ class _Run:  # pylint: disable=too-few-public-methods
         self.sched, self.stage_module = sched, stage_module
 
 
-def _time_modes(step, rounds: int, iters: int):
-    """Median seconds per step of every mode (slowest rank), rounds interleaved, after 2 warm-up steps each."""
-    import torch
-    import torch.distributed as dist
-    for mode in MODES:  # warm-up: shape inference, allocator
-        for _ in range(2):
-            step(mode)
-    samples = {mode: [] for mode in MODES}
-    for _ in range(rounds):
-        for mode in MODES:
-            dist.barrier()
-            start = time.perf_counter()
-            for _ in range(iters):
-                step(mode)
-            samples[mode].append((time.perf_counter() - start) / iters)
-    times = {}
-    for mode, vals in samples.items():
-        t = torch.tensor([statistics.median(vals)], dtype=torch.float64)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        times[mode] = t.item()
-    return times
-
-
 def _report(world, rounds, iters, times, idle, scheds, one):
     """The tables (rank 0)."""
     load = os.getloadavg()
@@ -301,7 +277,7 @@ def main() -> None:  # pylint: disable=too-many-locals
 
     scheds = {mode: _Run(*_build(mode, model, 4, loss_fn)) for mode in MODES}
     step, costs, groups = _stepper(scheds, packed, labels, rank, world)
-    times = _time_modes(step, rounds, iters)
+    times = time_interleaved({mode: (lambda m=mode: step(m)) for mode in MODES}, iters, warmup=2, rounds=rounds)
     idle = {mode: _idle(scheds[mode].sched, step, mode) for mode in MODES}
     one = None
     if rank == 0:  # the other ranks wait in the barrier: rank 0 has the cores to itself (but for other jobs)

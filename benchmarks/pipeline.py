@@ -20,11 +20,10 @@ import copy
 import os
 import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import ensure_launched, fmt_time, print_table  # noqa: E402  pylint: disable=wrong-import-position
+from _common import ensure_launched, fmt_time, print_table, time_interleaved  # noqa: E402  pylint: disable=wrong-import-position
 
 SCHEDULES = ("GPipe", "1F1B", "Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble", "ZBVZeroBubble",
              "DualPipeV")
@@ -86,28 +85,6 @@ def _workload(model: str, name: str, world: int):
     return plan, _llama_parts(plan.num_stages), x, y, LlamaForCausalLM.loss
 
 
-def _time_interleaved(step, libs, rounds: int, iters: int):
-    import torch
-    import torch.distributed as dist
-    for lib in libs:  # warm-up (shape inference, allocator)
-        for _ in range(2):
-            step(lib)
-    samples = {lib: [] for lib in libs}
-    for _ in range(rounds):
-        for lib in libs:
-            dist.barrier()
-            start = time.perf_counter()
-            for _ in range(iters):
-                step(lib)
-            samples[lib].append((time.perf_counter() - start) / iters)
-    times = {}
-    for lib, vals in samples.items():
-        t = torch.tensor([statistics.median(vals)], dtype=torch.float64)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)  # the slowest rank defines the step
-        times[lib] = t.item()
-    return times
-
-
 def _idle(sched, step, plan, world: int):
     """(measured idle fraction per rank, simulated idle fraction per rank with the measured mean costs)."""
     import torch
@@ -152,7 +129,7 @@ def _run_case(model: str, name: str, world: int, rank: int, rounds: int, iters: 
     def step(lib):
         scheds[lib].step(x if first else None, target=y if last else None)
 
-    times = _time_interleaved(step, list(scheds), rounds, iters)
+    times = time_interleaved({lib: (lambda s=lib: step(s)) for lib in scheds}, iters, warmup=2, rounds=rounds)
     measured, simulated = _idle(scheds["ours"], step, plan, world)
     closed = (world - 1) / (m + world - 1) if name in ("GPipe", "1F1B") else None
     return times, measured, simulated, closed, m
