@@ -30,6 +30,7 @@ from hyper_parallel.moe.balance import bias_update
 from hyper_parallel.moe.routing import ROUTE_NORM_EPS
 from hyper_parallel.platform.mindspore.collectives import raw_all_gather, raw_all_reduce
 from hyper_parallel.platform.mindspore.platform import PLATFORM
+from hyper_parallel.platform.mindspore.runtime import is_replaying
 
 __all__ = ["TokenChoiceTopKRouter", "GroupedExperts", "FeedForward", "MoE", "AuxLossScaler", "expert_parallel",
            "update_expert_bias"]
@@ -215,7 +216,8 @@ class MoE(nn.Cell):
         weights, experts, scores = self.router(flat, bias)
         chosen = experts.asnumpy().reshape(-1)  # [N * k], token-major
         counts = np.bincount(chosen, minlength=c.num_experts)
-        self.tokens_per_expert += counts
+        if not is_replaying():  # a pipeline stage's recomputed forward routes the same tokens again
+            self.tokens_per_expert += counts
         order = np.argsort(chosen, kind="stable")  # slots grouped by expert
         tokens = ops.gather(flat, ms.Tensor((order // c.top_k).astype(np.int32)), 0)
         out = self._experts(tokens, counts)

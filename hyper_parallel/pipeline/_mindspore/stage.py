@@ -30,6 +30,7 @@ from hyper_parallel.pipeline.schedules import SCHEDULES
 from hyper_parallel.pipeline.steps import MetaStepType
 from hyper_parallel.platform import get_platform
 from hyper_parallel.platform.base import P2POp
+from hyper_parallel.platform.mindspore.runtime import replaying
 
 __all__ = ["PipelineStage"]
 
@@ -183,7 +184,9 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
             prev = self.local_stages.get(self.stage_index - 1)
             self.in_meta = prev.out_meta if prev is not None else self._recv_object(self._peer(self.stage_index - 1))
             ins = tuple(_zeros(m) for m in self.in_meta)
-        self.out_meta = tuple(_meta(t) for t in _flatten(self.submod(*ins), f"stage {self.stage_index} forward"))
+        with replaying():  # placeholder inputs: no statistics
+            out = self.submod(*ins)
+        self.out_meta = tuple(_meta(t) for t in _flatten(out, f"stage {self.stage_index} forward"))
         nxt = self.stage_index + 1
         if not self.is_last and self.stage_to_rank[nxt] != self.stage_to_rank[self.stage_index]:
             self._send_object(self.out_meta, self._peer(nxt))
@@ -236,20 +239,21 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
         """Full backward of ``mb`` (``input_only`` is refused at bind time)."""
         del input_only
         args, kwargs, loss = self._vjp.pop(mb)
-        if self.is_last:
-            if loss is None:
-                raise RuntimeError(f"stage {self.stage_index}: backward on the last stage needs a loss_fn and a target")
-            target, scale = loss
-            loss_fn = self._loss_fn
-            _, fn = ms.vjp(lambda *xs: loss_fn(self.submod(*xs, **kwargs), target) * scale, *args,
-                           weights=self.weights)
-            cot = ms.Tensor(1.0, ms.float32)
-        else:
-            _, fn = ms.vjp(lambda *xs: self.submod(*xs, **kwargs), *args, weights=self.weights)
-            outs = self._outs[mb]
-            filled = [g if g is not None else ops.zeros_like(o) for g, o in zip(grads, outs)]
-            cot = filled[0] if len(outs) == 1 else tuple(filled)
-        in_grads, w_grads = fn(cot)
+        if self.is_last and loss is None:
+            raise RuntimeError(f"stage {self.stage_index}: backward on the last stage needs a loss_fn and a target")
+        with replaying():  # the recomputed forward: the microbatch's statistics were taken by its forward
+            if self.is_last:
+                target, scale = loss
+                loss_fn = self._loss_fn
+                _, fn = ms.vjp(lambda *xs: loss_fn(self.submod(*xs, **kwargs), target) * scale, *args,
+                               weights=self.weights)
+                cot = ms.Tensor(1.0, ms.float32)
+            else:
+                _, fn = ms.vjp(lambda *xs: self.submod(*xs, **kwargs), *args, weights=self.weights)
+                outs = self._outs[mb]
+                filled = [g if g is not None else ops.zeros_like(o) for g, o in zip(grads, outs)]
+                cot = filled[0] if len(outs) == 1 else tuple(filled)
+            in_grads, w_grads = fn(cot)
         for k, g in enumerate(w_grads):
             self._grads[k] = g if self._grads[k] is None else self._grads[k] + g
         self._in_grads[mb] = tuple(in_grads)

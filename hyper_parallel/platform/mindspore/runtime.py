@@ -20,10 +20,30 @@ change no result: the same kernels run in the same order.
 """
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Dict, Optional
+from typing import Dict, Iterator, Optional
 
-__all__ = ["configure", "ENV", "jit_cells"]
+__all__ = ["configure", "ENV", "jit_cells", "replaying", "is_replaying"]
+
+_REPLAY = [0]
+
+
+@contextlib.contextmanager
+def replaying() -> Iterator[None]:
+    """Mark a forward that runs again what already ran (a MindSpore pipeline stage's backward recomputes the
+    microbatch's forward under ``mindspore.vjp``; its shape inference runs one on placeholder inputs): cells with
+    host-side statistics (the MoE blocks' ``tokens_per_expert``) leave them alone inside (:func:`is_replaying`)."""
+    _REPLAY[0] += 1
+    try:
+        yield
+    finally:
+        _REPLAY[0] -= 1
+
+
+def is_replaying() -> bool:
+    """Whether a :func:`replaying` block is open."""
+    return _REPLAY[0] > 0
 
 #: ``fast`` (default) applies the settings, ``default`` leaves MindSpore's
 ENV = "HP_MS_RUNTIME"

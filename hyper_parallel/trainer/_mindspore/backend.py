@@ -19,7 +19,7 @@ import os
 import resource
 import time
 import warnings
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import mindspore as ms
 import numpy as np
@@ -84,6 +84,7 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         self._schedule: Any = None  # pipeline parallel: the schedule over this rank's stages
         self._pp_scale = 1.0
         self._pp_first = self._pp_last = False  # this rank holds the first / last pipeline stage
+        self._pp_tied = False  # pipeline parallel of a model with tied embeddings
         self._cp: Any = None  # context parallel: (cp mesh, SeqLayout cache key -> positions)
 
     # ------------------------------------------------------------------ process group / meshes
@@ -193,6 +194,7 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
             loss_fn=lambda out, tgt: loss_fn(out, tgt) * self._pp_scale,
             parallelize=lambda part: spec.parallelize_fn(part, self.mesh, self.dims, **kwargs))
         self._pp_first = any(p.first for p in parts)
+        self._pp_tied = bool(getattr(model.config, "tie_word_embeddings", False))
         self._pp_last = any(p.last for p in parts)
         names = [(p, p.name) for part in parts for p in part.get_parameters()]
         holder = nn.CellList(parts)
@@ -204,18 +206,29 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         from hyper_parallel.moe._mindspore.moe import MoE  # pylint: disable=import-outside-toplevel
         return [c for _, c in self.model.cells_and_names() if isinstance(c, MoE)]
 
+    def _token_group(self) -> Any:
+        """The ranks whose tokens one MoE layer sees together: every rank (data and TP ranks hold distinct tokens;
+        CP is refused with MoE), under PP the ranks of this stage (the data-parallel group; None when alone)."""
+        if not self.trainer.distributed or self.world_size == 1:
+            return None
+        if self.dims.pp == 1:
+            return self._world_group
+        dp = self.dims.mesh("dp")
+        return None if dp is None else dp.get_group(0)
+
     def _setup_moe(self) -> None:
         """Auxiliary losses over the global batch (every rank's tokens) with the accumulation scale."""
         from hyper_parallel.moe._mindspore.moe import AuxLossScaler  # pylint: disable=import-outside-toplevel
         AuxLossScaler.scale = 1.0 / self.config.training.grad_accum
-        if self.trainer.distributed and self.world_size > 1:
+        group = self._token_group()
+        if group is not None:
             for cell in self._moe_cells():
-                cell.set_token_groups(self._world_group, self.dp_size)
+                cell.set_token_groups(group, self.dp_size)
 
     def _balance_experts(self) -> None:
         """Expert-bias balancing after the optimizer step (counts summed over the ranks), as the torch backend."""
         from hyper_parallel.moe._mindspore.moe import update_expert_bias  # pylint: disable=import-outside-toplevel
-        group = self._world_group if self.trainer.distributed and self.world_size > 1 else None
+        group = self._token_group()
         for cell in self._moe_cells():
             if cell.config.uses_expert_bias:
                 update_expert_bias(cell, group)
@@ -291,9 +304,29 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
                 total += self._pp_pass(rows[i * micro:(i + 1) * micro], train=True)
         finally:
             self._pp_scale = 1.0
-        by_name = {p.name: g for stage in stages for p, g in zip(stage.weights, stage.grads())}
+        by_name: Dict[str, Any] = {}
+        for stage in stages:  # a weight held by two of this rank's stages (tied embeddings) sums its gradients
+            for p, g in zip(stage.weights, stage.grads()):
+                if g is not None:
+                    by_name[p.name] = by_name[p.name] + g if p.name in by_name else g
+        self._tie_pp_grads(by_name)
         params = list(self.optimizer.parameters)
         return [by_name[p.name] if by_name.get(p.name) is not None else ms.ops.zeros_like(p) for p in params], total
+
+    def _tied_name(self) -> Optional[str]:
+        """The tied embedding's parameter name under PP (the first stage's embedding is the last stage's head)."""
+        return "model.embed_tokens.weight" if self._pp_tied else None
+
+    def _tie_pp_grads(self, by_name: Dict[str, Any]) -> None:
+        """Tied embeddings under PP (``pp = 2``: one rank holds the first stage, the other the last): the weight's
+        gradient summed over the pp group, so both copies take the same step."""
+        name = self._tied_name()
+        if name is None:
+            return
+        if name not in by_name:
+            raise RuntimeError(f"pipeline parallel with tied embeddings: this rank holds no stage using {name}")
+        from hyper_parallel.platform.mindspore.collectives import raw_all_reduce  # noqa  # pylint: disable=C0415
+        by_name[name] = raw_all_reduce(by_name[name], "sum", self.dims.mesh("pp").get_group(0))
 
     def _grads(self, rows: List[List[int]]):
         """(gradients aligned with the optimizer's parameters, summed micro-batch loss)."""
@@ -323,7 +356,10 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
             return clip_grad_norm(params, grads, max_norm, self._specs, group, self.world_size)
         # each stage's parameters live on world/pp ranks: weight this rank's squares by pp/world, sum the world
         from hyper_parallel.platform.mindspore.collectives import raw_all_reduce  # noqa  # pylint: disable=C0415
-        local = total_grad_norm(params, grads, self._specs, None, 1) ** 2 * self.dims.pp / self.world_size
+        tied = self._tied_name() if self._pp_last and not self._pp_first else None  # counted on the first stage
+        kept = [(p, g) for p, g in zip(params, grads) if p.name != tied]
+        local = total_grad_norm([p for p, _ in kept], [g for _, g in kept], self._specs, None, 1) ** 2 \
+            * self.dims.pp / self.world_size
         total = raw_all_reduce(ms.Tensor([local], ms.float32), "sum", group)
         norm = float(total.asnumpy()[0]) ** 0.5
         coef = min(1.0, float(max_norm) / (norm + 1e-6))

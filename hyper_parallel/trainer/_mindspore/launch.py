@@ -50,30 +50,35 @@ def _refuse(cfg: JobConfig, key: str, why: str) -> ConfigError:
 
 
 def _check_parallelism(cfg: JobConfig) -> None:
-    """The degrees the MindSpore trainer refuses: expert parallel, split-backward pipeline schedules, PP with
-    CP or TP, asynchronous CP."""
+    """The degrees the MindSpore trainer refuses: split-backward pipeline schedules, PP with CP or TP, asynchronous
+    CP, expert parallel other than ``ep = dp_shard`` without TP."""
     par = cfg.parallelism
-    if par.ep != 1:
-        raise _refuse(cfg, "parallelism.ep", "expert parallel is not supported on MindSpore; set it to 1")
+    if par.ep != 1 and (par.tp != 1 or par.ep != par.dp_shard):
+        raise _refuse(cfg, "parallelism.ep", f"expert parallel on MindSpore takes all of dp_shard (ep = dp_shard = "
+                      f"{par.dp_shard}) with tp = 1: the experts' FSDP over dp_shard / ep and EP from TP ranks are "
+                      "not implemented there")
     if par.pp != 1 and _schedule_name(par.pp_schedule) not in MINDSPORE_SCHEDULES:
         raise _refuse(cfg, "parallelism.pp_schedule", f"{par.pp_schedule!r} splits the backward (I/W); MindSpore "
                       f"stages run {', '.join(MINDSPORE_SCHEDULES)}")
     if par.pp != 1 and (par.cp != 1 or par.tp != 1):
         raise _refuse(cfg, "parallelism.pp", "pipeline parallel together with CP or TP is not supported on MindSpore "
                       "(PP x FSDP is); set cp and tp to 1")
-    if (par.pp != 1 or par.cp != 1) and cfg.model.name not in ("llama3", "llama"):
-        raise _refuse(cfg, "parallelism.pp" if par.pp != 1 else "parallelism.cp", f"pipeline and context parallel "
-                      f"on MindSpore are checked with 'llama3' only, not {cfg.model.name!r}; set it to 1")
     if par.cp != 1 and par.cp_async:
         raise _refuse(cfg, "parallelism.cp_async", "MindSpore's CPU collectives are synchronous, nothing to overlap; "
                       "set it to false")
 
 
+#: models whose attention the MindSpore CP attention cannot run, and why
+CP_REFUSED = {"deepseek_v3": "multi-head latent attention has value heads narrower than its query/key heads and a "
+                             "softmax scale other than head_dim ** -0.5, which the MindSpore CP attention (ring / "
+                             "all-gather / Ulysses over equal q/k/v head sizes) does not take"}
+
+
 def check_mindspore_config(cfg: JobConfig) -> None:
-    """Refuse, naming the key, what the MindSpore trainer path cannot do: expert parallel, split-backward
-    pipeline schedules, PP with CP or TP, PP / CP of a model other than ``llama3``, HSDP x TP, bf16, compile with
-    sharded layers or with PP / CP, activation policies, fault injection, models without a MindSpore
-    implementation, TP of a model other than ``llama3``'s dense flavors."""
+    """Refuse, naming the key, what the MindSpore trainer path cannot do: expert parallel other than ``ep =
+    dp_shard``, split-backward pipeline schedules, PP with CP or TP, CP of DeepSeek-V3 (MLA) or MoE models, HSDP x
+    TP, bf16, compile with sharded layers, MoE layers or with PP / CP, activation policies, fault injection, models
+    without a MindSpore implementation."""
     par, tr = cfg.parallelism, cfg.training
     _check_parallelism(cfg)
     if par.dp_replicate != 1 and par.tp != 1:
@@ -97,16 +102,25 @@ def check_mindspore_config(cfg: JobConfig) -> None:
 
 
 def _check_model(cfg: JobConfig) -> None:
-    """The model has a MindSpore implementation (``hyper_parallel.models.registry``); TP is Llama 3's (dense)."""
+    """The model has a MindSpore implementation (``hyper_parallel.models.registry``); what its plan refuses: CP of
+    MLA or of MoE layers, TP of MoE layers without sequence parallel, compile with MoE layers."""
     from hyper_parallel.models.registry import _BUILTIN_BACKENDS  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.models.llama3.parallelize import MOE_REFUSALS  # pylint: disable=import-outside-toplevel
     name = "llama3" if cfg.model.name == "llama" else cfg.model.name
     have = sorted(n for n, b in _BUILTIN_BACKENDS if b == "mindspore")
     if name not in have:
         raise _refuse(cfg, "model.name", f"{cfg.model.name!r} has no MindSpore implementation; use one of {have}")
-    if cfg.parallelism.tp != 1 and (name != "llama3" or "moe" in cfg.model.flavor):
-        raise _refuse(cfg, "parallelism.tp", f"TP of {name!r} ({cfg.model.flavor!r}) is not supported on MindSpore "
-                      "(FSDP / HSDP are; TP is Llama 3's dense flavors); set it to 1")
-    if cfg.training.compile and (name in ("qwen3_moe", "deepseek_v3") or "moe" in cfg.model.flavor):
+    par = cfg.parallelism
+    moe = name in ("qwen3_moe", "deepseek_v3") or "moe" in cfg.model.flavor
+    if par.cp != 1 and name in CP_REFUSED:
+        raise _refuse(cfg, "parallelism.cp", f"context parallel of {name!r}: {CP_REFUSED[name]}; set it to 1")
+    if par.cp != 1 and moe:
+        raise _refuse(cfg, "parallelism.cp", f"context parallel of {name!r} ({cfg.model.flavor!r}): "
+                      f"{MOE_REFUSALS['cp']}")
+    if par.tp != 1 and moe and not par.sequence_parallel:
+        raise _refuse(cfg, "parallelism.sequence_parallel", f"TP of {name!r} ({cfg.model.flavor!r}) routes each "
+                      "rank's sequence shard through the MoE blocks; set it to true")
+    if cfg.training.compile and moe:
         raise _refuse(cfg, "training.compile", f"{name!r} ({cfg.model.flavor!r}) has MoE layers, whose routing reads "
                       "the expert choices on the host, which mindspore.jit cannot compile; set it to false")
 

@@ -1,10 +1,10 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""Pipeline parallel for the MindSpore Llama: the model split into stage cells (TorchTitan's split, the same
-stage boundaries as the torch model: :func:`hyper_parallel.pipeline.split.module_names_per_stage`), this rank's
-stages parallelised (TP / FSDP over the stage's slice of the world mesh) and wrapped as MindSpore
-``PipelineStage`` s, and the schedule (GPipe, 1F1B, Interleaved1F1B, LoopedBFS: the full-backward ones the
-MindSpore stage runs).
+"""Pipeline parallel for the MindSpore Llama family (Llama 3, Qwen3, Qwen3-MoE, DeepSeek-V3): the model split into
+stage cells (TorchTitan's split, the same stage boundaries as the torch model:
+:func:`hyper_parallel.pipeline.split.module_names_per_stage`), this rank's stages parallelised (TP / FSDP over
+the stage's slice of the world mesh) and wrapped as MindSpore ``PipelineStage`` s, and the schedule (GPipe, 1F1B,
+Interleaved1F1B, LoopedBFS: the full-backward ones the MindSpore stage runs).
 
 A stage cell (:class:`LlamaStage`) keeps the full model's sub-cells and parameter names
 (``model.embed_tokens.weight``, ``model.layers.3.mlp.up_proj.weight``, ``lm_head.weight``), so checkpoints
@@ -75,9 +75,15 @@ def pipeline_llama3(model, world_mesh, parallel_dims, *, schedule: str = "1F1B",
     """The MindSpore registry's ``pipelining_fn``: split ``model`` over ``world_mesh["pp"]`` 's ranks, apply
     ``parallelize(stage_cell)`` (e.g. the model's TP / FSDP plan) to each of this rank's stage cells, build
     their ``PipelineStage`` s and the ``schedule`` (by name). Returns ``(schedule, stage_cells)``; the
-    stages' accumulated gradients are ``PipelineStage.grads()`` (``schedule`` 's stages)."""
+    stages' accumulated gradients are ``PipelineStage.grads()`` (``schedule`` 's stages). With tied embeddings
+    (Qwen3) the first stage's embedding and the last stage's head are one weight on two ranks: the caller sums
+    its gradient over the pp group (``pp = 2``; more is refused)."""
     if parallel_dims.pp < 2:
         raise ValueError(f"pipeline_llama3 (MindSpore): parallel_dims.pp={parallel_dims.pp}; pipelining needs pp >= 2")
+    if parallel_dims.pp > 2 and getattr(model.config, "tie_word_embeddings", False):
+        raise ValueError(f"pipeline_llama3 (MindSpore): parallel_dims.pp={parallel_dims.pp} with tied embeddings: the "
+                         "tied weight's gradient is summed over the pp group, which holds only the first and the last "
+                         "stage when pp = 2; use pp = 2")
     from hyper_parallel.pipeline.api import PipelineStage, get_schedule_class  # noqa  # pylint: disable=C0415
     from hyper_parallel.pipeline.schedules import generate_schedule  # pylint: disable=import-outside-toplevel
     pp_mesh = world_mesh["pp"]

@@ -1,0 +1,36 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""ST: the MindSpore trainer (``LLMTrainer``, what ``hp-train --job.backend mindspore`` runs) with the models beyond
+Llama 3 under the parallelisms their MindSpore plans now take, in ONE launch of 2 CPU ranks (mccl): Qwen3 TP + SP
+(QK-norm heads, tied vocabulary-parallel embedding and head), Qwen3 PP 1F1B (the tied weight on both stages, its
+gradient summed over the pp group), Qwen3-MoE EP 2 x FSDP 2 (dropless token all-to-all) and DeepSeek-V3 TP + SP
+(MLA entries, the shared RoPE key's gradient, MoE blocks on the sequence shards), each 2 steps against the same
+model and config on one process (every step's loss, the held-out loss, every final parameter). The other cases of
+``tests/st/mindspore/model_par_checks.py`` (Qwen3 CP / loss parallel, Qwen3-MoE TP / PP, DeepSeek-V3 EP / PP)
+run in ``make matrix-mindspore`` (the composition matrix's ``*_mindspore`` rows) and ``run_all``."""
+import pytest
+
+from hyper_parallel.testing.mindspore_launch import MindSporeLaunchError, launch
+from tests.st.mindspore.model_par_checks import GATE_CASES, warm_data_cache
+
+LAUNCH_TIMEOUT_S = 600
+_RESULT = {}
+
+
+def _results():
+    if not _RESULT:
+        warm_data_cache()
+        try:
+            _RESULT["ranks"] = launch("tests.st.mindspore.model_par_checks:run_gate", world_size=2,
+                                      timeout=LAUNCH_TIMEOUT_S)
+        except MindSporeLaunchError as exc:
+            _RESULT["error"] = str(exc)
+    if "error" in _RESULT:
+        raise AssertionError(f"the MindSpore launch failed:\n{_RESULT['error']}")
+    return _RESULT["ranks"]
+
+
+@pytest.mark.parametrize("name", GATE_CASES)
+def test_mindspore_model_parallelism_against_one_process(name):
+    for rank, res in enumerate(_results()):
+        assert res["results"].get(name) == "ok", f"rank {rank}: {name}: {res['results'].get(name, 'not run')}"
