@@ -207,8 +207,9 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         return [c for _, c in self.model.cells_and_names() if isinstance(c, MoE)]
 
     def _token_group(self) -> Any:
-        """The ranks whose tokens one MoE layer sees together: every rank (data and TP ranks hold distinct tokens;
-        CP is refused with MoE), under PP the ranks of this stage (the data-parallel group; None when alone)."""
+        """The ranks whose tokens one MoE layer sees together: every rank (data, CP and TP ranks hold distinct
+        tokens), under PP the ranks of this stage (the data-parallel group; None when alone: PP x CP / TP is
+        refused on MindSpore)."""
         if not self.trainer.distributed or self.world_size == 1:
             return None
         if self.dims.pp == 1:
@@ -223,7 +224,7 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         group = self._token_group()
         if group is not None:
             for cell in self._moe_cells():
-                cell.set_token_groups(group, self.dp_size)
+                cell.set_token_groups(group, self.dp_size * self.dims.cp)  # CP ranks' gradients are averaged too
 
     def _balance_experts(self) -> None:
         """Expert-bias balancing after the optimizer step (counts summed over the ranks), as the torch backend."""

@@ -53,10 +53,10 @@ def _check_parallelism(cfg: JobConfig) -> None:
     """The degrees the MindSpore trainer refuses: split-backward pipeline schedules, PP with CP or TP, asynchronous
     CP, expert parallel other than ``ep = dp_shard`` without TP."""
     par = cfg.parallelism
-    if par.ep != 1 and (par.tp != 1 or par.ep != par.dp_shard):
+    if par.ep != 1 and (par.ep != par.dp_shard or par.tp != 1 or par.cp != 1 or par.dp_replicate != 1):
         raise _refuse(cfg, "parallelism.ep", f"expert parallel on MindSpore takes all of dp_shard (ep = dp_shard = "
-                      f"{par.dp_shard}) with tp = 1: the experts' FSDP over dp_shard / ep and EP from TP ranks are "
-                      "not implemented there")
+                      f"{par.dp_shard}) with tp = cp = dp_replicate = 1: the experts' FSDP over the ranks EP leaves "
+                      "(efsdp) and EP from TP / CP ranks are not implemented there")
     if par.pp != 1 and _schedule_name(par.pp_schedule) not in MINDSPORE_SCHEDULES:
         raise _refuse(cfg, "parallelism.pp_schedule", f"{par.pp_schedule!r} splits the backward (I/W); MindSpore "
                       f"stages run {', '.join(MINDSPORE_SCHEDULES)}")
@@ -76,8 +76,8 @@ CP_REFUSED = {"deepseek_v3": "multi-head latent attention has value heads narrow
 
 def check_mindspore_config(cfg: JobConfig) -> None:
     """Refuse, naming the key, what the MindSpore trainer path cannot do: expert parallel other than ``ep =
-    dp_shard``, split-backward pipeline schedules, PP with CP or TP, CP of DeepSeek-V3 (MLA) or MoE models, HSDP x
-    TP, bf16, compile with sharded layers, MoE layers or with PP / CP, activation policies, fault injection, models
+    dp_shard`` (tp = cp = dp_replicate = 1), split-backward pipeline schedules, PP with CP or TP, CP of DeepSeek-V3
+    (MLA), HSDP x TP, bf16, compile with sharded layers, MoE layers or with PP / CP, activation policies, fault injection, models
     without a MindSpore implementation."""
     par, tr = cfg.parallelism, cfg.training
     _check_parallelism(cfg)
@@ -103,9 +103,8 @@ def check_mindspore_config(cfg: JobConfig) -> None:
 
 def _check_model(cfg: JobConfig) -> None:
     """The model has a MindSpore implementation (``hyper_parallel.models.registry``); what its plan refuses: CP of
-    MLA or of MoE layers, TP of MoE layers without sequence parallel, compile with MoE layers."""
+    MLA, TP of MoE layers without sequence parallel, compile with MoE layers."""
     from hyper_parallel.models.registry import _BUILTIN_BACKENDS  # pylint: disable=import-outside-toplevel
-    from hyper_parallel.models.llama3.parallelize import MOE_REFUSALS  # pylint: disable=import-outside-toplevel
     name = "llama3" if cfg.model.name == "llama" else cfg.model.name
     have = sorted(n for n, b in _BUILTIN_BACKENDS if b == "mindspore")
     if name not in have:
@@ -114,9 +113,6 @@ def _check_model(cfg: JobConfig) -> None:
     moe = name in ("qwen3_moe", "deepseek_v3") or "moe" in cfg.model.flavor
     if par.cp != 1 and name in CP_REFUSED:
         raise _refuse(cfg, "parallelism.cp", f"context parallel of {name!r}: {CP_REFUSED[name]}; set it to 1")
-    if par.cp != 1 and moe:
-        raise _refuse(cfg, "parallelism.cp", f"context parallel of {name!r} ({cfg.model.flavor!r}): "
-                      f"{MOE_REFUSALS['cp']}")
     if par.tp != 1 and moe and not par.sequence_parallel:
         raise _refuse(cfg, "parallelism.sequence_parallel", f"TP of {name!r} ({cfg.model.flavor!r}) routes each "
                       "rank's sequence shard through the MoE blocks; set it to true")

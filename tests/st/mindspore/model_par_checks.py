@@ -23,6 +23,7 @@ CASES_2 = {
     "qwen3 cp ring": ("qwen3", {"parallelism.cp": 2, "parallelism.cp_method": "ring"}),
     "qwen3 pp 1F1B tied": ("qwen3", {"parallelism.pp": 2, "parallelism.pp_schedule": "1F1B"}),
     "qwen3_moe tp sp": ("qwen3_moe", {"parallelism.tp": 2}),
+    "qwen3_moe cp ring": ("qwen3_moe", {"parallelism.cp": 2, "parallelism.cp_method": "ring"}),
     "qwen3_moe ep": ("qwen3_moe", {"parallelism.dp_shard": 2, "parallelism.ep": 2}),
     # one microbatch: the batch-level auxiliary loss takes its statistics per microbatch (as on torch, where
     # more microbatches differ from one process the same way)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import types
 
-from hyper_parallel.models.llama3.parallelize import (MOE_REFUSALS, llama_moe_tp_plan, llama_tp_plan,
+from hyper_parallel.models.llama3.parallelize import (llama_moe_tp_plan, llama_tp_plan,
                                                       retie_embeddings, stage_plan, with_attention_plan)
 from hyper_parallel.models.spec import fsdp_mesh as fsdp_mesh_of
 
@@ -30,11 +30,6 @@ def check_layout(model, world_mesh, dims, fn_name: str = "parallelize_llama3", a
     if dims.tp > 1 and dims.dp_replicate > 1:
         raise ValueError(f"{fn_name} (MindSpore): TP with dp_replicate > 1 (HSDP x TP) is not supported by MindSpore "
                          "fully_shard; set parallelism.dp_replicate = 1")
-    if moe:
-        for key, why in MOE_REFUSALS.items():
-            if getattr(dims, key, 1) > 1:
-                raise ValueError(f"{fn_name} (MindSpore): parallelism.{key}={getattr(dims, key)} with a MoE model: "
-                                 f"{why}")
     if getattr(dims, "ep", 1) > 1:
         _check_ep(cfg, dims, fn_name)
     if dims.tp > 1:
@@ -50,10 +45,11 @@ def check_layout(model, world_mesh, dims, fn_name: str = "parallelize_llama3", a
 def _check_ep(cfg, dims, fn_name: str) -> None:
     if getattr(cfg, "moe", None) is None:
         raise ValueError(f"{fn_name} (MindSpore): parallelism.ep={dims.ep} needs a model with MoE layers")
-    if dims.tp > 1 or dims.ep != dims.dp_shard:
+    if dims.ep != dims.dp_shard or any(getattr(dims, n) > 1 for n in ("tp", "cp", "dp_replicate")):
         raise ValueError(f"{fn_name} (MindSpore): parallelism.ep={dims.ep} must equal dp_shard={dims.dp_shard} with "
-                         f"tp = 1 (got tp={dims.tp}): the experts' FSDP over the remaining dp_shard / ep ranks and "
-                         "EP borrowed from TP ranks are torch-only")
+                         f"tp = cp = dp_replicate = 1 (got tp={dims.tp}, cp={dims.cp}, dp_replicate="
+                         f"{dims.dp_replicate}): the experts' FSDP over the ranks EP leaves (efsdp) and EP borrowed "
+                         "from TP / CP ranks are torch-only")
 
 
 def _check_tp(cfg, tp: int, fn_name: str, llama_attention: bool) -> None:
