@@ -77,8 +77,8 @@ CP_REFUSED = {"deepseek_v3": "multi-head latent attention has value heads narrow
 def check_mindspore_config(cfg: JobConfig) -> None:
     """Refuse, naming the key, what the MindSpore trainer path cannot do: expert parallel other than ``ep =
     dp_shard`` (tp = cp = dp_replicate = 1), split-backward pipeline schedules, PP with CP or TP, CP of DeepSeek-V3
-    (MLA), HSDP x TP, bf16, compile with sharded layers, MoE layers or with PP / CP, activation policies, fault injection, models
-    without a MindSpore implementation."""
+    (MLA), HSDP x TP, bf16, compile with sharded layers, MoE layers or with PP / CP, activation policies, fault
+    injection, models without a MindSpore implementation."""
     par, tr = cfg.parallelism, cfg.training
     _check_parallelism(cfg)
     if par.dp_replicate != 1 and par.tp != 1:
