@@ -14,10 +14,11 @@ REFUSED = [
     ("parallelism.pp_schedule", "ZBVZeroBubble", "splits the backward"),
     ("parallelism.pp", 2, "together with CP or TP"),
     ("parallelism.cp_async", True, "synchronous"),
-    ("parallelism.ep", 2, "expert parallel"),
+    ("parallelism.ep", 2, "expert parallel on MindSpore takes all of dp_shard"),
     ("parallelism.dp_replicate", 2, "HSDP together with TP"),
     ("model.name", "qwen3_5", "no MindSpore implementation"),
-    ("parallelism.tp", 2, "TP of 'qwen3'"),
+    ("parallelism.cp", 2, "context parallel of 'deepseek_v3': multi-head latent attention"),
+    ("parallelism.sequence_parallel", False, "TP of 'qwen3_moe'"),
     ("training.mixed_precision", "bf16", "bf16"),
     ("training.compile", True, "unsharded layers"),
     ("fault.kill_at_step", 2, "torchrun"),
@@ -30,8 +31,10 @@ def test_mindspore_refuses_naming_the_key(key, value, why):
     overrides = [(key, value)]
     if key == "parallelism.dp_replicate":
         overrides.append(("parallelism.dp_shard", 1))
-    if key == "parallelism.tp":  # the model, not the degree, is refused: qwen3 on MindSpore is FSDP / HSDP only
-        overrides.append(("model.name", "qwen3"))
+    if key == "parallelism.cp":  # the model, not the degree, is refused: MLA has no MindSpore CP
+        overrides += [("model.name", "deepseek_v3"), ("parallelism.tp", 1)]
+    if key == "parallelism.sequence_parallel":  # MoE blocks under TP route the sequence shards
+        overrides.append(("model.name", "qwen3_moe"))
     if key == "parallelism.pp_schedule":
         overrides += [("parallelism.pp", 2), ("parallelism.tp", 1)]
     if key == "parallelism.cp_async":
@@ -63,6 +66,15 @@ def test_the_config_itself_passes_and_hp_train_exits_2_on_a_refused_key(capsys):
     assert "parallelism.pp: pipeline parallel together with CP or TP" in err and "Traceback" not in err
     for key, value in (("parallelism.pp", 2), ("parallelism.cp", 2)):  # lifted: PP x FSDP and CP x FSDP pass
         check_mindspore_config(load_config(CONFIG, [(key, value), ("parallelism.tp", 1)]))
+    for model in ("qwen3", "qwen3_moe", "deepseek_v3"):  # lifted: TP, PP and EP of the other MindSpore models
+        check_mindspore_config(load_config(CONFIG, [("model.name", model)]))
+        check_mindspore_config(load_config(CONFIG, [("model.name", model), ("parallelism.pp", 2),
+                                                    ("parallelism.tp", 1)]))
+    for model in ("qwen3_moe", "deepseek_v3"):
+        check_mindspore_config(load_config(CONFIG, [("model.name", model), ("parallelism.tp", 1),
+                                                    ("parallelism.ep", 2)]))
+    check_mindspore_config(load_config(CONFIG, [("model.name", "qwen3_moe"), ("parallelism.cp", 2),
+                                                ("parallelism.tp", 1)]))
     with pytest.raises(ConfigError, match="--max-restarts"):
         from hyper_parallel.trainer._mindspore.launch import run_mindspore
         run_mindspore(cfg, [], lambda *a, **k: 0, max_restarts=1)
