@@ -92,11 +92,14 @@ matrix: $(STAMP)
 matrix-inprocess: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m hyper_parallel.devtools.composition run --in-process --timeout 600
 
-## matrix-mindspore: the composition matrix's MindSpore column (the llama3_mindspore rows: FSDP, DDP, TP, TP x FSDP, PP
-## GPipe/1F1B/Interleaved1F1B, PP x FSDP, CP ring/allgather/Ulysses, FSDP x CP) vs one MindSpore process, merged into
-## docs/parallelism_results.json, then docs/parallelism.md (~25 min at load 30; the 4-rank rows dominate)
+## matrix-mindspore: the composition matrix's MindSpore column (the *_mindspore rows: Llama 3 FSDP, DDP, TP, TP x FSDP,
+## PP GPipe/1F1B/Interleaved1F1B, PP x FSDP, CP ring/allgather/Ulysses, FSDP x CP; Qwen3, Qwen3-MoE and DeepSeek-V3
+## TP, EP, CP, PP, FSDP) vs one MindSpore process, merged into docs/parallelism_results.json, then
+## docs/parallelism.md (~45 min at load 10-30; MATRIX_MS_JOBS=2 runs two at once; the 4-rank rows dominate)
+MATRIX_MS_JOBS ?= 1
 matrix-mindspore: $(STAMP)
-	$(PY) -m hyper_parallel.devtools.composition run -k 'llama3_mindspore*' --timeout 900
+	$(PY) -m hyper_parallel.devtools.composition run -k 'llama3_mindspore*' -k 'qwen3_mindspore*' \
+		-k 'qwen3_moe_mindspore*' -k 'deepseek_v3_mindspore*' --jobs $(MATRIX_MS_JOBS) --timeout 900
 	$(PY) -m hyper_parallel.devtools.composition doc
 
 ## llamafactory-check: LlamaFactory 0.9.5 itself (its own venv, .venv-llamafactory, built once) runs
