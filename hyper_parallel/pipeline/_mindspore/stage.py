@@ -6,7 +6,10 @@
   pending differentiation graph at a time, while a pipeline holds several microbatches in flight, so
   the backward recomputes the forward under ``mindspore.vjp`` (inputs and trainable weights) and
   applies it at once — one extra forward per microbatch, as activation recomputation costs; the last
-  stage differentiates ``loss_fn(cell(x), target) * scale``.
+  stage differentiates ``loss_fn(cell(x), target) * scale``. With ``recompute_ahead=True`` a stage that waits for
+  an output gradient recomputes that microbatch's forward (builds its ``vjp`` closure) before the blocking
+  receive rather than after it: the recompute runs while the next stage computes (the pipeline bubble, as
+  RiPipe's recompute schedule), the closure is applied when the gradient arrives. Same values either way.
 * Backward feeds the received output gradients to that function; weight gradients accumulate in
   :meth:`grads` (MindSpore parameters carry no ``.grad``) until :meth:`zero_grad`: several ``step()``
   calls sum, as with torch.
@@ -57,7 +60,7 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
     """A MindSpore pipeline stage (see the module docstring); arguments as the torch stage."""
 
     def __init__(self, submodule: nn.Cell, stage_index: int, num_stages: int, device=None, input_args=None,
-                 output_args=None, group=None, **_unused) -> None:
+                 output_args=None, group=None, recompute_ahead: bool = False, **_unused) -> None:
         del device, input_args, output_args  # shapes are inferred at the first step; CPU/Ascend set by MindSpore
         if not isinstance(submodule, nn.Cell):
             raise TypeError(f"PipelineStage(submodule): expected a mindspore nn.Cell, got {type(submodule).__name__}")
@@ -82,6 +85,9 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
         self.n_microbatches = 0
         self.local_stages: Dict[int, Any] = {}
         self._vjp: Dict[int, Any] = {}
+        self.recompute_ahead = bool(recompute_ahead)
+        self.recomputed_ahead = 0  # microbatches whose backward closure was built before their gradient arrived
+        self._ahead: Dict[int, Any] = {}
         self._in_grads: Dict[int, tuple] = {}
         self._outs: Dict[int, tuple] = {}
         self._outputs: Dict[int, Any] = {}
@@ -214,6 +220,7 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
     def end_step(self) -> None:
         """Drop per-step state."""
         self._vjp.clear()
+        self._ahead.clear()
         self._in_grads.clear()
         self._outs.clear()
 
@@ -235,25 +242,33 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
         args, kwargs, _ = self._vjp[mb]
         self._vjp[mb] = (args, kwargs, (target, ctx.scale))
 
-    def backward_one_chunk(self, mb: int, grads, *, input_only: bool = False):
-        """Full backward of ``mb`` (``input_only`` is refused at bind time)."""
-        del input_only
-        args, kwargs, loss = self._vjp.pop(mb)
+    def _closure(self, mb: int):
+        """Recompute ``mb`` 's forward under ``mindspore.vjp``: its backward function (no statistics taken)."""
+        args, kwargs, loss = self._vjp[mb]
         if self.is_last and loss is None:
             raise RuntimeError(f"stage {self.stage_index}: backward on the last stage needs a loss_fn and a target")
         with replaying():  # the recomputed forward: the microbatch's statistics were taken by its forward
             if self.is_last:
                 target, scale = loss
                 loss_fn = self._loss_fn
-                _, fn = ms.vjp(lambda *xs: loss_fn(self.submod(*xs, **kwargs), target) * scale, *args,
-                               weights=self.weights)
-                cot = ms.Tensor(1.0, ms.float32)
-            else:
-                _, fn = ms.vjp(lambda *xs: self.submod(*xs, **kwargs), *args, weights=self.weights)
-                outs = self._outs[mb]
-                filled = [g if g is not None else ops.zeros_like(o) for g, o in zip(grads, outs)]
-                cot = filled[0] if len(outs) == 1 else tuple(filled)
-            in_grads, w_grads = fn(cot)
+                return ms.vjp(lambda *xs: loss_fn(self.submod(*xs, **kwargs), target) * scale, *args,
+                              weights=self.weights)[1]
+            return ms.vjp(lambda *xs: self.submod(*xs, **kwargs), *args, weights=self.weights)[1]
+
+    def backward_one_chunk(self, mb: int, grads, *, input_only: bool = False):
+        """Full backward of ``mb`` (``input_only`` is refused at bind time)."""
+        del input_only
+        fn = self._ahead.pop(mb, None)
+        if fn is None:
+            fn = self._closure(mb)
+        self._vjp.pop(mb)
+        if self.is_last:
+            cot = ms.Tensor(1.0, ms.float32)
+        else:
+            outs = self._outs[mb]
+            filled = [g if g is not None else ops.zeros_like(o) for g, o in zip(grads, outs)]
+            cot = filled[0] if len(outs) == 1 else tuple(filled)
+        in_grads, w_grads = fn(cot)
         for k, g in enumerate(w_grads):
             self._grads[k] = g if self._grads[k] is None else self._grads[k] + g
         self._in_grads[mb] = tuple(in_grads)
@@ -281,8 +296,11 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
         return [P2POp("send", t, peer) for t in tensors]
 
     def recv_ops(self, direction: str, mb: int, peer_rank: int) -> List[P2POp]:
-        """Receive buffers for inputs (``fwd``) or output gradients (``bwd``) of ``mb``."""
-        del mb
+        """Receive buffers for inputs (``fwd``) or output gradients (``bwd``) of ``mb`` (with ``recompute_ahead``,
+        a ``bwd`` receive first recomputes ``mb`` 's forward: the runtime asks right before it blocks on it)."""
+        if direction == "bwd" and self.recompute_ahead and mb in self._vjp and mb not in self._ahead:
+            self._ahead[mb] = self._closure(mb)
+            self.recomputed_ahead += 1
         peer = self.group_ranks[peer_rank]
         metas = self.in_meta if direction == "fwd" else self.out_meta
         return [P2POp("recv", _zeros(m), peer) for m in metas]

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Pipeline checks run inside MindSpore ranks (one launch): GPipe and 1F1B on ``nn.Cell`` stages over
 the emulated point-to-point, each against the same model on one process over 2 steps with an odd
-microbatch count and gradient accumulation; plus the shared validator's and errors' behaviour."""
+microbatch count and gradient accumulation (1F1B also with ``recompute_ahead``: every microbatch's backward
+recomputed before its gradient's receive); plus the shared validator's and errors' behaviour."""
 import numpy as np
 
 from tests.st.mindspore.common import TOL, run_group
@@ -32,7 +33,7 @@ def _mse(out, target):
     return ((out - target) ** 2).mean()
 
 
-def _parity(name, m):
+def _parity(name, m, recompute_ahead=False):
     import mindspore as ms
     from mindspore import ops
     import hyper_parallel as hp
@@ -43,7 +44,7 @@ def _parity(name, m):
     for a, b in zip(ref, cells):
         for p, q in zip(a.trainable_params(), b.trainable_params()):
             p.set_data(q.data.copy())
-    stage = pp.PipelineStage(cells[rank], rank, 2)
+    stage = pp.PipelineStage(cells[rank], rank, 2, recompute_ahead=recompute_ahead)
     sched = pp.get_schedule_class(name)(stage, m, loss_fn=_mse)
     weights = [p for c in ref for p in c.trainable_params()]
     ref_sum = None
@@ -65,6 +66,8 @@ def _parity(name, m):
     mine = ref_sum[:2] if rank == 0 else ref_sum[2:]
     for got, want in zip(stage.grads(), mine):
         np.testing.assert_allclose(got.asnumpy(), want.asnumpy(), **TOL)
+    # with recompute_ahead the first stage built every microbatch's backward before its gradient arrived
+    assert stage.recomputed_ahead == (2 * m if recompute_ahead and rank == 0 else 0), stage.recomputed_ahead
     del ops
 
 
@@ -93,6 +96,7 @@ def _errors():
 
 
 PIPELINE_CHECKS = {"pipeline GPipe m=3": lambda: _parity("GPipe", 3), "pipeline 1F1B m=3": lambda: _parity("1F1B", 3),
+                   "pipeline 1F1B recompute ahead m=3": lambda: _parity("1F1B", 3, recompute_ahead=True),
                    "pipeline errors": _errors}
 
 

@@ -71,13 +71,15 @@ def split_llama(model: Any, num_stages: int, mine: Sequence[int],
 
 def pipeline_llama3(model, world_mesh, parallel_dims, *, schedule: str = "1F1B", n_microbatches: int,
                     loss_fn: Optional[Callable] = None, layers_per_stage: Optional[Sequence[int]] = None,
-                    parallelize: Optional[Callable[[Any], Any]] = None) -> Tuple[Any, List[LlamaStage]]:
+                    parallelize: Optional[Callable[[Any], Any]] = None,
+                    recompute_ahead: bool = False) -> Tuple[Any, List[LlamaStage]]:
     """The MindSpore registry's ``pipelining_fn``: split ``model`` over ``world_mesh["pp"]`` 's ranks, apply
     ``parallelize(stage_cell)`` (e.g. the model's TP / FSDP plan) to each of this rank's stage cells, build
     their ``PipelineStage`` s and the ``schedule`` (by name). Returns ``(schedule, stage_cells)``; the
     stages' accumulated gradients are ``PipelineStage.grads()`` (``schedule`` 's stages). With tied embeddings
     (Qwen3) the first stage's embedding and the last stage's head are one weight on two ranks: the caller sums
-    its gradient over the pp group (``pp = 2``; more is refused)."""
+    its gradient over the pp group (``pp = 2``; more is refused). ``recompute_ahead``: each stage recomputes a
+    microbatch's forward before blocking on its output gradient (``PipelineStage(recompute_ahead=True)``)."""
     if parallel_dims.pp < 2:
         raise ValueError(f"pipeline_llama3 (MindSpore): parallel_dims.pp={parallel_dims.pp}; pipelining needs pp >= 2")
     if parallel_dims.pp > 2 and getattr(model.config, "tie_word_embeddings", False):
@@ -95,7 +97,8 @@ def pipeline_llama3(model, world_mesh, parallel_dims, *, schedule: str = "1F1B",
     parts = split_llama(model, plan.num_stages, mine, layers_per_stage)
     if parallelize is not None:
         parts = [parallelize(part) for part in parts]
-    stages = [PipelineStage(part, s, plan.num_stages, group=group) for part, s in zip(parts, mine)]
+    stages = [PipelineStage(part, s, plan.num_stages, group=group, recompute_ahead=recompute_ahead)
+              for part, s in zip(parts, mine)]
     loss = loss_fn if loss_fn is not None else type(model).loss
     sched = cls(stages if cls.multi else stages[0], n_microbatches, loss_fn=loss)
     return sched, parts
