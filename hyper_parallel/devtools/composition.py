@@ -705,7 +705,7 @@ def _doc_header(table: Mapping[str, Any], results: Optional[Mapping[str, Any]], 
             f"loss and every final parameter within {tol['fp32']:g} relative (fp32; bf16: {tol['bf16']:g}), ✗ = "
             "not (the worst relative error shown; `✗ error` = the run failed, see below), refused = "
             "`hp-train --check` refuses it before launch (reason below). Empty: not in the table. A model whose "
-            "table entry sets `job.backend` (`llama3_mindspore`) runs on that backend (MindSpore: the cluster "
+            "table entry sets `job.backend` (the `*_mindspore` columns) runs on that backend (MindSpore: the cluster "
             "`hp-train` starts, mccl on CPU) against one process of the same backend.", "",
             f"{len(combos)} combinations: {summary} (results of {when}). Rerun: `make matrix` (whole table) then "
             "`python -m hyper_parallel.devtools.composition doc`.", ""]
