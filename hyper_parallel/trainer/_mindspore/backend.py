@@ -174,7 +174,7 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
 
     def _plan_kwargs(self) -> Dict[str, Any]:
         par = self.config.parallelism
-        return {"sequence_parallel": par.sequence_parallel}
+        return {"sequence_parallel": par.sequence_parallel, "loss_parallel": par.loss_parallel and par.tp > 1}
 
     def _pipeline(self, model: Any, spec: Any) -> Any:
         """Pipeline parallel: this rank's stage cells (each parallelised by the model's plan over its stage's
