@@ -36,7 +36,7 @@ CASES_2 = {
 
 #: the cases of ``make test`` 's launch (one per model and parallelism kind; the rest run in
 #: ``make matrix-mindspore``, the composition matrix's ``*_mindspore`` model rows)
-GATE_CASES = ("qwen3 tp sp", "qwen3 pp 1F1B tied", "qwen3_moe ep", "deepseek_v3 tp sp")
+GATE_CASES = ("qwen3 tp loss parallel", "qwen3 pp 1F1B tied", "qwen3_moe ep", "deepseek_v3 tp sp")
 
 
 def _run(names, nproc):
