@@ -33,6 +33,12 @@ def _mse(out, target):
     return ((out - target) ** 2).mean()
 
 
+def _check_ahead(stage, microbatches, rank):
+    """With ``recompute_ahead`` the first stage built every microbatch's backward before its gradient arrived (the
+    last stage receives no gradient)."""
+    assert stage.recomputed_ahead == (microbatches if rank == 0 else 0), stage.recomputed_ahead
+
+
 def _parity(name, m, recompute_ahead=False):
     import mindspore as ms
     from mindspore import ops
@@ -66,8 +72,7 @@ def _parity(name, m, recompute_ahead=False):
     mine = ref_sum[:2] if rank == 0 else ref_sum[2:]
     for got, want in zip(stage.grads(), mine):
         np.testing.assert_allclose(got.asnumpy(), want.asnumpy(), **TOL)
-    # with recompute_ahead the first stage built every microbatch's backward before its gradient arrived
-    assert stage.recomputed_ahead == (2 * m if recompute_ahead and rank == 0 else 0), stage.recomputed_ahead
+    _check_ahead(stage, 2 * m if recompute_ahead else 0, rank)
     del ops
 
 
