@@ -12,8 +12,11 @@ Legality is decided by the one config validation (:func:`hyper_parallel.trainer.
 ``hp-train --check`` runs); there is no second list of illegal combinations. Each legal combination runs
 ``steps`` steps through ``hp-train`` (a real torchrun launch); its per-step losses and its final parameters (read
 from the checkpoint it writes at the last step) are compared with one process (``hp-train`` on one rank, every
-degree 1, no gradient accumulation, activation policy or compile) of the same model, data and precision; the
-one-process reference runs once per (model, precision) within a run. Each illegal combination must be refused
+degree 1, no activation policy or compile) of the same model, data and precision; the one-process reference runs
+once per (model, precision, micro-batch count) within a run. A model of the table's ``per_micro_batch`` list (MoE
+auxiliary loss, taken per micro-batch) is compared with one process accumulating gradients over the same
+micro-batches (``grad_accum`` = the combination's ``grad_accum`` x ``pp_microbatches`` under PP); every other
+model with one process without accumulation. Each illegal combination must be refused
 by ``hp-train --check`` with exit 2 and one line naming both conflicting settings. Results go to a JSON file
 (default ``docs/parallelism_results.json``), from which ``doc`` renders ``docs/parallelism.md``.
 
@@ -44,7 +47,8 @@ import yaml
 
 __all__ = ["Combination", "MatrixRunner", "check_refusal", "TABLE_PATH", "load_table", "expand", "judge", "pairs_of",
            "pairwise_cover", "render_doc", "run_matrix", "main", "RESULTS_PATH", "DOC_PATH", "train_in_process",
-           "run_in_process", "run_matrix_in_process"]
+           "run_in_process", "run_matrix_in_process", "micro_batch_count", "reference_micro_batches",
+           "reference_overrides", "reference_label"]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TABLE_PATH = os.path.join(ROOT, "hyper_parallel", "trainer", "composition.yaml")
@@ -317,12 +321,36 @@ def _train(overrides: Sequence[Tuple[str, Any]], nproc: int, out_dir: str, steps
     return result
 
 
+def micro_batch_count(table: Mapping[str, Any], combo: Combination) -> int:
+    """How many micro-batches a step of ``combo`` has: ``grad_accum`` x ``pp_microbatches`` under a pipeline."""
+    dims = all_dims(table, combo)
+    return int(dims.get("grad_accum", 1)) * (int(dims.get("pp_microbatches", 1)) if dims.get("pp", 1) > 1 else 1)
+
+
+def reference_micro_batches(table: Mapping[str, Any], combo: Combination) -> int:
+    """``grad_accum`` of ``combo``'s one-process reference: its micro-batch count (:func:`micro_batch_count`) for
+    a model of the table's ``per_micro_batch`` list (its MoE auxiliary loss is taken per micro-batch, like the
+    main loss under gradient accumulation, and the trainer hands every layout the same global micro-batches),
+    else 1 (the model's training does not depend on how a step is cut: checked against one whole batch)."""
+    return micro_batch_count(table, combo) if combo.model in table.get("per_micro_batch", ()) else 1
+
+
 def reference_overrides(table: Mapping[str, Any], combo: Combination) -> List[Tuple[str, Any]]:
-    """The one-process run ``combo`` is compared with: the same model, base and precision; every other
-    dimension at its default (no parallelism, gradient accumulation, activation policy or compile)."""
+    """The one-process run ``combo`` is compared with: the same model, base and precision, ``grad_accum`` of
+    :func:`reference_micro_batches`; every other dimension at its default (no parallelism, activation policy or
+    compile)."""
     keep = {"mixed_precision"}
-    ref = Combination("", combo.model, tuple((n, v) for n, v in combo.dims if n in keep), (), 1)
-    return list(_combination(table, combo.model, ref.dim_map, {}).overrides)
+    chosen = {n: v for n, v in combo.dims if n in keep}
+    micro = reference_micro_batches(table, combo)
+    if micro > 1:
+        chosen["grad_accum"] = micro
+    return list(_combination(table, combo.model, chosen, {}).overrides)
+
+
+def reference_label(table: Mapping[str, Any], combo: Combination) -> str:
+    """How the one-process reference of ``combo`` runs, in words (recorded with each result)."""
+    micro = reference_micro_batches(table, combo)
+    return "one process" + (f", grad_accum={micro}" if micro > 1 else "")
 
 
 def compare(run: Mapping[str, Any], ref: Mapping[str, Any], tol: float) -> Dict[str, Any]:
@@ -533,7 +561,7 @@ def run_matrix_in_process(combos: Sequence[Combination], table: Mapping[str, Any
 def _record(table: Mapping[str, Any], combo: Combination, legal: bool, reason: str) -> Dict[str, Any]:
     return {"id": combo.cid, "model": combo.model, "dims": combo.dim_map, "all_dims": all_dims(table, combo),
             "nproc": combo.nproc, "scaled_from": combo.scaled_from, "note": combo.note, "legal": legal,
-            "refusal": reason}
+            "refusal": reason, "reference_run": reference_label(table, combo)}
 
 
 def _run_one(runner: MatrixRunner, combo: Combination, log: Any) -> Dict[str, Any]:
@@ -701,7 +729,7 @@ def _doc_header(table: Mapping[str, Any], results: Optional[Mapping[str, Any]], 
             f"Every layout of `hyper_parallel/trainer/composition.yaml` trained {table['steps']} steps "
             + (_IN_PROCESS if (results or {}).get("runner") == "in-process" else
                "through `hp-train` (torchrun, gloo, CPU)")
-            + " against one process of the same model and data: ✓ = every step's "
+            + " against one process of the same model and data (" + _reference_words(table) + "): ✓ = every step's "
             f"loss and every final parameter within {tol['fp32']:g} relative (fp32; bf16: {tol['bf16']:g}), ✗ = "
             "not (the worst relative error shown; `✗ error` = the run failed, see below), refused = "
             "`hp-train --check` refuses it before launch (reason below). Empty: not in the table. A model whose "
@@ -709,6 +737,15 @@ def _doc_header(table: Mapping[str, Any], results: Optional[Mapping[str, Any]], 
             "`hp-train` starts, mccl on CPU) against one process of the same backend.", "",
             f"{len(combos)} combinations: {summary} (results of {when}). Rerun: `make matrix` (whole table) then "
             "`python -m hyper_parallel.devtools.composition doc`.", ""]
+
+
+def _reference_words(table: Mapping[str, Any]) -> str:
+    models = ", ".join(f"`{m}`" for m in table.get("per_micro_batch", ()))
+    if not models:
+        return "the whole batch in one pass"
+    return (f"for {models}, whose MoE auxiliary loss is taken per micro-batch, one process accumulating gradients over "
+            "the same micro-batches, `grad_accum` = the layout's `grad_accum` x `pp_microbatches` under PP, see "
+            "docs/moe.md; for every other model the whole batch in one pass")
 
 
 def _doc_refusals(combos: Sequence[Combination], recs: Mapping[str, Any]) -> List[str]:

@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from hyper_parallel.trainer.callbacks import (Callback, CheckpointCallback, EvalCallback, LoggingCallback,
                                               MoeMonitorCallback, ProfilerCallback)
-from hyper_parallel.trainer.config import JobConfig, config_to_dict
+from hyper_parallel.trainer.config import JobConfig, config_to_dict, micro_batches
 from hyper_parallel.trainer.data import DistributedBatchLoader, prepare_dataset
 from hyper_parallel.trainer.mfu import mfu
 
@@ -161,7 +161,8 @@ class LLMTrainer:
             raise ValueError(f"training.global_batch={t.global_batch} must be divisible by data-parallel degree "
                              f"{self.backend.dp_size} x training.grad_accum {t.grad_accum}")
         self.loader = DistributedBatchLoader(self.dataset, t.global_batch, dp_rank=self.backend.dp_rank,
-                                             dp_size=self.backend.dp_size, seed=cfg.job.seed)
+                                             dp_size=self.backend.dp_size, seed=cfg.job.seed,
+                                             micro_batches=micro_batches(cfg, self._pp_degree()))
         self.eval_loader = DistributedBatchLoader(self.dataset, t.global_batch, dp_rank=self.backend.dp_rank,
                                                   dp_size=self.backend.dp_size, seed=cfg.job.seed, split="eval")
         self.callbacks = list(self.user_callbacks)
@@ -189,6 +190,11 @@ class LLMTrainer:
                                               jsonl=m.jsonl, plot=m.plot, tensorboard=m.tensorboard,
                                               title=f"{cfg.job.name}: {cfg.model.name}/{cfg.model.flavor}"))
         self._ready = True
+
+    def _pp_degree(self) -> int:
+        """The backend's pipeline degree (``parallelism.pp`` resolved), or the config's."""
+        dims = getattr(self.backend, "dims", None)
+        return int(getattr(dims, "pp", None) or self.config.parallelism.pp)
 
     def _fresh_folder(self) -> None:
         """A run that does not resume must not mix with an earlier run's checkpoints (retention and ``latest``

@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 __all__ = ["ConfigError", "JobConfig", "ModelSection", "ParallelismSection", "TrainingSection", "CheckpointSection",
            "DataSection", "MetricsSection", "FaultSection", "DemoSection", "JobSection", "MoeSection", "load_config",
            "parse_config", "parse_overrides", "config_to_dict", "parallel_degrees", "pipeline_stages",
-           "intra_op_threads"]
+           "intra_op_threads", "micro_batches"]
 
 MIXED_PRECISION = ("fp32", "bf16")
 #: ``training.compile_backend``: TorchInductor (generated C++/OpenMP kernels on CPU) or AOTAutograd without code
@@ -349,6 +349,15 @@ def pipeline_stages(par: ParallelismSection, pp: Optional[int] = None) -> int:
     kind = SCHEDULES[canonical_schedule_name(par.pp_schedule)]
     per_rank = kind.fixed_v or (2 if kind.multi else 1)
     return (par.pp if pp is None else pp) * per_rank
+
+
+def micro_batches(cfg: "JobConfig", pp: Optional[int] = None) -> int:
+    """How many micro-batches one training step consumes the global batch in: ``training.grad_accum`` x
+    ``parallelism.pp_microbatches`` under a pipeline (``pp > 1``), else ``training.grad_accum``. Per-micro-batch
+    statistics (the MoE auxiliary loss) make a layout with ``n`` micro-batches equal to one process with
+    ``grad_accum = n``. ``pp``: the pipeline degree when ``parallelism.pp`` is inferred (``-1``)."""
+    par = cfg.parallelism
+    return cfg.training.grad_accum * (par.pp_microbatches if (par.pp if pp is None else pp) > 1 else 1)
 
 
 def _validate_stage_split(src: str, par: ParallelismSection) -> None:

@@ -241,13 +241,26 @@ class DistributedBatchLoader:
 
     ``next_batch()`` returns this rank's rows (lists of ``seq_len + 1`` ids); ``state_dict()`` /
     ``load_state_dict()`` hold the position (sequences consumed), so a resumed run sees the same batches.
+
+    ``micro_batches``: how many micro-batches a step consumes the global batch in (gradient accumulation x
+    pipeline micro-batches). Global micro-batch ``i`` is the ``i``-th contiguous slice of the global batch, split
+    over the data-parallel ranks: this rank's rows are its share of micro-batch 0, then of micro-batch 1, ...
+    (the trainer cuts them into ``micro_batches`` equal consecutive groups). So every layout with ``n``
+    micro-batches sees the same micro-batches as one process with ``grad_accum = n``: what statistics taken per
+    micro-batch (the MoE auxiliary loss) need to be layout-independent. With 1 (the default) a rank's rows
+    are one contiguous slice of the global batch.
     """
 
     def __init__(self, dataset: TokenDataset, global_batch: int, *, dp_rank: int = 0, dp_size: int = 1,
-                 seed: int = 0, split: str = "train") -> None:
+                 seed: int = 0, split: str = "train", micro_batches: int = 1) -> None:
         if global_batch % dp_size:
             raise ValueError(f"training.global_batch={global_batch} is not divisible by the data-parallel degree "
                              f"{dp_size}")
+        if isinstance(micro_batches, bool) or not isinstance(micro_batches, int) or micro_batches < 1 \
+                or global_batch % (dp_size * micro_batches):
+            raise ValueError(f"DistributedBatchLoader(micro_batches): expected an int >= 1 with global_batch "
+                             f"{global_batch} divisible by data-parallel degree {dp_size} x micro_batches, got "
+                             f"{micro_batches!r}")
         if not 0 <= dp_rank < dp_size:
             raise ValueError(f"DistributedBatchLoader(dp_rank): expected 0 <= dp_rank < {dp_size}, got {dp_rank}")
         self.dataset = dataset
@@ -256,6 +269,7 @@ class DistributedBatchLoader:
         self.dp_size = dp_size
         self.seed = seed
         self.split = split
+        self.micro_batches = micro_batches
         self.consumed = 0
         self._order: Dict[int, List[int]] = {}
 
@@ -280,8 +294,11 @@ class DistributedBatchLoader:
 
     def next_batch(self) -> List[List[int]]:
         """This rank's rows of the next global batch; advances the position."""
-        per = self.global_batch // self.dp_size
-        idx = self.global_indices()[self.dp_rank * per:(self.dp_rank + 1) * per]
+        whole = self.global_indices()
+        span = self.global_batch // self.micro_batches  # one global micro-batch
+        per = span // self.dp_size  # this rank's share of it
+        idx = [i for start in range(0, self.global_batch, span)
+               for i in whole[start + self.dp_rank * per:start + (self.dp_rank + 1) * per]]
         self.consumed += self.global_batch
         return [self.dataset.sequence(i, self.split) for i in idx]
 

@@ -49,6 +49,38 @@ def test_legality_comes_from_the_one_validation():
     assert not any("legal" in row for row in TABLE["rows"])
 
 
+def test_reference_runs_the_same_micro_batches_for_per_micro_batch_models():
+    """An auxiliary-loss MoE model is compared with one process accumulating over the combination's micro-batches
+    (grad_accum x pp_microbatches); other models with one process on the whole batch."""
+    by_id = {c.cid: c for c in COMBOS}
+    cases = {"qwen3_moe pp=2": 2, "qwen3_moe pp=2 pp_microbatches=1": 1, "qwen3_moe dp_shard=2 ep=2 grad_accum=2": 2,
+             "qwen3_moe dp_shard=2 ep=2": 1, "llama3 pp=2": 1, "llama3 grad_accum=2": 1, "deepseek_v3 pp=2": 1,
+             "qwen3_5_moe pp=2": 2}
+    for cid, accum in cases.items():
+        over = dict(comp.reference_overrides(TABLE, by_id[cid]))
+        assert over["training.grad_accum"] == accum, cid
+        assert comp.reference_label(TABLE, by_id[cid]) == "one process" + (f", grad_accum={accum}" if accum > 1 else "")
+    assert comp.micro_batch_count(TABLE, by_id["llama3 pp=2 pp_microbatches=4"]) == 4
+    assert comp.micro_batch_count(TABLE, by_id["llama3 pp=2 grad_accum=2"]) == 4
+
+
+def test_per_micro_batch_list_is_the_models_with_router_losses():
+    """The table's ``per_micro_batch`` list is exactly the table's models whose flavor has an auxiliary loss or a
+    z-loss (read from the model configs, not from the table)."""
+    from hyper_parallel.models.registry import get_model_spec
+    from hyper_parallel.trainer.config import load_config
+    with_losses = set()
+    for name, over in TABLE["models"].items():
+        cfg = load_config(None, list(over.items()))
+        if cfg.job.backend != "torch":
+            continue
+        mcfg = get_model_spec(cfg.model.name).config(cfg.model.flavor)
+        moe = getattr(getattr(mcfg, "text", mcfg), "moe", None)  # a vision-language model: its language model
+        if moe is not None and (moe.uses_aux_loss or moe.z_loss_coeff > 0):
+            with_losses.add(name)
+    assert with_losses == set(TABLE["per_micro_batch"]) and with_losses
+
+
 def _records():
     def rec(cid, dims, status="pass", seconds=10.0):
         return {"id": cid, "all_dims": dims, "status": status, "legal": status != "refused", "seconds": seconds}

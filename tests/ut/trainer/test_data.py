@@ -65,6 +65,27 @@ def test_same_global_batch_for_any_dp_layout(dataset):
     assert other_seed.global_indices(0) != DistributedBatchLoader(ds, 8, seed=3).global_indices(0)
 
 
+def test_micro_batches_are_the_same_global_slices_on_every_dp_layout(dataset):
+    """With n micro-batches, global micro-batch i is the i-th contiguous slice of the global batch on any
+    data-parallel layout (rank r's i-th group of rows is its share of it), as in one process with grad_accum n."""
+    ds, _ = dataset
+    whole = DistributedBatchLoader(ds, 8, seed=3).next_batch()
+    for dp, n in ((2, 2), (2, 4), (4, 2), (1, 4)):
+        rows = [DistributedBatchLoader(ds, 8, dp_rank=r, dp_size=dp, seed=3, micro_batches=n).next_batch()
+                for r in range(dp)]
+        m = 8 // (dp * n)
+        for i in range(n):
+            union = sum((part[i * m:(i + 1) * m] for part in rows), [])
+            assert union == whole[i * 8 // n:(i + 1) * 8 // n], (dp, n, i)
+    plain = [DistributedBatchLoader(ds, 8, dp_rank=r, dp_size=2, seed=3).next_batch() for r in range(2)]
+    split = [DistributedBatchLoader(ds, 8, dp_rank=r, dp_size=2, seed=3, micro_batches=2).next_batch()
+             for r in range(2)]
+    assert plain[0] == whole[:4] and split[0] == whole[:2] + whole[4:6]  # the assignment really changes
+    for bad in (0, 3, True):
+        with pytest.raises(ValueError, match="micro_batches"):
+            DistributedBatchLoader(ds, 8, dp_size=2, micro_batches=bad)
+
+
 def test_epochs_cover_every_sequence_once(dataset):
     ds, _ = dataset
     loader = DistributedBatchLoader(ds, 1, seed=0)
