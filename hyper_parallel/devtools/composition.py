@@ -48,7 +48,7 @@ import yaml
 __all__ = ["Combination", "MatrixRunner", "check_refusal", "TABLE_PATH", "load_table", "expand", "judge", "pairs_of",
            "pairwise_cover", "render_doc", "run_matrix", "main", "RESULTS_PATH", "DOC_PATH", "train_in_process",
            "run_in_process", "run_matrix_in_process", "micro_batch_count", "reference_micro_batches",
-           "reference_overrides", "reference_label"]
+           "reference_overrides", "reference_label", "full_parameters"]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TABLE_PATH = os.path.join(ROOT, "hyper_parallel", "trainer", "composition.yaml")
@@ -428,7 +428,7 @@ class MatrixRunner:
         return dict(out, **compare(run, ref, tol), tolerance=tol)
 
 
-def _full_parameters(model: Any, distributed: bool) -> Dict[str, Any]:
+def full_parameters(model: Any, distributed: bool) -> Dict[str, Any]:
     """Every parameter of ``model`` (a module, or this rank's pipeline stage modules) as a full CPU tensor, by
     name (tied copies under both names), merged over the ranks on rank 0 (collective when ``distributed``)."""
     import torch.distributed as dist  # pylint: disable=import-outside-toplevel
@@ -462,7 +462,7 @@ def train_in_process(overrides: Sequence[Tuple[str, Any]], nproc: int, out_dir: 
     trainer = LLMTrainer(load_config(None, list(overrides) + run), distributed=distributed)
     try:
         history = trainer.train()
-        params = _full_parameters(trainer.backend.model, distributed)
+        params = full_parameters(trainer.backend.model, distributed)
     finally:
         trainer.close()
     return {"rc": 0, "seconds": round(time.perf_counter() - start, 1),

@@ -20,7 +20,7 @@ ALLOWLIST = {
     ("hyper_parallel/checkpoint/_torch/stateful.py", "load_state_dict"): "the CUDA RNG state is restored by name",
     ("hyper_parallel/checkpoint/_torch/storage.py", "_write_tensors"): "files are written from host memory",
     ("hyper_parallel/devtools/op_coverage.py", "_mesh"): "dev tool: OpInfo coverage runs on CPU ranks",
-    ("hyper_parallel/devtools/composition.py", "_full_parameters"): "dev tool: parameters compared on the host",
+    ("hyper_parallel/devtools/composition.py", "full_parameters"): "dev tool: parameters compared on the host",
     ("hyper_parallel/devtools/op_coverage.py", "_op_samples"): "dev tool: OpInfo samples built on the CPU",
     ("hyper_parallel/testing/op_cases.py", "_opinfo_dense"): "test data: OpInfo samples built on the CPU",
     ("hyper_parallel/testing/op_parity.py", "check_op"): "test harness: parity against a CPU reference",

@@ -208,6 +208,26 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
         from hyper_parallel.fsdp._torch.fully_shard import FSDPModule  # pylint: disable=import-outside-toplevel
         return isinstance(self.submod, FSDPModule)
 
+    @property
+    def fsdp_modules(self) -> List[Any]:
+        """The outermost ``fully_shard`` modules of the stage: the submodule when it is one, else the FSDP modules
+        inside it that no other FSDP module holds (e.g. a MoE stage with one data-parallel rank: its routers,
+        shared experts and experts are sharded on meshes of their own while the dense part is not)."""
+        from hyper_parallel.fsdp._torch.fully_shard import FSDPModule  # pylint: disable=import-outside-toplevel
+        if isinstance(self.submod, FSDPModule):
+            return [self.submod]
+        found: List[Any] = []
+
+        def walk(module) -> None:
+            for child in module.children():
+                if isinstance(child, FSDPModule):
+                    found.append(child)
+                else:
+                    walk(child)
+
+        walk(self.submod)
+        return found
+
     def bind(self, stage_to_rank: Sequence[int], n_microbatches: int, local_stages: Dict[int, Any]) -> None:
         """Called by the schedule: stage placement, microbatch count and this rank's other stages."""
         self.stage_to_rank = tuple(stage_to_rank)
@@ -354,10 +374,10 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
         """Reset per-step state; an FSDP stage accumulates unreduced gradients until its REDUCE_GRAD."""
         self._loss_fn = loss_fn
         self._outputs.clear()
-        if self.uses_fsdp:
-            self.submod.set_requires_gradient_sync(False)
-            self.submod.set_is_last_backward(False)
-            self.submod.set_reshard_after_backward(False)
+        for module in self.fsdp_modules:
+            module.set_requires_gradient_sync(False)
+            module.set_is_last_backward(False)
+            module.set_reshard_after_backward(False)
 
     def end_step(self) -> None:
         """Sum tied gradients (not after eval); drop what the step no longer needs."""
@@ -426,9 +446,10 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
         """End of the stage's backward work in this step: an FSDP stage reduces its gradients now (once);
         parameters tied with another stage get their gradients summed with it (see ``tie_parameters``). While
         ``requires_gradient_sync`` is False (gradient accumulation) both wait for a later step."""
-        if self.uses_fsdp and self.requires_gradient_sync:
-            self.submod.reduce_gradients()
-            self.submod.set_reshard_after_backward(True)
+        if self.requires_gradient_sync:
+            for module in self.fsdp_modules:
+                module.reduce_gradients()
+                module.set_reshard_after_backward(True)
 
     def tie_parameters(self, params: Sequence[torch.Tensor], group) -> None:
         """Parameters of this stage that are copies of parameters on other ranks' stages (tied embeddings:

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """ST: expert parallelism where 4 ranks or a 2-D mesh is the point: EP=4, ETP on a [ep, tp] = (2, 2)
 mesh, EP + expert-FSDP on the (efsdp, ep) = (2, 2) expert mesh, and the tiny Llama MoE plan with
-EP=4 + FSDP + TP on a (dp, tp) = (2, 2) mesh. Same parity protocol as ``test_moe.py``."""
+EP=4 + FSDP + TP on a (dp, tp) = (2, 2) mesh; the Llama MoE under TP x PP through the trainer. Same parity
+protocol as ``test_moe.py``."""
 import copy
 
 from hyper_parallel.testing import multi_rank
@@ -161,3 +162,17 @@ def test_pp2_1f1b_with_ep2_in_every_stage_matches_one_process():
     for name, p in block.named_parameters():
         full = p.full_tensor() if isinstance(p, hp.DTensor) else p.detach()
         torch.testing.assert_close(full, dict(ref[stage].named_parameters())[name].detach(), **TOL)
+
+
+
+@multi_rank(world_size=4, timeout=600)
+def test_llama_debug_moe_tp2_pp2_trainer_matches_one_process(tmp_path, trainer_cache_dir):
+    """``llama3_moe tp=2 pp=2`` through ``LLMTrainer`` (1F1B, 2 microbatches): one dense data-parallel rank per stage,
+    so the stage module is not ``fully_shard`` -ed while its MoE routers, shared experts and experts are (over the
+    stage's tp pair); the stage defers their reductions to its REDUCE_GRAD (``PipelineStage.fsdp_modules``). Before,
+    each microbatch's backward reduced them on its own and the step-1 grad norm was already off (final parameters
+    3e-2). Losses, grad norms and final parameters equal one process."""
+    from tests.st.torch.test_moe_trainer import _run
+    _run("pp_tp_4ranks.toml", str(tmp_path / "pp_tp"), trainer_cache_dir,
+         [("model.name", "llama3"), ("model.flavor", "debug_moe"), ("training.steps", 3),
+          ("parallelism.pp_microbatches", 2)], 1)
