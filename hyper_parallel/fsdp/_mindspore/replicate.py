@@ -12,7 +12,8 @@ layers. ``value_and_grad`` returns this rank's local gradients as usual; :meth:`
 then waits on the handles and returns the averaged gradients in the caller's parameter order (a bucket whose
 hooks did not all fire -- a parameter without a gradient in this backward -- is reduced there, synchronously,
 from the gradients passed in). ``overlap=False`` launches every bucket there instead (the baseline of the
-measurement in ``docs/mindspore.md``). Gradient accumulation: ``set_requires_gradient_sync(False)`` keeps each
+measurement in ``docs/mindspore.md``); :meth:`ReplicateModule.remove_gradient_hooks` (for a backward under
+``mindspore.jit``) leaves every bucket to it. Gradient accumulation: ``set_requires_gradient_sync(False)`` keeps each
 micro-batch's gradients locally (summed); the next synchronised backward reduces the sums.
 
 On CPU (``mccl``) the collective runs on the calling thread even with ``async_op=True``; the overlap pays on
@@ -142,6 +143,19 @@ class ReplicateModule:
         """False: backward keeps the gradients locally (summed over micro-batches) and starts no all-reduce;
         the next backward with True reduces the sums."""
         self._replicate_state().requires_sync = bool(requires_gradient_sync)
+
+    def remove_gradient_hooks(self) -> int:
+        """Remove the per-parameter gradient hooks, for a backward compiled by ``mindspore.jit`` (which would
+        compile the hooks' Python into the graph and cannot). Afterwards nothing starts during backward:
+        :meth:`reduce_gradients` all-reduces, bucket by bucket, the gradients it is given, and summing
+        micro-batches' gradients is the caller's (``set_requires_gradient_sync`` has no effect). Returns how
+        many hooks were removed."""
+        st = self._replicate_state()
+        n = len(st.handles)
+        for handle in st.handles:
+            handle.remove()
+        st.handles, st.requires_sync = [], True
+        return n
 
     def replicate_stats(self) -> Dict[str, Any]:
         """``buckets`` (parameter names per bucket) and ``launched``: ``[(bucket, during_backward)]`` of the

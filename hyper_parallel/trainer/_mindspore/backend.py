@@ -156,9 +156,6 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
             model = self._pipeline(model, spec)
         elif self.trainer.distributed:
             model = spec.parallelize_fn(model, self.mesh, self.dims, **self._plan_kwargs())
-        if cfg.training.compile:  # per-layer graph mode (the config check allows it on unsharded layers, no PP/CP)
-            from hyper_parallel.platform.mindspore.runtime import jit_cells  # pylint: disable=C0415
-            jit_cells(model.model.layers)
         self.model = model
         self._setup_moe()
         from hyper_parallel.optim._mindspore.factory import (get_hyper_lr_scheduler,  # noqa  # pylint: disable=C0415
@@ -170,7 +167,25 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         self.scheduler = get_hyper_lr_scheduler(self.optimizer, ocfg)
         self._specs = parameter_specs(model)
         if self._schedule is None:
-            self._grad_fn = ms.value_and_grad(self._scaled_loss, None, list(self.optimizer.parameters))
+            self._grad_fn = self._make_grad_fn(list(self.optimizer.parameters))
+
+    def _make_grad_fn(self, params: List[Any]) -> Any:
+        """``value_and_grad`` of the scaled loss; with ``training.compile`` (the config check allows it on unsharded
+        layers: one rank or ``dp_replicate``, no PP / CP) the whole forward and backward under one
+        ``mindspore.jit`` graph, as plain MindSpore's fastest mode compiles its step (the optimizer's fused
+        kernels run after it)."""
+        if not self.config.training.compile:
+            return ms.value_and_grad(self._scaled_loss, None, params)
+        from hyper_parallel.models.llama3._mindspore.model import cross_entropy  # pylint: disable=C0415
+        model = self.model
+        if getattr(model, "remove_gradient_hooks", None) is not None:  # replicate: reduce after the graph
+            model.remove_gradient_hooks()
+
+        def compiled_loss(ids, labels, scale):  # the models' ``loss`` on plain logits (no loss parallel here)
+            logits = model(ids)
+            return cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)) * scale
+
+        return ms.jit(ms.value_and_grad(compiled_loss, None, params))
 
     def _plan_kwargs(self) -> Dict[str, Any]:
         par = self.config.parallelism
@@ -336,15 +351,19 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
             return self._pp_grads(rows)
         micro = len(rows) // t.grad_accum
         scale = ms.Tensor(1.0 / t.grad_accum, ms.float32)
-        total, grads = 0.0, None
+        grads = None
         params = list(self.optimizer.parameters)
-        ddp = getattr(self.model, "reduce_gradients", None)  # replicate: the model accumulates and reduces
+        # replicate: the model reduces; uncompiled, its backward hooks also accumulate the micro-batches
+        ddp = getattr(self.model, "reduce_gradients", None)
+        hooked = ddp is not None and not t.compile
+        losses = []
         for i in range(t.grad_accum):
-            if ddp is not None:
+            if hooked:
                 self.model.set_requires_gradient_sync(i == t.grad_accum - 1)
             loss, g = self._grad_fn(*self._tensors(rows[i * micro:(i + 1) * micro]), scale)
-            total += float(loss.asnumpy())
-            grads = list(g) if grads is None or ddp is not None else [a + b for a, b in zip(grads, g)]
+            losses.append(loss)
+            grads = list(g) if grads is None or hooked else [a + b for a, b in zip(grads, g)]
+        total = sum(float(x.asnumpy()) for x in losses)  # the host copies after the micro-batches, not between
         if ddp is not None:
             grads = ddp(params, grads)
         return grads, total

@@ -92,8 +92,9 @@ def check_mindspore_config(cfg: JobConfig) -> None:
         raise _refuse(cfg, "training.compile", "mindspore.jit layers are not combined with PP or CP on MindSpore "
                       "(the CP attention hook and the pipeline stages run in PyNative); set it to false")
     if tr.compile and (par.tp != 1 or par.dp_shard != 1):
-        raise _refuse(cfg, "training.compile", "on MindSpore it runs each decoder layer under mindspore.jit, which "
-                      "needs unsharded layers (tp = 1 and dp_shard = 1: one rank or dp_replicate); set it to false")
+        raise _refuse(cfg, "training.compile", "on MindSpore it runs the whole forward and backward under "
+                      "mindspore.jit, which needs unsharded layers (tp = 1 and dp_shard = 1: one rank or "
+                      "dp_replicate); set it to false")
     if cfg.activation:
         raise _refuse(cfg, "activation", "activation policies are not wired into the MindSpore trainer; remove the "
                       "[activation] section")

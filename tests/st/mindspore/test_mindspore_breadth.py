@@ -4,8 +4,9 @@
 (mccl): the ring / all-gather / Ulysses CP attention under head-tail and contiguous layouts (forward and the
 q/k/v gradients), shard/unshard and in-place buffers, the MindSpore Llama with CP (logits, loss, weight
 gradients); then the MindSpore trainer (``LLMTrainer``, what ``hp-train --job.backend mindspore`` runs) with
-PP 1F1B + gradient accumulation, PP Interleaved1F1B and CP ring, each 2 steps against the same config on one
-process (losses and final parameters). The other trainer cases (GPipe, the other CP methods, PP x FSDP on 4
+PP 1F1B + gradient accumulation, PP Interleaved1F1B, CP ring and ``training.compile`` (the whole step's forward
+and backward under ``mindspore.jit``; on one process, and with ``dp_replicate`` + gradient accumulation), each
+2 steps against the same config on one process in PyNative (losses and final parameters). The other trainer cases (GPipe, the other CP methods, PP x FSDP on 4
 ranks) run in ``make matrix-mindspore`` (the composition matrix's MindSpore column)."""
 import pytest
 

@@ -32,6 +32,12 @@ CASES_2 = {
     "trainer cp allgather contiguous": {"parallelism.cp": 2, "parallelism.cp_method": "allgather",
                                         "parallelism.cp_load_balance": "none"},
     "trainer cp alltoall": {"parallelism.cp": 2, "parallelism.cp_method": "alltoall"},
+    # training.compile: the whole forward + backward under mindspore.jit (one process; replicate, whose gradient
+    # hooks are removed and whose buckets are reduced after the graph, with gradient accumulation)
+    "trainer compile one process": {"training.compile": True, "job.nproc": 1, "parallelism.dp_shard": 1},
+    "trainer compile x dp_replicate grad_accum 2": {"training.compile": True, "parallelism.dp_replicate": 2,
+                                                    "parallelism.dp_shard": 1,
+                                                    "training.grad_accum": 2},
 }
 #: on 4 ranks (PP x FSDP)
 CASES_4 = {
@@ -76,7 +82,8 @@ def _compare(name, got, want):
 
 
 #: the trainer cases of ``make test`` 's launch (the others run in ``make matrix-mindspore``)
-GATE_CASES = ("trainer pp 1F1B grad_accum 2", "trainer pp Interleaved1F1B", "trainer cp ring")
+GATE_CASES = ("trainer pp 1F1B grad_accum 2", "trainer pp Interleaved1F1B", "trainer cp ring",
+              "trainer compile one process", "trainer compile x dp_replicate grad_accum 2")
 
 
 def _run(cases, nproc, results=None, seconds=None):
@@ -90,7 +97,8 @@ def _run(cases, nproc, results=None, seconds=None):
     seconds["one process"] = round(time.perf_counter() - start, 1)
     for name, overrides in cases.items():
         start = time.perf_counter()
-        record(results, name, lambda o=overrides, n=name: _compare(n, _train(o, nproc, True), ref))
+        ranks = overrides.get("job.nproc", nproc)  # "job.nproc": 1: this rank alone, no process group
+        record(results, name, lambda o=overrides, n=name, r=ranks: _compare(n, _train(o, r, r != 1), ref))
         seconds[name] = round(time.perf_counter() - start, 1)
     return {"results": results, "seconds": seconds}
 
