@@ -91,8 +91,12 @@ class AdamW:
         groups = {id(p): g for g in self.param_groups for p in g["params"]}
         for p, grad in zip(params, gradients):
             g = groups[id(p)]
-            st = self.state.setdefault(p.name, {"step": 0, "exp_avg": mint.zeros(tuple(p.shape), dtype=p.dtype),
-                                                "exp_avg_sq": mint.zeros(tuple(p.shape), dtype=p.dtype)})
+            st = self.state.get(p.name)
+            if st is None:  # (not setdefault: its default, two zero tensors, would be built every step)
+                st = self.state[p.name] = {"step": 0, "exp_avg": mint.zeros(tuple(p.shape), dtype=p.dtype),
+                                           "exp_avg_sq": mint.zeros(tuple(p.shape), dtype=p.dtype)}
+                if self.fused:
+                    self._owned[p.name] = (st["exp_avg"], st["exp_avg_sq"])
             st["step"] += 1
             if self.fused:
                 self._fused_update(p, grad, g, st)
