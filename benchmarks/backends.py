@@ -2,19 +2,23 @@
 # SPDX-License-Identifier: Apache-2.0
 """Step time of the same model (llama3 ``debug``) and batch on MindSpore and torch, plain and ours.
 
-    python benchmarks/backends.py [--rounds 2] [--steps 5] [--seq 64] [--batch 8] [--no-profile]
+    python benchmarks/backends.py [--rounds 2] [--steps 5] [--seq 64] [--batch 8] [--no-profile] [--rows A,B]
     python benchmarks/backends.py --pair [--config FILE]   # hp-train MindSpore vs torch on one config
 
 The table (default) has, per round, interleaved so machine noise hits every row alike:
 
 * ``plain-ms-pynative``: the MindSpore Llama (``models/llama3/_mindspore``) in one process, PyNative,
   ``value_and_grad`` + ``nn.AdamWeightDecay``, no hyper_parallel layer at all;
-* ``plain-ms-jit``: the same step (forward, backward, optimizer) under ``mindspore.jit`` (graph mode);
+* ``plain-ms-jit``: the same step (forward, backward, optimizer) under ``mindspore.jit`` (graph mode); with
+  ``plain-ms-pynative`` the "plain fastest" of the ratios (the faster of the two). Plain has no gradient
+  clipping, no LR schedule, no metrics and ``nn.AdamWeightDecay`` (no bias correction); ours clips by the
+  global norm (one host copy), schedules the LR and bias-corrects (the same fused kernel);
 * ``plain-torch``: the torch Llama, eager, ``torch.optim.AdamW``;
 * ``ours-ms-1`` / ``ours-torch-1``: ``hp-train`` with that backend on 1 rank; ``ours-ms-2`` / ``ours-torch-2``:
   on 2 ranks with FSDP (``dp_shard = 2``): each rank computes half the batch; ``-jit``: ``training.compile``
-  (MindSpore: each decoder layer under ``mindspore.jit``); ``ours-ms-2-dp-jit``: 2 ranks, ``dp_replicate = 2``
-  (``replicate``, gradient all-reduce during backward) with per-layer jit; ``ours-ms-2-msdefault``: ``ours-ms-2``
+  (MindSpore: the whole forward and backward under one ``mindspore.jit`` graph, then the fused AdamW kernels);
+  ``ours-ms-2-dp-jit``: 2 ranks, ``dp_replicate = 2`` (``replicate``; compiled, its buckets are all-reduced
+  after the graph) with that jit; ``ours-ms-2-msdefault``: ``ours-ms-2``
   with MindSpore's default runtime settings (asynchronous launch, 5 dispatch and 25 kernel threads);
 * ``plain-ms-*-half``: the plain MindSpore rows at half the batch (the per-rank work of the 2-rank runs).
 
@@ -22,8 +26,9 @@ Every process has one intra-op thread (``OMP_NUM_THREADS=1``, ``job.threads = 1`
 and the MindSpore runtime settings of :func:`hyper_parallel.platform.mindspore.runtime.configure` (what the
 trainer applies; ``--ms-runtime default`` measures MindSpore's defaults instead). A row's step time is the
 median over its steps without the first (compilation / warm-up); the table gives the median over rounds.
-Then, unless ``--no-profile``: one more ``ours-ms-2`` run with ``metrics.profile_steps`` (cProfile, see
-``trainer/_mindspore/profile.py``), and the breakdown of rank 0's step by layer. The load average is printed
+Then, unless ``--no-profile``: one more run of each of ``ours-ms-1-jit`` and ``ours-ms-2`` (those among
+``--rows``) with ``metrics.profile_steps`` (cProfile, see ``trainer/_mindspore/profile.py``), and the breakdown of
+rank 0's step by layer with its top functions. The load average is printed
 before and after.
 """
 from __future__ import annotations
@@ -105,6 +110,14 @@ def _time_steps(step, batches) -> Dict[str, float]:
 def plain_mindspore(jit: bool, batch: int, seq: int, steps: int) -> Dict[str, float]:
     """One process: the MindSpore Llama, ``value_and_grad`` + ``nn.AdamWeightDecay``, PyNative or ``jit``."""
     import mindspore as ms  # pylint: disable=import-outside-toplevel
+    train = _plain_ms_step(jit, seq)
+    return _time_steps(lambda b: float(train(ms.Tensor(b[:, :-1]), ms.Tensor(b[:, 1:])).asnumpy()),
+                       _batches(batch, seq, steps))
+
+
+def _plain_ms_step(jit: bool, seq: int):
+    """The plain MindSpore training step ``train(ids, labels) -> loss``, PyNative or under ``mindspore.jit``."""
+    import mindspore as ms  # pylint: disable=import-outside-toplevel
     import numpy as np  # pylint: disable=import-outside-toplevel
     from hyper_parallel.platform.mindspore.runtime import configure  # pylint: disable=import-outside-toplevel
     from hyper_parallel.models import get_model_spec  # pylint: disable=import-outside-toplevel
@@ -126,9 +139,7 @@ def plain_mindspore(jit: bool, batch: int, seq: int, steps: int) -> Dict[str, fl
         opt(grads)
         return loss
 
-    train = ms.jit(train) if jit else train
-    return _time_steps(lambda b: float(train(ms.Tensor(b[:, :-1]), ms.Tensor(b[:, 1:])).asnumpy()),
-                       _batches(batch, seq, steps))
+    return ms.jit(train) if jit else train
 
 
 def plain_torch(batch: int, seq: int, steps: int) -> Dict[str, float]:
@@ -153,6 +164,37 @@ def plain_torch(batch: int, seq: int, steps: int) -> Dict[str, float]:
     return _time_steps(train, _batches(batch, seq, steps))
 
 
+def paired(config: str, batch: int, seq: int, steps: int) -> Dict[str, object]:
+    """One process, step by step in turn: plain MindSpore's whole-step jit and ours (``LLMTrainer`` on MindSpore,
+    1 rank, ``training.compile``), so both see the same machine load; the per-step times and their ratios."""
+    import mindspore as ms  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.trainer.api import LLMTrainer  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.trainer.config import load_config  # pylint: disable=import-outside-toplevel
+    plain = _plain_ms_step(True, seq)
+    over = [("job.backend", "mindspore"), ("job.nproc", 1), ("job.threads", 1), ("parallelism.tp", 1),
+            ("parallelism.dp_shard", 1), ("training.compile", True), ("training.seq_len", seq),
+            ("training.global_batch", batch), ("training.steps", steps + 1), ("metrics.progress", False),
+            ("metrics.plot", False), ("checkpoint.enable", False),
+            ("job.out_dir", tempfile.mkdtemp(prefix="hp_bench_paired_"))]
+    trainer = LLMTrainer(load_config(config, over), distributed=False)
+    trainer.setup()
+    times: Dict[str, List[float]] = {"plain-ms-jit": [], "ours-ms-1-jit": []}
+    try:
+        for i, b in enumerate(_batches(batch, seq, steps)):
+            ids, labels = ms.Tensor(b[:, :-1]), ms.Tensor(b[:, 1:])
+            start = time.perf_counter()
+            float(plain(ids, labels).asnumpy())
+            times["plain-ms-jit"].append(time.perf_counter() - start)
+            times["ours-ms-1-jit"].append(trainer.train_step(i + 1)["step_s"])
+    finally:
+        trainer.close()
+    ratios = [o / p for o, p in zip(times["ours-ms-1-jit"][1:], times["plain-ms-jit"][1:])]
+    return {"times_ms": {k: [round(t * 1000, 1) for t in v] for k, v in times.items()},
+            "median_ms": {k: round(statistics.median(v[1:]) * 1000, 1) for k, v in times.items()},
+            "ratio_median": round(statistics.median(ratios), 3), "ratio_min": round(min(ratios), 3),
+            "ratio_max": round(max(ratios), 3), "load": round(os.getloadavg()[0], 1)}
+
+
 def _worker(kind: str, args: argparse.Namespace) -> None:
     if kind == "plain-torch":
         out = plain_torch(args.batch, args.seq, args.steps)
@@ -167,6 +209,17 @@ ROWS = ("plain-ms-pynative", "plain-ms-jit", "plain-torch", "ours-ms-1", "ours-m
         "plain-ms-jit-half")
 
 
+def _selected(spec: str) -> List[str]:
+    """``--rows``: comma-separated row names (``all``: every row), in the table's order."""
+    if spec == "all":
+        return list(ROWS)
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    bad = [n for n in names if n not in ROWS]
+    if bad or not names:
+        raise SystemExit(f"--rows {spec!r}: expected 'all' or comma-separated names from {', '.join(ROWS)}")
+    return [n for n in ROWS if n in names]
+
+
 def _row(name: str, tmp: Path, r: int, args: argparse.Namespace) -> Dict[str, float]:
     if name.startswith("ours-"):
         parts = name.split("-")
@@ -179,38 +232,52 @@ def _row(name: str, tmp: Path, r: int, args: argparse.Namespace) -> Dict[str, fl
     return _plain(name[:-5] if half else name, args.batch // 2 if half else args.batch, args)
 
 
-def _profile(tmp: Path, args: argparse.Namespace) -> Dict[str, object]:
-    out = tmp / "profiled"
+#: the profiled runs: name -> (ranks, extra hp-train arguments)
+PROFILED = {"ours-ms-1-jit": (1, ("--training.compile", "true")), "ours-ms-2": (2, ())}
+
+
+def _profile(tmp: Path, name: str, args: argparse.Namespace) -> Dict[str, object]:
+    out = tmp / f"profiled-{name}"
     step = max(2, args.steps - 1)
-    _hp_train("mindspore", 2, out, args, "--metrics.profile_steps", f"[{step}]")
+    nproc, extra = PROFILED[name]
+    _hp_train("mindspore", nproc, out, args, *extra, "--metrics.profile_steps", f"[{step}]")
     traces = sorted((out / "profile").glob("trace-rank0-*.json"))
     return json.loads(traces[-1].read_text(encoding="utf-8"))
+
+
+def _ratios(med: Dict[str, float]) -> Dict[str, float]:
+    """The ratios whose rows were run."""
+    med = dict(med)
+    for suffix in ("", "-half"):
+        have = [med[k + suffix] for k in ("plain-ms-pynative", "plain-ms-jit") if k + suffix in med]
+        if have:
+            med["fastest" + suffix] = min(have)
+    pairs = {
+        "plain-ms-pynative / plain-torch": ("plain-ms-pynative", "plain-torch"),
+        "plain-ms-jit / plain-torch": ("plain-ms-jit", "plain-torch"),
+        "plain-ms-pynative / plain-ms-jit": ("plain-ms-pynative", "plain-ms-jit"),
+        "ours-ms-1 / plain-ms-pynative": ("ours-ms-1", "plain-ms-pynative"),
+        "ours-ms-1-jit / plain-ms fastest": ("ours-ms-1-jit", "fastest"),
+        "ours-ms-2 (FSDP) / plain-ms fastest, half batch": ("ours-ms-2", "fastest-half"),
+        "ours-ms-2-dp-jit / plain-ms fastest, half batch": ("ours-ms-2-dp-jit", "fastest-half"),
+        "ours-ms-1 / ours-torch-1": ("ours-ms-1", "ours-torch-1"),
+        "ours-ms-1-jit / ours-torch-1": ("ours-ms-1-jit", "ours-torch-1"),
+        "ours-ms-2 (FSDP) / ours-torch-2 (FSDP)": ("ours-ms-2", "ours-torch-2"),
+        "ours-ms-2-dp-jit / ours-torch-2 (FSDP)": ("ours-ms-2-dp-jit", "ours-torch-2"),
+        "ours-ms-2 MindSpore defaults / fast runtime": ("ours-ms-2-msdefault", "ours-ms-2"),
+        "ours-torch-1 / plain-torch": ("ours-torch-1", "plain-torch"),
+    }
+    return {k: med[a] / med[b] for k, (a, b) in pairs.items() if a in med and b in med}
 
 
 def _print_table(results: Dict[str, List[Dict[str, float]]], args: argparse.Namespace) -> Dict[str, float]:
     med = {k: statistics.median(x["step_s"] for x in v) for k, v in results.items()}
     print(f"== step time, llama3 debug, global batch {args.batch} x seq {args.seq}, {args.steps} steps x "
           f"{args.rounds} rounds, 1 thread per process, MindSpore runtime '{args.ms_runtime}' ==")
-    for k in ROWS:
+    for k in results:
         per = ", ".join(f"{x['step_s'] * 1000:.0f}" for x in results[k])
         print(f"{k:24s} median {med[k] * 1000:9.1f} ms   (rounds: {per})")
-    fastest = min(med["plain-ms-pynative"], med["plain-ms-jit"])
-    fastest_half = min(med["plain-ms-pynative-half"], med["plain-ms-jit-half"])
-    ratios = {
-        "plain-ms-pynative / plain-torch": med["plain-ms-pynative"] / med["plain-torch"],
-        "plain-ms-jit / plain-torch": med["plain-ms-jit"] / med["plain-torch"],
-        "plain-ms-pynative / plain-ms-jit": med["plain-ms-pynative"] / med["plain-ms-jit"],
-        "ours-ms-1 / plain-ms-pynative": med["ours-ms-1"] / med["plain-ms-pynative"],
-        "ours-ms-1-jit / plain-ms fastest": med["ours-ms-1-jit"] / fastest,
-        "ours-ms-2 (FSDP) / plain-ms fastest, half batch": med["ours-ms-2"] / fastest_half,
-        "ours-ms-2-dp-jit / plain-ms fastest, half batch": med["ours-ms-2-dp-jit"] / fastest_half,
-        "ours-ms-1 / ours-torch-1": med["ours-ms-1"] / med["ours-torch-1"],
-        "ours-ms-1-jit / ours-torch-1": med["ours-ms-1-jit"] / med["ours-torch-1"],
-        "ours-ms-2 (FSDP) / ours-torch-2 (FSDP)": med["ours-ms-2"] / med["ours-torch-2"],
-        "ours-ms-2-dp-jit / ours-torch-2 (FSDP)": med["ours-ms-2-dp-jit"] / med["ours-torch-2"],
-        "ours-ms-2 MindSpore defaults / fast runtime": med["ours-ms-2-msdefault"] / med["ours-ms-2"],
-        "ours-torch-1 / plain-torch": med["ours-torch-1"] / med["plain-torch"],
-    }
+    ratios = _ratios(med)
     for k, v in ratios.items():
         print(f"ratio {k:50s} {v:6.2f}x")
     return ratios
@@ -219,21 +286,24 @@ def _print_table(results: Dict[str, List[Dict[str, float]]], args: argparse.Name
 def table(args: argparse.Namespace) -> None:
     """Interleaved rounds of every row; the ratios; the profile of ours on 2 ranks."""
     load_before = os.getloadavg()
-    results: Dict[str, List[Dict[str, float]]] = {k: [] for k in ROWS}
+    rows = _selected(args.rows)
+    results: Dict[str, List[Dict[str, float]]] = {k: [] for k in rows}
     with tempfile.TemporaryDirectory(prefix="hp_bench_backends_") as tmp:
         for r in range(args.rounds):
-            for name in ROWS:
+            for name in rows:
                 res = _row(name, Path(tmp), r, args)
                 results[name].append(res)
                 print(f"round {r + 1}/{args.rounds} {name:24s}: step {res['step_s'] * 1000:8.1f} ms  "
                       f"loss {res['loss']:.4f}", flush=True)
         _print_table(results, args)
-        if not args.no_profile:
-            prof = _profile(Path(tmp), args)
-            print(f"== where ours-ms-2 spends rank 0's step (cProfile, {prof['total_s']:.2f} s profiled) ==")
+        for name in [] if args.no_profile else [n for n in PROFILED if n in rows]:
+            prof = _profile(Path(tmp), name, args)
+            print(f"== where {name} spends rank 0's step (cProfile, {prof['total_s']:.2f} s profiled) ==")
             for cat, v in prof["categories"].items():
                 print(f"{cat:18s} self {v['self_s']:7.3f} s ({v['self_s'] / prof['total_s']:5.1%})   "
                       f"inclusive {v['inclusive_s']:7.3f} s")
+            for top in prof["top"][:12]:
+                print(f"  {top['self_s']:7.3f} s self {top['calls']:6d} calls  {top['func'][-90:]}")
     load_after = os.getloadavg()
     print(f"load average before {load_before[0]:.1f}, after {load_after[0]:.1f} (1-min)")
 
@@ -274,10 +344,15 @@ def main() -> None:
     p.add_argument("--ms-runtime", default="fast", choices=("fast", "default"),
                    help="MindSpore runtime settings (HP_MS_RUNTIME)")
     p.add_argument("--no-profile", action="store_true")
+    p.add_argument("--rows", default="all", help="comma-separated rows of the table (default: all)")
     p.add_argument("--pair", action="store_true", help="hp-train on --config, MindSpore vs torch")
     p.add_argument("--worker", choices=("plain-ms-pynative", "plain-ms-jit", "plain-torch"), help=argparse.SUPPRESS)
+    p.add_argument("--paired", action="store_true",
+                   help="one process: plain whole-step jit and ours (1 rank, training.compile), step by step in turn")
     args = p.parse_args()
-    if args.worker:
+    if args.paired:
+        print(json.dumps(paired(args.config, args.batch, args.seq, args.steps)), flush=True)
+    elif args.worker:
         _worker(args.worker, args)
     elif args.pair:
         pair(args)

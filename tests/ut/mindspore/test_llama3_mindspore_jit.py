@@ -1,7 +1,8 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""UT (one MindSpore process): ``jit_cells`` (the MindSpore trainer's ``training.compile``: each decoder layer under
-``mindspore.jit``) gives the loss and every gradient of the PyNative model; a cell with a managed sub-cell is
+"""UT (one MindSpore process): ``jit_cells`` (each decoder layer under ``mindspore.jit``; the MindSpore trainer's
+``training.compile`` compiles the whole forward and backward instead, checked in ``trainer_par_checks.py``) gives the
+loss and every gradient of the PyNative model; a cell with a managed sub-cell is
 refused naming it. (Named to run after ``test_kernels_reference.py``, which sets the device before any kernel.)"""
 import mindspore as ms
 import numpy as np
