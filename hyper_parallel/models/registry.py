@@ -25,10 +25,12 @@ _BUILTIN: Dict[str, str] = {
     "deepseek_v3": "hyper_parallel.models.deepseek_v3",
     "qwen3_vl": "hyper_parallel.models.qwen3_vl",
     "qwen3_vl_moe": "hyper_parallel.models.qwen3_vl_moe",
+    "qwen3_5_vl": "hyper_parallel.models.qwen3_5_vl",
+    "qwen3_5_moe_vl": "hyper_parallel.models.qwen3_5_moe_vl",
 }
 _REGISTERED: Dict[str, ModelSpec] = {}
 #: built-in vision-language models (their specs say ``extras["vision"]``; known here without importing them)
-VISION_MODELS = ("qwen3_vl", "qwen3_vl_moe")
+VISION_MODELS = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5_vl", "qwen3_5_moe_vl")
 #: Hugging Face ``config.json`` ``model_type`` -> our model name (``[model] init_from`` resolves the name by it)
 HF_MODEL_TYPES: Dict[str, str] = {"llama": "llama3", "qwen3": "qwen3", "qwen3_moe": "qwen3_moe",
                                   "deepseek_v3": "deepseek_v3"}

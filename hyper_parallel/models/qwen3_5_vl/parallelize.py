@@ -1,0 +1,67 @@
+# Copyright 2026 The hyper-parallel Authors. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+"""Parallel plans of the Qwen3.5 vision-language models (``Qwen3_5ForConditionalGeneration`` and the MoE one).
+
+* **TP** on the language model: Qwen3.5's plan per layer kind
+  (:func:`~hyper_parallel.models.qwen3_5.parallelize.qwen3_5_tp_plan`: full-attention heads, Gated DeltaNet key /
+  value heads with their conv channels, the dense MLPs, the vocabulary-split embedding and a column-wise LM
+  head) re-rooted under ``model.language_model``, without sequence parallel (the image embeddings replace
+  placeholders at positions of the whole sequence). The vision tower stays replicated (its fused ``qkv`` is laid
+  out ``[3, heads, dim]``, see :mod:`hyper_parallel.models.qwen3_vl.parallelize`); MoE blocks keep their experts
+  whole on every TP rank (they see the whole sequence, as the attention's output is replicated).
+* **FSDP / HSDP**: one unit per vision block, per decoder layer and the root; a MoE language model gets expert
+  parallelism over ``parallel_dims.ep`` of the FSDP ranks
+  (:func:`~hyper_parallel.models.qwen3_vl_moe.parallelize.parallelize_qwen3_vl_moe`).
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+__all__ = ["qwen3_5_vl_tp_plan", "parallelize_qwen3_5_vl_job"]
+
+_PREFIX = "model.language_model."
+
+
+def qwen3_5_vl_tp_plan(model: Any) -> dict:
+    """The TP plan of a Qwen3.5 vision-language model (module names: ours = Hugging Face's)."""
+    from hyper_parallel.models.qwen3_5.parallelize import qwen3_5_tp_plan  # pylint: disable=import-outside-toplevel
+    text = SimpleNamespace(model=model.model.language_model, config=model.config.text)
+    plan = qwen3_5_tp_plan(text, sequence_parallel=False)
+    return {(_PREFIX + key[len("model."):] if key.startswith("model.") else key): style
+            for key, style in plan.items()}
+
+
+def parallelize_qwen3_5_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, *, activation: Any = None,
+                               loss_parallel: bool = False, **_options: Any) -> Any:
+    """The registry's ``parallelize_fn`` of ``qwen3_5_vl`` / ``qwen3_5_moe_vl``: TP on the language model over
+    ``world_mesh["tp"]`` (:func:`qwen3_5_vl_tp_plan`), the ``activation`` policy (default layers: every vision
+    block and decoder layer), then FSDP / HSDP, or FSDP with expert parallelism for a MoE language model
+    (``parallel_dims.ep``; HSDP, and EP with TP, refused for it:
+    :func:`~hyper_parallel.models.qwen3_vl.train_spec.check_vl_moe_layout`). ``cp > 1`` and ``loss_parallel`` are
+    refused with the reason."""
+    # pylint: disable=import-outside-toplevel
+    from hyper_parallel.models.parallel_dims import fsdp_mesh
+    from hyper_parallel.models.qwen3_vl.train_spec import activation_layers, check_vl_moe_layout, shard_vl_model
+    dims = parallel_dims
+    if dims.cp > 1:
+        raise ValueError(f"parallelism.cp = {dims.cp}: the Qwen3.5 vision-language models have no context-parallel "
+                         f"plan yet (MRoPE positions index the whole sequence); set cp = 1")
+    if loss_parallel:
+        raise ValueError("parallelism.loss_parallel: not for a vision-language model (its loss sums over whole "
+                         "logits); set it to false")
+    check_vl_moe_layout(model.config.text.moe is not None, dims)
+    if dims.tp > 1:
+        import hyper_parallel as hp
+        from hyper_parallel.models.qwen3_5.parallelize import check_tp
+        check_tp(model.config.text, dims.tp)
+        hp.parallelize_module(model, world_mesh["tp"], qwen3_5_vl_tp_plan(model))
+        if model.config.text.tie_word_embeddings:
+            model.lm_head.weight = model.model.language_model.embed_tokens.weight
+    if activation:
+        from hyper_parallel.activation import apply_activation_policy
+        if isinstance(activation, dict) and not activation.get("layers"):
+            activation = dict(activation, layers=activation_layers(model))
+        apply_activation_policy(model, activation)
+    shard_vl_model(model, fsdp_mesh(world_mesh, dims), dims)
+    return model
