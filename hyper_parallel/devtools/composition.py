@@ -450,16 +450,18 @@ def full_parameters(model: Any, distributed: bool) -> Dict[str, Any]:
 
 def train_in_process(overrides: Sequence[Tuple[str, Any]], nproc: int, out_dir: str, steps: int,
                      cache: str) -> Dict[str, Any]:
-    """The run of :func:`_train` inside this process (``LLMTrainer``, no launch, no checkpoint): ``nproc == 1``
+    """The run of :func:`_train` inside this process (``LLMTrainer``, or ``VLTrainer`` for a vision-language
+    model; no launch, no checkpoint): ``nproc == 1``
     trains on this process alone (no collective), else every rank of the already initialised process group (of
     ``nproc`` ranks) calls it. Returns the per-step losses and the final full parameters (every rank)."""
-    from hyper_parallel.trainer.api import LLMTrainer  # pylint: disable=import-outside-toplevel
     from hyper_parallel.trainer.config import load_config  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.trainer.vl import trainer_class  # pylint: disable=import-outside-toplevel
     distributed = nproc > 1
     run = [(k, v) for k, v in _run_overrides(nproc, out_dir, steps, cache) if not k.startswith("checkpoint.")]
     run += [("checkpoint.enable", False), ("metrics.jsonl", False)]
     start = time.perf_counter()
-    trainer = LLMTrainer(load_config(None, list(overrides) + run), distributed=distributed)
+    cfg = load_config(None, list(overrides) + run)
+    trainer = trainer_class(cfg)(cfg, distributed=distributed)  # VLTrainer for a vision-language model
     try:
         history = trainer.train()
         params = full_parameters(trainer.backend.model, distributed)

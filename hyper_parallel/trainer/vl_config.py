@@ -9,8 +9,9 @@ from typing import Any
 
 __all__ = ["MOE_VISION_MODELS", "is_vision_model", "validate_vl_data", "validate_vl_layout", "validate_vl"]
 
-#: vision-language models whose language model has MoE layers (FSDP x EP; TP and HSDP refused)
-MOE_VISION_MODELS = ("qwen3_vl_moe",)
+#: vision-language models whose language model has MoE layers (FSDP x EP, or TP x FSDP with whole experts; HSDP
+#: and EP x TP refused)
+MOE_VISION_MODELS = ("qwen3_vl_moe", "qwen3_5_moe_vl")
 
 
 def is_vision_model(name: str) -> bool:
@@ -52,11 +53,13 @@ def validate_vl_layout(cfg: Any) -> None:
         raise ValueError(f"parallelism.loss_parallel: not for model.name = {cfg.model.name!r} (a vision-language "
                          f"model); set it to false")
     if cfg.model.name in MOE_VISION_MODELS:
-        for key in ("tp", "dp_replicate"):
-            if getattr(par, key) not in (1, -1):
-                raise ValueError(f"parallelism.{key} = {getattr(par, key)}: not yet for model.name = "
-                                 f"{cfg.model.name!r} (FSDP with expert parallelism, parallelism.ep, is); set it "
-                                 f"to 1")
+        if par.dp_replicate not in (1, -1):
+            raise ValueError(f"parallelism.dp_replicate = {par.dp_replicate}: not yet for model.name = "
+                             f"{cfg.model.name!r} (FSDP with expert parallelism, parallelism.ep, is); set it to 1")
+        if par.tp not in (1, -1) and par.ep not in (1, -1):
+            raise ValueError(f"parallelism.ep = {par.ep} with parallelism.tp = {par.tp}: model.name = "
+                             f"{cfg.model.name!r} under TP keeps its experts whole on every TP rank; set ep = 1 or "
+                             f"tp = 1")
 
 
 def validate_vl(cfg: Any) -> None:

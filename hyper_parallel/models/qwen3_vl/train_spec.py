@@ -11,7 +11,7 @@ from typing import Any
 
 from hyper_parallel.models.spec import ModelSpec
 
-__all__ = ["VLModelSpec", "parallelize_qwen3_vl_job", "activation_layers"]
+__all__ = ["VLModelSpec", "parallelize_qwen3_vl_job", "activation_layers", "check_vl_moe_layout", "shard_vl_model"]
 
 _TEXT_KEYS = ("vocab_size", "max_position_embeddings")
 
@@ -46,8 +46,11 @@ def parallelize_qwen3_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, *,
     ``world_mesh["tp"]``, the ``activation`` policy (default layers: :func:`activation_layers`), then FSDP / HSDP
     (one unit per vision block, per decoder layer and the root); a MoE language model gets expert parallelism over
     ``parallel_dims.ep`` of the FSDP ranks (:func:`~hyper_parallel.models.qwen3_vl_moe.parallelize_qwen3_vl_moe`;
-    TP and HSDP refused for it). ``cp > 1`` and ``loss_parallel`` are refused with the reason; sequence parallel is not
-    applied (DeepStack adds vision features at positions of the whole sequence)."""
+    HSDP, and EP together with TP, refused for it: :func:`check_vl_moe_layout`). ``cp > 1`` and ``loss_parallel``
+    are refused with the reason; sequence parallel is not applied (DeepStack adds vision features at positions of
+    the whole sequence). A MoE language model under TP
+    keeps its experts whole on every TP rank (they see the whole sequence: the attention's output is replicated)
+    and FSDP-shards them with their layer (:func:`shard_vl_model`)."""
     from hyper_parallel.models.parallel_dims import fsdp_mesh  # pylint: disable=import-outside-toplevel
     from hyper_parallel.models.qwen3_vl.parallelize import parallelize_qwen3_vl  # noqa  # pylint: disable=C0415
     dims = parallel_dims
@@ -58,9 +61,7 @@ def parallelize_qwen3_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, *,
         raise ValueError("parallelism.loss_parallel: not for Qwen3-VL (its loss sums over the image-text rows' "
                          "loss tokens of whole logits); set it to false")
     moe = getattr(model.config.text, "moe", None) is not None
-    if moe and (dims.tp > 1 or dims.dp_replicate > 1):
-        raise ValueError(f"parallelism.{'tp' if dims.tp > 1 else 'dp_replicate'}: not yet for Qwen3-VL-MoE (FSDP "
-                         f"with expert parallelism, parallelism.ep, is); set it to 1")
+    check_vl_moe_layout(moe, dims)
     if dims.tp > 1:
         parallelize_qwen3_vl(model, tp_mesh=world_mesh["tp"])
     if activation:
@@ -68,10 +69,41 @@ def parallelize_qwen3_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, *,
         if isinstance(activation, dict) and not activation.get("layers"):
             activation = dict(activation, layers=activation_layers(model))
         apply_activation_policy(model, activation)
-    shard = fsdp_mesh(world_mesh, dims)
-    if shard is not None and moe:
-        from hyper_parallel.models.qwen3_vl_moe.parallelize import parallelize_qwen3_vl_moe  # noqa  # pylint: disable=C0415
-        parallelize_qwen3_vl_moe(model, shard, ep=dims.ep)
-    elif shard is not None:
-        parallelize_qwen3_vl(model, dp_mesh=shard)
+    shard_vl_model(model, fsdp_mesh(world_mesh, dims), dims)
     return model
+
+
+def check_vl_moe_layout(moe: bool, dims: Any) -> None:
+    """The layouts a vision-language model with a MoE language model is refused (one line naming the degrees):
+    HSDP, and expert parallelism together with TP (under TP the experts stay whole on every TP rank)."""
+    if not moe:
+        return
+    if dims.dp_replicate > 1:
+        raise ValueError(f"parallelism.dp_replicate = {dims.dp_replicate}: not yet for a vision-language model with "
+                         f"a MoE language model (FSDP with expert parallelism is); set it to 1")
+    if dims.tp > 1 and dims.ep > 1:
+        raise ValueError(f"parallelism.ep = {dims.ep} with parallelism.tp = {dims.tp}: a vision-language MoE model "
+                         f"under TP keeps its experts whole on every TP rank; set ep = 1 or tp = 1")
+
+
+def shard_vl_model(model: Any, shard: Any, dims: Any) -> None:
+    """FSDP over ``shard`` (None: nothing) of a vision-language model whose vision tower is ``model.model.visual``
+    and language model ``model.model.language_model``: one unit per vision block, per decoder layer and the
+    root; a MoE language model without TP gets expert parallelism over ``dims.ep`` of the FSDP ranks
+    (:func:`~hyper_parallel.models.qwen3_vl_moe.parallelize_qwen3_vl_moe`), with TP its MoE layers' balancing
+    statistics come from the whole data-parallel batch (``MoE.set_token_groups``) and the experts are sharded
+    with their layer."""
+    # pylint: disable=import-outside-toplevel
+    from hyper_parallel.models.qwen3_vl.parallelize import parallelize_qwen3_vl
+    if shard is None:
+        return
+    text = model.config.text
+    if getattr(text, "moe", None) is not None and dims.tp == 1:
+        from hyper_parallel.models.qwen3_vl_moe.parallelize import parallelize_qwen3_vl_moe
+        parallelize_qwen3_vl_moe(model, shard, ep=dims.ep)
+        return
+    if getattr(text, "moe", None) is not None:
+        for i, layer in enumerate(model.model.language_model.layers):
+            if text.is_moe_layer(i):
+                layer.mlp.set_token_groups(shard.get_group(0), None, data_parallel_size=shard.size())
+    parallelize_qwen3_vl(model, dp_mesh=shard)

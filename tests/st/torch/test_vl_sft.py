@@ -144,8 +144,11 @@ def test_caption_folders_and_bad_records_named(data, tmp_path):
     ([("data.processor", "")], "data.processor: model 'qwen3_vl' reads image-text data"),
     ([("parallelism.cp", 2), ("parallelism.dp_shard", 1)], "parallelism.cp = 2: not yet for model.name = 'qwen3_vl'"),
     ([("data.format", "text")], "data.format: a vision-language run reads conversations"),
-    ([("model.name", "qwen3_vl_moe"), ("parallelism.tp", 2), ("parallelism.dp_shard", 1)],
-     "parallelism.tp = 2: not yet for model.name = 'qwen3_vl_moe'"),
+    ([("model.name", "qwen3_vl_moe"), ("parallelism.tp", 2), ("parallelism.ep", 2), ("parallelism.dp_shard", 2),
+      ("job.nproc", 4)],
+     "parallelism.ep = 2 with parallelism.tp = 2: model.name = 'qwen3_vl_moe' under TP keeps its experts whole"),
+    ([("model.name", "qwen3_5_moe_vl"), ("model.flavor", "debug_moe"), ("parallelism.dp_replicate", 2),
+      ("parallelism.dp_shard", 1)], "parallelism.dp_replicate = 2: not yet for model.name = 'qwen3_5_moe_vl'"),
     ([("model.name", "qwen3")], "data.processor: model 'qwen3' is not a vision-language model"),
 ])
 def test_config_refusals_name_the_key(overrides, message):

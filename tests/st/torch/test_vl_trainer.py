@@ -1,8 +1,10 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""VLTrainer on 2 gloo ranks: Qwen3-VL (debug flavor) under FSDP and Qwen3-VL-MoE under FSDP x EP, trained on
-the generated image-caption set through a processor folder written offline, checkpointed; the losses equal one
-process training the same global batches (TP and the activation policies: the composition matrix's rows)."""
+"""VLTrainer on 2 gloo ranks: Qwen3-VL (debug flavor) under FSDP, Qwen3-VL-MoE under FSDP x EP and under TP
+(experts whole on each TP rank), Qwen3.5-VL under TP (both layer kinds; packed rows: the document mask resets the
+linear-attention state), trained on the generated image-caption set through a processor folder written offline,
+checkpointed; the losses equal one process training the same global batches (the other layouts: the composition
+matrix's rows)."""
 import os
 
 import pytest
@@ -32,16 +34,17 @@ def _config(folder, out, **par):
     return load_config(os.path.join(ROOT, "configs", "vl_demo.toml"), overrides)
 
 
-@pytest.mark.parametrize("layout", ["fsdp", "moe_ep"])
+@pytest.mark.parametrize("layout", ["fsdp", "moe_ep", "moe_tp", "qwen3_5_tp"])
 @multi_rank(world_size=2, timeout=300)
 def test_vl_trainer_two_ranks_equal_one_process(tmp_path, vl_folder, layout):
     import torch.distributed as dist
     from hyper_parallel.trainer.api import derived_config
     from hyper_parallel.trainer.vl import VLTrainer, trainer_class
-    par = {"fsdp": {"dp_shard": 2}, "moe_ep": {"dp_shard": 2, "ep": 2}}
+    par = {"fsdp": {"dp_shard": 2}, "moe_ep": {"dp_shard": 2, "ep": 2}, "moe_tp": {"dp_shard": 1, "tp": 2},
+           "qwen3_5_tp": {"dp_shard": 1, "tp": 2}}
     cfg = _config(vl_folder, str(tmp_path / layout), **par[layout])
-    if layout == "moe_ep":
-        cfg.model.name = "qwen3_vl_moe"
+    cfg.model.name = {"moe_ep": "qwen3_vl_moe", "moe_tp": "qwen3_vl_moe", "qwen3_5_tp": "qwen3_5_vl"}.get(
+        layout, cfg.model.name)
     assert trainer_class(cfg) is VLTrainer
     trainer = VLTrainer(cfg)
     history = trainer.train()
