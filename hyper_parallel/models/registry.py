@@ -33,7 +33,8 @@ _REGISTERED: Dict[str, ModelSpec] = {}
 VISION_MODELS = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5_vl", "qwen3_5_moe_vl")
 #: Hugging Face ``config.json`` ``model_type`` -> our model name (``[model] init_from`` resolves the name by it)
 HF_MODEL_TYPES: Dict[str, str] = {"llama": "llama3", "qwen3": "qwen3", "qwen3_moe": "qwen3_moe",
-                                  "deepseek_v3": "deepseek_v3"}
+                                  "deepseek_v3": "deepseek_v3", "qwen3_vl": "qwen3_vl", "qwen3_vl_moe": "qwen3_vl_moe",
+                                  "qwen3_5": "qwen3_5_vl", "qwen3_5_moe": "qwen3_5_moe_vl"}
 #: (name, backend) -> module defining ``MODEL_SPEC`` for a backend other than torch
 _BUILTIN_BACKENDS: Dict[tuple, str] = {(name, "mindspore"): f"hyper_parallel.models.{name}._mindspore"
                                         for name in ("llama3", "qwen3", "qwen3_moe", "deepseek_v3")}

@@ -31,7 +31,13 @@ def prepare_vl(cfg: Any) -> Any:
     from hyper_parallel.trainer.vl_sft import VLProcessor, build_vl_dataset  # pylint: disable=C0415
     d = cfg.data
     proc = VLProcessor(d.processor[3:], max_pixels=d.max_pixels, min_pixels=d.min_pixels)
-    model_cfg = build_model_config(cfg.model.name, cfg.model.flavor)
+    if cfg.model.init_from:  # the size and token ids of the folder's config.json
+        from hyper_parallel.trainer.hf_folder import parse_init_from, read_hf_config  # noqa  # pylint: disable=C0415
+        from hyper_parallel.trainer.models import model_spec  # pylint: disable=import-outside-toplevel
+        folder = parse_init_from(cfg.model.init_from)
+        model_cfg = model_spec(cfg.model.name).state_dict_adapter.config_from_hf(read_hf_config(folder))
+    else:
+        model_cfg = build_model_config(cfg.model.name, cfg.model.flavor)
     ds = build_vl_dataset(list(d.paths), list(d.eval_paths), proc, model_cfg, seq_len=cfg.training.seq_len,
                           packing=d.packing, bad_records=d.bad_records, eval_fraction=d.eval_fraction)
     ds.tokenizer = None

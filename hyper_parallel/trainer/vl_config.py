@@ -33,9 +33,6 @@ def validate_vl_data(cfg: Any) -> None:
     if d.format != "messages":
         raise ValueError(f"data.format: a vision-language run reads conversations: set data.format = 'messages', "
                          f"got {d.format!r}")
-    if cfg.model.init_from or cfg.checkpoint.export_hf:
-        raise ValueError("model.init_from / checkpoint.export_hf: not yet for a vision-language model (its "
-                         "trainer checkpoints are the hyper-parallel format)")
     if d.max_pixels < 0 or d.min_pixels < 0 or (d.max_pixels and d.min_pixels > d.max_pixels):
         raise ValueError(f"data.max_pixels / data.min_pixels: expected 0 (the processor's) or 0 < min_pixels <= "
                          f"max_pixels, got {d.min_pixels} / {d.max_pixels}")

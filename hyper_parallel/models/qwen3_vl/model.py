@@ -121,9 +121,18 @@ class Qwen3VLVisionModel(nn.Module):
         self.merger = VisionPatchMerger(config)
         self.deepstack_merger_list = nn.ModuleList(VisionPatchMerger(config, postshuffle=True)
                                                    for _ in config.deepstack_visual_indexes)
-        head_dim = config.hidden_size // config.num_heads
+        self.register_buffer("inv_freq", self._inverse_frequencies(), persistent=False)
+
+    def _inverse_frequencies(self) -> torch.Tensor:
+        c = self.config
+        head_dim = c.hidden_size // c.num_heads
         quarter = torch.arange(0, head_dim // 2, 2, dtype=torch.float) / (head_dim // 2)
-        self.register_buffer("inv_freq", 1.0 / (config.rope_theta ** quarter), persistent=False)
+        return 1.0 / (c.rope_theta ** quarter)
+
+    def init_buffers(self, device) -> None:
+        """Recompute the rotary ``inv_freq`` on ``device`` (after construction on the meta device)."""
+        with torch.device(device):
+            self.register_buffer("inv_freq", self._inverse_frequencies(), persistent=False)
 
     def _position_table(self, grid_thw: torch.Tensor) -> torch.Tensor:
         """The learned ``side x side`` table resized (bilinear, corners aligned) to each grid, in patch order."""

@@ -16,7 +16,7 @@ from hyper_parallel.models.qwen3.args import Qwen3Config
 from hyper_parallel.models.qwen3_vl.args import Qwen3VLConfig, Qwen3VLVisionConfig
 
 __all__ = ["config_from_hf", "config_to_hf", "TEXT_HONOURED", "VISION_HONOURED", "IRRELEVANT", "hf_state_dict",
-           "VISION_RULES", "BOOKKEEPING", "vision_config_from_hf"]
+           "VISION_RULES", "BOOKKEEPING", "vision_config_from_hf", "Qwen3VLStateDictAdapter"]
 
 #: text fields mapped onto :class:`Qwen3Config`
 TEXT_HONOURED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
@@ -129,3 +129,38 @@ def vision_config_from_hf(vision_config: Any, what: str = "vision_config") -> Qw
     vision = _as_dict(vision_config)
     check_hf_fields(VISION_RULES, vision, what)
     return _vision({**vision, "deepstack_visual_indexes": list(vision.get("deepstack_visual_indexes") or [])})
+
+
+class Qwen3VLStateDictAdapter:
+    """The registry's adapter of Qwen3-VL (``[model] init_from`` / ``[checkpoint] export_hf``): names are
+    already Hugging Face's (:func:`hf_state_dict`: a tied head left out on export, the embedding on import);
+    ``config_from_hf`` / ``hf_config``: :func:`config_from_hf` / :func:`config_to_hf`."""
+
+    hf_architecture = "Qwen3VLForConditionalGeneration"
+
+    def __init__(self, config: Qwen3VLConfig, dtype: Any = None) -> None:
+        self.model_config = config
+        self.dtype = dtype
+
+    def to_hf(self, state_dict: Mapping[str, Any]) -> Dict[str, Any]:
+        """Our keys -> Hugging Face keys (the same names; no ``lm_head.weight`` when tied)."""
+        return hf_state_dict(state_dict, self.model_config)
+
+    def from_hf(self, hf_sd: Mapping[str, Any]) -> Dict[str, Any]:
+        """Hugging Face keys -> ours (a tied ``lm_head.weight`` is the embedding)."""
+        out = dict(hf_sd)
+        if self.model_config.text.tie_word_embeddings and "model.language_model.embed_tokens.weight" in out:
+            out["lm_head.weight"] = out["model.language_model.embed_tokens.weight"]
+        return out
+
+    def hf_config(self) -> Dict[str, Any]:
+        """The ``config.json`` dictionary (:func:`config_to_hf`)."""
+        out = config_to_hf(self.model_config)
+        if self.dtype:
+            out["torch_dtype"] = self.dtype
+        return out
+
+    @classmethod
+    def config_from_hf(cls, hf_config: Any) -> Qwen3VLConfig:
+        """:func:`config_from_hf`."""
+        return config_from_hf(hf_config)

@@ -23,7 +23,8 @@ from hyper_parallel.models.qwen3_vl.state_dict_adapter import (BOOKKEEPING, TEXT
                                                                _rope, _vision)
 from hyper_parallel.models.qwen3_vl_moe.args import Qwen3VLMoeConfig
 
-__all__ = ["TOP_RULES", "TEXT_RULES", "VISION_RULES", "config_from_hf", "config_to_hf", "to_hf", "from_hf"]
+__all__ = ["TOP_RULES", "TEXT_RULES", "VISION_RULES", "config_from_hf", "config_to_hf", "to_hf", "from_hf",
+           "Qwen3VLMoeStateDictAdapter"]
 
 _IDS = ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id")
 _BOOKKEEPING = BOOKKEEPING
@@ -136,3 +137,34 @@ def from_hf(hf_state_dict: Mapping[str, Any], config: Qwen3VLMoeConfig) -> Dict[
     if config.text.tie_word_embeddings:
         out["lm_head.weight"] = out["model.language_model.embed_tokens.weight"]
     return out
+
+
+class Qwen3VLMoeStateDictAdapter:
+    """The registry's adapter of Qwen3-VL-MoE (``[model] init_from`` / ``[checkpoint] export_hf``):
+    :func:`to_hf` / :func:`from_hf` and :func:`config_from_hf` / :func:`config_to_hf`."""
+
+    hf_architecture = "Qwen3VLMoeForConditionalGeneration"
+
+    def __init__(self, config: Qwen3VLMoeConfig, dtype: Any = None) -> None:
+        self.model_config = config
+        self.dtype = dtype
+
+    def to_hf(self, state_dict: Mapping[str, Any]) -> Dict[str, Any]:
+        """Our keys -> Hugging Face keys and layouts (:func:`to_hf`)."""
+        return to_hf(state_dict, self.model_config)
+
+    def from_hf(self, hf_state_dict: Mapping[str, Any]) -> Dict[str, Any]:
+        """Hugging Face keys and layouts -> ours (:func:`from_hf`)."""
+        return from_hf(hf_state_dict, self.model_config)
+
+    def hf_config(self) -> Dict[str, Any]:
+        """The ``config.json`` dictionary (:func:`config_to_hf`)."""
+        out = config_to_hf(self.model_config)
+        if self.dtype:
+            out["torch_dtype"] = self.dtype
+        return out
+
+    @classmethod
+    def config_from_hf(cls, hf_config: Any) -> Qwen3VLMoeConfig:
+        """:func:`config_from_hf`."""
+        return config_from_hf(hf_config)

@@ -65,9 +65,14 @@ def build_from_hf(backend: Any, vocab_size: int) -> Any:
         mcfg, notes = hf_model_config(spec, folder)
     except ValueError as exc:
         raise ValueError(f"model.init_from {folder}: {exc}") from None
-    if vocab_size > mcfg.vocab_size:
+    rows = getattr(mcfg, "text", mcfg).vocab_size  # a vision-language config: its language model's
+    if vocab_size > rows:
         raise ValueError(f"model.init_from {folder}: the tokenizer has {vocab_size} tokens, the model's "
-                         f"embedding {mcfg.vocab_size} rows")
+                         f"embedding {rows} rows")
+    for key, value in getattr(backend.trainer.dataset, "model_overrides", {}).items():
+        if getattr(mcfg, key, value) != value:  # a VL processor's special token ids must be the model's
+            raise ValueError(f"model.init_from {folder}: config.json {key}={getattr(mcfg, key)!r} but the data's "
+                             f"processor (data.processor) has {value!r}")
     backend.hf_config, backend.hf_notes = mcfg, notes
     with init_empty_weights():
         return spec.model_cls(mcfg)
@@ -200,8 +205,23 @@ def _source_folder(cfg: Any) -> str:
     return spec[3:] if spec.startswith("hf:") else ""
 
 
+#: the files of a vision-language run's processor folder (``data.processor = "hf:<folder>"``) an export copies
+PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json", "video_preprocessor_config.json",
+                   "chat_template.json") + TOKENIZER_FILES
+
+
+def _copy_processor(folder: str, cfg: Any) -> None:
+    """A vision-language run's processor files next to the weights (``AutoProcessor.from_pretrained`` reads the
+    export), unless the export already has them."""
+    source = cfg.data.processor[3:] if cfg.data.processor.startswith("hf:") else ""
+    for name in PROCESSOR_FILES if source else ():
+        if os.path.isfile(os.path.join(source, name)) and not os.path.isfile(os.path.join(folder, name)):
+            shutil.copyfile(os.path.join(source, name), os.path.join(folder, name))
+
+
 def _write_side_files(folder: str, cfg: Any, hf_config: Dict[str, Any]) -> Dict[str, Any]:
-    """Tokenizer files and ``generation_config.json`` next to the weights; returns the config.json additions."""
+    """Tokenizer (and processor) files and ``generation_config.json`` next to the weights; returns the
+    config.json additions."""
     source = _source_folder(cfg)
     extra: Dict[str, Any] = {}
     if source:
@@ -220,6 +240,7 @@ def _write_side_files(folder: str, cfg: Any, hf_config: Dict[str, Any]) -> Dict[
         doc = {"_from_model_config": True, **{k: v for k, v in extra.items() if v is not None}}
         with open(os.path.join(folder, "generation_config.json"), "w", encoding="utf-8") as fh:
             json.dump(doc, fh, indent=2)
+    _copy_processor(folder, cfg)
     config = dict(hf_config, **extra)
     config["torch_dtype"] = "float32"
     return config
