@@ -17,8 +17,10 @@ def _cover():
     with open(comp.RESULTS_PATH, encoding="utf-8") as fh:
         results = json.load(fh)
     # the MindSpore column (job.backend = mindspore) is checked by tests/st/mindspore/test_mindspore_breadth.py
+    # the vision-language models (their data: the generated set under runs/vl_data) by test_vl_trainer.py
     results = {**results, "combinations": [r for r in results["combinations"]
-                                           if table["models"][r["model"]].get("job.backend", "torch") == "torch"]}
+                                           if table["models"][r["model"]].get("job.backend", "torch") == "torch"
+                                           and "data.processor" not in table["models"][r["model"]]]}
     pick = comp.pairwise_cover(results["combinations"])  # no budget: the whole cover
     combos = {c.cid: c for c in comp.expand(table)}
     return table, results, pick, [combos[cid] for cid in pick["ids"]]
