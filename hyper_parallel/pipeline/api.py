@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional
 
 from hyper_parallel.pipeline.runtime import RankRunner, StepContext
 from hyper_parallel.pipeline.stage_base import PipelineStage, set_stage_loader
-from hyper_parallel.pipeline.schedules import canonical_schedule_name, generate_schedule
+from hyper_parallel.pipeline.schedules import canonical_schedule_name, generate_schedule, pair_forward_backward
 from hyper_parallel.pipeline.validate import validate_lists
 from hyper_parallel.platform import platform_of
 
@@ -50,7 +50,7 @@ class PipelineSchedule:  # pylint: disable=too-many-instance-attributes
     def __init__(self, stages, n_microbatches: int, loss_fn=None, args_chunk_spec=None, kwargs_chunk_spec=None,
                  output_merge_spec=None, scale_grads: bool = True, *, overlap_p2p: bool = False,
                  stages_per_rank: Optional[int] = None, backward_requires_autograd: bool = True,
-                 defer_pp_recv: bool = False) -> None:
+                 defer_pp_recv: bool = False, overlap_b_f: bool = False) -> None:
         # torch's knobs: receives are already posted at their comm point (what defer_pp_recv asks for);
         # backward always runs through autograd here, so a custom non-autograd backward is refused
         del defer_pp_recv
@@ -71,6 +71,12 @@ class PipelineSchedule:  # pylint: disable=too-many-instance-attributes
                      f"{positions} pipeline positions (rank sets) of {first.group_size} ranks")
             raise ValueError(f"{type(self).__name__}: {first.num_stages} stages cannot be placed as {v} stage(s) "
                              f"per rank on {where} ({positions * v} stages)")
+        if not isinstance(overlap_b_f, bool):
+            raise TypeError(f"{type(self).__name__}(overlap_b_f): expected True or False, got {overlap_b_f!r}")
+        if overlap_b_f and first.platform.name != "torch":
+            raise ValueError(f"{type(self).__name__}(overlap_b_f=True): two compute threads need torch stages; "
+                             f"these are {first.platform.name} stages (run with overlap_b_f=False)")
+        self.overlap_b_f = overlap_b_f
         self._stages = stage_list
         self._n_microbatches = n_microbatches
         self._loss_fn = loss_fn
@@ -82,8 +88,11 @@ class PipelineSchedule:  # pylint: disable=too-many-instance-attributes
         self._bind(self.schedule, overlap_p2p)
 
     def _make_schedule(self, positions: int, n_microbatches: int, stages_per_rank: int):
-        """The compute lists of this schedule class (a subclass with knobs of its own overrides this)."""
-        return generate_schedule(self.schedule_name, positions, n_microbatches, stages_per_rank)
+        """The compute lists of this schedule class (a subclass with knobs of its own overrides this); with
+        ``overlap_b_f`` adjacent forward/backward steps of different microbatches become ``OVERLAP_F_B`` pairs
+        (:func:`~hyper_parallel.pipeline.schedules.pair_forward_backward`)."""
+        schedule = generate_schedule(self.schedule_name, positions, n_microbatches, stages_per_rank)
+        return pair_forward_backward(schedule) if self.overlap_b_f else schedule
 
     def _bind(self, schedule, overlap_p2p: bool) -> None:
         self.schedule = schedule
@@ -108,7 +117,8 @@ class PipelineSchedule:  # pylint: disable=too-many-instance-attributes
         self._overlap_p2p = overlap_p2p
         self._runner = RankRunner(lists[rank], {s.stage_index: s for s in self._stages}, schedule.stage_to_rank,
                                   rank, overlap_p2p=overlap_p2p,
-                                  rendezvous=self._stages[0].platform.name == "mindspore")
+                                  rendezvous=self._stages[0].platform.name == "mindspore",
+                                  overlap_b_f=self.overlap_b_f)
         self._eval_runner: Optional[RankRunner] = None
 
     def _forward_runner(self) -> RankRunner:
@@ -130,6 +140,19 @@ class PipelineSchedule:  # pylint: disable=too-many-instance-attributes
     @record_timeline.setter
     def record_timeline(self, value: bool) -> None:
         self._runner.record = bool(value)
+
+    @property
+    def leaf_timeline(self):
+        """Every forward/backward of the last ``step()`` as ``(start_s, end_s, MetaStep, thread name)`` when
+        ``record_timeline`` is on: with ``overlap_b_f`` the two halves of a pair carry different thread names
+        and their intervals intersect."""
+        return list(self._runner.leaf_timeline)
+
+    @property
+    def comm_stats(self):
+        """``{"batches": n, "duplex": d}``: ``batch_isend_irecv`` calls of the last ``step()``, and how many of
+        them carried sends and receives together."""
+        return dict(self._runner.comm_stats)
 
     @property
     def timeline(self):
@@ -270,7 +293,8 @@ class ScheduleMpipe(PipelineSchedule):
 
     def _make_schedule(self, positions: int, n_microbatches: int, stages_per_rank: int):
         from hyper_parallel.pipeline.schedules import mpipe_schedule  # pylint: disable=import-outside-toplevel
-        return mpipe_schedule(positions, n_microbatches, self.config.encoder_ahead)
+        schedule = mpipe_schedule(positions, n_microbatches, self.config.encoder_ahead)
+        return pair_forward_backward(schedule) if self.overlap_b_f else schedule
 
     def step(self, *args, target=None, losses: Optional[List[Any]] = None, return_outputs: bool = True,
              loss_kwargs: Optional[Dict[str, Any]] = None, sample_costs=None, **kwargs) -> Any:

@@ -12,7 +12,16 @@ right before the compute step that consumes them, sends at the end of the step (
 kept alive until then). With ``overlap_p2p`` the receives of the comm point after the next compute
 step are posted before that compute step runs, so the transfer overlaps the computation. A backend
 that can only rendezvous (MindSpore's emulated point-to-point) runs every op on its own at its
-position in the list: the validator's proof covers that order too.
+position in the list: the validator's proof covers that order too. A comm point's ops for one
+neighbour travel in one ``batch_isend_irecv``, sends and receives together (duplex); ``comm_stats``
+counts the batches and the duplex ones.
+
+Two compute threads (``overlap_b_f``): an ``OVERLAP_F_B`` step runs its backward on a second
+(persistent) thread while the forward runs on the calling thread; both finish before the next step.
+Each half reads and writes only its own microbatch's state (received tensors, stage caches keyed by
+microbatch), and the two are independent by construction (``pair_forward_backward`` pairs only
+different microbatches), so the result equals running them one after the other. Without the knob
+the pair runs forward, then backward, on one thread.
 
 Loss scaling (the one rule): with ``scale_grads=True`` (default) each microbatch loss is divided by
 ``n_microbatches`` before its backward, gradients are never rescaled afterwards, and several
@@ -20,8 +29,10 @@ Loss scaling (the one rule): with ``scale_grads=True`` (default) each microbatch
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from hyper_parallel.pipeline.lowering import peer_of
@@ -53,7 +64,7 @@ class RankRunner:
     """Executes ``steps`` (this rank's lowered list) on ``stages`` (stage index -> stage object)."""
 
     def __init__(self, steps: Sequence[MetaStep], stages: Dict[int, Any], stage_to_rank: Sequence[int],
-                 my_rank: int, *, overlap_p2p: bool, rendezvous: bool) -> None:
+                 my_rank: int, *, overlap_p2p: bool, rendezvous: bool, overlap_b_f: bool = False) -> None:
         self.steps = list(steps)
         self.stages = stages
         self.stage_to_rank = tuple(stage_to_rank)
@@ -61,8 +72,26 @@ class RankRunner:
         self.overlap_p2p = overlap_p2p and not rendezvous
         self.rendezvous = rendezvous
         self.points = self._comm_points()
+        self.overlap_b_f = overlap_b_f
         self.record = False
         self.timeline: List[Tuple[float, float, MetaStep]] = []
+        #: (start, end, leaf step, thread name) of every forward/backward leaf of the last step (``record``)
+        self.leaf_timeline: List[Tuple[float, float, MetaStep, str]] = []
+        #: batch_isend_irecv calls of the last step, and those holding both a send and a receive
+        self.comm_stats: Dict[str, int] = {"batches": 0, "duplex": 0}
+        self._pool: Optional[ThreadPoolExecutor] = None
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Stop the backward thread (started on the first overlapped pair); a later step starts it again."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def __del__(self) -> None:
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.shutdown(wait=False)
 
     # ------------------------------------------------------------------ plan
     def _comm_points(self) -> Dict[int, List[MetaStep]]:
@@ -85,6 +114,8 @@ class RankRunner:
         """Execute the whole list once."""
         posted_recvs: set = set()
         self.timeline = []
+        self.leaf_timeline = []
+        self.comm_stats = {"batches": 0, "duplex": 0}
         i = 0
         n = len(self.steps)
         while i < n:
@@ -151,6 +182,9 @@ class RankRunner:
         if not ops:
             return
         handles = self.stages[steps[0].stage_index].platform.batch_isend_irecv(ops)
+        self.comm_stats["batches"] += 1
+        if len({op.op for op in ops}) == 2:
+            self.comm_stats["duplex"] += 1
         for a, op, h in zip(owners, ops, handles):
             if op.op == "send":
                 ctx.send_handles.append(h)
@@ -161,16 +195,12 @@ class RankRunner:
     # ------------------------------------------------------------------ compute
     def _execute(self, a: MetaStep, ctx: StepContext) -> None:
         kind = a.type
-        if kind is T.F:
-            self._forward(a.stage_index, a.microbatch_index, ctx)
-        elif kind in (T.B, T.I):
-            self._backward(a.stage_index, a.microbatch_index, kind is T.I, ctx)
+        if kind in (T.F, T.B, T.I):
+            self._leaf(a, ctx)
         elif kind is T.W:
             self.stages[a.stage_index].backward_weight_one_chunk(a.microbatch_index)
         elif kind is T.OVERLAP_F_B:
-            fwd, bwd = a.sub_steps
-            self._forward(fwd.stage_index, fwd.microbatch_index, ctx)
-            self._backward(bwd.stage_index, bwd.microbatch_index, bwd.type is T.I, ctx)
+            self._pair(a, ctx)
         elif kind is T.REDUCE_GRAD:
             self.stages[a.stage_index].reduce_grad()
         elif kind is T.UNSHARD:
@@ -179,6 +209,35 @@ class RankRunner:
             self.stages[a.stage_index].reshard()
         else:
             raise RuntimeError(f"pipeline runtime: unexpected step {a} outside a comm point")
+
+    def _leaf(self, a: MetaStep, ctx: StepContext) -> None:
+        """Run one forward or backward step (timed into ``leaf_timeline`` when recording)."""
+        start = time.perf_counter() if self.record else 0.0
+        if a.type is T.F:
+            self._forward(a.stage_index, a.microbatch_index, ctx)
+        else:
+            self._backward(a.stage_index, a.microbatch_index, a.type is T.I, ctx)
+        if self.record:
+            with self._lock:
+                self.leaf_timeline.append((start, time.perf_counter(), a, threading.current_thread().name))
+
+    def _pair(self, a: MetaStep, ctx: StepContext) -> None:
+        """An ``OVERLAP_F_B`` step: the backward on the second thread during the forward (``overlap_b_f``),
+        else forward then backward."""
+        fwd, bwd = a.sub_steps
+        if not self.overlap_b_f:
+            self._leaf(fwd, ctx)
+            self._leaf(bwd, ctx)
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hp-pp-backward")
+        pending = self._pool.submit(self._leaf, bwd, ctx)
+        try:
+            self._leaf(fwd, ctx)
+        except BaseException:
+            wait([pending])  # never leave the backward running behind an error; the forward's error wins
+            raise
+        pending.result()  # re-raises the backward's error
 
     def _received(self, key, ctx: StepContext) -> Optional[list]:
         handles = ctx.recv_handles.pop(key, None)

@@ -22,7 +22,7 @@ from hyper_parallel.pipeline.steps import MetaStep, MetaStepType
 
 __all__ = ["Schedule", "ScheduleConstraintError", "SCHEDULES", "generate_schedule", "custom_schedule",
            "canonical_schedule_name", "mpipe_schedule",
-           "stage_to_rank_map", "check_constraints"]
+           "stage_to_rank_map", "check_constraints", "pair_forward_backward"]
 
 F, I, W, B = MetaStepType.F, MetaStepType.I, MetaStepType.W, MetaStepType.B
 Slot = Optional[MetaStep]
@@ -427,3 +427,82 @@ def custom_schedule(compute: Dict[int, Sequence[Slot]], n_microbatches: int, num
         raise ValueError(f"custom_schedule: stages {missing} of 0..{n - 1} have no step on any rank")
     mapping = tuple(owner[s] for s in range(n))
     return Schedule(name, len(ranks), n, n_microbatches, mapping, {r: tuple(compute[r]) for r in ranks})
+
+
+# ---------------------------------------------------------------------- overlap_b_f pairing
+def _pair_candidates(ops: Sequence[Slot]) -> List[int]:
+    """Indices ``i`` where ``ops[i]`` is a forward and ``ops[i + 1]`` a backward (B or I) of another
+    microbatch: the two are independent (a backward of microbatch b waits only on b's own forwards and
+    later backwards), so they may run at the same time."""
+    out = []
+    for i in range(len(ops) - 1):
+        a, b = ops[i], ops[i + 1]
+        if a is not None and b is not None and a.type is F and b.type in (B, I) \
+                and a.microbatch_index != b.microbatch_index:
+            out.append(i)
+    return out
+
+
+def _with_pairs(compute: Dict[int, Tuple[Slot, ...]], chosen: Dict[int, set]) -> Dict[int, Tuple[Slot, ...]]:
+    out = {}
+    for r, ops in compute.items():
+        new: List[Slot] = []
+        i = 0
+        while i < len(ops):
+            if i in chosen[r]:
+                new.append(MetaStep.overlap(ops[i], ops[i + 1]))
+                i += 2
+            else:
+                new.append(ops[i])
+                i += 1
+        out[r] = tuple(new)
+    return out
+
+
+def _runs(schedule: "Schedule") -> bool:
+    """True when ``schedule`` lowers and validates (no deadlock)."""
+    from hyper_parallel.pipeline.validate import (ScheduleValidationError,  # pylint: disable=import-outside-toplevel
+                                                  validate_schedule)
+    try:
+        validate_schedule(schedule)
+    except ScheduleValidationError:
+        return False
+    return True
+
+
+def pair_forward_backward(schedule: Schedule) -> Schedule:
+    """``schedule`` with adjacent forward/backward steps of different microbatches fused into
+    ``OVERLAP_F_B`` steps (what ``overlap_b_f=True`` runs on two compute threads).
+
+    A pair is kept only if the whole schedule still lowers and validates with it (pairs are tried in
+    list order, rank by rank; one that would make two ranks wait on each other is left unpaired), so
+    the result is deadlock-free by the validator's proof. Steps already paired (DualPipeV) stay as
+    they are; a schedule without candidates is returned unchanged.
+    """
+    compute = {r: tuple(ops) for r, ops in schedule.compute.items()}
+    candidates = {r: _pair_candidates(ops) for r, ops in compute.items()}
+    chosen: Dict[int, set] = {r: set() for r in compute}
+
+    def build(pairs: Dict[int, set]) -> Schedule:
+        return Schedule(schedule.name, schedule.num_ranks, schedule.num_stages, schedule.n_microbatches,
+                        schedule.stage_to_rank, _with_pairs(compute, pairs))
+
+    everything = {r: set(_non_overlapping(c)) for r, c in candidates.items()}
+    if _runs(build(everything)):
+        return build(everything)
+    for r in sorted(candidates):
+        for i in _non_overlapping(candidates[r]):
+            trial = {q: set(v) for q, v in chosen.items()}
+            trial[r].add(i)
+            if _runs(build(trial)):
+                chosen = trial
+    return build(chosen)
+
+
+def _non_overlapping(indices: Sequence[int]) -> List[int]:
+    """Candidate starts with no two sharing a step (``i`` and ``i + 1`` cannot both start a pair)."""
+    out: List[int] = []
+    for i in indices:
+        if not out or i > out[-1] + 1:
+            out.append(i)
+    return out

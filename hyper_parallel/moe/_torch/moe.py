@@ -18,6 +18,7 @@ from typing import Optional
 
 import torch
 from torch import nn
+from torch.profiler import record_function
 
 from hyper_parallel.moe.api import MoEConfig
 from hyper_parallel.moe.planning import capacity as capacity_of
@@ -125,9 +126,14 @@ class MoE(nn.Module):
         ctx = DispatchContext()
         cap = capacity_of(flat.shape[0], c.top_k, c.num_experts, c.capacity_factor)
         dispatcher.dispatch_start(flat, route.experts, route.weights, ctx, cap)
-        shared = self.shared_experts(flat) if self.shared_experts is not None else None
+        shared = None
+        if self.shared_experts is not None:  # while the token exchange is in flight
+            with record_function("hp.moe.compute.shared_experts"):
+                shared = self.shared_experts(flat)
         tokens, per_expert = dispatcher.dispatch_wait(ctx)
-        out = dispatcher.combine(self.experts(tokens, per_expert), ctx)
+        with record_function("hp.moe.compute.experts"):
+            y = self.experts(tokens, per_expert)
+        out = dispatcher.combine(y, ctx)
         if shared is not None:
             out = out + shared
         if (c.uses_aux_loss or c.z_loss_coeff > 0) and self.training and torch.is_grad_enabled():

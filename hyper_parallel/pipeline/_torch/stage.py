@@ -25,6 +25,7 @@ import torch
 from torch._C import DisableTorchFunctionSubclass
 import torch.distributed as dist
 from torch import nn
+from torch.profiler import record_function
 
 from hyper_parallel.core.placement import Placement, Replicate
 from hyper_parallel.pipeline import stage_base
@@ -392,7 +393,8 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
     def forward_one_chunk(self, mb: int, args, kwargs):
         """Forward of microbatch ``mb``; keeps what backward needs."""
         leaves = self._leaves.pop(mb, [])
-        with torch.set_grad_enabled(self.grad_enabled and torch.is_grad_enabled()):
+        with torch.set_grad_enabled(self.grad_enabled and torch.is_grad_enabled()), \
+                record_function(f"hp.pp.compute.{self.stage_index}F{mb}"):
             out = self.submod(*args, **kwargs)
         outs = self._boundary_outputs(_flatten(out, f"stage {self.stage_index} forward"))
         self._cache[mb] = [leaves, outs, None, None]  # weights: the leaves the graph reaches (FSDP-safe)
@@ -427,12 +429,13 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
         """Backward of ``mb`` (full, or input-gradient only when ``input_only``); returns input grads."""
         outputs, out_grads = self._roots(mb, grads)
         leaves, _, params, _ = self._cache[mb]
-        if input_only:
-            in_grads, plan = backward_input(outputs, out_grads, leaves, params)
-            self._plans[mb] = plan
-        else:
-            in_grads = backward_full(outputs, out_grads, leaves, params)
-            self._cache.pop(mb, None)
+        with record_function(f"hp.pp.compute.{self.stage_index}{'I' if input_only else 'B'}{mb}"):
+            if input_only:
+                in_grads, plan = backward_input(outputs, out_grads, leaves, params)
+                self._plans[mb] = plan
+            else:
+                in_grads = backward_full(outputs, out_grads, leaves, params)
+                self._cache.pop(mb, None)
         self._in_grads[mb] = in_grads
         return in_grads
 

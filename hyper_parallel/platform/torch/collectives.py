@@ -218,10 +218,28 @@ def raw_broadcast(x: torch.Tensor, src: int, group) -> torch.Tensor:
     return x
 
 
-class P2PHandle:
-    """Handle of one posted point-to-point op: ``wait()`` returns the received tensor (None for a send)."""
+def trace_range_open(name: str):
+    """Open a ``torch.profiler`` range named ``name`` that may close in another function (an in-flight
+    transfer: from posting to the completed wait); None, at no cost, when no profiler records."""
+    # the module flag is set by every torch.profiler, also one with profile_all_threads (which the
+    # thread-local _profiler_enabled() does not report)
+    if not (torch.autograd.profiler._is_profiler_enabled  # pylint: disable=protected-access
+            or torch.autograd._profiler_enabled()):  # pylint: disable=protected-access
+        return None
+    return torch.ops.profiler._record_function_enter_new(name, None)  # pylint: disable=protected-access
 
-    __slots__ = ("_work", "_tensor", "_recv", "_desc", "_group")
+
+def trace_range_close(handle) -> None:
+    """Close a range opened by :func:`trace_range_open` (None: nothing)."""
+    if handle is not None:
+        torch.ops.profiler._record_function_exit._RecordFunction(handle)  # pylint: disable=protected-access
+
+
+class P2PHandle:
+    """Handle of one posted point-to-point op: ``wait()`` returns the received tensor (None for a send).
+    Under ``torch.profiler`` the op shows as a ``hp.comm.p2p.<send|recv>`` range from posting to the wait."""
+
+    __slots__ = ("_work", "_tensor", "_recv", "_desc", "_group", "_range")
 
     def __init__(self, work, tensor: torch.Tensor, recv: bool, desc: str, group=None) -> None:
         self._work = work
@@ -229,6 +247,7 @@ class P2PHandle:
         self._recv = recv
         self._desc = desc
         self._group = group
+        self._range = trace_range_open("hp.comm.p2p.recv" if recv else "hp.comm.p2p.send")
 
     def wait(self):
         """Block until the op completes (CollectiveError on failure or timeout)."""
@@ -240,6 +259,9 @@ class P2PHandle:
                 raise CollectiveError(f"{self._desc} failed (collective timeout "
                                       f"{group_timeout_text(self._group)}); "
                                       f"a peer rank may have died or diverged: {exc}") from exc
+            finally:
+                trace_range_close(self._range)
+                self._range = None
         return self._tensor if self._recv else None
 
 
@@ -311,23 +333,27 @@ def raw_all_to_all_single(x: torch.Tensor, group, output_split_sizes: Sequence[i
     src = _materialized(x).contiguous()
     out = src.new_empty((sum(output_split_sizes),) + tuple(src.shape[1:]))
     _count_sent(src, group, input_split_sizes)
+    span = trace_range_open("hp.comm.all_to_all_single")
     try:
         work = dist.all_to_all_single(out, src, output_split_sizes=list(output_split_sizes),
                                       input_split_sizes=list(input_split_sizes), group=group, async_op=async_op)
     except RuntimeError as exc:
+        trace_range_close(span)
         raise _fail("all_to_all_single", group, exc) from exc
     if async_op:
-        return out, _Work(work, group, keep=src)
+        return out, _Work(work, group, keep=src, span=span)
+    trace_range_close(span)
     return out
 
 
 class _Work:
-    """An in-flight c10d work plus the tensors it reads (kept alive until it completes)."""
+    """An in-flight c10d work plus the tensors it reads (kept alive until it completes); under
+    ``torch.profiler`` a ``hp.comm.all_to_all_single`` range from issue to the completed wait."""
 
-    __slots__ = ("work", "group", "keep")
+    __slots__ = ("work", "group", "keep", "span")
 
-    def __init__(self, work, group, keep) -> None:
-        self.work, self.group, self.keep = work, group, keep
+    def __init__(self, work, group, keep, span=None) -> None:
+        self.work, self.group, self.keep, self.span = work, group, keep, span
 
     def wait(self) -> None:
         """Complete the collective (a no-op the second time)."""
@@ -337,6 +363,9 @@ class _Work:
             self.work.wait()
         except RuntimeError as exc:
             raise _fail("all_to_all_single", self.group, exc) from exc
+        finally:
+            trace_range_close(self.span)
+            self.span = None
         self.work = self.keep = None
 
 

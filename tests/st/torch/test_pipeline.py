@@ -59,26 +59,29 @@ def batch(k, n=6, d=8):
     return torch.randn(n, d, generator=g), torch.randn(n, d, generator=g)
 
 
-def run_parity(name, m, v, overlap_p2p=False, n_rows=6):
-    """3 optimizer steps x 2 accumulated step() calls of schedule ``name`` vs the reference."""
+def run_parity(name, m, v, overlap_p2p=False, n_rows=6, make=make_blocks, d=8, **sched_kwargs):
+    """3 optimizer steps x 2 accumulated step() calls of schedule ``name`` vs the reference (``make(n, d)``
+    builds the blocks; ``sched_kwargs`` go to the schedule class). Returns rank's lowered list; the
+    schedule is ``run_parity.last``."""
     import copy
     import torch
     import torch.distributed as dist
     import hyper_parallel.pipeline as pp
     rank, world = dist.get_rank(), dist.get_world_size()
     n_stages = world * v
-    blocks = make_blocks(n_stages)
+    blocks = make(n_stages, d)
     ref = copy.deepcopy(blocks)
     placement = pp.generate_schedule(name, world, m, v).stage_to_rank
     mine = [s for s in range(n_stages) if placement[s] == rank]
     stages = [pp.PipelineStage(blocks[s], s, n_stages, "cpu") for s in mine]
     sched = pp.get_schedule_class(name)(stages if v > 1 else stages[0], m, loss_fn=torch.nn.functional.mse_loss,
-                                        overlap_p2p=overlap_p2p)
+                                        overlap_p2p=overlap_p2p, **sched_kwargs)
+    run_parity.last = sched
     opt = torch.optim.SGD([p for s in mine for p in blocks[s].parameters()], lr=0.1)
     ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
     for step in range(3):
         for micro in range(2):
-            x, y = batch(2 * step + micro, n_rows)
+            x, y = batch(2 * step + micro, n_rows, d)
             losses = []
             out = sched.step(x if 0 in mine else None, target=y if n_stages - 1 in mine else None, losses=losses)
             ref_out = reference_forward(ref, x)
