@@ -18,6 +18,9 @@ counts the batches and the duplex ones.
 
 Two compute threads (``overlap_b_f``): an ``OVERLAP_F_B`` step runs its backward on a second
 (persistent) thread while the forward runs on the calling thread; both finish before the next step.
+The backward thread starts with the stage's ``enter_backward_lane`` (torch: its collectives travel on
+twin groups, ``platform/torch/lanes.py``, so an expert-parallel all-to-all of the backward never
+interleaves with the forward's on one group), and all transfers are posted by the calling thread.
 Each half reads and writes only its own microbatch's state (received tensors, stage caches keyed by
 microbatch), and the two are independent by construction (``pair_forward_backward`` pairs only
 different microbatches), so the result equals running them one after the other. Without the knob
@@ -230,7 +233,8 @@ class RankRunner:
             self._leaf(bwd, ctx)
             return
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hp-pp-backward")
+            init = getattr(next(iter(self.stages.values())), "enter_backward_lane", None)
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hp-pp-backward", initializer=init)
         pending = self._pool.submit(self._leaf, bwd, ctx)
         try:
             self._leaf(fwd, ctx)

@@ -35,6 +35,7 @@ from hyper_parallel.pipeline.schedules import SCHEDULES
 from hyper_parallel.pipeline._torch.backward import backward_full, backward_input, backward_weight
 from hyper_parallel.platform import get_platform
 from hyper_parallel.platform.base import P2POp
+from hyper_parallel.platform.torch import lanes
 from hyper_parallel.platform.torch.dtensor import DTensor
 
 __all__ = ["PipelineStage"]
@@ -489,6 +490,34 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
         """Free the gathered FSDP parameters (after the stage's last compute of the step)."""
         for m in self._fsdp_modules():
             m.reshard()
+
+    # ------------------------------------------------------------------ two compute threads (overlap_b_f)
+    def backward_lane_groups(self) -> List[Any]:
+        """The process groups this stage's forward and backward may run collectives on: the expert-parallel
+        groups of its MoE layers' dispatchers and the mesh groups of its DTensor parameters (TP, FSDP)."""
+        groups: Dict[int, Any] = {}
+        for m in self.submod.modules():
+            disp = getattr(m, "dispatcher", None)
+            if getattr(disp, "group", None) is not None and getattr(disp, "ep_size", 1) > 1:
+                groups[id(disp.group)] = disp.group
+        for p in self.submod.parameters():
+            if isinstance(p, DTensor):
+                mesh = p.spec.mesh
+                for dim in range(mesh.ndim):
+                    if mesh.size(dim) > 1:
+                        g = mesh.get_group(dim)
+                        groups[id(g)] = g
+        return list(groups.values())
+
+    def prepare_backward_lane(self) -> None:
+        """Twin the groups of :meth:`backward_lane_groups` (``hyper_parallel.platform.torch.lanes``): the
+        backward thread's collectives then never interleave with the forward thread's on one group."""
+        lanes.add_twin_groups(self.backward_lane_groups())
+
+    @staticmethod
+    def enter_backward_lane() -> None:
+        """Initializer of the runtime's backward thread (puts it on the backward lane)."""
+        lanes.enter_backward_lane()
 
     # ------------------------------------------------------------------ messages
     def send_ops(self, direction: str, mb: int, peer_rank: int) -> List[P2POp]:

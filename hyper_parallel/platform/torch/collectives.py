@@ -15,6 +15,7 @@ import torch.distributed as dist
 
 from hyper_parallel.platform.adjoints import build_autograd_functions
 from hyper_parallel.platform.base import CollectiveError, CollectiveHandle, check_all_to_all_splits
+from hyper_parallel.platform.torch.lanes import lane_group
 
 def _all_gather_1(*args, **kwargs):  # looked up per call, so a wrapper of torch.distributed sees it
     return (getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor)(*args, **kwargs)
@@ -119,7 +120,7 @@ def raw_all_gather(x: torch.Tensor, group, dim: int, sizes: Sequence[int]) -> to
     src = src.contiguous()
     out = src.new_empty((n * src.shape[0],) + tuple(src.shape[1:]))
     try:
-        _all_gather_1(out, src, group=group)
+        _all_gather_1(out, src, group=lane_group(group))
     except RuntimeError as exc:
         raise _fail("all_gather", group, exc) from exc
     perm = _perm(group)
@@ -138,7 +139,7 @@ def raw_all_reduce(x: torch.Tensor, op: str, group) -> torch.Tensor:
     """All-reduce a copy of ``x`` (``avg`` = sum / n, since gloo has no AVG)."""
     out = _materialized(x).clone(memory_format=torch.contiguous_format)
     try:
-        dist.all_reduce(out, op=_REDUCE["sum" if op == "avg" else op], group=group)
+        dist.all_reduce(out, op=_REDUCE["sum" if op == "avg" else op], group=lane_group(group))
     except RuntimeError as exc:
         raise _fail("all_reduce", group, exc) from exc
     if op == "avg":
@@ -164,7 +165,7 @@ def raw_reduce_scatter(x: torch.Tensor, op: str, group, dim: int, sizes: Sequenc
     src = src.contiguous()
     out = src.new_empty((top,) + tuple(src.shape[1:]))
     try:
-        _reduce_scatter_1(out, src, op=dist.ReduceOp.SUM, group=group)
+        _reduce_scatter_1(out, src, op=dist.ReduceOp.SUM, group=lane_group(group))
     except RuntimeError as exc:
         raise _fail("reduce_scatter", group, exc) from exc
     if not even:
@@ -192,7 +193,8 @@ def raw_all_to_all(x: torch.Tensor, group, split_dim: int, concat_dim: int, spli
         in_sizes = _to_group_order(in_sizes, perm)
         src = torch.cat(_to_group_order(list(src.split(list(split_sizes), 0)), perm), 0)
     try:
-        dist.all_to_all_single(out, src, output_split_sizes=[rows] * n, input_split_sizes=in_sizes, group=group)
+        dist.all_to_all_single(out, src, output_split_sizes=[rows] * n, input_split_sizes=in_sizes,
+                               group=lane_group(group))
     except RuntimeError as exc:
         raise _fail("all_to_all", group, exc) from exc
     if perm is not None:
@@ -210,7 +212,7 @@ def raw_broadcast(x: torch.Tensor, src: int, group) -> torch.Tensor:
     """In-place broadcast from global rank ``src``."""
     buf = _materialized(x)  # a conjugate/negative view is broadcast through a plain copy, then written back
     try:
-        dist.broadcast(buf, src=src, group=group)
+        dist.broadcast(buf, src=src, group=lane_group(group))
     except RuntimeError as exc:
         raise _fail("broadcast", group, exc) from exc
     if buf is not x:
@@ -336,7 +338,8 @@ def raw_all_to_all_single(x: torch.Tensor, group, output_split_sizes: Sequence[i
     span = trace_range_open("hp.comm.all_to_all_single")
     try:
         work = dist.all_to_all_single(out, src, output_split_sizes=list(output_split_sizes),
-                                      input_split_sizes=list(input_split_sizes), group=group, async_op=async_op)
+                                      input_split_sizes=list(input_split_sizes), group=lane_group(group),
+                                      async_op=async_op)
     except RuntimeError as exc:
         trace_range_close(span)
         raise _fail("all_to_all_single", group, exc) from exc

@@ -12,6 +12,7 @@ import torch.distributed as dist
 
 from hyper_parallel.platform.base import CollectiveHandle, Platform, record_collective_timeout
 from hyper_parallel.platform.torch import collectives as C
+from hyper_parallel.platform.torch.lanes import forget_twins
 
 
 class TorchPlatform(Platform):
@@ -51,6 +52,7 @@ class TorchPlatform(Platform):
     def destroy_process_group(self, group: Any = None) -> None:
         if group is None:
             C.forget_orders()
+            forget_twins()
         if dist.is_initialized():
             dist.destroy_process_group(group)
 
