@@ -14,7 +14,10 @@ One run, candidates interleaved round by round (forward + backward of ``sum(out 
 3. ``GroupedExperts``: one ``torch._grouped_mm`` per projection vs the per-expert loop, forward +
    backward on the rows the router sent to the 8 experts. Target: grouped >= 2x faster.
 4. overlap: EP with shared experts, token all-to-all asynchronous (shared experts computed while it
-   is in flight) vs synchronous.
+   is in flight) vs synchronous; then one async EP step under ``torch.profiler``: its chrome trace goes
+   to ``BENCH_TRACE_DIR`` (default: a temporary directory) and the time during which an all-to-all is in
+   flight (``hp.comm.all_to_all_single``: issue to completed wait) while the shared experts compute
+   (``hp.moe.compute.shared_experts``) is measured from it (``hyper_parallel.devtools.trace_overlap``).
 
     python benchmarks/moe.py [--tokens 4096] [--dim 512] [--hidden 512]   # self-launches 2 ranks
 """
@@ -174,14 +177,34 @@ def overlap(args, mesh, rank, world):
     with torch.no_grad():
         parts = time_interleaved({"token all-to-all alone": exchange, "shared experts alone": lambda: shared(xd),
                                   "both, overlapped": both}, iters=args.iters * 5, warmup=2, rounds=args.rounds)
+    traced = _trace_async_step(_ep(ref, mesh), x, w, rank)
     a, b, ab = parts["token all-to-all alone"], parts["shared experts alone"], parts["both, overlapped"]
     hidden = (a + b - ab) / min(a, b)
     ratio = times["EP step, async all-to-all"] / times["EP step, sync all-to-all"]
     rows = [(k, fmt_time(v)) for k, v in times.items()] + [("async / sync", f"{ratio:.3f}x")]
     rows += [(f"forward exchange ({rows_out * world} rows): {k}", fmt_time(v)) for k, v in parts.items()]
     rows.append(("share of the shorter one hidden by the overlap", f"{hidden * 100:.0f} %"))
+    rows.append((f"trace, rank {rank}: all-to-all in flight (a) vs shared experts (b)", traced))
     print_table("4. overlap: EP with 2 shared experts, token all-to-all async vs sync", rows, ("variant", "time"))
     return ratio, hidden
+
+
+def _trace_async_step(model, x, w, rank):
+    """One async EP step under torch.profiler; the in-flight all-to-all vs shared-expert overlap from the trace."""
+    import tempfile
+    from torch.profiler import ProfilerActivity, profile
+    from hyper_parallel.devtools.trace_overlap import trace_overlap
+    trace_dir = os.environ.get("BENCH_TRACE_DIR") or tempfile.mkdtemp(prefix="hp_moe_trace_")
+    os.makedirs(trace_dir, exist_ok=True)
+    step = _step(model, x, w)
+    step()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step()
+    path = os.path.join(trace_dir, f"moe_async_dispatch_rank{rank}.json")
+    prof.export_chrome_trace(path)
+    report = trace_overlap(path, r"hp\.comm\.all_to_all_single", r"hp\.moe\.compute\.shared_experts",
+                           different_threads=False)
+    return f"{report} ({path})"
 
 
 def main() -> None:

@@ -11,8 +11,18 @@ the simulator fed with the measured mean step costs (the closed-form bubble assu
 of the formula; the simulator applies the same schedule to the costs measured here) and next to the
 closed form for GPipe/1F1B ((p-1)/(m+p-1)). The load average is printed with the results.
 
+A second part, ``overlap_b_f``: PP with MoE (4 stages of ``x + MoE(tanh(lin(x)))``, 8 experts top-2 plus
+a shared expert, d=256, local experts) under Interleaved1F1B and DualPipeV, each with ``overlap_b_f=True``
+(forward of one microbatch and backward of another on two threads) against the same schedule without
+it, rounds interleaved, the ratio printed (target <= 0.8x) with the load. One more step of each
+overlapped schedule runs under ``torch.profiler`` (all threads); its chrome trace goes to
+``BENCH_TRACE_DIR`` (default: a temporary directory) and the time during which a forward and a backward
+of different threads are both open is measured from it (``hyper_parallel.devtools.trace_overlap``): the
+structural overlap, whatever the wall clock says on a machine without two free cores.
+
     python benchmarks/pipeline.py          # self-launches torchrun with 2 ranks
     BENCH_ROUNDS=5 BENCH_ITERS=3 python benchmarks/pipeline.py
+    BENCH_PART=overlap python benchmarks/pipeline.py   # only the overlap_b_f part (compare: only the first)
 """
 from __future__ import annotations
 
@@ -135,6 +145,85 @@ def _run_case(model: str, name: str, world: int, rank: int, rounds: int, iters: 
     return times, measured, simulated, closed, m
 
 
+def _moe_parts(num_stages: int, d: int = 256):
+    import torch
+    from torch import nn
+    from hyper_parallel.moe import MoE, MoEConfig
+
+    class Block(nn.Module):
+        """``x + MoE(tanh(lin(x)))``."""
+
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(d, d)
+            self.moe = MoE(MoEConfig(num_experts=8, top_k=2, dim=d, hidden_dim=d, num_shared_experts=1))
+            self.moe.reset_parameters(0.05)
+
+        def forward(self, x):
+            """The block."""
+            h = torch.tanh(self.lin(x))
+            return h + self.moe(h)
+
+    torch.manual_seed(0)
+    return [Block() for _ in range(num_stages)]
+
+
+def _overlap_case(name: str, world: int, rank: int, rounds: int, iters: int, trace_dir: str):
+    """(times with and without overlap_b_f, trace overlap report) of one schedule on the MoE blocks."""
+    import torch
+    from torch.profiler import ProfilerActivity, _ExperimentalConfig, profile
+    import hyper_parallel.pipeline as hpp
+    from hyper_parallel.devtools.trace_overlap import trace_overlap
+    m, rows = 8, 512
+    plan = _placement(name, world, m)
+    parts = _moe_parts(plan.num_stages)
+    mine = list(plan.stages_of(rank))
+    first, last = 0 in mine, plan.num_stages - 1 in mine
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(rows, 256, generator=g), torch.randn(rows, 256, generator=g)
+    scheds = {}
+    for label, on in (("overlap_b_f", True), ("sequential", False)):
+        stages = [hpp.PipelineStage(copy.deepcopy(parts[s]), s, plan.num_stages, "cpu") for s in mine]
+        scheds[label] = hpp.get_schedule_class(name)(stages, m, loss_fn=torch.nn.functional.mse_loss, overlap_b_f=on)
+
+    def step(label):
+        scheds[label].step(x if first else None, target=y if last else None)
+
+    times = time_interleaved({k: (lambda k=k: step(k)) for k in scheds}, iters, warmup=2, rounds=rounds)
+    with profile(activities=[ProfilerActivity.CPU],
+                 experimental_config=_ExperimentalConfig(profile_all_threads=True)) as prof:
+        step("overlap_b_f")
+    path = os.path.join(trace_dir, f"pipeline_overlap_b_f_{name}_rank{rank}.json")
+    prof.export_chrome_trace(path)
+    report = trace_overlap(path, r"hp\.pp\.compute\.\d+F", r"hp\.pp\.compute\.\d+[BI]")
+    return times, report, path
+
+
+def overlap_part(world: int, rank: int, rounds: int, iters: int) -> None:
+    """PP with MoE: overlap_b_f vs the same schedule without it; trace overlap per rank."""
+    import tempfile
+    import torch.distributed as dist
+    trace_dir = os.environ.get("BENCH_TRACE_DIR") or tempfile.mkdtemp(prefix="hp_pipeline_trace_")
+    os.makedirs(trace_dir, exist_ok=True)
+    load0 = os.getloadavg()
+    rows, trace_rows = [], []
+    for name in ("Interleaved1F1B", "DualPipeV"):
+        times, report, path = _overlap_case(name, world, rank, rounds, iters, trace_dir)
+        ratio = times["overlap_b_f"] / times["sequential"]
+        rows.append((name, fmt_time(times["overlap_b_f"]), fmt_time(times["sequential"]), f"{ratio:.3f}x",
+                     "MET" if ratio <= 0.8 else "MISSED"))
+        every = [None] * world
+        dist.all_gather_object(every, (str(report), path, report.both_us, report.b_us))
+        for r, (text, p, _, _) in enumerate(every):
+            trace_rows.append((name, r, text, p))
+    load1 = os.getloadavg()
+    print_table(f"PP with MoE (4 stages, 8 experts top-2 + shared, d=256, m=8, 512 rows): overlap_b_f vs "
+                f"sequential, {world} ranks, load average before {load0[0]:.1f}, after {load1[0]:.1f} on "
+                f"{os.cpu_count()} cores", rows, ("schedule", "overlap_b_f", "sequential", "ratio", "target <= 0.8x"))
+    print_table("overlap_b_f trace (one step, torch.profiler, all threads): forward (a) vs backward (b) "
+                "intervals of different threads", trace_rows, ("schedule", "rank", "intersection", "trace"))
+
+
 def main() -> None:
     """Run every (model, schedule) case and print the tables on rank 0."""
     import torch
@@ -146,6 +235,11 @@ def main() -> None:
     iters = int(os.environ.get("BENCH_ITERS", "3"))
     models = os.environ.get("BENCH_MODELS", "mlp,llama").split(",")
     only = os.environ.get("BENCH_SCHEDULES")
+    part = os.environ.get("BENCH_PART", "all")
+    if part not in ("all", "compare", "overlap"):
+        raise SystemExit(f"BENCH_PART: expected all, compare or overlap, got {part!r}")
+    if part == "overlap":
+        models = []
     for model in models:
         rows, idle_rows = [], []
         for name in (only.split(",") if only else SCHEDULES):
@@ -162,6 +256,8 @@ def main() -> None:
                     ("schedule", "m", "ours", "torch", "ours/torch"))
         print_table(f"{model}: idle fraction of the step per rank (ours, from per-step timings)", idle_rows,
                     ("schedule", "rank", "measured", "simulated (measured costs)", "closed form", "measured vs sim"))
+    if part in ("all", "overlap"):
+        overlap_part(world, rank, rounds, iters)
     dist.destroy_process_group()
 
 

@@ -55,25 +55,7 @@ def _pp_ep(name, m, trace_dir=None):
     ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
     first, last = 0 in mine, 3 in mine
     for step in range(2):
-        g = torch.Generator().manual_seed(step)
-        x, y = torch.randn(4 * m, 16, generator=g), torch.randn(4 * m, 16, generator=g)
-        half = slice(2 * m * ep_rank, 2 * m * (ep_rank + 1))
-        losses = []
-        sched.step(x[half] if first else None, target=y[half] if last else None, losses=losses)
-        ref_loss = sum(torch.nn.functional.mse_loss(ref_forward(ref, x[h]), y[h])
-                       for h in (slice(0, 2 * m), slice(2 * m, 4 * m)))
-        ref_loss.backward()
-        if last:
-            mine_loss = torch.stack(losses).mean().reshape(1)
-            torch.distributed.all_reduce(mine_loss, group=ep_group)
-            torch.testing.assert_close(mine_loss[0], ref_loss.detach(), **TOL)
-        for s in mine:
-            for (pname, p), q in zip(blocks[s].named_parameters(), ref[s].parameters()):
-                torch.testing.assert_close(_grad_of(p, ep_group), q.grad, **TOL,
-                                           msg=lambda t, s=s, n=pname: f"{name} stage {s} {n}: {t}")
-        for o in (opt, ref_opt):
-            o.step()
-            o.zero_grad()
+        _train_step(sched, (blocks, ref, mine), (opt, ref_opt), (first, last, ep_rank, ep_group), m, step, name)
     if trace_dir is None:
         return None
     x = torch.randn(4 * m, 16)
@@ -84,6 +66,32 @@ def _pp_ep(name, m, trace_dir=None):
     path = os.path.join(trace_dir, f"pp_ep_{name}_{torch.distributed.get_rank()}.json")
     prof.export_chrome_trace(path)
     return path
+
+
+def _train_step(sched, models, opts, where, m, step, name):
+    """One pipeline step and one reference step; losses, gradients, then both optimizers."""
+    import torch
+    blocks, ref, mine = models
+    first, last, ep_rank, ep_group = where
+    g = torch.Generator().manual_seed(step)
+    x, y = torch.randn(4 * m, 16, generator=g), torch.randn(4 * m, 16, generator=g)
+    half = slice(2 * m * ep_rank, 2 * m * (ep_rank + 1))
+    losses = []
+    sched.step(x[half] if first else None, target=y[half] if last else None, losses=losses)
+    ref_loss = sum(torch.nn.functional.mse_loss(ref_forward(ref, x[h]), y[h])
+                   for h in (slice(0, 2 * m), slice(2 * m, 4 * m)))
+    ref_loss.backward()
+    if last:
+        mine_loss = torch.stack(losses).mean().reshape(1)
+        torch.distributed.all_reduce(mine_loss, group=ep_group)
+        torch.testing.assert_close(mine_loss[0], ref_loss.detach(), **TOL)
+    for s in mine:
+        for (pname, p), q in zip(blocks[s].named_parameters(), ref[s].parameters()):
+            torch.testing.assert_close(_grad_of(p, ep_group), q.grad, **TOL,
+                                       msg=lambda t, s=s, n=pname: f"{name} stage {s} {n}: {t}")
+    for o in opts:
+        o.step()
+        o.zero_grad()
 
 
 def ref_forward(blocks, x):
