@@ -56,8 +56,8 @@ RESULTS_PATH = os.path.join(ROOT, "docs", "parallelism_results.json")
 DOC_PATH = os.path.join(ROOT, "docs", "parallelism.md")
 DEGREES = ("dp_replicate", "dp_shard", "cp", "tp", "pp")
 #: dimensions that only mean something while another is active (``pp_schedule`` needs ``pp > 1``)
-ACTIVE_WHEN = {"pp_schedule": "pp", "pp_microbatches": "pp", "pp_layers_per_stage": "pp", "cp_method": "cp",
-               "cp_load_balance": "cp", "sequence_parallel": "tp", "loss_parallel": "tp"}
+ACTIVE_WHEN = {"pp_schedule": "pp", "pp_microbatches": "pp", "pp_layers_per_stage": "pp", "pp_overlap_b_f": "pp",
+               "cp_method": "cp", "cp_load_balance": "cp", "sequence_parallel": "tp", "loss_parallel": "tp"}
 _ROW_KEYS = ("model", "note", "ranks8")
 
 

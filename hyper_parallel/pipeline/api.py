@@ -111,8 +111,6 @@ class PipelineSchedule:  # pylint: disable=too-many-instance-attributes
                              f"(stage_to_rank={list(schedule.stage_to_rank)})")
         for s in self._stages:
             s.bind(schedule.stage_to_rank, schedule.n_microbatches, {t.stage_index: t for t in self._stages})
-            if self.overlap_b_f and hasattr(s, "prepare_backward_lane"):
-                s.prepare_backward_lane()
         self.pipeline_order = {r: list(schedule.compute[r]) for r in range(schedule.num_ranks)}
         self.pipeline_order_with_comms = lists
         self._position = rank
@@ -210,6 +208,10 @@ class PipelineSchedule:  # pylint: disable=too-many-instance-attributes
                 return base(out, tgt, **loss_kwargs)
         for s in self._stages:
             s.begin_step(loss_fn)
+            if self.overlap_b_f and hasattr(s, "prepare_backward_lane"):
+                # every step: the stage modules may be parallelized (EP, FSDP, TP) after the schedule is built;
+                # groups twinned before are skipped
+                s.prepare_backward_lane()
         runner.run(ctx)
         out = None
         for s in self._stages:

@@ -72,7 +72,8 @@ class ParallelismSection:
     ``cp_load_balance``: ``headtail`` (load-balanced causal, default), ``zigzag`` or ``none``.
     ``pp_layers_per_stage`` splits the decoder layers over the pipeline stages explicitly (one
     entry per stage: ``pp`` x the schedule's stages per rank, summing to the model's layer count; empty: the
-    balanced TorchTitan split)."""
+    balanced TorchTitan split). ``pp_overlap_b_f``: run a microbatch's forward and another's backward on two
+    compute threads (the schedule's ``overlap_b_f``; docs/pipeline.md)."""
 
     dp_replicate: int = 1
     dp_shard: int = -1
@@ -89,6 +90,7 @@ class ParallelismSection:
     pp_schedule: str = "1F1B"
     pp_microbatches: int = 2
     pp_layers_per_stage: List[int] = field(default_factory=list)
+    pp_overlap_b_f: bool = False
 
 
 @dataclass

@@ -78,6 +78,9 @@ REFUSALS: Tuple[Refusal, ...] = (
             "expert parallel splits MoE experts; this model has no MoE layers"),
     Refusal("parallelism.loss_parallel", "parallelism.tp", lambda f: f.cfg.parallelism.loss_parallel and f["tp"] == 1,
             "loss parallel splits the vocabulary over the TP ranks; it needs tp > 1"),
+    Refusal("parallelism.pp_overlap_b_f", "parallelism.pp", lambda f: f.cfg.parallelism.pp_overlap_b_f and f["pp"] == 1,
+            "overlap_b_f runs one microbatch's forward and another's backward of a pipeline schedule on two threads; "
+            "it needs pp > 1"),
     Refusal("parallelism.cp_async", "parallelism.cp_method", lambda f: f.cfg.parallelism.cp_async
             and f.cfg.parallelism.cp_method == "alltoall",
             "all-to-all (Ulysses) CP has no asynchronous variant; only ring and allgather overlap their exchange"),

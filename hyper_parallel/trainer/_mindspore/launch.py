@@ -50,8 +50,8 @@ def _refuse(cfg: JobConfig, key: str, why: str) -> ConfigError:
 
 
 def _check_parallelism(cfg: JobConfig) -> None:
-    """The degrees the MindSpore trainer refuses: split-backward pipeline schedules, PP with CP or TP, asynchronous
-    CP, expert parallel other than ``ep = dp_shard`` without TP."""
+    """The degrees the MindSpore trainer refuses: split-backward pipeline schedules, PP with CP or TP, overlap_b_f,
+    asynchronous CP, expert parallel other than ``ep = dp_shard`` without TP."""
     par = cfg.parallelism
     if par.ep != 1 and (par.ep != par.dp_shard or par.tp != 1 or par.cp != 1 or par.dp_replicate != 1):
         raise _refuse(cfg, "parallelism.ep", f"expert parallel on MindSpore takes all of dp_shard (ep = dp_shard = "
@@ -60,6 +60,8 @@ def _check_parallelism(cfg: JobConfig) -> None:
     if par.pp != 1 and _schedule_name(par.pp_schedule) not in MINDSPORE_SCHEDULES:
         raise _refuse(cfg, "parallelism.pp_schedule", f"{par.pp_schedule!r} splits the backward (I/W); MindSpore "
                       f"stages run {', '.join(MINDSPORE_SCHEDULES)}")
+    if par.pp_overlap_b_f:
+        raise _refuse(cfg, "parallelism.pp_overlap_b_f", "two compute threads need torch stages; set it to false")
     if par.pp != 1 and (par.cp != 1 or par.tp != 1):
         raise _refuse(cfg, "parallelism.pp", "pipeline parallel together with CP or TP is not supported on MindSpore "
                       "(PP x FSDP is); set cp and tp to 1")

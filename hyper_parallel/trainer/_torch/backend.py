@@ -236,9 +236,10 @@ class TorchTrainerBackend:
             check_layers_per_stage(par.pp_layers_per_stage, model.config.num_hidden_layers,
                                    pipeline_stages(par, dims.pp), what="parallelism.pp_layers_per_stage")
             split = list(par.pp_layers_per_stage)
+        extra = {"overlap_b_f": True} if par.pp_overlap_b_f else {}
         self._schedule, parts = spec.pipelining_fn(  # losses scaled by 1/grad_accum while training
             model, world, dims, schedule=par.pp_schedule, n_microbatches=par.pp_microbatches,
-            layers_per_stage=split, loss_fn=lambda out, tgt: self._pp_loss(loss_fn, out, tgt))
+            layers_per_stage=split, loss_fn=lambda out, tgt: self._pp_loss(loss_fn, out, tgt), **extra)
         self._stages = [spec.parallelize_fn(part, world, dims, **kwargs) for part in parts]
         self._pp_group = dims.mesh("pp").get_group(0)
         self._pp_first = any(getattr(p.model, "embed_tokens", None) is not None for p in self._stages)

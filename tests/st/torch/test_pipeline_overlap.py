@@ -89,7 +89,7 @@ def _traced_step(overlap_b_f, tmpdir):
     sched = pp.ScheduleInterleaved1F1B(stages, m, loss_fn=nn.functional.mse_loss, overlap_b_f=overlap_b_f,
                                        overlap_p2p=True)
     g = torch.Generator().manual_seed(1)
-    x, y = torch.randn(64 * m, d, generator=g), torch.randn(64 * m, d, generator=g)
+    x, y = torch.randn(256 * m, d, generator=g), torch.randn(256 * m, d, generator=g)
     sched.step(x if rank == 0 else None, target=y if rank == 1 else None)  # shape inference, warm-up
     sched.record_timeline = True
     # profile_all_threads: the backward thread's ranges too (by default only the profiling thread's)
@@ -132,3 +132,40 @@ def test_overlap_b_f_trace_shows_forward_and_backward_intersect():
     dist.all_reduce(total)
     print(f"rank {dist.get_rank()}: overlap_b_f trace: {both_on}")
     assert total.item() > 0, str(both_on)
+
+
+def _on_backward_lane(fn):
+    """``fn()`` on a new thread put on the backward lane; returns (result, error text)."""
+    import threading
+    from hyper_parallel.platform.base import CollectiveError
+    from hyper_parallel.platform.torch import lanes
+    out = {}
+
+    def work():
+        lanes.enter_backward_lane()
+        try:
+            out["value"] = fn()
+        except CollectiveError as exc:
+            out["error"] = str(exc)
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    return out.get("value"), out.get("error", "")
+
+
+@multi_rank(world_size=2, timeout=120)
+def test_backward_lane_collective_needs_a_twin_group():
+    import torch
+    import torch.distributed as dist
+    from hyper_parallel.platform import get_platform
+    from hyper_parallel.platform.torch import lanes
+    plat = get_platform("torch")
+    group = dist.new_group([0, 1])
+    x = torch.full((3,), float(dist.get_rank() + 1))
+    _, error = _on_backward_lane(lambda: plat.all_reduce(x, "sum", group))
+    assert "ranks [0, 1]" in error and "has no twin" in error, error
+    assert lanes.add_twin_groups([group]) == 1 and lanes.add_twin_groups([group]) == 0
+    value, error = _on_backward_lane(lambda: plat.all_reduce(x, "sum", group))
+    assert not error and torch.equal(value, torch.full((3,), 3.0))
+    assert lanes.lane_group(group) is group  # the calling thread stays on the group itself

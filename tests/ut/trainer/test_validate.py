@@ -46,6 +46,8 @@ def _error(*args):
       "--training.seq_len", 20), []),
     (("--job.nproc", 4, "--parallelism.dp_shard", 4, "--parallelism.ep", 3, "--model.flavor", "debug_moe"),
      ["ParallelDims(ep=3)"]),
+    (("--job.nproc", 2, "--parallelism.dp_shard", 2, "--parallelism.pp_overlap_b_f", "true"),
+     ["parallelism.pp_overlap_b_f", "parallelism.pp", "it needs pp > 1"]),
 ])
 def test_each_check_names_its_key(args, needles):
     if not needles:  # the same layout without head-tail balancing needs seq_len % cp only
@@ -113,6 +115,7 @@ def _refusal_configs():
                                             "--parallelism.etp", 2),
         ("parallelism.ep", "model.name"): ("--job.nproc", 2, "--parallelism.ep", 2),
         ("parallelism.loss_parallel", "parallelism.tp"): ("--job.nproc", 1, "--parallelism.loss_parallel", "true"),
+        ("parallelism.pp_overlap_b_f", "parallelism.pp"): ("--job.nproc", 1, "--parallelism.pp_overlap_b_f", "true"),
         ("parallelism.cp_async", "parallelism.cp_method"): ("--job.nproc", 2, "--parallelism.dp_shard", 1,
                                                             "--parallelism.cp", 2, "--parallelism.cp_method",
                                                             "alltoall", "--parallelism.cp_async", "true"),
