@@ -24,7 +24,9 @@ interleaves with the forward's on one group), and all transfers are posted by th
 Each half reads and writes only its own microbatch's state (received tensors, stage caches keyed by
 microbatch), and the two are independent by construction (``pair_forward_backward`` pairs only
 different microbatches), so the result equals running them one after the other. Without the knob
-the pair runs forward, then backward, on one thread.
+the pair runs forward, then backward, on one thread; so does a pair whose halves are on one stage
+whose hooks keep state (``has_hook_state``: FSDP modules, which gather and free parameters in their
+hooks: two threads would race on that state and issue different collectives on different ranks).
 
 Loss scaling (the one rule): with ``scale_grads=True`` (default) each microbatch loss is divided by
 ``n_microbatches`` before its backward, gradients are never rescaled afterwards, and several
@@ -228,7 +230,10 @@ class RankRunner:
         """An ``OVERLAP_F_B`` step: the backward on the second thread during the forward (``overlap_b_f``),
         else forward then backward."""
         fwd, bwd = a.sub_steps
-        if not self.overlap_b_f:
+        if not self.overlap_b_f or (fwd.stage_index == bwd.stage_index
+                                    and getattr(self.stages[fwd.stage_index], "has_hook_state", False)):
+            # one stage whose hooks keep state (FSDP's gathered / resharded parameters, gathered by hooks when
+            # the runtime does not): two threads would race on it, and with it on the collectives it issues
             self._leaf(fwd, ctx)
             self._leaf(bwd, ctx)
             return

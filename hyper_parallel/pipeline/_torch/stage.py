@@ -514,6 +514,12 @@ class PipelineStage(stage_base.PipelineStage):  # pylint: disable=too-many-insta
         backward thread's collectives then never interleave with the forward thread's on one group."""
         lanes.add_twin_groups(self.backward_lane_groups())
 
+    @property
+    def has_hook_state(self) -> bool:
+        """True when the stage holds FSDP modules (their hooks gather and free parameters): the runtime never
+        runs a forward and a backward of this one stage on two threads at once."""
+        return bool(self._fsdp_modules())
+
     @staticmethod
     def enter_backward_lane() -> None:
         """Initializer of the runtime's backward thread (puts it on the backward lane)."""
