@@ -8,11 +8,11 @@ Built-in models are listed by module name and imported on first use (each model 
 from __future__ import annotations
 
 import importlib
-from typing import Dict, List
+from typing import Any, Dict, List, Mapping, Optional
 
 from hyper_parallel.models.spec import ModelSpec
 
-__all__ = ["get_model_spec", "register_model_spec", "list_models", "HF_MODEL_TYPES", "model_for_hf_type",
+__all__ = ["get_model_spec", "pure_flavor_table", "register_model_spec", "list_models", "HF_MODEL_TYPES", "model_for_hf_type",
            "VISION_MODELS", "is_vision_model"]
 
 #: name -> module defining ``MODEL_SPEC``
@@ -29,6 +29,10 @@ _BUILTIN: Dict[str, str] = {
     "qwen3_5_moe_vl": "hyper_parallel.models.qwen3_5_moe_vl",
 }
 _REGISTERED: Dict[str, ModelSpec] = {}
+#: built-in models whose package imports no framework: their flavor table (``args.FLAVORS``, the one their
+#: ``MODEL_SPEC`` holds) is read without importing the model code and torch (config validation before a launch)
+_FLAVOR_TABLES: Dict[str, str] = {name: f"hyper_parallel.models.{name}.args"
+                                  for name in ("llama3", "qwen3", "qwen3_moe", "deepseek_v3")}
 #: built-in vision-language models (their specs say ``extras["vision"]``; known here without importing them)
 VISION_MODELS = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5_vl", "qwen3_5_moe_vl")
 #: Hugging Face ``config.json`` ``model_type`` -> our model name (``[model] init_from`` resolves the name by it)
@@ -87,6 +91,18 @@ def get_model_spec(name: str, backend: str = "torch") -> ModelSpec:
     spec = importlib.import_module(module).MODEL_SPEC
     _REGISTERED[name] = spec
     return spec
+
+
+def pure_flavor_table(name: str) -> Optional[Mapping[str, Any]]:
+    """The flavor table (flavor -> config, the one ``get_model_spec(name).flavors`` holds) of a built-in torch model
+    whose package imports no framework (llama3, qwen3, qwen3_moe, deepseek_v3), read from its ``args`` module
+    without importing the model code or torch; None for any other model (ask :func:`get_model_spec`)."""
+    if name not in _FLAVOR_TABLES:
+        return None
+    spec = _REGISTERED.get(name)  # loaded already (or replaced by the user): its own table, if it builds plainly
+    if spec is not None:
+        return spec.flavors if type(spec).config is ModelSpec.config else None
+    return importlib.import_module(_FLAVOR_TABLES[name]).FLAVORS
 
 
 def _backend_spec(name: str, backend: str) -> ModelSpec:

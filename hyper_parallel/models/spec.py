@@ -16,7 +16,18 @@ from typing import Any, Callable, Dict, Mapping, Optional
 
 from hyper_parallel.models.parallel_dims import MESH_DIM_ORDER, ParallelDims, fsdp_mesh, merge_mesh_dims
 
-__all__ = ["ModelSpec", "ParallelDims", "MESH_DIM_ORDER", "merge_mesh_dims", "fsdp_mesh"]
+__all__ = ["ModelSpec", "flavor_config", "ParallelDims", "MESH_DIM_ORDER", "merge_mesh_dims", "fsdp_mesh"]
+
+
+def flavor_config(name: str, flavors: Mapping[str, Any], flavor: str, **overrides: Any) -> Any:
+    """The config of ``flavor`` in model ``name``'s flavor table ``flavors`` with ``overrides`` replacing fields
+    (what :meth:`ModelSpec.config` returns; also used where the table is read without the model code)."""
+    if flavor not in flavors:
+        raise KeyError(f"model {name!r} has no flavor {flavor!r}; known flavors: {sorted(flavors)}")
+    cfg = flavors[flavor]
+    if overrides and getattr(cfg, "head_dim_derived", False) and "head_dim" not in overrides:
+        overrides["head_dim"] = 0  # derived from the (possibly overridden) sizes again
+    return dataclasses.replace(cfg, **overrides) if overrides else cfg
 
 
 @dataclass(frozen=True)
@@ -47,12 +58,7 @@ class ModelSpec:
 
     def config(self, flavor: str, **overrides: Any) -> Any:
         """The config of ``flavor`` (with ``overrides`` replacing fields); unknown flavor: a clear error."""
-        if flavor not in self.flavors:
-            raise KeyError(f"model {self.name!r} has no flavor {flavor!r}; known flavors: {sorted(self.flavors)}")
-        cfg = self.flavors[flavor]
-        if overrides and getattr(cfg, "head_dim_derived", False) and "head_dim" not in overrides:
-            overrides["head_dim"] = 0  # derived from the (possibly overridden) sizes again
-        return dataclasses.replace(cfg, **overrides) if overrides else cfg
+        return flavor_config(self.name, self.flavors, flavor, **overrides)
 
     def build(self, flavor: str, **overrides: Any) -> Any:
         """``model_cls(config(flavor, **overrides))`` (wrap in ``init_empty_weights()`` for the meta device)."""

@@ -85,13 +85,14 @@ def srun_rank_env(env: Mapping[str, str], default_port: int = 29500) -> Dict[str
 
 def torchrun_command(python: str, nproc: int, entry: Sequence[str], *, nnodes: int = 1,
                      node_rank: Optional[int] = None, rdzv_endpoint: Optional[str] = None, rdzv_id: str = "hp-train",
-                     max_restarts: int = 0) -> List[str]:
+                     max_restarts: int = 0, module: str = "torch.distributed.run") -> List[str]:
     """The torchrun command line running ``entry`` (``["-m", MODULE, *args]`` or ``[SCRIPT, *args]``):
     ``--standalone`` on one node, else this node's agent of a c10d rendezvous at ``rdzv_endpoint`` (``nproc`` is
-    the world size; each node runs ``nproc / nnodes``)."""
+    the world size; each node runs ``nproc / nnodes``). ``module``: the torchrun entry module (``hp-train`` names
+    ``hyper_parallel.trainer._torch.torchrun``, torchrun without the teardown, on one node)."""
     if nnodes < 1 or nproc % nnodes:
         raise ValueError(f"--nnodes {nnodes}: job.nproc = {nproc} ranks must split evenly over the nodes")
-    cmd = [python, "-m", "torch.distributed.run"]
+    cmd = [python, "-m", module]
     if nnodes == 1:
         cmd += ["--standalone", "--nproc_per_node", str(nproc)]
     else:

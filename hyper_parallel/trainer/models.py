@@ -29,8 +29,18 @@ def model_flavors(name: str) -> Tuple[str, ...]:
 
 
 def build_model_config(name: str, flavor: str, backend: str = "torch", **overrides: Any) -> Any:
-    """The model config of ``name``/``flavor`` (on ``backend``) with ``overrides`` (``vocab_size=...``) applied."""
-    spec = model_spec(name, backend)
-    if flavor not in spec.flavors:
-        raise ValueError(f"model.flavor: {name!r} has no flavor {flavor!r}; expected one of {sorted(spec.flavors)}")
-    return spec.config(flavor, **overrides)
+    """The model config of ``name``/``flavor`` (on ``backend``) with ``overrides`` (``vocab_size=...``) applied;
+    imports no framework for the built-in models whose flavor table is pure (``pure_flavor_table``)."""
+    from hyper_parallel.models.registry import pure_flavor_table  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.models.spec import flavor_config  # pylint: disable=import-outside-toplevel
+    name = _ALIASES.get(name, name)
+    flavors = pure_flavor_table(name) if backend == "torch" else None
+    if flavors is None:  # the spec: a model whose package imports its code (and a registered one) builds its own
+        spec = model_spec(name, backend)
+        if flavor not in spec.flavors:
+            raise ValueError(f"model.flavor: {name!r} has no flavor {flavor!r}; expected one of "
+                             f"{sorted(spec.flavors)}")
+        return spec.config(flavor, **overrides)
+    if flavor not in flavors:  # the flavor table alone: the model's code (and torch) is not imported
+        raise ValueError(f"model.flavor: {name!r} has no flavor {flavor!r}; expected one of {sorted(flavors)}")
+    return flavor_config(name, flavors, flavor, **overrides)

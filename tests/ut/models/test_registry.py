@@ -71,3 +71,16 @@ def test_deepseek_softmax_scale_uses_yarn_mscale():
     m = 0.1 * math.log(40.0) + 1.0
     assert cfg.softmax_scale == pytest.approx(192 ** -0.5 * m * m)
     assert get_model_spec("deepseek_v3").config("debug").softmax_scale == pytest.approx(24 ** -0.5)
+
+
+@pytest.mark.parametrize("name", ["llama3", "qwen3", "qwen3_moe", "deepseek_v3"])
+def test_pure_flavor_table_is_the_specs_table(name):
+    """The flavor table read without the model code is the very one the spec holds (and builds the same
+    config); other models have none (their packages import their code)."""
+    from hyper_parallel.models.registry import pure_flavor_table
+    from hyper_parallel.models.spec import flavor_config
+    table = pure_flavor_table(name)
+    spec = get_model_spec(name)
+    assert table is spec.flavors
+    assert flavor_config(name, table, "debug", vocab_size=300) == spec.config("debug", vocab_size=300)
+    assert pure_flavor_table("qwen3_vl") is None and pure_flavor_table("my_llama_ut") is None

@@ -50,6 +50,9 @@ def test_torchrun_commands():
                            rdzv_endpoint="h:29400", rdzv_id="r")
     assert two[3:] == ["--nnodes", "2", "--nproc_per_node", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:29400",
                        "--rdzv-id", "r", "--node-rank", "1", "-m", "hyper_parallel.trainer.cli"]
+    fast = torchrun_command("py", 2, ["-m", "x"], module="hyper_parallel.trainer._torch.torchrun")
+    assert fast == ["py", "-m", "hyper_parallel.trainer._torch.torchrun", "--standalone", "--nproc_per_node", "2",
+                    "-m", "x"]
     with pytest.raises(ValueError, match="split evenly"):
         torchrun_command("py", 3, [], nnodes=2, rdzv_endpoint="h:1")
     with pytest.raises(ValueError, match="--rdzv-endpoint"):
@@ -96,3 +99,32 @@ def test_sbatch_script_command_line(tmp_path):
     res = subprocess.run(["bash", os.path.join(ROOT, "scripts", "slurm", "train.sbatch"), "c.toml"], env=env,
                          capture_output=True, text=True, timeout=60, check=False)
     assert res.returncode != 0 and "not inside a Slurm allocation" in res.stderr
+
+
+def test_hp_train_launches_one_node_through_the_fast_torchrun_and_several_through_torchrun():
+    from types import SimpleNamespace
+    from hyper_parallel.trainer.cli import FAST_TORCHRUN, launch_command
+    from hyper_parallel.trainer.config import load_config
+    cfg = load_config(None, [("job.nproc", 4)])
+    one = launch_command(cfg, ["--job.nproc", "4"])
+    assert one[1:5] == ["-m", FAST_TORCHRUN, "--standalone", "--nproc_per_node"]
+    many = launch_command(cfg, ["--job.nproc", "4", "--nnodes", "2"],
+                          args=SimpleNamespace(nnodes=2, node_rank=0, rdzv_endpoint="h:1", rdzv_id="r"))
+    assert many[1:4] == ["-m", "torch.distributed.run", "--nnodes"] and "--nnodes" not in many[many.index("-m", 3):]
+
+
+def test_exit_rank_runs_atexit_flushes_and_exits_with_the_code(tmp_path):
+    """A launched rank (RANK set) ends through exit_rank: atexit handlers run (activation swap files are removed
+    by one), buffered output reaches the pipe, the exit status is main's; without RANK it is a plain exit."""
+    marker = tmp_path / "atexit_ran"
+    code = ("import atexit, sys\n"
+            f"atexit.register(lambda: open({str(marker)!r}, 'w').write('ok'))\n"
+            "from hyper_parallel.trainer.cli import exit_rank\n"
+            "sys.stdout.write('buffered, no newline')\n"
+            "exit_rank(3)\n")
+    for env in (dict(os.environ, RANK="0"), {k: v for k, v in os.environ.items() if k != "RANK"}):
+        marker.unlink(missing_ok=True)
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+                             check=False)
+        assert res.returncode == 3 and res.stdout == "buffered, no newline", (res.returncode, res.stdout, res.stderr)
+        assert marker.read_text() == "ok"
