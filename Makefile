@@ -6,7 +6,7 @@ STAMP := $(VENV)/.hp-installed
 NPROC ?= 2
 export PYTHONUNBUFFERED := 1
 
-.PHONY: demo tour test ut st agent gate bench coverage matrix matrix-inprocess matrix-mindspore install clean multinode package \
+.PHONY: demo tour test ut st agent gate bench coverage matrix matrix-inprocess matrix-pairwise matrix-mindspore install clean multinode package \
 	finetune bench-finetune vl-demo llamafactory-check llamafactory-bench ms-models
 
 $(STAMP): pyproject.toml
@@ -91,6 +91,15 @@ matrix: $(STAMP)
 ## one intra-op thread per rank), then the doc (~15 min under load 30-45 instead of hours)
 matrix-inprocess: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m hyper_parallel.devtools.composition run --in-process --timeout 600
+
+## matrix-pairwise: the CI subset (the pairwise cover of the passing rows) through hp-train, one torchrun launch
+## each, merged into docs/parallelism_results.json (rows it verified show `✓ hp`; exit 1 if a row's verdict differs
+## from its in-process one), then the doc (106 combinations: ~55 min at load 30 with 2 jobs)
+matrix-pairwise: $(STAMP)
+	nice -n 10 $(PY) -m hyper_parallel.devtools.composition run --pairwise --jobs 2 --timeout 600 \
+		--out runs/matrix/pairwise.json
+	$(PY) -m hyper_parallel.devtools.composition merge runs/matrix/pairwise.json
+	$(PY) -m hyper_parallel.devtools.composition doc
 
 ## matrix-mindspore: the composition matrix's MindSpore column (the *_mindspore rows: Llama 3 FSDP, DDP, TP, TP x FSDP,
 ## PP GPipe/1F1B/Interleaved1F1B, PP x FSDP, CP ring/allgather/Ulysses, FSDP x CP; Qwen3, Qwen3-MoE and DeepSeek-V3

@@ -11,7 +11,10 @@ batches) trains with ``hyper_parallel.trainer.LLMTrainer`` (``ours``) and with a
 (AdamW, gradient clipping, the same global batch). Rounds interleave (ours, then torch, ``--steps`` steps each)
 so machine noise hits both alike; printed: the median step time of each and ours / torch (below 1.0: we are
 faster). A layout torch cannot run here is printed with torch's error instead of a ratio. Not a test: no timing
-is asserted. Last run (load 58, 3 rounds of 2 steps): FSDP 0.62, TP 0.71, PP 1.05; CP: torch cannot (CPU SDPA).
+is asserted. Under PP torch's loop clips by the gradient norm over both stages (TorchTitan's ``clip_grad_norm_``
+under PP, what one process and our trainer compute); clipping each stage by its own norm skipped that all-reduce
+and read 1.22 instead of 0.85. Last run (load 32, 5 rounds of 3 steps): FSDP 0.66, TP 0.75, PP 0.85; CP: torch
+cannot (CPU SDPA). The table is in docs/parallelism.md (the results' ``benchmark`` entry).
 """
 from __future__ import annotations
 
@@ -59,26 +62,33 @@ def _model(trainer):
     return LlamaForCausalLM(cfg)
 
 
-def _clip(params, max_norm):
+def _clip(params, max_norm, stages_group=None):
     """``clip_grad_norm_`` over a mix of DTensor (TP-sharded) and plain (replicated) gradients, which torch's own
-    ``clip_grad_norm_`` refuses (``_foreach_norm`` got mixed torch.Tensor and DTensor)."""
+    ``clip_grad_norm_`` refuses (``_foreach_norm`` got mixed torch.Tensor and DTensor). ``stages_group``: the
+    pipeline's ranks, whose squared norms are summed (TorchTitan's ``clip_grad_norm_`` under PP: the norm of the
+    whole model, as one process and our trainer clip by), not each stage's own."""
     from torch.distributed.tensor import DTensor
     grads = [p.grad for p in params if p.grad is not None]
     norms = [g.norm() for g in grads]
     norms = [n.full_tensor() if isinstance(n, DTensor) else n for n in norms]
-    scale = (max_norm / (torch.stack(norms).norm() + 1e-6)).clamp(max=1.0)
+    total = torch.stack(norms).norm()
+    if stages_group is not None:
+        total = total.pow(2)
+        dist.all_reduce(total, group=stages_group)
+        total = total.sqrt()
+    scale = (max_norm / (total + 1e-6)).clamp(max=1.0)
     for g in grads:
         g.mul_(scale)
 
 
-def _loop(params_of, forward_loss, loader):
-    """A TorchTitan-style step over torch-parallelised modules: AdamW, clip, step."""
+def _loop(params_of, forward_loss, loader, stages_group=None):
+    """A TorchTitan-style step over torch-parallelised modules: AdamW, clip (over every stage under PP), step."""
     params = list(params_of())
     opt = torch.optim.AdamW(params, lr=1e-3)
 
     def step():
         loss = forward_loss(torch.tensor(loader.next_batch(), dtype=torch.long))
-        _clip(params, 1.0)
+        _clip(params, 1.0, stages_group)
         opt.step()
         opt.zero_grad()
         return loss
@@ -141,7 +151,7 @@ def _torch_pp(model, loader, _args):
         else:
             sched.step(target=batch[:, 1:], losses=losses)
         return losses
-    return _loop(model.parameters, fwd, loader)
+    return _loop(model.parameters, fwd, loader, stages_group=dist.group.WORLD)
 
 
 def _torch_cp(model, loader, _args):

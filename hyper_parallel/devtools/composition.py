@@ -4,7 +4,9 @@
 ``hp-train``, against one process.
 
     python -m hyper_parallel.devtools.composition list                 # the combinations, legal or why refused
-    python -m hyper_parallel.devtools.composition run [-k SUBSTR] [--out FILE] [--timeout S] [--jobs N]
+    python -m hyper_parallel.devtools.composition run [-k GLOB] [--pairwise] [--in-process] [--out FILE]
+                                                      [--timeout S] [--jobs N]
+    python -m hyper_parallel.devtools.composition merge RUN.json       # an hp-train run into the results
     python -m hyper_parallel.devtools.composition pairwise [--budget S]  # the CI subset (tests/st/torch)
     python -m hyper_parallel.devtools.composition doc [--check]         # docs/parallelism.md from table + results
 
@@ -48,7 +50,8 @@ import yaml
 __all__ = ["Combination", "MatrixRunner", "check_refusal", "TABLE_PATH", "load_table", "expand", "judge", "pairs_of",
            "pairwise_cover", "render_doc", "run_matrix", "main", "RESULTS_PATH", "DOC_PATH", "train_in_process",
            "run_in_process", "run_matrix_in_process", "micro_batch_count", "reference_micro_batches",
-           "reference_overrides", "reference_label", "full_parameters"]
+           "reference_overrides", "reference_label", "full_parameters", "merge_runs", "row_runner",
+           "pairwise_combinations", "HP_TRAIN", "IN_PROCESS", "CHECK"]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TABLE_PATH = os.path.join(ROOT, "hyper_parallel", "trainer", "composition.yaml")
@@ -59,6 +62,9 @@ DEGREES = ("dp_replicate", "dp_shard", "cp", "tp", "pp")
 ACTIVE_WHEN = {"pp_schedule": "pp", "pp_microbatches": "pp", "pp_layers_per_stage": "pp", "pp_overlap_b_f": "pp",
                "cp_method": "cp", "cp_load_balance": "cp", "sequence_parallel": "tp", "loss_parallel": "tp"}
 _ROW_KEYS = ("model", "note", "ranks8")
+#: what verified a result row (its ``runner``): one ``hp-train`` launch (torchrun, parameters read back from the
+#: checkpoint), the in-process pools (``LLMTrainer`` in reused gloo workers), or ``hp-train --check`` (a refusal)
+HP_TRAIN, IN_PROCESS, CHECK = "hp-train", "in-process", "hp-train --check"
 
 
 @dataclass(frozen=True)
@@ -524,6 +530,7 @@ def run_matrix_in_process(combos: Sequence[Combination], table: Mapping[str, Any
     for combo in sorted(combos, key=lambda c: c.nproc):
         legal, reason = judge(combo)
         rec = _record(table, combo, legal, reason)
+        rec["runner"] = IN_PROCESS if legal else CHECK
         slug = hashlib.sha256(combo.cid.encode()).hexdigest()[:10]
         try:
             if not legal:
@@ -569,6 +576,7 @@ def _record(table: Mapping[str, Any], combo: Combination, legal: bool, reason: s
 def _run_one(runner: MatrixRunner, combo: Combination, log: Any) -> Dict[str, Any]:
     legal, reason = judge(combo)
     rec = _record(runner.table, combo, legal, reason)
+    rec["runner"] = HP_TRAIN if legal else CHECK
     try:
         rec.update(runner.legal(combo) if legal else check_refusal(combo, runner.cwd))
     except Exception as exc:  # pylint: disable=broad-except  # one broken combination must not stop the matrix
@@ -594,7 +602,8 @@ def run_matrix(combos: Sequence[Combination], table: Mapping[str, Any], *, workd
     def document() -> Dict[str, Any]:
         return {"generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "table_digest": table_digest(), "steps": table["steps"], "tolerance": table["tolerance"],
-                "wall_s": round(time.time() - started, 1), "load_avg": os.getloadavg(), "combinations": records}
+                "runner": HP_TRAIN, "wall_s": round(time.time() - started, 1), "load_avg": os.getloadavg(),
+                "combinations": records}
 
     def one(combo: Combination) -> None:
         rec = _run_one(runner, combo, log)
@@ -678,12 +687,22 @@ def _short_reason(text: str) -> str:
     return text.replace("|", "/")
 
 
-def _cell(rec: Optional[Mapping[str, Any]]) -> str:
+def row_runner(rec: Mapping[str, Any], results: Optional[Mapping[str, Any]] = None) -> str:
+    """What verified result row ``rec``: ``"hp-train"`` (a launch through ``hp-train``: the row's own run, or one
+    merged in by ``merge``), ``"in-process"`` (the reused worker pools), or ``"hp-train --check"`` (a refusal);
+    a row without ``runner`` takes its document's (older results: hp-train unless the document says otherwise)."""
+    if rec.get("status") == "refused":
+        return CHECK
+    runner = str(rec.get("runner") or (results or {}).get("runner") or HP_TRAIN)
+    return HP_TRAIN if runner.startswith(HP_TRAIN) else runner
+
+
+def _cell(rec: Optional[Mapping[str, Any]], results: Optional[Mapping[str, Any]] = None) -> str:
     if rec is None:
         return "not run"
     status = rec.get("status", "not run")
     if status == "pass":
-        return "✓"
+        return "✓ hp" if row_runner(rec, results) == HP_TRAIN else "✓"
     if status == "refused":
         return "refused"
     if status == "fail" and "loss_rel_err" in rec:
@@ -710,10 +729,24 @@ def render_doc(table: Mapping[str, Any], results: Optional[Mapping[str, Any]]) -
     lines += ["| layout | ranks | " + " | ".join(models) + " |", "|---|---|" + "---|" * len(models)]
     for layout, row in layouts.items():
         ranks = f"{row['nproc']}" + (" (8→4)" if row["scaled"] else "")
-        cells = [(_cell(recs.get(row["cells"][m].cid)) if m in row["cells"] else "") for m in models]
+        cells = [(_cell(recs.get(row["cells"][m].cid), results) if m in row["cells"] else "") for m in models]
         lines.append(f"| {layout} | {ranks} | " + " | ".join(cells) + " |")
     lines += _doc_refusals(combos, recs) + _doc_failures(combos, recs) + _doc_scaled(combos)
+    lines += _doc_benchmark((results or {}).get("benchmark"))
     return "\n".join(lines) + "\n"
+
+
+def _doc_benchmark(bench: Optional[Mapping[str, Any]]) -> List[str]:
+    """The step-time ratios of ``benchmarks/composition.py`` (the results' ``benchmark`` entry: ``when``,
+    ``load``, ``setup`` and ``rows`` of ``[layout, ours, torch, ours / torch]`` as it printed them)."""
+    if not bench:
+        return []
+    lines = ["", "## Step time against torch's own APIs", "",
+             f"`{bench['command']}` ({bench['when']}, load average {bench['load']}; {bench['setup']}): our "
+             "`LLMTrainer` step against the same model, batches and clipping on torch's FSDP2 / TP / pipelining / "
+             "CP APIs, interleaved rounds, median step time; below 1.0 we are faster.", "",
+             "| layout | ours | torch | ours / torch |", "|---|---|---|---|"]
+    return lines + ["| " + " | ".join(str(c).replace("|", "/") for c in row) + " |" for row in bench["rows"]]
 
 
 def _doc_header(table: Mapping[str, Any], results: Optional[Mapping[str, Any]], combos: Sequence[Combination],
@@ -725,6 +758,16 @@ def _doc_header(table: Mapping[str, Any], results: Optional[Mapping[str, Any]], 
     tol = table["tolerance"]
     when = (results or {}).get("generated", "never")
     summary = ", ".join(f"{counts[k]} {k}" for k in sorted(counts))
+    runners: Dict[str, int] = {}
+    for c in combos:
+        if c.cid in recs and recs[c.cid].get("status") != "refused":
+            runners[row_runner(recs[c.cid], results)] = runners.get(row_runner(recs[c.cid], results), 0) + 1
+    merged = (results or {}).get("hp_train_merged")
+    by_runner = (f"Rows run: {runners.get(HP_TRAIN, 0)} through `hp-train` (`✓ hp`: one torchrun launch per layout, "
+                 f"final parameters read back from its checkpoint), {runners.get(IN_PROCESS, 0)} in-process only "
+                 "(`✓`)" + (f"; hp-train results merged {merged['when']} (load {merged['load']})" if merged else "")
+                 + ". A row run both ways shows the `hp-train` verdict; the two must agree (`merge` reports any "
+                 "row where they do not).")
     return ["# Parallelism support matrix", "",
             "<!-- generated by `python -m hyper_parallel.devtools.composition doc` from "
             "hyper_parallel/trainer/composition.yaml and docs/parallelism_results.json; do not edit -->", "",
@@ -738,7 +781,7 @@ def _doc_header(table: Mapping[str, Any], results: Optional[Mapping[str, Any]], 
             "table entry sets `job.backend` (the `*_mindspore` columns) runs on that backend (MindSpore: the cluster "
             "`hp-train` starts, mccl on CPU) against one process of the same backend.", "",
             f"{len(combos)} combinations: {summary} (results of {when}). Rerun: `make matrix` (whole table) then "
-            "`python -m hyper_parallel.devtools.composition doc`.", ""]
+            "`python -m hyper_parallel.devtools.composition doc`.", "", by_runner, ""]
 
 
 def _reference_words(table: Mapping[str, Any]) -> str:
@@ -809,6 +852,51 @@ def _merge(old: Optional[Mapping[str, Any]], new: Dict[str, Any]) -> Dict[str, A
     return new
 
 
+_VERDICT = ("status", "loss_rel_err", "param_rel_err", "worst_param", "reason", "seconds", "tolerance", "refusal",
+            "check_rc", "check_output")
+
+
+def merge_runs(results: Dict[str, Any], run: Mapping[str, Any]) -> Dict[str, Any]:
+    """Merge the records of ``run`` (an ``hp-train`` run of some combinations: ``run`` without ``--in-process``)
+    into ``results`` in place. A row both hold gets the hp-train verdict (``status``, errors, ``runner:
+    "hp-train"``, the run's fields under ``hp_train``; its in-process ``seconds`` stay, so the CI subset that
+    :func:`pairwise_cover` picks from them does not change); a row only ``run`` holds is added. Returns the
+    report: how many ran, by status, and the ``discrepancies`` (rows whose status differs between the runners:
+    a bug)."""
+    by_id = {r["id"]: r for r in results["combinations"]}
+    report: Dict[str, Any] = {"ran": 0, "discrepancies": []}
+    for new in run["combinations"]:
+        report["ran"] += 1
+        report[new["status"]] = report.get(new["status"], 0) + 1
+        verdict = {k: new[k] for k in _VERDICT if k in new}
+        old = by_id.get(new["id"])
+        if old is None:
+            results["combinations"].append(dict(new, runner=new.get("runner", HP_TRAIN), hp_train=verdict))
+            continue
+        if old.get("status") != new["status"]:
+            report["discrepancies"].append(f"{new['id']}: in-process {old.get('status')} vs hp-train {new['status']}"
+                                           f" ({new.get('reason') or new.get('loss_rel_err', '')})")
+            old["in_process_status"] = old.get("status")
+        for key in ("loss_rel_err", "param_rel_err", "worst_param", "reason"):
+            old.pop(key, None)
+        old.update({k: v for k, v in verdict.items() if k != "seconds"}, hp_train=verdict,
+                   runner=CHECK if new["status"] == "refused" else HP_TRAIN)
+    results["hp_train_merged"] = {"when": run.get("generated", ""), "wall_s": run.get("wall_s"),
+                                  "load": " ".join(f"{x:.0f}" for x in run.get("load_avg", []))}
+    return report
+
+
+def _cmd_merge(args: argparse.Namespace) -> int:
+    results, run = _load_results(args.results), _load_results(args.run)
+    if results is None or run is None:
+        print(f"composition merge: no results at {args.results if results is None else args.run}", file=sys.stderr)
+        return 2
+    report = merge_runs(results, run)
+    _write_json(args.results, results)
+    print(json.dumps(report, indent=1))
+    return 1 if report["discrepancies"] else 0
+
+
 def _cmd_list(args: argparse.Namespace) -> int:
     table = load_table(args.table)
     combos = _select(expand(table), args.k)
@@ -824,6 +912,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     table = load_table(args.table)
     combos = _select(expand(table), args.k)
+    if args.pairwise:
+        combos = pairwise_combinations(table, combos, _load_results(args.results) or {"combinations": []})
     workdir = args.workdir or tempfile.mkdtemp(prefix="hp-matrix-")
     print(f"{len(combos)} combinations, workdir {workdir}, timeout {args.timeout:.0f} s per combination", flush=True)
     if args.in_process:
@@ -832,7 +922,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     else:
         results = run_matrix(combos, table, workdir=workdir, timeout=args.timeout, jobs=args.jobs,
                              log=lambda m: print(m, flush=True), partial=args.out + ".partial")
-    if args.k:
+    if args.k or args.pairwise:
         results = _merge(_load_results(args.out), results)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     _write_json(args.out, results)
@@ -841,6 +931,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
     print(f"results -> {args.out}: {counts} in {results['wall_s']:.0f} s")
     return 0 if not set(counts) - {"pass", "refused"} else 1
+
+
+def pairwise_combinations(table: Mapping[str, Any], combos: Sequence[Combination],
+                          results: Mapping[str, Any]) -> List[Combination]:
+    """The combinations of the CI subset among ``combos``: the complete :func:`pairwise_cover` of the passing torch
+    rows of ``results`` (what ``tests/st/torch/test_composition.py`` runs in-process), in cover order."""
+    torch_rows = [r for r in results["combinations"]
+                  if table["models"].get(r.get("model"), {}).get("job.backend", "torch") == "torch"]
+    by_id = {c.cid: c for c in combos}
+    return [by_id[cid] for cid in pairwise_cover(torch_rows)["ids"] if cid in by_id]
 
 
 def _cmd_pairwise(args: argparse.Namespace) -> int:
@@ -887,6 +987,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--workdir", default="", help="run folders and the data cache (default: a new temp dir)")
     run.add_argument("--timeout", type=float, default=300.0, help="seconds per combination")
     run.add_argument("--jobs", type=int, default=1, help="combinations run at once")
+    run.add_argument("--pairwise", action="store_true",
+                     help="only the CI subset: the pairwise cover of the passing rows of --results")
+    run.add_argument("--results", default=RESULTS_PATH, help="the results --pairwise picks the cover from")
     run.add_argument("--in-process", action="store_true",
                      help="train each combination in reused gloo worker pools (LLMTrainer, no torchrun launch and no "
                           "checkpoint round trip: ~10x faster) instead of one hp-train launch each")
@@ -895,6 +998,11 @@ def _parser() -> argparse.ArgumentParser:
     pw.add_argument("--budget", type=float, default=90.0,
                     help="seconds of run time (as the results measured them) the subset may cost")
     pw.add_argument("--ref-cost", type=float, default=60.0, help="seconds one one-process reference costs")
+    merge = sub.add_parser("merge", help="merge an hp-train run's results (run --out FILE) into the results: "
+                                         "each row it ran shows its hp-train verdict; exit 1 when a row differs "
+                                         "from its in-process result")
+    merge.add_argument("run", help="the results JSON of the hp-train run")
+    merge.add_argument("--results", default=RESULTS_PATH)
     doc = sub.add_parser("doc", help="render docs/parallelism.md from the table and the results")
     doc.add_argument("--results", default=RESULTS_PATH)
     doc.add_argument("--doc", default=DOC_PATH)
@@ -906,7 +1014,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point (see the module docstring)."""
     args = _parser().parse_args(argv)
     try:
-        return {"list": _cmd_list, "run": _cmd_run, "pairwise": _cmd_pairwise, "doc": _cmd_doc}[args.cmd](args)
+        return {"list": _cmd_list, "run": _cmd_run, "pairwise": _cmd_pairwise, "merge": _cmd_merge,
+                "doc": _cmd_doc}[args.cmd](args)
     except (ValueError, OSError) as exc:
         print(f"composition: error: {exc}", file=sys.stderr)
         return 2

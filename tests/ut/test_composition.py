@@ -123,3 +123,74 @@ def test_render_marks_pass_fail_refused_and_lists_failures():
     assert "✗ 1.0e-03" in text and f"`{second.cid}` | {second.nproc} | 3.0e-04 | 1.0e-03 |" in text
     assert "refused" in text and f"`{third.cid}`" in text
     assert "not run" in text  # the rest of the table
+
+
+def _in_process_results():
+    first, second, third = COMBOS[0], COMBOS[1], next(c for c in COMBOS if not comp.judge(c)[0])
+    return first, second, third, {"generated": "t", "runner": "in-process", "combinations": [
+        {"id": first.cid, "status": "pass", "seconds": 2.0, "loss_rel_err": 0.0, "param_rel_err": 0.0},
+        {"id": second.cid, "status": "pass", "seconds": 3.0, "loss_rel_err": 1e-7, "param_rel_err": 2e-7},
+        {"id": third.cid, "status": "refused", "refusal": comp.judge(third)[1]}]}
+
+
+def test_merge_runs_takes_the_hp_train_verdict_and_reports_a_discrepancy():
+    first, second, third, results = _in_process_results()
+    extra = COMBOS[2]
+    run = {"generated": "g", "runner": "hp-train", "wall_s": 99.0, "load_avg": [20.0, 18.0, 15.0], "combinations": [
+        {"id": first.cid, "status": "pass", "seconds": 50.0, "loss_rel_err": 1e-8, "param_rel_err": 3e-8,
+         "runner": "hp-train"},
+        {"id": second.cid, "status": "fail", "seconds": 60.0, "loss_rel_err": 3e-4, "param_rel_err": 1e-3,
+         "worst_param": "w", "runner": "hp-train"},
+        {"id": third.cid, "status": "refused", "check_rc": 2, "runner": "hp-train --check"},
+        {"id": extra.cid, "status": "pass", "seconds": 40.0, "loss_rel_err": 0.0, "param_rel_err": 0.0,
+         "runner": "hp-train"}]}
+    report = comp.merge_runs(results, run)
+    assert report["ran"] == 4 and report["pass"] == 2 and report["fail"] == 1 and report["refused"] == 1
+    assert len(report["discrepancies"]) == 1 and report["discrepancies"][0].startswith(f"{second.cid}: in-process "
+                                                                                       "pass vs hp-train fail")
+    recs = {r["id"]: r for r in results["combinations"]}
+    # the in-process seconds stay (the CI cover is picked from them); the hp-train run's are under hp_train
+    assert recs[first.cid]["seconds"] == 2.0 and recs[first.cid]["hp_train"]["seconds"] == 50.0
+    assert recs[first.cid]["param_rel_err"] == 3e-8 and comp.row_runner(recs[first.cid], results) == "hp-train"
+    assert recs[second.cid]["status"] == "fail" and recs[second.cid]["in_process_status"] == "pass"
+    assert comp.row_runner(recs[third.cid], results) == "hp-train --check"
+    assert recs[extra.cid]["runner"] == "hp-train" and len(results["combinations"]) == 4
+    assert results["hp_train_merged"] == {"when": "g", "wall_s": 99.0, "load": "20 18 15"}
+
+
+def test_render_marks_which_runner_verified_each_row():
+    first, second, _, results = _in_process_results()
+    comp.merge_runs(results, {"combinations": [{"id": first.cid, "status": "pass", "seconds": 50.0,
+                                                "loss_rel_err": 0.0, "param_rel_err": 0.0}]})
+    text = comp.render_doc(TABLE, results)
+    first_row = next(ln for ln in text.splitlines() if ln.startswith(f"| {comp._layout(first)} |"))
+    second_row = next(ln for ln in text.splitlines() if ln.startswith(f"| {comp._layout(second)} |"))
+    assert "✓ hp" in first_row and "✓ hp" not in second_row and " ✓ " in second_row
+    assert "Rows run: 1 through `hp-train`" in text and "1 in-process only" in text
+
+
+def test_every_refused_row_has_its_one_line_reason_in_the_doc():
+    """Each refused row of the committed results is listed in docs/parallelism.md with the refusal of the one
+    validation (today's, so a stale reason fails too), naming the setting(s) that conflict."""
+    with open(comp.RESULTS_PATH, encoding="utf-8") as fh:
+        results = json.load(fh)
+    with open(comp.DOC_PATH, encoding="utf-8") as fh:
+        doc = fh.read()
+    combos = {c.cid: c for c in COMBOS}
+    refused = [r for r in results["combinations"] if r["status"] == "refused"]
+    assert len(refused) >= 10
+    for rec in refused:
+        ok, reason = comp.judge(combos[rec["id"]])
+        line = f"- `{rec['id']}`: {comp._short_reason(reason)}"
+        assert not ok and line in doc.splitlines(), line
+        assert "\n" not in reason and ("parallelism." in reason or "model." in reason or "training." in reason)
+
+
+def test_render_shows_the_benchmark_ratios_with_their_load():
+    results = {"generated": "t", "combinations": [], "benchmark": {
+        "command": "python benchmarks/composition.py", "when": "2026-01-01", "load": "30 31 32", "setup": "2 ranks",
+        "rows": [["fsdp", "1800 ms", "2800 ms", "0.64"], ["cp", "2000 ms", "-", "torch: cannot | on CPU"]]}}
+    text = comp.render_doc(TABLE, results)
+    assert "## Step time against torch's own APIs" in text and "load average 30 31 32" in text
+    assert "| fsdp | 1800 ms | 2800 ms | 0.64 |" in text and "| cp | 2000 ms | - | torch: cannot / on CPU |" in text
+    assert "## Step time" not in comp.render_doc(TABLE, {"generated": "t", "combinations": []})
