@@ -12,8 +12,8 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from hyper_parallel.models.spec import ModelSpec
 
-__all__ = ["get_model_spec", "pure_flavor_table", "register_model_spec", "list_models", "HF_MODEL_TYPES", "model_for_hf_type",
-           "VISION_MODELS", "is_vision_model"]
+__all__ = ["get_model_spec", "pure_flavor_table", "register_model_spec", "list_models", "HF_MODEL_TYPES",
+           "model_for_hf_type", "VISION_MODELS", "is_vision_model"]
 
 #: name -> module defining ``MODEL_SPEC``
 _BUILTIN: Dict[str, str] = {
