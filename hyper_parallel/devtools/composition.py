@@ -765,7 +765,8 @@ def _doc_header(table: Mapping[str, Any], results: Optional[Mapping[str, Any]], 
     merged = (results or {}).get("hp_train_merged")
     by_runner = (f"Rows run: {runners.get(HP_TRAIN, 0)} through `hp-train` (`✓ hp`: one `hp-train` launch per "
                  "layout -- torchrun; MindSpore: its cluster --, final parameters read back from its checkpoint), "
-                 f"{runners.get(IN_PROCESS, 0)} in-process only (`✓`)" + (f"; hp-train results merged {merged['when']} (load {merged['load']})" if merged else "")
+                 f"{runners.get(IN_PROCESS, 0)} in-process only (`✓`)"
+                 + (f"; hp-train results merged {merged['when']} (load {merged['load']})" if merged else "")
                  + ". A row run both ways shows the `hp-train` verdict; the two must agree (`merge` reports any "
                  "row where they do not).")
     return ["# Parallelism support matrix", "",
