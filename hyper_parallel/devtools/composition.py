@@ -915,6 +915,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     combos = _select(expand(table), args.k)
     if args.pairwise:
         combos = pairwise_combinations(table, combos, _load_results(args.results) or {"combinations": []})
+    if not combos:
+        print(f"composition run: -k {args.k} matches no combination (see `composition list`)", file=sys.stderr)
+        return 2
     workdir = args.workdir or tempfile.mkdtemp(prefix="hp-matrix-")
     print(f"{len(combos)} combinations, workdir {workdir}, timeout {args.timeout:.0f} s per combination", flush=True)
     if args.in_process:

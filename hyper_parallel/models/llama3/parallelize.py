@@ -3,6 +3,7 @@
 """Parallelisation plans for the Llama model (the model code itself never mentions a mesh)."""
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -70,6 +71,7 @@ def qk_norm_plan(config) -> dict:
     return {"model.layers.*.self_attn.q_norm": style, "model.layers.*.self_attn.k_norm": style}
 
 
+_EXPERTS = "model.layers.*.mlp.experts"
 _QKVO = tuple(f"model.layers.*.self_attn.{n}_proj" for n in "qkvo")
 
 
@@ -341,8 +343,8 @@ def apply_moe_parallel(model, meshes: MoEMeshes, *, tp_plan=None, async_dispatch
         retie_embeddings(model)
     if m.cp_plan:
         parallelize_module(model, m.cp_mesh, stage_plan(model, m.cp_plan))
-    parallelize_module(model, m.expert["ep"], {"model.layers.*.mlp.experts": ExpertParallel(
-        async_dispatch=async_dispatch)})
+    if any(fnmatch.fnmatchcase(name, _EXPERTS) for name, _ in model.named_modules()):  # a stage may hold none
+        parallelize_module(model, m.expert["ep"], {_EXPERTS: ExpertParallel(async_dispatch=async_dispatch)})
     if before_fsdp is not None:  # e.g. materialise a meta-device model's local shards
         before_fsdp(model)
     layers = model.model.layers
