@@ -7,12 +7,13 @@ import json
 from pathlib import Path
 
 from hp_agent.checks.assets import check_all_assets
+from hp_agent.cli import get_cli
 
 from .conftest import REPO, copy_agent_tree
 
 
 def test_this_repository_assets_are_valid():
-    assert check_all_assets(REPO) == []
+    assert check_all_assets(REPO, get_cli()) == []
 
 
 def _rules(findings):
@@ -38,7 +39,7 @@ def test_bad_assets_are_reported(tmp_repo):
     settings = json.loads((agent / "settings.json").read_text())
     settings["hooks"]["on-idle"] = {"hook": ".agent/hooks/on-idle"}
     (agent / "settings.json").write_text(json.dumps(settings))
-    got = _rules(check_all_assets(root))
+    got = _rules(check_all_assets(root, get_cli()))
     assert (".agent/skills/Bad_Name/SKILL.md", "skill-name") in got
     assert (".agent/skills/Bad_Name/SKILL.md", "skill-body") in got
     assert (".agent/skills/long/SKILL.md", "skill-description") in got
@@ -51,15 +52,15 @@ def test_bad_assets_are_reported(tmp_repo):
 
 def test_command_run_must_resolve_in_the_cli():
     from hp_agent.checks.assets import resolve_cli
-    assert resolve_cli("hp-agent gate run --changed") is None
-    assert resolve_cli("hp-agent check changed --base main") is None
-    assert resolve_cli("hp-agent git commit --dry-run") is None
-    assert "no subcommand 'launch'" in resolve_cli("hp-agent gate launch")
-    assert "no option '--fast'" in resolve_cli("hp-agent gate run --fast")
-    assert "is a group" in resolve_cli("hp-agent gate")
-    assert "must start with" in resolve_cli("make test")
-    assert resolve_cli("hp-agent rules --for hyper_parallel/core/x.py") is None
-    assert resolve_cli("hp-agent git", allow_group=True) is None
+    assert resolve_cli("hp-agent gate run --changed", get_cli()) is None
+    assert resolve_cli("hp-agent check changed --base main", get_cli()) is None
+    assert resolve_cli("hp-agent git commit --dry-run", get_cli()) is None
+    assert "no subcommand 'launch'" in resolve_cli("hp-agent gate launch", get_cli())
+    assert "no option '--fast'" in resolve_cli("hp-agent gate run --fast", get_cli())
+    assert "is a group" in resolve_cli("hp-agent gate", get_cli())
+    assert "must start with" in resolve_cli("make test", get_cli())
+    assert resolve_cli("hp-agent rules --for hyper_parallel/core/x.py", get_cli()) is None
+    assert resolve_cli("hp-agent git", get_cli(), allow_group=True) is None
 
 
 def test_cli_references_in_asset_text_must_resolve(tmp_repo):
@@ -67,7 +68,7 @@ def test_cli_references_in_asset_text_must_resolve(tmp_repo):
     copy_agent_tree(root)
     skill = root / ".agent" / "skills" / "debug" / "SKILL.md"
     skill.write_text(skill.read_text() + "\nThen run `hp-agent gate rerun --fast` and `hp-agent check style --fix X`.\n")
-    findings = [f for f in check_all_assets(root) if f.rule == "asset-cli-ref"]
+    findings = [f for f in check_all_assets(root, get_cli()) if f.rule == "asset-cli-ref"]
     assert len(findings) == 1 and findings[0].file == ".agent/skills/debug/SKILL.md"
     assert "no subcommand 'rerun'" in findings[0].message and findings[0].line == len(skill.read_text().splitlines())
 
@@ -76,5 +77,5 @@ def test_malformed_front_matter_is_a_finding(tmp_repo):
     root = Path(tmp_repo.working_tree_dir)
     (root / ".agent/rules").mkdir(parents=True)
     (root / ".agent/rules/x.md").write_text("---\nname: [unclosed\n---\nx\n")
-    findings = check_all_assets(root)
+    findings = check_all_assets(root, get_cli())
     assert findings[0].rule == "asset-parse" and "x.md" in findings[0].message

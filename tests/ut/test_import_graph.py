@@ -90,12 +90,20 @@ def _edges(module, tree, is_pkg, known, lazy):
     return {m for m in found if m in known and m != module}
 
 
+#: modules that import every module of a package by a name built at run time (``importlib.import_module(f"{pkg}.{x}")``,
+#: invisible in the source): the ``hp-agent`` CLI loads each command module when its command runs
+BY_NAME = {"hp_agent.cli": "hp_agent.commands."}
+
+
 def import_graph():
     """module -> set of imported modules, over both packages."""
     known = _modules()
     trees = {m: ast.parse(path.read_text(encoding="utf-8"), str(path)) for m, (path, _) in known.items()}
     lazy = {m: _lazy_nodes(trees[m]) for m, (_, is_pkg) in known.items() if is_pkg}
-    return {m: _edges(m, trees[m], is_pkg, known, lazy) for m, (_, is_pkg) in known.items()}
+    graph = {m: _edges(m, trees[m], is_pkg, known, lazy) for m, (_, is_pkg) in known.items()}
+    for module, prefix in BY_NAME.items():
+        graph[module] |= {m for m in known if m.startswith(prefix)}
+    return graph
 
 
 def find_cycles(graph):
@@ -167,6 +175,7 @@ def test_the_cycle_finder_names_a_cycle():
 def test_no_import_cycles():
     graph = import_graph()
     assert len(graph) > 100 and "hyper_parallel.core.ops.dispatch" in graph["hyper_parallel.platform.torch.dispatch"]
+    assert "hp_agent.commands.check" in graph["hp_agent.cli"]  # the CLI's by-name loads are edges
     cycles = find_cycles(graph)
     assert not cycles, "import cycles:\n" + "\n".join(
         f"{' -> '.join(cycle)}  (strongly connected: {', '.join(members)})" for cycle, members in cycles)
@@ -250,9 +259,17 @@ def test_every_pure_module_imports_without_any_framework():
     assert proc.returncode == 0 and proc.stdout.startswith("ok"), proc.stderr[-3000:]
 
 
-#: the CLI's top layer: it imports every family, and ``checks.assets`` looks commands up in it (a lazy,
-#: upward lookup of what the skills may run); edges into it are not layering
+#: the CLI's top layer: it imports every family; no family imports it (``checks.assets`` is handed the
+#: click group it resolves skill commands in)
 HP_AGENT_TOP = {"cli", "commands", "__main__"}
+
+
+def test_no_hp_agent_family_imports_the_cli():
+    """Nothing below the CLI imports it (at any level, lazily included): ``checks.assets`` resolving the
+    skills' `hp-agent ...` lines is handed the click group by ``hp-agent check``."""
+    upward = {m: sorted(d for d in deps if d.split(".")[1] in HP_AGENT_TOP) for m, deps in import_graph().items()
+              if m.startswith("hp_agent.") and m.split(".")[1] not in HP_AGENT_TOP}
+    assert not {m: d for m, d in upward.items() if d}, "hp_agent families import the CLI above them"
 
 
 def test_hp_agent_families_form_no_circle_and_shared_is_below_them():

@@ -68,20 +68,20 @@ def _option_takes_value(command: object, word: str) -> bool | None:
     return "=" not in word and isinstance(param, click.Option) and not param.is_flag and not param.count
 
 
-def resolve_cli(run: str, allow_group: bool = False) -> str | None:
-    """Check that ``run`` (``hp-agent group sub --opt``) names an existing subcommand and options.
+def resolve_cli(run: str, cli: object, allow_group: bool = False) -> str | None:
+    """Check that ``run`` (``hp-agent group sub --opt``) names an existing subcommand and options of ``cli``.
 
-    Words after the deepest command that are not options are taken as arguments. Returns None when it
-    resolves, else the reason. ``allow_group`` accepts a bare group (a reference such as ``hp-agent git``).
+    ``cli`` is the root click group the caller runs under (``hp-agent check`` passes its own root, so this
+    family never imports the CLI above it). Words after the deepest command that are not options are taken as
+    arguments. Returns None when it resolves, else the reason. ``allow_group`` accepts a bare group (a
+    reference such as ``hp-agent git``).
     """
     import click
-
-    from hp_agent.cli import get_cli
 
     words = shlex.split(run)
     if not words or words[0] != "hp-agent":
         return f"run {run!r} must start with 'hp-agent'"
-    command: click.Command = get_cli()
+    command: click.Command = cli
     path = ["hp-agent"]
     skip_value = False
     for word in words[1:]:
@@ -106,15 +106,15 @@ def resolve_cli(run: str, allow_group: bool = False) -> str | None:
 _CLI_REF = re.compile(r"`(hp-agent(?: [^`]*)?)`")
 
 
-def check_cli_references(assets: Assets) -> list[Finding]:
-    """Every `hp-agent ...` quoted in an asset's text must name a real subcommand and real options."""
+def check_cli_references(assets: Assets, cli: object) -> list[Finding]:
+    """Every `hp-agent ...` quoted in an asset's text must name a real subcommand and real options of ``cli``."""
     out: list[Finding] = []
     for asset in [*assets.rules, *assets.skills, *assets.agents, *assets.commands]:
         text = (assets.root / asset.path).read_text(encoding="utf-8")
         for number, line in enumerate(text.splitlines(), start=1):
             for ref in _CLI_REF.findall(line):
                 try:
-                    problem = resolve_cli(ref, allow_group=True)
+                    problem = resolve_cli(ref, cli, allow_group=True)
                 except ValueError as exc:  # unbalanced quotes in the reference
                     problem = f"cannot parse {ref!r}: {exc}"
                 if problem:
@@ -122,13 +122,13 @@ def check_cli_references(assets: Assets) -> list[Finding]:
     return out
 
 
-def check_commands(assets: Assets) -> list[Finding]:
-    """Commands: description, and ``run``: an existing hp-agent subcommand (resolved in the CLI)."""
+def check_commands(assets: Assets, cli: object) -> list[Finding]:
+    """Commands: description, and ``run``: an existing hp-agent subcommand (resolved in ``cli``)."""
     out: list[Finding] = []
     for cmd in assets.commands:
         _required(out, cmd, ("description", "run"), "command-front-matter")
         run = str(cmd.meta.get("run") or "")
-        problem = resolve_cli(run) if run else None
+        problem = resolve_cli(run, cli) if run else None
         if problem:
             out.append(Finding(cmd.path, 1, "command-run", problem))
     return out
@@ -153,11 +153,13 @@ def check_hooks(assets: Assets) -> list[Finding]:
     return out
 
 
-def check_all_assets(root: Path) -> list[Finding]:
-    """Every asset check (rules, skills, agents, commands, hooks); a malformed file is itself a finding."""
+def check_all_assets(root: Path, cli: object) -> list[Finding]:
+    """Every asset check (rules, skills, agents, commands, hooks); a malformed file is itself a finding.
+
+    ``cli``: the ``hp-agent`` root click group that commands and `hp-agent ...` references must resolve in."""
     try:
         assets = load_assets(root)
     except AssetError as exc:
         return [Finding(AGENT_DIR, None, "asset-parse", str(exc))]
-    return [*check_rules(root), *check_skills(assets), *check_agents(assets), *check_commands(assets),
-            *check_hooks(assets), *check_cli_references(assets)]
+    return [*check_rules(root), *check_skills(assets), *check_agents(assets), *check_commands(assets, cli),
+            *check_hooks(assets), *check_cli_references(assets, cli)]

@@ -30,7 +30,7 @@ def cli_group(ctx: click.Context, as_json: bool) -> None:
     if ctx.invoked_subcommand is not None:
         return
     root = root_or_exit()
-    findings = check_all_assets(root)
+    findings = check_all_assets(root, ctx.find_root().command)  # the CLI this runs under: no import of it
     sys.exit(emit_findings(findings, as_json, summary=f"assets: {len(findings)} finding(s)"))
 
 
