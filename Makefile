@@ -7,7 +7,7 @@ NPROC ?= 2
 export PYTHONUNBUFFERED := 1
 
 .PHONY: demo tour test ut st agent gate bench coverage matrix matrix-inprocess matrix-pairwise matrix-mindspore install clean multinode package \
-	finetune bench-finetune vl-demo llamafactory-check llamafactory-bench ms-models
+	finetune bench-finetune vl-demo llamafactory-check llamafactory-bench ms-models guard-corpus agent-hooks
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -72,6 +72,16 @@ st: $(STAMP)
 ## torch trainer (tests/extra/test_trainer_models_mindspore.py; ~1.5 min of CPU, ~8 min wall at load 30)
 ms-models: $(STAMP)
 	$(PY) -m pytest tests/extra/test_trainer_models_mindspore.py
+
+## guard-corpus: the before-shell guard's false positives / false negatives on tests/agent/data/shell_corpus.yaml
+## (176 lines), each line through the hook command Claude Code, Codex, Cursor and Gemini have registered, in
+## that assistant's payload (benchmarks/agent_guard.py; exit 1 on any FP/FN; ~3 min idle, 11 min at load 30)
+guard-corpus: $(STAMP)
+	$(PY) benchmarks/agent_guard.py
+
+## agent-hooks: p50/p95 of every assistant hook next to `python -c pass` (benchmarks/agent_hooks.py; ~2 min)
+agent-hooks: $(STAMP)
+	$(PY) benchmarks/agent_hooks.py
 
 bench: $(STAMP)
 	$(VENV)/bin/torchrun --standalone --nproc_per_node 2 benchmarks/redistribute.py

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import subprocess
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from hp_agent.checks.shell_guard import GitContext, evaluate
 from hp_agent.hooks.runner import run_assistant_hook
 
 from .conftest import REPO
+from .fakes.gitrepos import corpus_repo
 from .test_hook_payloads import ASSISTANTS, shell_payload
 
 CORPUS = yaml.safe_load((Path(__file__).parent / "data" / "shell_corpus.yaml").read_text(encoding="utf-8"))
@@ -36,36 +38,7 @@ def _git(cwd: Path, *args: str) -> str:
 @pytest.fixture(scope="module")
 def work(tmp_path_factory) -> Path:
     """A repository in the corpus' state (created once for the module: the corpus only reads it)."""
-    root = tmp_path_factory.mktemp("corpus") / "repo"
-    root.mkdir()
-    _git(root, "init", "-q", "-b", "feature")
-    for key, value in (("user.name", "Test Person"), ("user.email", "person@example.org"),
-                       ("commit.gpgsign", "false")):
-        _git(root, "config", key, value)
-    (root / "tools").mkdir()
-    (root / "tools" / "x.py").write_text("X = 1\n")
-    (root / ".gitignore").write_text(".venv/\n")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-q", "-m", "chore(repo): initial")
-    _git(root, "branch", "merged")  # nothing of its own: deleting it loses nothing
-    unique = _git(root, "commit-tree", "HEAD^{tree}", "-p", "HEAD", "-m", "feat(x): unpushed").strip()
-    _git(root, "update-ref", "refs/heads/topic", unique)  # one commit no other ref holds
-    _git(root, "config", "alias.pf", "push -f")
-    (root / "tools" / "x.py").write_text("X = 3\n")
-    _git(root, "stash", "push", "-q", "-m", "keep")
-    worktree = root.parent / "wt-dirty"
-    _git(root, "worktree", "add", "-q", "-b", "wt", str(worktree))
-    (worktree / "wt.txt").write_text("uncommitted\n")
-    (root / "tools" / "x.py").write_text("X = 2\n")
-    (root / "notes.txt").write_text("untracked\n")
-    (root / ".venv").mkdir()
-    (root / ".venv" / "marker").write_text("env\n")
-    (root / ".venv" / "hooks.cfg").write_text("[core]\n\thooksPath = /dev/null\n")
-    hook = root / ".git" / "hooks" / "commit-msg"
-    hook.parent.mkdir(exist_ok=True)
-    hook.write_text("#!/bin/sh\nexit 0\n")
-    hook.chmod(0o755)
-    return root
+    return corpus_repo(tmp_path_factory.mktemp("corpus") / "repo")
 
 
 def test_corpus_is_large_and_covers_every_decision():
@@ -180,3 +153,27 @@ def test_removing_the_repository_from_outside_is_asked(tmp_repo):
     verdict = evaluate(f"rm -rf {root}", str(root.parent))
     assert verdict.decision == "ask" and ".git" in verdict.asks[0]
     assert shutil.which("git")
+
+
+def test_the_fp_fn_count_reads_each_protocol(tmp_path):
+    """``benchmarks/agent_guard.py`` (``make guard-corpus``) counts through the registered hook commands: a
+    corpus with a wrong label each way gives one false positive and one false negative per assistant, and
+    the rightly labelled lines count as neither (Cursor's ask, Codex's block for an ask)."""
+    corpus = tmp_path / "corpus.yaml"
+    corpus.write_text(yaml.safe_dump([
+        {"cmd": "git push -f origin main", "expect": "allow"},  # mislabelled: the guard blocks it
+        {"cmd": "ls -la", "expect": "block", "why": "x"},  # mislabelled: the guard allows it
+        {"cmd": "git stash drop", "expect": "ask", "why": "stashed changes"},
+        {"cmd": "git status", "expect": "allow"}]))
+    out = tmp_path / "rows.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "agent_guard.py"), "--corpus", str(corpus),
+                           "--assistant", "cursor", "--assistant", "codex", "--json", str(out)],
+                          capture_output=True, text=True, timeout=600, check=False, env=_hook_env())
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    rows = {r["assistant"]: r for r in json.loads(out.read_text())["rows"]}
+    for name in ("cursor", "codex"):
+        row = rows[name]
+        assert (row["harmless"], row["dangerous"], row["false_positives"], row["false_negatives"],
+                row["kind_mismatch"]) == (2, 2, 1, 1, 0), row
+        assert row["fp"] == [["git push -f origin main", "block"]] and row["fn"] == [["ls -la", "allow"]]
+    assert "cursor: false negative: 'ls -la' -> allow" in proc.stdout

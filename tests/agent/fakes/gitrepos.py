@@ -103,3 +103,44 @@ def isolated_repos(tmp_path, monkeypatch):
     r = make_repos(tmp_path)
     monkeypatch.chdir(r.work)
     return r
+
+
+def corpus_repo(root: Path) -> Path:
+    """The repository the guard corpus (``tests/agent/data/shell_corpus.yaml``) is decided in, at ``root``.
+
+    Branch ``feature`` with a modified tracked file (``tools/x.py``), an untracked ``notes.txt``, an ignored
+    ``.venv/`` (holding a config file that sets ``core.hooksPath``), the commit-msg hook installed, a stash
+    entry, a branch ``topic`` and a branch ``main`` each with a commit no other ref holds, a branch ``merged``
+    holding nothing of its own, a worktree ``../wt-dirty`` with an uncommitted file, and a git alias
+    ``pf = push -f``. Nothing in it is changed by deciding a command, so one copy serves every entry.
+    """
+    root.mkdir(parents=True)
+    git(root, "init", "-q", "-b", "feature")
+    for key, value in (("user.name", "Test Person"), ("user.email", "person@example.org"),
+                       ("commit.gpgsign", "false")):
+        git(root, "config", key, value)
+    (root / "tools").mkdir()
+    (root / "tools" / "x.py").write_text("X = 1\n")
+    (root / ".gitignore").write_text(".venv/\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "chore(repo): initial")
+    git(root, "branch", "merged")  # nothing of its own: deleting it loses nothing
+    for branch, subject in (("topic", "feat(x): unpushed"), ("main", "feat(x): main's own")):
+        unique = git(root, "commit-tree", "HEAD^{tree}", "-p", "HEAD", "-m", subject)
+        git(root, "update-ref", f"refs/heads/{branch}", unique)  # one commit no other ref holds
+    git(root, "config", "alias.pf", "push -f")
+    (root / "tools" / "x.py").write_text("X = 3\n")
+    git(root, "stash", "push", "-q", "-m", "keep")
+    worktree = root.parent / "wt-dirty"
+    git(root, "worktree", "add", "-q", "-b", "wt", str(worktree))
+    (worktree / "wt.txt").write_text("uncommitted\n")
+    (root / "tools" / "x.py").write_text("X = 2\n")
+    (root / "notes.txt").write_text("untracked\n")
+    (root / ".venv").mkdir()
+    (root / ".venv" / "marker").write_text("env\n")
+    (root / ".venv" / "hooks.cfg").write_text("[core]\n\thooksPath = /dev/null\n")
+    hook = root / ".git" / "hooks" / "commit-msg"
+    hook.parent.mkdir(exist_ok=True)
+    hook.write_text("#!/bin/sh\nexit 0\n")
+    hook.chmod(0o755)
+    return root

@@ -60,6 +60,25 @@ def unique_commits_of_ref(cwd: str, ref: str) -> int:
     return int(proc.stdout.strip() or 0) if proc.returncode == 0 else 0
 
 
+def commits_lost_by_reset(cwd: str, branch: str, start: str) -> int:
+    """Commits of local ``branch`` that moving it to ``start`` loses: neither ``start`` nor another branch,
+    remote-tracking branch or tag holds them (0 when the branch does not exist or ``start`` is unknown)."""
+    ref = branch.removeprefix("refs/heads/")
+    proc = _run(cwd, "git", "rev-list", "--count", f"refs/heads/{ref}", "--not", start, f"--exclude={ref}",
+                "--branches", "--remotes", "--tags")
+    return int(proc.stdout.strip() or 0) if proc.returncode == 0 else 0
+
+
+def _reset_target(values: list[str | None], flags: tuple[str, ...]) -> tuple[bool, str | None, str | None]:
+    """``(found, branch, start)`` of ``git checkout -B BRANCH [START]`` / ``git switch -C BRANCH [START]``
+    (``start`` defaults to HEAD; None: only known at run time)."""
+    for i, value in enumerate(values):
+        if value in flags and i + 1 < len(values):
+            rest = [v for v in values[i + 2:] if v is None or not v.startswith("-")]
+            return True, values[i + 1], rest[0] if rest else "HEAD"
+    return False, None, None
+
+
 def _plain(values: list[str | None]) -> list[str | None]:
     return [v for v in values if v is None or not v.startswith("-")]
 
@@ -153,6 +172,21 @@ class LossChecks:
                 self.ask(f"`git branch {'-D' if delete else '-f'} {name}` would lose {count} commit(s) that no "
                          "other branch, remote or tag holds (unpushed work); push or merge them first, or let "
                          "the user approve")
+
+    def reset_branch(self, values: list[str | None], cmd: "Command", flags: tuple[str, ...]) -> None:
+        """``git checkout -B``/``git switch -C`` of an existing branch: its commits the new start lacks are lost."""
+        found, branch, start = _reset_target(values, flags)
+        cwd = self._repo_dir(cmd) if found else None
+        if cwd is None:
+            return
+        if branch is None or start is None:
+            self.ask(f"`{flags[0]}` resets a branch (or to a start point) named at run time; name it literally")
+            return
+        count = commits_lost_by_reset(cwd, branch, start)
+        if count:
+            self.ask(f"`{flags[0]} {branch}` resets branch {branch} to {start} and would lose {count} commit(s) "
+                     "that no other branch, remote or tag holds (unpushed work); push or merge them first, or let "
+                     "the user approve")
 
     def git_update_ref(self, words: list["Word"], cmd: "Command") -> None:
         """``git update-ref -d REF`` or ``git update-ref REF NEW``: the ref's own commits are lost."""

@@ -668,6 +668,7 @@ class Guard(LossChecks):
         what = _checkout_discards(values, self.ctx.resolve(cmd.cwd))
         if what:
             self.destructive(cmd, what, "tracked")
+        self.reset_branch(values, cmd, ("-B",))
 
     def git_restore(self, words: list[Word], cmd: Command) -> None:
         """``git restore <paths>`` discards worktree changes unless only ``--staged`` is given."""
@@ -678,9 +679,10 @@ class Guard(LossChecks):
             self.destructive(cmd, "`git restore`", "tracked")
 
     def git_switch(self, words: list[Word], cmd: Command) -> None:
-        """``git switch -f``/``--discard-changes``."""
+        """``git switch -f``/``--discard-changes``; ``-C``/``--force-create`` of a branch with unpushed commits."""
         if any(w.value in ("-f", "--force", "--discard-changes") for w in words[1:]):
             self.destructive(cmd, "`git switch --discard-changes`", "tracked")
+        self.reset_branch([w.value for w in words[1:]], cmd, ("-C", "--force-create"))
 
     def git_clean(self, words: list[Word], cmd: Command) -> None:
         """``git clean -f`` deletes untracked files (``-x``/``-X``: ignored ones too, e.g. .venv)."""
