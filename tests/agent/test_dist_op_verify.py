@@ -2,12 +2,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """``dist-op verify`` finds a deliberately wrong rule planted in a fixture registry."""
 import json
+import time
+
+import pytest
 
 from hyper_parallel.core.placement import Replicate
 from hyper_parallel.core.ops.registry import Registry
 from hyper_parallel.core.ops.rule import Decision, OpCall, OpRule
 
-from hp_agent.dist_op.verify import render_markdown, verify
+from hp_agent.dist_op.verify import OpTimeout, render_markdown, time_limit, verify
 from tests.agent.conftest import REPO
 
 FIXTURE = """
@@ -143,3 +146,33 @@ def test_integer_only_ops_are_probed_and_an_unprobed_op_is_reported(tmp_path):
     text = "\n".join(report.lines())
     assert f"{unprobed}: probed nothing" in text and "dist-op synth" in text
     assert report.to_dict()["unprobed"][0]["op"] == unprobed
+
+
+def test_a_time_limit_is_not_swallowed_by_the_probes_broad_excepts():
+    start = time.monotonic()
+    with pytest.raises(OpTimeout):
+        with time_limit(0.2):
+            while time.monotonic() - start < 60:
+                try:  # what the probes do around every op call
+                    time.sleep(0.01)
+                except Exception:  # pylint: disable=broad-except
+                    pass
+    assert time.monotonic() - start < 60
+    with time_limit(0):  # no limit
+        time.sleep(0.01)
+
+
+def test_verify_stops_an_op_at_its_time_limit_and_says_so(cli):
+    """``verify`` is bounded per op: an op over ``--timeout`` is stopped, listed as timed out with its partial
+    counts and a fix, progress names it on stderr, and a named op that did not finish fails the run."""
+    slow = cli(["dist-op", "verify", "Tensor.__rmatmul__", "--timeout", "0.05", "--progress"], cwd=REPO)
+    assert slow.returncode == 1, slow.stdout[-800:]
+    assert "Tensor.__rmatmul__: timed out after 0.05 s" in slow.stdout
+    assert "`hp-agent dist-op verify Tensor.__rmatmul__ --timeout 0`" in slow.stdout
+    assert "1 timed out, 0 unprobed" in slow.stdout.splitlines()[-1]
+    assert "[1/1] Tensor.__rmatmul__:" in slow.stderr and "(timed out, partial)" in slow.stderr
+    assert "verify: 1/1 ops in" in slow.stderr
+    data = json.loads(cli(["dist-op", "verify", "Tensor.__rmatmul__", "--timeout", "0.05", "--json"],
+                          cwd=REPO).stdout)
+    assert data["ok"] is False and [t["op"] for t in data["timed_out"]] == ["Tensor.__rmatmul__"]
+    assert data["unprobed"] == [] and data["table"][0]["status"].startswith("timed out")

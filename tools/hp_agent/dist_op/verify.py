@@ -16,17 +16,24 @@ input placements on a 1-D mesh of 2 and of 3 ranks, the rule decides (``rule.inf
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
+import signal
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from hp_agent.dist_op.probe import assemble, close, collect_tensors, constant, flatten, placements_for, simulate
 from hp_agent.dist_op.samples import NONDETERMINISTIC_MODULES, NONDETERMINISTIC_OPS, describe, samples_for
 
-__all__ = ["Finding", "OpResult", "VerifyReport", "verify", "verify_op", "render_markdown"]
+__all__ = ["Finding", "OpResult", "VerifyReport", "verify", "verify_op", "render_markdown", "DEFAULT_TIMEOUT"]
+
+#: seconds one op may take (``verify --timeout``); at load 30 the slowest ops (``batch_norm``, the n-d FFTs)
+#: take 1-4 minutes, the median op under a second
+DEFAULT_TIMEOUT = 60.0
 
 RANKS = (2, 3)
 MAX_COMBOS = 64
@@ -70,6 +77,12 @@ class OpResult:
     refused: int = 0
     status: str = "probed"
     findings: List[Finding] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def timed_out(self) -> bool:
+        """True when the per-op time limit stopped the probing (the counts are partial)."""
+        return self.status.startswith("timed out")
 
     def count(self, kind: str) -> int:
         """Findings of ``kind``."""
@@ -101,6 +114,8 @@ class VerifyReport:
                 "false_negatives_by_scope": self.by_scope(),
                 "errors": [f.__dict__ for f in self.errors],
                 "unprobed": [{"op": o.op, "status": o.status} for o in self.unprobed],
+                "timed_out": [{"op": o.op, "seconds": round(o.seconds, 1), "checked": o.checked}
+                              for o in self.timed_out],
                 "table": [{"op": o.op, "rule": o.rule, "status": o.status, "checked": o.checked,
                            "expand": o.expand, "refused": o.refused, "fp": o.count("false positive")
                            + o.count("rule error"), "fn": o.count("false negative")} for o in self.ops]}
@@ -112,8 +127,13 @@ class VerifyReport:
     @property
     def unprobed(self) -> List[OpResult]:
         """Ops the verifier could not run a single sample of (nondeterministic ones excepted: ST covers them)."""
-        return [o for o in self.ops if not o.status.startswith("nondeterministic")
+        return [o for o in self.ops if not o.status.startswith("nondeterministic") and not o.timed_out
                 and (o.status != "probed" or o.checked == 0)]
+
+    @property
+    def timed_out(self) -> List[OpResult]:
+        """Ops the per-op time limit stopped (their findings so far are kept)."""
+        return [o for o in self.ops if o.timed_out]
 
     @property
     def errors(self) -> List[Finding]:
@@ -129,7 +149,11 @@ class VerifyReport:
             out.append(f"{o.op}: probed nothing ({o.status}). Fix: `hp-agent dist-op synth {o.op}` shows the "
                        "sample calls the pipeline builds from OpInfo and the signature; when none runs, add one "
                        "for the op in tools/hp_agent/dist_op/samples.py")
-        out.append(f"verify: {len(self.ops)} op(s), {probed} probed, {len(self.false_positives)} false positive(s), "
+        for o in self.timed_out:
+            out.append(f"{o.op}: {o.status}; the counts of it are partial. Fix: `hp-agent dist-op verify {o.op} "
+                       "--timeout 0` (no limit) on a quieter machine")
+        out.append(f"verify: {len(self.ops)} op(s), {probed} probed, {len(self.timed_out)} timed out, "
+                   f"{len(self.unprobed)} unprobed, {len(self.false_positives)} false positive(s), "
                    f"{len(self.false_negatives)} false negative(s) ({scopes}) in {self.seconds:.1f} s")
         return out
 
@@ -551,14 +575,44 @@ def _one_combo_2d(res: OpResult, name: str, rule, fn, sample, ref, combo) -> Non
         res.findings.append(Finding("false positive", name, describe(sample), text, problem))
 
 
-def verify_op(name: str, entry: Any) -> OpResult:
-    """Probe one registered op; an unexpected error of the verifier itself is reported in the status."""
+class OpTimeout(BaseException):
+    """The per-op time limit ran out (a BaseException: the probes' own ``except Exception`` must not eat it)."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Raise :class:`OpTimeout` in the block after ``seconds`` (0: no limit; only in the main thread, where
+    ``SIGALRM`` is delivered: elsewhere the block runs unbounded)."""
+    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expire(signum, frame):  # pylint: disable=unused-argument
+        raise OpTimeout()
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        return _verify_op(name, entry)
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def verify_op(name: str, entry: Any, timeout: float = 0.0) -> OpResult:
+    """Probe one registered op for at most ``timeout`` seconds (0: no limit; a timed-out op keeps what it
+    found, its status says so); an unexpected error of the verifier itself is reported in the status."""
+    res = OpResult(name, entry.rule, entry.source.rsplit("/", 1)[-1])
+    start = time.monotonic()
+    try:
+        with time_limit(timeout):
+            _verify_op(res, name, entry)
+    except OpTimeout:
+        res.status = f"timed out after {timeout:g} s ({res.checked} placement(s) checked)"
     except Exception as exc:  # pylint: disable=broad-except  # reported per op (status + finding), never hidden
-        res = OpResult(name, entry.rule, entry.source.rsplit("/", 1)[-1], status=f"verify error: {exc}")
+        res.status = f"verify error: {exc}"
         res.findings.append(Finding("verify error", name, "", "-", f"{type(exc).__name__}: {exc}"))
-        return res
+    res.seconds = time.monotonic() - start
+    return res
 
 
 def _reference(fn, args, kwargs) -> Optional[list]:
@@ -574,10 +628,9 @@ def _reference(fn, args, kwargs) -> Optional[list]:
     return ref
 
 
-def _verify_op(name: str, entry: Any) -> OpResult:
-    """Probe one registered op."""
+def _verify_op(res: OpResult, name: str, entry: Any) -> OpResult:
+    """Probe one registered op into ``res``."""
     from hyper_parallel.platform.torch.dispatch import resolve_torch_name
-    res = OpResult(name, entry.rule, entry.source.rsplit("/", 1)[-1])
     if any(m in entry.module for m in NONDETERMINISTIC_MODULES) or name.rsplit(".", 1)[-1] in NONDETERMINISTIC_OPS:
         res.status = "nondeterministic (random or uninitialised): not probed, ST covers it"
         return res
@@ -662,8 +715,10 @@ def _nth(args, kwargs, loc):
     return value if j is None else value[j]
 
 
-def verify(names: Optional[Sequence[str]] = None, registry: Any = None) -> VerifyReport:
-    """Verify ``names`` (default: every op) of ``registry`` (default: the process-wide registry)."""
+def verify(names: Optional[Sequence[str]] = None, registry: Any = None, timeout: float = 0.0,
+           progress: Optional[Callable[[int, int, OpResult], None]] = None) -> VerifyReport:
+    """Verify ``names`` (default: every op) of ``registry`` (default: the process-wide registry), each op for
+    at most ``timeout`` seconds (0: no limit); ``progress(i, total, result)`` is called after each op."""
     from hyper_parallel.core.ops.registry import get_registry
     start = time.monotonic()
     reg = registry if registry is not None else get_registry()
@@ -677,7 +732,12 @@ def verify(names: Optional[Sequence[str]] = None, registry: Any = None) -> Verif
     try:
         with warnings.catch_warnings():  # torch's deprecation/broadcast warnings on samples are not findings
             warnings.simplefilter("ignore")
-            results = [verify_op(n, reg.entries[n]) for n in (names or sorted(reg.entries))]
+            todo = list(names or sorted(reg.entries))
+            results = []
+            for i, name in enumerate(todo, start=1):
+                results.append(verify_op(name, reg.entries[name], timeout))
+                if progress is not None:
+                    progress(i, len(todo), results[-1])
     finally:
         torch.random.set_rng_state(state)
     return VerifyReport(results, time.monotonic() - start)
