@@ -63,7 +63,7 @@ def test_command_run_must_resolve_in_the_cli():
     assert resolve_cli("hp-agent git", get_cli(), allow_group=True) is None
 
 
-def test_cli_references_in_asset_text_must_resolve(tmp_repo):
+def test_cli_references_in_asset_text_must_resolve(tmp_repo, cli):
     root = Path(tmp_repo.working_tree_dir)
     copy_agent_tree(root)
     skill = root / ".agent" / "skills" / "debug" / "SKILL.md"
@@ -71,6 +71,11 @@ def test_cli_references_in_asset_text_must_resolve(tmp_repo):
     findings = [f for f in check_all_assets(root, get_cli()) if f.rule == "asset-cli-ref"]
     assert len(findings) == 1 and findings[0].file == ".agent/skills/debug/SKILL.md"
     assert "no subcommand 'rerun'" in findings[0].message and findings[0].line == len(skill.read_text().splitlines())
+
+    # `hp-agent check` resolves them in the CLI it runs under (handed down, not imported by the checker)
+    proc = cli(["check", "--json"], cwd=root)
+    refs = [f for f in json.loads(proc.stdout)["findings"] if f["rule"] == "asset-cli-ref"]
+    assert proc.returncode == 1 and len(refs) == 1 and "no subcommand 'rerun'" in refs[0]["message"], proc.stdout
 
 
 def test_malformed_front_matter_is_a_finding(tmp_repo):

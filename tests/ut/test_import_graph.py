@@ -272,6 +272,25 @@ def test_no_hp_agent_family_imports_the_cli():
     assert not {m: d for m, d in upward.items() if d}, "hp_agent families import the CLI above them"
 
 
+#: the single modules at the top of ``tools/hp_agent`` (the CLI and the pieces every family shares); a command
+#: family's code lives in its own package
+HP_AGENT_TOP_MODULES = {"__init__", "__main__", "cli", "cliutil", "assets", "config", "findings", "license",
+                        "parsers", "redact", "repo", "rules"}
+
+
+def test_every_hp_agent_command_family_is_a_package():
+    """``hp-agent X`` (``commands/X.py``) has its package ``hp_agent/X`` (``git`` -> ``autogit``, ``hook`` ->
+    ``hooks``, ``check`` -> ``checks``) unless it is a shared single module (``rules``); the top level holds no
+    other module."""
+    base = ROOT / "tools" / "hp_agent"
+    top = {p.stem for p in base.glob("*.py")}
+    assert top <= HP_AGENT_TOP_MODULES, f"family code at the top of tools/hp_agent: {sorted(top - HP_AGENT_TOP_MODULES)}"
+    renamed = {"git": "autogit", "hook": "hooks", "check": "checks"}
+    commands = {p.stem for p in (base / "commands").glob("*.py") if not p.stem.startswith("_")}
+    homeless = {c for c in commands if not (base / renamed.get(c, c)).is_dir() and c not in HP_AGENT_TOP_MODULES}
+    assert len(commands) > 8 and not homeless, f"commands without a family package: {sorted(homeless)}"
+
+
 def test_hp_agent_families_form_no_circle_and_shared_is_below_them():
     """``tools/hp_agent``: one package per command family, the shared pieces below them (``shared``, and the
     single modules such as ``assets``, ``rules``, ``findings``): at package level no family reaches back to
