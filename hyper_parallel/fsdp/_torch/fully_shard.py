@@ -9,8 +9,9 @@ Life cycle of one training step (per unit; the root unit is the outermost ``full
 * post-forward: the sharded ``DTensor`` parameters are registered again, the unit reshards as
   configured (the root keeps its parameters: backward needs them first) and a multi-grad hook on
   the outputs marks the unit's pre-backward;
-* pre-backward: the first one queues the root's final callback; the unit unshards and prefetches
-  the next unit in backward order (the previous one in forward order, or the explicit list);
+* pre-backward: the first one queues the root's final callback; the unit is marked as owing a
+  post-backward (every backward of several forwards in flight reduces its own gradients), unshards and
+  prefetches the next unit in backward order (the previous one in forward order, or the explicit list);
 * post-backward (the unit's last unsharded gradient accumulated): one reduce-scatter per bucket is
   issued asynchronously and the unit reshards; older reductions are finished meanwhile;
 * final callback: leftover units are reduced, every reduction is finished (HSDP all-reduce, scale,
@@ -249,6 +250,11 @@ def _pre_backward(state: FSDPState, _grad) -> None:
     unit = state.unit
     if unit is None:
         return
+    if unit._expected:  # pylint: disable=protected-access
+        # this backward brings the unit gradients: with several forwards in flight (pipeline micro-batches:
+        # F1 F2 B1 B2) B1's post-backward consumed the flag F2's pre-forward set, and B2's gradients would
+        # otherwise stay on the unsharded parameters, unreduced (issue 33)
+        unit.needs_post_backward = True
     unit.unshard()
     # like FSDP2: register the unsharded parameters, so that a recomputation in backward (activation
     # checkpointing of the module's forward) reads them; post_backward registers the shards again

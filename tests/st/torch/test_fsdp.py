@@ -503,3 +503,98 @@ def test_fsdp_with_activation_checkpointing():
     hp.fully_shard(model, mesh=mesh)
     train_parity(model, ref, dp_rank=dist.get_rank(), dp_size=2)
     assert all(isinstance(p, hp.DTensor) for p in model.parameters())
+
+
+# ---------------------------------------------------------------------- several forwards in flight
+SCHEDULES = ("FBFBFB", "FFBFBB", "FFFBBB")  # gradient accumulation, 1F1B (two in flight), GPipe
+
+
+def run_schedule(model, schedule, micro_batches, loss_fn):
+    """Run ``schedule`` ("F": forward of the next micro-batch, "B": backward of the oldest one in flight)."""
+    in_flight, todo = [], iter(micro_batches)
+    for op in schedule:
+        if op == "F":
+            x, y = next(todo)
+            in_flight.append(loss_fn(model(x), y))
+        else:
+            in_flight.pop(0).backward()
+    assert not in_flight
+
+
+def make_tp_block(seed=0):
+    """A block whose ``up``/``down`` pair takes tensor + sequence parallelism and whose ``gate`` is a
+    ``fully_shard`` unit (a MoE router / shared expert) under a parent that is not one."""
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):  # pylint: disable=missing-class-docstring
+        def __init__(self):
+            super().__init__()
+            self.up = nn.Linear(8, 12)
+            self.down = nn.Linear(12, 8)
+            self.gate = nn.Linear(8, 8)
+
+        def forward(self, x):  # pylint: disable=missing-function-docstring
+            y = self.down(torch.tanh(self.up(x)))
+            return y + torch.tanh(self.gate(y))
+
+    torch.manual_seed(seed)
+    return Block()
+
+
+def _micro_batches(step, n=3):
+    import torch
+    g = torch.Generator().manual_seed(500 + step)
+    return [(torch.randn(2, 4, 8, generator=g), torch.randn(2, 4, 8, generator=g)) for _ in range(n)]
+
+
+def _assert_grads(model, ref, case):
+    import torch
+    ref_grads = {n: p.grad for n, p in ref.named_parameters()}
+    for name, p in model.named_parameters():
+        assert p.grad is not None, (case, name)
+        torch.testing.assert_close(p.grad.full_tensor(), ref_grads[name], **FP32,
+                                   msg=lambda m, n=name: f"{case} {n}: {m}")
+
+
+@multi_rank(world_size=2, timeout=120)
+def test_fsdp_forwards_in_flight_reduce_per_backward():
+    """Issue 33: micro-batches whose forwards run before the earlier backwards (1F1B, GPipe), every unit
+    reducing its gradient in its own post-backward (no deferral), equal one process. Two models on the same 2
+    ranks: a TP + SP block whose ``gate`` is a ``fully_shard`` unit under a plain parent (the ``llama3_moe tp=2
+    pp=2`` stage), and the nested FSDP MLP over data parallel. Two iterations each (no gradient of the first may
+    leak into the second). Before the fix the second backward's gradients stayed unreduced on the unsharded
+    parameters: missing from this step's gradients, added to the next one's."""
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    import hyper_parallel as hp
+    from hyper_parallel import Shard
+    from hyper_parallel.tp import ColwiseParallel, RowwiseParallel, parallelize_module
+    mesh = hp.init_device_mesh("cpu", (2,))
+    rank = dist.get_rank()
+
+    def sum_loss(out, y):
+        return F.mse_loss(out, y, reduction="sum")
+
+    for schedule in SCHEDULES:
+        ref = make_tp_block()
+        tp_model = copy.deepcopy(ref)
+        parallelize_module(tp_model, mesh, {"up": ColwiseParallel(input_layouts=Shard(1)),
+                                            "down": RowwiseParallel(output_layouts=Shard(1))})
+        hp.fully_shard(tp_model.gate, mesh=mesh)
+        tp_model.gate.set_gradient_scaling_factor(2.0)  # the two ranks hold sequence slices of one loss
+        mlp_ref = make_mlp()
+        mlp = shard_model(copy.deepcopy(mlp_ref), mesh)
+        for step in range(2):
+            micro = _micro_batches(step)
+            mlp_micro = [batch(10 * step + i, n=2) for i in range(len(micro))]
+            for (x, y), (xm, ym) in zip(micro, mlp_micro):
+                sum_loss(ref(x), y).backward()
+                F.mse_loss(mlp_ref(xm), ym).backward()
+            run_schedule(tp_model, schedule, [(x.chunk(2, dim=1)[rank], y.chunk(2, dim=1)[rank]) for x, y in micro],
+                         sum_loss)
+            run_schedule(mlp, schedule, [(x[rank:rank + 1], y[rank:rank + 1]) for x, y in mlp_micro], F.mse_loss)
+            _assert_grads(tp_model, ref, f"tp+sp {schedule} step {step}")
+            _assert_grads(mlp, mlp_ref, f"nested {schedule} step {step}")
+            for m in (ref, tp_model, mlp_ref, mlp):
+                m.zero_grad()

@@ -171,7 +171,8 @@ def test_llama_debug_moe_tp2_pp2_trainer_matches_one_process(tmp_path, trainer_c
     so the stage module is not ``fully_shard`` -ed while its MoE routers, shared experts and experts are (over the
     stage's tp pair); the stage defers their reductions to its REDUCE_GRAD (``PipelineStage.fsdp_modules``). Before,
     each microbatch's backward reduced them on its own and the step-1 grad norm was already off (final parameters
-    3e-2). Losses, grad norms and final parameters equal one process."""
+    3e-2): FSDP dropped the second in-flight backward's reduction, fixed since (``test_fsdp.py::
+    test_fsdp_forwards_in_flight_reduce_per_backward``); the deferral now only saves communication. Losses, grad norms and final parameters equal one process."""
     from tests.st.torch.test_moe_trainer import _run
     _run("pp_tp_4ranks.toml", str(tmp_path / "pp_tp"), trainer_cache_dir,
          [("model.name", "llama3"), ("model.flavor", "debug_moe"), ("training.steps", 3),
