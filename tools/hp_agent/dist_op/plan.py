@@ -23,6 +23,13 @@ import yaml
 #: libyaml's safe loader when PyYAML was built with it (about 10x faster on the large plan front matters), else
 #: the pure-Python one; both build the same objects
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # pylint: disable=invalid-name
+SAFE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # pylint: disable=invalid-name
+
+
+def safe_dump(data: Any, **options: Any) -> str:
+    """``yaml.safe_dump`` through libyaml when PyYAML has it (the same text, ~2x faster: the plans gate hashes and
+    renders every plan)."""
+    return yaml.dump(data, Dumper=SAFE_DUMPER, **options)
 __all__ = ["Plan", "PlanError", "TBD", "load_plan", "find_tbd", "content_hash", "slug_of", "confirm_plan",
            "plan_state", "git_identity"]
 
@@ -137,7 +144,7 @@ def find_tbd(plan: Plan) -> List[str]:
 def content_hash(plan: Plan) -> str:
     """sha256 of the plan's content: the front matter without status/confirmation, plus the body."""
     meta = {k: v for k, v in plan.meta.items() if k not in _VOLATILE}
-    text = yaml.safe_dump(meta, sort_keys=True, allow_unicode=True) + "\n" + plan.body
+    text = safe_dump(meta, sort_keys=True, allow_unicode=True) + "\n" + plan.body
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

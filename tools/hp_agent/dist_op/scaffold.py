@@ -17,7 +17,7 @@ from typing import Any, Dict, List
 import yaml
 
 from hp_agent.dist_op.layout import Layout
-from hp_agent.dist_op.plan import SAFE_LOADER, Plan, PlanError, dump_yaml, slug_of
+from hp_agent.dist_op.plan import SAFE_LOADER, Plan, PlanError, dump_yaml, safe_dump, slug_of
 from hp_agent.dist_op.render import render
 
 __all__ = ["Scaffold", "scaffold", "planned_files", "planned_entry", "render_files", "render_cases", "remove_files",
@@ -155,7 +155,7 @@ def _signature_positions(plan: Plan) -> Dict[str, Any]:
 
 
 def _flow(value: Any) -> str:
-    return yaml.safe_dump(value, default_flow_style=True, width=10**6, sort_keys=False).strip()
+    return safe_dump(value, default_flow_style=True, width=10**6, sort_keys=False).strip()
 
 
 def _cases_text(plan: Plan, layout: Layout, test: str, body: Dict[str, Any]) -> str:
