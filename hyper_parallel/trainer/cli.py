@@ -9,7 +9,9 @@ c10d rendezvous (``job.nproc`` ranks in all, ``job.nproc / N`` per node). Starte
 (torchrun, srun with one task per rank, msrun) it trains directly; the banner says which launcher it detected
 (:mod:`hyper_parallel.trainer.launcher`). A bad config exits with status 2 and one message naming the key and
 the file. ``--tour`` runs the feature tour (``examples/demo.py``: redistribute, TP, FSDP, pipeline, MoE, CP,
-checkpoint sections).
+checkpoint sections). ``--explain-schedule`` validates the config and prints its pipeline: what every stage holds
+(for a vision-language model where its vision encoder runs, ``parallelism.vl_encoder``) and the schedule's
+simulated timeline (:func:`~hyper_parallel.pipeline.explain_schedule`, unit costs).
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from hyper_parallel.trainer.config import ConfigError, JobConfig, load_config, p
 from hyper_parallel.trainer.launcher import detect_launcher, srun_rank_env, torchrun_command
 from hyper_parallel.trainer.validate import validate_job
 
-__all__ = ["main", "launch_command", "config_reference", "balance_check"]
+__all__ = ["main", "launch_command", "config_reference", "balance_check", "explain_pipeline"]
 
 EXIT_CONFIG = 2
 #: the torchrun entry of a one-node launch: ``torch.distributed.run`` that skips the interpreter teardown on success
@@ -88,6 +90,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--tour", action="store_true", help="run the feature tour (examples/demo.py) on 2 ranks")
     p.add_argument("--check", action="store_true", help="validate everything that needs no rank (model, data, "
                    "degrees vs job.nproc, batch, pipeline, heads, refused combinations), print the config, exit")
+    p.add_argument("--explain-schedule", action="store_true", help="validate, then print the pipeline of the config "
+                   "(what each stage holds, the vision encoder's placement for a VL model) and the schedule's "
+                   "simulated timeline, exit")
     p.add_argument("--nnodes", type=int, default=1, help="launch as one node of N (torchrun c10d rendezvous); "
                    "job.nproc is the world size")
     p.add_argument("--node-rank", type=int, default=None, help="this node's rank with --nnodes (else assigned by "
@@ -332,6 +337,57 @@ def _self_launch(cfg: JobConfig, argv: Sequence[str], args: Any) -> None:
     os.execv(cmd[0], cmd)
 
 
+def _stage_lines(cfg: JobConfig, pp: int, layers: int) -> List[str]:
+    """What every stage of the pipeline holds (a decoder-only model: TorchTitan's split, stage per rank)."""
+    from hyper_parallel.trainer.vl_config import is_vision_model  # pylint: disable=import-outside-toplevel
+    par = cfg.parallelism
+    split = list(par.pp_layers_per_stage) or None
+    if is_vision_model(cfg.model.name):
+        from hyper_parallel.models.qwen3_vl.stages import stage_layers  # pylint: disable=import-outside-toplevel
+        per = stage_layers(layers, pp, par.vl_encoder, split)
+        first = "vision encoder + embedding" + ("" if par.vl_encoder == "mpipe" else " + ")
+    else:
+        from hyper_parallel.pipeline.split import check_layers_per_stage, split_layers  # noqa  # pylint: disable=C0415
+        from hyper_parallel.trainer.config import pipeline_stages  # pylint: disable=import-outside-toplevel
+        n = pipeline_stages(par, pp)
+        per = check_layers_per_stage(split, layers, n) if split else split_layers(layers, n)
+        first = "embedding + "
+    out = []
+    for s, ids in enumerate(per):
+        parts = [first.rstrip(" +")] if s == 0 else []
+        parts += [f"decoder layers {ids[0]}-{ids[-1]}" if len(ids) > 1 else f"decoder layer {ids[0]}"] if ids else []
+        parts += ["norm + head"] if s == len(per) - 1 else []
+        out.append(f"stage {s}: " + " + ".join(parts))
+    return out
+
+
+def explain_pipeline(cfg: JobConfig, pp: int, layers: int) -> str:
+    """``hp-train --explain-schedule``: the stages of ``cfg``'s pipeline (``pp`` ranks, a model of ``layers`` decoder
+    layers) and the simulated timeline of one schedule pass (``parallelism.pp_microbatches`` microbatches; Mpipe
+    when ``parallelism.vl_encoder = 'mpipe'``). A ``ConfigError`` without a pipeline."""
+    from hyper_parallel.pipeline import explain_schedule, generate_schedule  # pylint: disable=C0415
+    from hyper_parallel.pipeline.schedules import mpipe_schedule  # pylint: disable=import-outside-toplevel
+    par = cfg.parallelism
+    if pp < 2:
+        raise ConfigError(f"{cfg.source}: --explain-schedule: parallelism.pp = {pp}: no pipeline to explain; set "
+                          f"parallelism.pp >= 2")
+    if par.vl_encoder == "mpipe":
+        sched = mpipe_schedule(pp, par.pp_microbatches, par.vl_encoder_ahead or None)
+    else:
+        sched = generate_schedule(par.pp_schedule, pp, par.pp_microbatches)
+    return "\n".join(_stage_lines(cfg, pp, layers) + [explain_schedule(sched)])
+
+
+def _print_check(cfg: JobConfig, facts: Any, explain: bool) -> None:
+    """``--check``: the config as JSON; ``--explain-schedule``: :func:`explain_pipeline`."""
+    if explain:
+        print(explain_pipeline(cfg, facts.degrees["pp"], facts.model.num_hidden_layers))
+        return
+    import json  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.trainer.config import config_to_dict  # pylint: disable=import-outside-toplevel
+    print(json.dumps(config_to_dict(cfg), indent=2))
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of ``hp-train``."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -345,11 +401,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         cfg = load_config(args.config, parse_overrides(rest))
         launcher = detect_launcher(os.environ)
-        validate_job(cfg, launcher.world_size if launcher.outside else None)
-        if args.check:
-            import json  # pylint: disable=import-outside-toplevel
-            from hyper_parallel.trainer.config import config_to_dict  # pylint: disable=import-outside-toplevel
-            print(json.dumps(config_to_dict(cfg), indent=2))
+        facts = validate_job(cfg, launcher.world_size if launcher.outside else None)
+        if any((args.check, args.explain_schedule)):
+            _print_check(cfg, facts, args.explain_schedule)
             return 0
         if cfg.job.backend == "mindspore":  # MindSpore cluster launch: hyper_parallel/trainer/_mindspore/launch.py
             from hyper_parallel.trainer._mindspore.launch import run_mindspore  # noqa  # pylint: disable=C0415

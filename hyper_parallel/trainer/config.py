@@ -32,6 +32,8 @@ ASYNC_MODES = ("disabled", "async")
 #: ``parallelism.cp_method`` (``hyper_parallel.cp``: ring, all-gather, Ulysses all-to-all) and ``cp_load_balance``
 CP_METHODS = ("ring", "allgather", "alltoall")
 CP_LOAD_BALANCE = ("headtail", "zigzag", "none")
+#: ``parallelism.vl_encoder``: where a vision-language model's vision encoder runs under pipeline parallel
+VL_ENCODERS = ("stage0", "mpipe")
 
 
 class ConfigError(ValueError):
@@ -73,7 +75,11 @@ class ParallelismSection:
     ``pp_layers_per_stage`` splits the decoder layers over the pipeline stages explicitly (one
     entry per stage: ``pp`` x the schedule's stages per rank, summing to the model's layer count; empty: the
     balanced TorchTitan split). ``pp_overlap_b_f``: run a microbatch's forward and another's backward on two
-    compute threads (the schedule's ``overlap_b_f``; docs/pipeline.md)."""
+    compute threads (the schedule's ``overlap_b_f``; docs/pipeline.md). ``vl_encoder``: where a vision-language model's vision encoder runs under
+    pipeline parallel: ``stage0`` (with the embedding and the first decoder layers on stage 0, the naive placement;
+    any single-stage ``pp_schedule``) or ``mpipe`` (alone on stage 0 ahead of the language-model stages, run by
+    :class:`~hyper_parallel.pipeline.ScheduleMpipe` with microbatches balanced by image patches);
+    ``vl_encoder_ahead``: Mpipe's ``encoder_ahead`` (the encoder forwards before its first backward; 0: all)."""
 
     dp_replicate: int = 1
     dp_shard: int = -1
@@ -91,6 +97,8 @@ class ParallelismSection:
     pp_microbatches: int = 2
     pp_layers_per_stage: List[int] = field(default_factory=list)
     pp_overlap_b_f: bool = False
+    vl_encoder: str = "stage0"
+    vl_encoder_ahead: int = 0
 
 
 @dataclass
@@ -342,6 +350,8 @@ def _validate_parallelism(src: str, par: ParallelismSection) -> None:
     _validate_stage_split(src, par)
     _check_choice(src, "parallelism.cp_method", par.cp_method, CP_METHODS)
     _check_choice(src, "parallelism.cp_load_balance", par.cp_load_balance, CP_LOAD_BALANCE)
+    _check_choice(src, "parallelism.vl_encoder", par.vl_encoder, VL_ENCODERS)
+    _check_positive(src, "parallelism.vl_encoder_ahead", par.vl_encoder_ahead, 0)
 
 
 def pipeline_stages(par: ParallelismSection, pp: Optional[int] = None) -> int:

@@ -226,13 +226,22 @@ def _check_data(cfg: JobConfig) -> None:
             _check_jsonl(cfg, path)
 
 
-def _check_vision(cfg: JobConfig) -> None:
-    from hyper_parallel.trainer.vl_config import is_vision_model, validate_vl_layout  # pylint: disable=C0415
-    if is_vision_model(cfg.model.name):
-        try:
-            validate_vl_layout(cfg)
-        except ValueError as exc:
-            raise ConfigError(f"{cfg.source}: {exc}") from None
+def _check_vision(cfg: JobConfig, facts: RunFacts) -> None:
+    from hyper_parallel.trainer.vl_config import (is_vision_model, validate_vl_layout,  # pylint: disable=C0415
+                                                  validate_vl_pipeline, validate_vl_stage_layout)
+    par = cfg.parallelism
+    if not is_vision_model(cfg.model.name):
+        if par.vl_encoder != "stage0" or par.vl_encoder_ahead:
+            key = "vl_encoder" if par.vl_encoder != "stage0" else "vl_encoder_ahead"
+            raise ConfigError(f"{cfg.source}: parallelism.{key}: only for a vision-language model (model.name = "
+                              f"{cfg.model.name!r} has no vision encoder); remove it")
+        return
+    try:
+        validate_vl_layout(cfg)
+        validate_vl_pipeline(par, facts.model.num_hidden_layers)
+        validate_vl_stage_layout(cfg.model.name, facts.degrees)
+    except ValueError as exc:
+        raise ConfigError(f"{cfg.source}: {exc}") from None
 
 
 def _check_batch(cfg: JobConfig, d: Dict[str, int]) -> None:
@@ -262,6 +271,9 @@ def _check_pipeline(cfg: JobConfig, d: Dict[str, int], model: Any) -> None:
         raise ConfigError(f"{cfg.source}: parallelism.pp_schedule = {par.pp_schedule!r} with parallelism.pp = "
                           f"{d['pp']} and parallelism.pp_microbatches = {par.pp_microbatches}: {exc}") from None
     layers = model.num_hidden_layers
+    from hyper_parallel.trainer.vl_config import is_vision_model  # pylint: disable=import-outside-toplevel
+    if is_vision_model(cfg.model.name):  # the vision encoder's placement decides the split: _check_vision
+        return
     try:
         if par.pp_layers_per_stage:
             check_layers_per_stage(par.pp_layers_per_stage, layers, stages, what="parallelism.pp_layers_per_stage")
@@ -336,7 +348,7 @@ def validate_job(cfg: JobConfig, world_size: Optional[int] = None) -> RunFacts:
         from hyper_parallel.trainer._mindspore.launch import check_mindspore_config  # noqa  # pylint: disable=C0415
         check_mindspore_config(cfg)
     facts = run_facts(cfg, world_size)
-    _check_vision(cfg)
+    _check_vision(cfg, facts)
     _check_tokenizer(cfg)
     _check_data(cfg)
     _check_batch(cfg, facts.degrees)

@@ -5,13 +5,16 @@ vision-language ones, the ``[data]`` keys they need (checked when the config is 
 (checked by ``validate.validate_job``). :class:`~hyper_parallel.trainer.vl.VLTrainer` applies both."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
-__all__ = ["MOE_VISION_MODELS", "is_vision_model", "validate_vl_data", "validate_vl_layout", "validate_vl"]
+__all__ = ["MOE_VISION_MODELS", "PIPELINE_VISION_MODELS", "is_vision_model", "validate_vl_data", "validate_vl_layout",
+           "validate_vl_pipeline", "validate_vl_stage_layout", "mpipe_config_of", "validate_vl"]
 
 #: vision-language models whose language model has MoE layers (FSDP x EP, or TP x FSDP with whole experts; HSDP
 #: and EP x TP refused)
 MOE_VISION_MODELS = ("qwen3_vl_moe", "qwen3_5_moe_vl")
+#: vision-language models with a pipeline split (``models/qwen3_vl/pipeline.py``: ``parallelism.pp``, ``vl_encoder``)
+PIPELINE_VISION_MODELS = ("qwen3_vl", "qwen3_vl_moe")
 
 
 def is_vision_model(name: str) -> bool:
@@ -42,10 +45,12 @@ def validate_vl_layout(cfg: Any) -> None:
     """The parallel layouts a vision-language model runs (``hp-train --check`` and the trainer; a ``ValueError``
     naming the degree and the model)."""
     par = cfg.parallelism
-    for key in ("cp", "pp"):
-        if getattr(par, key) != 1:
-            raise ValueError(f"parallelism.{key} = {getattr(par, key)}: not yet for model.name = "
-                             f"{cfg.model.name!r} (FSDP / HSDP, TP and activation policies are); set it to 1")
+    if par.cp != 1:
+        raise ValueError(f"parallelism.cp = {par.cp}: not yet for model.name = {cfg.model.name!r} (FSDP / HSDP, TP, "
+                         f"PP and activation policies are); set it to 1")
+    if par.pp != 1 and cfg.model.name not in PIPELINE_VISION_MODELS:
+        raise ValueError(f"parallelism.pp = {par.pp}: not yet for model.name = {cfg.model.name!r} (pipeline parallel "
+                         f"runs {list(PIPELINE_VISION_MODELS)}); set it to 1")
     if par.loss_parallel:
         raise ValueError(f"parallelism.loss_parallel: not for model.name = {cfg.model.name!r} (a vision-language "
                          f"model); set it to false")
@@ -57,6 +62,76 @@ def validate_vl_layout(cfg: Any) -> None:
             raise ValueError(f"parallelism.ep = {par.ep} with parallelism.tp = {par.tp}: model.name = "
                              f"{cfg.model.name!r} under TP keeps its experts whole on every TP rank; set ep = 1 or "
                              f"tp = 1")
+    validate_vl_pipeline(par)
+
+
+def validate_vl_pipeline(par: Any, num_layers: Optional[int] = None) -> None:
+    """``[parallelism]`` pipeline keys of a vision-language run: ``vl_encoder`` (``stage0``: one stage per rank,
+    1F1B or GPipe; ``mpipe``: ``pp >= 2``, the Mpipe schedule, ``pp_schedule`` left at 1F1B), ``vl_encoder_ahead``
+    (Mpipe only, 0 or at least ``pp - 1``) and, with ``num_layers``, the decoder layers of every stage
+    (``pp_layers_per_stage``: under Mpipe stage 0 holds none). A ``ValueError`` naming the key."""
+    mpipe = par.vl_encoder == "mpipe"
+    if mpipe and par.pp < 2:
+        raise ValueError(f"parallelism.vl_encoder = 'mpipe' needs parallelism.pp >= 2 (the encoder stage and at "
+                         f"least one language-model stage), got pp = {par.pp}")
+    if par.vl_encoder_ahead and not mpipe:
+        raise ValueError(f"parallelism.vl_encoder_ahead = {par.vl_encoder_ahead}: only for vl_encoder = 'mpipe' "
+                         f"(got {par.vl_encoder!r}); remove it")
+    if par.pp < 2:
+        return
+    _check_vl_schedule(par, mpipe)
+    if num_layers is not None:
+        from hyper_parallel.models.qwen3_vl.stages import stage_layers  # pylint: disable=import-outside-toplevel
+        split = list(par.pp_layers_per_stage) or None
+        try:
+            stage_layers(num_layers, par.pp, par.vl_encoder, split, what="parallelism.pp_layers_per_stage")
+        except ValueError as exc:
+            raise ValueError(f"parallelism.pp = {par.pp} with vl_encoder = {par.vl_encoder!r} vs the model's "
+                             f"{num_layers} decoder layers: {exc}") from None
+
+
+def _check_vl_schedule(par: Any, mpipe: bool) -> None:
+    """``pp_schedule`` / ``vl_encoder_ahead`` of a vision-language pipeline (``pp >= 2``)."""
+    from hyper_parallel.pipeline.schedules import SCHEDULES, canonical_schedule_name  # pylint: disable=C0415
+    name = canonical_schedule_name(par.pp_schedule)
+    if name == "Mpipe" and not mpipe:
+        raise ValueError("parallelism.pp_schedule = 'Mpipe': set parallelism.vl_encoder = 'mpipe' instead (it places "
+                         "the encoder stage alone on stage 0 and runs the Mpipe schedule); leave pp_schedule at '1F1B'")
+    if mpipe and name != "1F1B":
+        raise ValueError(f"parallelism.pp_schedule = {par.pp_schedule!r}: vl_encoder = 'mpipe' runs its own schedule "
+                         f"(the encoder ahead of 1F1B over the language-model stages); leave pp_schedule at '1F1B'")
+    if SCHEDULES[name].multi:
+        raise ValueError(f"parallelism.pp_schedule = {par.pp_schedule!r}: a vision-language model runs one stage per "
+                         f"rank (1F1B or GPipe with vl_encoder = 'stage0', or vl_encoder = 'mpipe')")
+    if mpipe and 0 < par.vl_encoder_ahead < min(par.pp_microbatches, par.pp - 1):
+        raise ValueError(f"parallelism.vl_encoder_ahead = {par.vl_encoder_ahead}: expected 0 (all) or >= pp - 1 = "
+                         f"{par.pp - 1} (the first language-model stage's warm-up needs that many encoder forwards)")
+
+
+def validate_vl_stage_layout(name: str, degrees: Any) -> None:
+    """What a vision-language pipeline stage composes with (``degrees``: the resolved ``[parallelism]`` degrees,
+    a mapping): FSDP / HSDP; TP refused, and for the MoE model FSDP / EP (a ``ValueError`` naming both keys)."""
+    pp = degrees["pp"]
+    if pp < 2:
+        return
+    if degrees["tp"] > 1:
+        raise ValueError(f"parallelism.tp = {degrees['tp']} with parallelism.pp = {pp}: not yet for model.name = "
+                         f"{name!r} (its pipeline stages compose with FSDP / HSDP); set tp = 1 or pp = 1")
+    if name in MOE_VISION_MODELS:
+        for key in ("ep", "dp_shard"):
+            if degrees[key] > 1:
+                raise ValueError(f"parallelism.{key} = {degrees[key]} with parallelism.pp = {pp}: not yet for "
+                                 f"model.name = {name!r} (its expert meshes span the world, not a pipeline stage's "
+                                 f"ranks); set {key} = 1 or pp = 1")
+
+
+def mpipe_config_of(par: Any) -> Any:
+    """The :class:`~hyper_parallel.pipeline.mpipe.MpipeConfig` of ``[parallelism]`` (``vl_encoder = 'mpipe'``), else
+    None."""
+    if par.vl_encoder != "mpipe":
+        return None
+    from hyper_parallel.pipeline.mpipe import MpipeConfig  # pylint: disable=import-outside-toplevel
+    return MpipeConfig(encoder_ahead=par.vl_encoder_ahead or None)
 
 
 def validate_vl(cfg: Any) -> None:

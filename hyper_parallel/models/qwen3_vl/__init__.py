@@ -7,10 +7,11 @@
 from hyper_parallel.models.qwen3_vl.args import FLAVORS, Qwen3VLConfig, Qwen3VLVisionConfig
 from hyper_parallel.models.qwen3_vl.model import Qwen3VLForConditionalGeneration, rope_index
 from hyper_parallel.models.qwen3_vl.state_dict_adapter import Qwen3VLStateDictAdapter, config_from_hf, config_to_hf
-from hyper_parallel.models.qwen3_vl.train_spec import VLModelSpec, parallelize_qwen3_vl_job
+from hyper_parallel.models.qwen3_vl.train_spec import VLModelSpec, parallelize_qwen3_vl_job, pipeline_qwen3_vl_job
 
 MODEL_SPEC = VLModelSpec(name="qwen3_vl", model_cls=Qwen3VLForConditionalGeneration, config_cls=Qwen3VLConfig,
-                         flavors=FLAVORS, parallelize_fn=parallelize_qwen3_vl_job, pipelining_fn=None,
+                         flavors=FLAVORS, parallelize_fn=parallelize_qwen3_vl_job,
+                         pipelining_fn=pipeline_qwen3_vl_job,
                          state_dict_adapter=Qwen3VLStateDictAdapter, loss_fn=Qwen3VLForConditionalGeneration.loss,
                          hf_architecture="Qwen3VLForConditionalGeneration", extras={"vision": True})
 

@@ -32,8 +32,9 @@ def qwen3_vl_tp_plan(config) -> dict:
 def parallelize_qwen3_vl(model, tp_mesh=None, dp_mesh=None, *, reshard_after_forward: bool = True,
                          mp_policy: Optional[object] = None):
     """Apply TP over ``tp_mesh`` (1-D) and then FSDP over ``dp_mesh`` (1-D, or 2-D ``(replicate, shard)`` for
-    HSDP) to a :class:`~hyper_parallel.models.qwen3_vl.model.Qwen3VLForConditionalGeneration`; either may be
-    None. Returns the model (changed in place)."""
+    HSDP) to a :class:`~hyper_parallel.models.qwen3_vl.model.Qwen3VLForConditionalGeneration` or to a pipeline
+    stage module of one (:class:`~hyper_parallel.models.qwen3_vl.pipeline.Qwen3VLStageModule`: FSDP only, over the
+    vision blocks and decoder layers it holds); either may be None. Returns the model (changed in place)."""
     import hyper_parallel as hp  # pylint: disable=import-outside-toplevel
     if tp_mesh is not None and tp_mesh.size() > 1:
         text = model.config.text
@@ -49,9 +50,11 @@ def parallelize_qwen3_vl(model, tp_mesh=None, dp_mesh=None, *, reshard_after_for
         kwargs = {"mesh": dp_mesh, "reshard_after_forward": reshard_after_forward}
         if mp_policy is not None:
             kwargs["mp_policy"] = mp_policy
-        for block in model.model.visual.blocks:
+        visual = getattr(model.model, "visual", None)  # a pipeline stage module may hold no vision tower
+        for block in (visual.blocks if visual is not None else ()):
             hp.fully_shard(block, **kwargs)
-        for layer in model.model.language_model.layers:
+        layers = model.model.language_model.layers  # a list, or a stage module's ModuleDict by layer index
+        for layer in (layers.values() if hasattr(layers, "values") else layers):
             hp.fully_shard(layer, **kwargs)
         hp.fully_shard(model, **kwargs)
     return model

@@ -25,11 +25,10 @@ from torch import nn
 
 from hyper_parallel.models.llama3.model import causal_mask
 from hyper_parallel.models.qwen3_vl.model import rope_index
+from hyper_parallel.models.qwen3_vl.stages import stage_layers
 
-__all__ = ["pack_vl_batch", "image_token_costs", "Qwen3VLStageModule", "stage_layers", "pipeline_qwen3_vl"]
-
-_PLACEMENTS = ("stage0", "mpipe")
-
+__all__ = ["pack_vl_batch", "image_token_costs", "Qwen3VLStageModule", "stage_layers", "pipeline_qwen3_vl",
+           "blank_vision_term"]
 
 def _image_owners(tokens: Sequence[int], grids: torch.Tensor, per_token: int) -> List[List[int]]:
     """The image indices of every sample: the next grids whose merged sizes fill its placeholder count."""
@@ -92,26 +91,6 @@ def image_token_costs(packed: Dict[str, torch.Tensor]) -> List[float]:
     return [1.0 + float(g.prod(-1).sum()) for g in packed["image_grid_thw"]]
 
 
-def stage_layers(num_layers: int, num_stages: int, placement: str,
-                 layers_per_stage: Optional[Sequence[int]] = None) -> List[List[int]]:
-    """Decoder layers of every stage. ``stage0``: layers dealt over all stages (the first one also holds the
-    vision tower and the embedding, the last the norm and head, each counted as one layer of work);
-    ``mpipe``: stage 0 holds none (the encoder stage), the LM stages share them. ``layers_per_stage``
-    overrides with explicit counts (one per stage)."""
-    from hyper_parallel.pipeline.split import check_layers_per_stage, split_layers  # pylint: disable=C0415
-    if placement not in _PLACEMENTS:
-        raise ValueError(f"pipeline_qwen3_vl(placement={placement!r}): expected one of {list(_PLACEMENTS)}")
-    if layers_per_stage is not None:
-        out = check_layers_per_stage(layers_per_stage, num_layers, num_stages)
-        if placement == "mpipe" and out[0]:
-            raise ValueError(f"layers_per_stage={list(layers_per_stage)}: under Mpipe stage 0 is the encoder stage "
-                             "and holds no decoder layer (its entry must be 0)")
-        return out
-    if placement == "stage0":
-        return split_layers(num_layers, num_stages)
-    return [[]] + split_layers(num_layers, num_stages - 1, first_stage_less=0)
-
-
 class Qwen3VLStageModule(nn.Module):
     """One pipeline stage of a :class:`~hyper_parallel.models.qwen3_vl.model.Qwen3VLForConditionalGeneration`:
     optionally the encoder part (vision tower + embedding + scatter), the decoder layers ``layers`` (original
@@ -127,6 +106,7 @@ class Qwen3VLStageModule(nn.Module):
         self.encoder, self.head = encoder, head
         self.levels = len(model.config.vision.deepstack_visual_indexes)
         self.first_level = 0 if encoder else (self.layer_ids[0] if self.layer_ids else None)
+        self.dp_mesh = None
         inner, text = nn.Module(), nn.Module()
         inner.language_model = text
         text.rotary = model.model.language_model.rotary
@@ -138,6 +118,28 @@ class Qwen3VLStageModule(nn.Module):
             text.norm = model.model.language_model.norm
             self.lm_head = model.lm_head
         self.model = inner
+
+    def data_parallel(self, mesh) -> None:
+        """Run this encoder stage data parallel over the 1-D ``mesh`` (its ranks all hold it): each rank encodes a
+        contiguous equal share of every microbatch's samples and returns ``Shard(0)`` DTensors on ``mesh``."""
+        if not self.encoder or self.layer_ids:
+            raise ValueError("Qwen3VLStageModule.data_parallel: only an encoder stage without decoder layers (Mpipe's) "
+                             "runs data parallel")
+        self.dp_mesh = mesh
+
+    def _shard(self, inputs):
+        """This rank's share of the microbatch ``inputs`` (``data_parallel``)."""
+        size, rank = self.dp_mesh.size(), self.dp_mesh.get_local_rank(0)
+        b = inputs[0].shape[0]
+        if b % size:
+            raise ValueError(f"Qwen3VLStageModule: a microbatch of {b} samples does not split evenly over the "
+                             f"encoder stage's {size} ranks; make the microbatch size a multiple of {size}")
+        return [x[rank * (b // size):(rank + 1) * (b // size)] for x in inputs], b
+
+    def _wrap(self, outputs, batch: int):
+        from hyper_parallel.core.placement import Shard  # pylint: disable=import-outside-toplevel
+        from hyper_parallel.platform.torch.dtensor import DTensor  # pylint: disable=import-outside-toplevel
+        return tuple(DTensor.from_local(t, self.dp_mesh, [Shard(0)], shape=(batch, *t.shape[1:])) for t in outputs)
 
     def carried_in(self, first_layer: int) -> None:
         """Set the first decoder layer this stage's input has passed (a stage without layers carries on
@@ -154,8 +156,8 @@ class Qwen3VLStageModule(nn.Module):
             pix.append(pixel_values[s, :int(real.prod(-1).sum())])
         grid = torch.cat(grids)
         zeros = torch.zeros_like(embeds)
-        if grid.shape[0] == 0:
-            return embeds, [zeros] * self.levels
+        if grid.shape[0] == 0:  # no image: the tower runs on a blank one, its output added times 0 (see below)
+            return embeds + blank_vision_term(self.model.visual, embeds.dtype), [zeros] * self.levels
         merged, deepstack = self.model.visual(torch.cat(pix), grid)
         mask = (input_ids == self.config.image_token_id)[..., None]
         embeds = embeds.masked_scatter(mask, merged.to(embeds.dtype))
@@ -163,6 +165,10 @@ class Qwen3VLStageModule(nn.Module):
 
     def forward(self, *inputs, position_ids=None, attention_mask=None):
         """See the class docstring."""
+        if self.dp_mesh is not None:
+            mine, batch = self._shard(inputs)
+            h, levels = self._embed(*mine)
+            return self._wrap((h, *levels), batch)
         if self.encoder:
             h, levels = self._embed(*inputs)
             first = 0
@@ -174,7 +180,9 @@ class Qwen3VLStageModule(nn.Module):
                                  "[B, 3, S] as a keyword of step() on every pipeline rank")
             cos, sin = self.model.language_model.rotary(position_ids.transpose(0, 1))
             cos, sin = cos.to(h.dtype), sin.to(h.dtype)
-            mask = causal_mask(attention_mask) if attention_mask is not None else None
+            mask = attention_mask
+            if mask is not None and mask.dim() == 2:  # a padding mask; a 4-D boolean one (packed documents) as is
+                mask = causal_mask(mask)
             for i in self.layer_ids:
                 layer = self.model.language_model.layers[str(i)]
                 h = layer(h, cos, sin) if mask is None else layer(h, cos, sin, mask)
@@ -185,6 +193,18 @@ class Qwen3VLStageModule(nn.Module):
         done = (self.layer_ids[-1] + 1) if self.layer_ids else first
         rest = [levels[i - first] for i in range(max(done, first), self.levels)]
         return (h, *rest) if rest else h
+
+
+def blank_vision_term(visual, dtype) -> torch.Tensor:
+    """``0 x`` the vision tower's outputs on one blank image of one merged patch: a microbatch without images
+    still runs every vision block (FSDP gathers the blocks on every rank alike) and every vision parameter gets a
+    (zero) gradient, as in one process where a batch without images does the same."""
+    c = visual.config
+    grid = torch.tensor([[1, c.spatial_merge_size, c.spatial_merge_size]], device=visual.pos_embed.weight.device)
+    width = c.in_channels * c.temporal_patch_size * c.patch_size ** 2
+    pixels = torch.zeros(c.spatial_merge_size ** 2, width, device=grid.device, dtype=dtype)
+    merged, deepstack = visual(pixels, grid)
+    return sum((f.sum() for f in deepstack), merged.sum()) * 0.0
 
 
 def _tie(model, parts, mine, num_stages, stage_to_rank, stages, group) -> None:
@@ -204,28 +224,12 @@ def _tie(model, parts, mine, num_stages, stage_to_rank, stages, group) -> None:
             stage.tie_parameters([lambda part=part: part.model.language_model.embed_tokens.weight], group)
         elif s == last:
             stage.tie_parameters([lambda part=part: part.lm_head.weight], group)
+            # the head's (summed) gradient is a copy of the embedding's: counted once in the global gradient norm
+            part.tied_copies = (lambda part=part: part.lm_head.weight,)
 
 
-def pipeline_qwen3_vl(model, *, n_microbatches: int, placement: str = "stage0", schedule: str = "1F1B",
-                      pp_group=None, layers_per_stage=None, loss_fn=None, device=None, mpipe_config=None,
-                      **schedule_kwargs):
-    """Split a Qwen3-VL model over the ranks of ``pp_group`` (default: the world), one stage per rank, and
-    build this rank's stage and schedule. Returns ``(schedule, stage_module)``.
-
-    ``placement="stage0"``: the vision tower and embedding share stage 0 with the first decoder layers, run
-    by ``schedule`` (any single-stage schedule: ``1F1B``, ``GPipe``). ``placement="mpipe"``: stage 0 is the
-    encoder stage alone and the schedule is :class:`~hyper_parallel.pipeline.ScheduleMpipe` (with
-    ``mpipe_config``); ``schedule`` must be left at its default. Feed ``step`` the tensors of
-    :func:`pack_vl_batch`: ``(input_ids, pixel_values, image_grid_thw)`` positionally on stage 0's rank,
-    ``position_ids`` and ``attention_mask`` as keywords on every rank, the labels as ``target`` on the last
-    rank (and, for Mpipe, ``sample_costs=image_token_costs(packed)``). The stage module shares its
-    parameters with ``model`` (build ``model`` on each rank from the same seed or checkpoint)."""
-    import torch.distributed as dist  # pylint: disable=import-outside-toplevel
-    from hyper_parallel.pipeline.api import PipelineStage, ScheduleMpipe, get_schedule_class  # pylint: disable=C0415
-    p, rank = dist.get_world_size(pp_group), dist.get_rank(pp_group)
-    if p < 2:
-        raise ValueError(f"pipeline_qwen3_vl: the pipeline group has {p} rank(s); pipelining needs >= 2")
-    layers = stage_layers(model.config.text.num_hidden_layers, p, placement, layers_per_stage)
+def _schedule_class(placement: str, schedule: str, mpipe_config, schedule_kwargs):
+    from hyper_parallel.pipeline.api import ScheduleMpipe, get_schedule_class  # pylint: disable=C0415
     if placement != "mpipe" and mpipe_config is not None:
         raise ValueError(f"pipeline_qwen3_vl(mpipe_config=...): only placement='mpipe' takes it, got "
                          f"placement={placement!r}")
@@ -233,21 +237,81 @@ def pipeline_qwen3_vl(model, *, n_microbatches: int, placement: str = "stage0", 
         if schedule != "1F1B":
             raise ValueError(f"pipeline_qwen3_vl(schedule={schedule!r}): placement='mpipe' runs ScheduleMpipe; "
                              "leave schedule at its default")
-        cls = ScheduleMpipe
         schedule_kwargs["config"] = mpipe_config
-    else:
-        cls = get_schedule_class(schedule)
-        if cls.multi:
-            raise ValueError(f"pipeline_qwen3_vl(schedule={schedule!r}): one stage per rank; use 1F1B or GPipe")
-    part = Qwen3VLStageModule(model, layers[rank], encoder=rank == 0, head=rank == p - 1)
-    prior = [i for ls in layers[:rank] for i in ls]
-    if rank and not layers[rank]:
-        part.carried_in(prior[-1] + 1 if prior else 0)
+        return ScheduleMpipe
+    cls = get_schedule_class(schedule)
+    if cls.multi:
+        raise ValueError(f"pipeline_qwen3_vl(schedule={schedule!r}): one stage per rank; use 1F1B or GPipe")
+    return cls
+
+
+def _encoder_mesh(pp_group, p: int, encoder_ranks: int, placement: str, tied: bool, device):
+    """The data-parallel mesh of a multi-rank encoder stage (the first ``encoder_ranks`` ranks of the pipeline
+    group; built on every rank), or None for one encoder rank."""
+    import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+    if isinstance(encoder_ranks, bool) or not isinstance(encoder_ranks, int) or encoder_ranks < 1:
+        raise ValueError(f"pipeline_qwen3_vl(encoder_ranks={encoder_ranks!r}): expected an int >= 1")
+    if encoder_ranks == 1:
+        return None
+    if placement != "mpipe":
+        raise ValueError(f"pipeline_qwen3_vl(encoder_ranks={encoder_ranks}): an encoder stage of several ranks needs "
+                         f"placement='mpipe' (the encoder alone on its stage), got {placement!r}")
+    if p - encoder_ranks < 1:
+        raise ValueError(f"pipeline_qwen3_vl(encoder_ranks={encoder_ranks}): the pipeline group has {p} ranks; "
+                         "at least one must be left for the language-model stages")
+    if tied:
+        raise ValueError("pipeline_qwen3_vl(encoder_ranks > 1): not with tied embeddings (untie them: "
+                         "tie_word_embeddings=False)")
+    from hyper_parallel.core.device_mesh import DeviceMesh  # pylint: disable=import-outside-toplevel
+    ranks = dist.get_process_group_ranks(pp_group) if pp_group is not None else list(range(dist.get_world_size()))
+    return DeviceMesh(torch.device(device).type, ranks[:encoder_ranks], mesh_dim_names=("encoder_dp",))
+
+
+def pipeline_qwen3_vl(model, *, n_microbatches: int, placement: str = "stage0", schedule: str = "1F1B",
+                      pp_group=None, layers_per_stage=None, loss_fn=None, device=None, mpipe_config=None,
+                      encoder_ranks: int = 1, **schedule_kwargs):
+    """Split a Qwen3-VL model over the ranks of ``pp_group`` (default: the world), one stage per rank, and
+    build this rank's stage and schedule. Returns ``(schedule, stage_module)``.
+
+    ``placement="stage0"``: the vision tower and embedding share stage 0 with the first decoder layers, run
+    by ``schedule`` (any single-stage schedule: ``1F1B``, ``GPipe``). ``placement="mpipe"``: stage 0 is the
+    encoder stage alone and the schedule is :class:`~hyper_parallel.pipeline.ScheduleMpipe` (with
+    ``mpipe_config``); ``schedule`` must be left at its default. ``encoder_ranks`` (Mpipe only): the encoder
+    stage runs on the first ``encoder_ranks`` ranks of the group, data parallel over each microbatch's samples
+    (a contiguous equal share per rank, so the microbatch size must divide by it; outputs ``Shard(0)``
+    DTensors gathered onto the first language-model stage by the cross-mesh machinery, encoder gradients
+    summed over those ranks at the end of the step); the other ranks hold one language-model stage each.
+    Feed ``step`` the tensors of :func:`pack_vl_batch`: ``(input_ids, pixel_values, image_grid_thw)``
+    positionally on stage 0's rank(s), ``position_ids`` and ``attention_mask`` as keywords on every rank, the
+    labels as ``target`` on the last rank (and, for Mpipe, ``sample_costs=image_token_costs(packed)``). The
+    stage module shares its parameters with ``model`` (build ``model`` on each rank from the same seed or
+    checkpoint)."""
+    import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.pipeline.api import PipelineStage  # pylint: disable=C0415
+    p, rank = dist.get_world_size(pp_group), dist.get_rank(pp_group)
+    if p < 2:
+        raise ValueError(f"pipeline_qwen3_vl: the pipeline group has {p} rank(s); pipelining needs >= 2")
+    cls = _schedule_class(placement, schedule, mpipe_config, schedule_kwargs)
     if device is None:
         device = next(model.parameters()).device
-    stage = PipelineStage(part, rank, p, device, group=pp_group)
+    tied = model.config.text.tie_word_embeddings
+    mesh = _encoder_mesh(pp_group, p, encoder_ranks, placement, tied, device)
+    n = p - encoder_ranks + 1  # stages: the encoder stage on its ranks, one language-model stage per other rank
+    index = max(0, rank - encoder_ranks + 1)
+    layers = stage_layers(model.config.text.num_hidden_layers, n, placement, layers_per_stage)
+    part = Qwen3VLStageModule(model, layers[index], encoder=index == 0, head=index == n - 1)
+    prior = [i for ls in layers[:index] for i in ls]
+    if index and not layers[index]:
+        part.carried_in(prior[-1] + 1 if prior else 0)
+    extra = {}
+    if mesh is not None and index == 0:
+        part.data_parallel(mesh)
+        extra["device_mesh"] = mesh
+    stage = PipelineStage(part, index, n, device, group=pp_group, **extra)
     stage.pass_kwargs_to_all = True
-    if model.config.text.tie_word_embeddings:
-        _tie(model, [part], [rank], p, tuple(range(p)), [stage], pp_group)
+    if mesh is not None and index == 0:  # data parallel: each rank's gradient of its samples, summed
+        stage.tie_parameters(list(part.parameters()), mesh.get_group(0))  # pylint: disable=no-member
+    if tied:
+        _tie(model, [part], [index], n, tuple(range(n)), [stage], pp_group)
     loss = loss_fn if loss_fn is not None else type(model).loss
     return cls(stage, n_microbatches, loss_fn=loss, **schedule_kwargs), part

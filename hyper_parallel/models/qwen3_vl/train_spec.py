@@ -11,7 +11,8 @@ from typing import Any
 
 from hyper_parallel.models.spec import ModelSpec
 
-__all__ = ["VLModelSpec", "parallelize_qwen3_vl_job", "activation_layers", "check_vl_moe_layout", "shard_vl_model"]
+__all__ = ["VLModelSpec", "parallelize_qwen3_vl_job", "pipeline_qwen3_vl_job", "activation_layers", "check_vl_moe_layout",
+           "shard_vl_model"]
 
 _TEXT_KEYS = ("vocab_size", "max_position_embeddings")
 
@@ -33,11 +34,54 @@ class VLModelSpec(ModelSpec):
         return dataclasses.replace(cfg, **top) if top else cfg
 
 
+def _layer_names(model: Any) -> list:
+    """``(name, layer)`` of the decoder layers of a whole model (a list) or of a pipeline stage module (a
+    ``ModuleDict`` keyed by the original indices), named as ``named_modules`` names them."""
+    layers = model.model.language_model.layers
+    items = layers.items() if hasattr(layers, "items") else ((str(i), m) for i, m in enumerate(layers))
+    return [(f"model.language_model.layers.{k}", m) for k, m in items]
+
+
 def activation_layers(model: Any) -> list:
-    """The module names an activation policy applies to by default: every vision block and decoder layer."""
-    inner = model.model
-    return ([f"model.visual.blocks.{i}" for i in range(len(inner.visual.blocks))]
-            + [f"model.language_model.layers.{i}" for i in range(len(inner.language_model.layers))])
+    """The module names an activation policy applies to by default: every vision block and decoder layer (of a
+    pipeline stage module: those it holds)."""
+    visual = getattr(model.model, "visual", None)
+    blocks = [f"model.visual.blocks.{i}" for i in range(len(visual.blocks))] if visual is not None else []
+    return blocks + [name for name, _ in _layer_names(model)]
+
+
+def pipeline_qwen3_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, *, schedule: str = "1F1B",
+                          n_microbatches: int, loss_fn: Any = None, layers_per_stage: Any = None,
+                          placement: str = "stage0", mpipe_config: Any = None, **_options: Any) -> Any:
+    """The registry's ``pipelining_fn``: :func:`~hyper_parallel.models.qwen3_vl.pipeline.pipeline_qwen3_vl` over
+    ``world_mesh["pp"]``'s group, the vision encoder on stage 0 with the first decoder layers (``placement =
+    "stage0"``, ``schedule`` 1F1B or GPipe) or alone ahead of the language-model stages (``"mpipe"``:
+    :class:`~hyper_parallel.pipeline.ScheduleMpipe` with ``mpipe_config``). Returns ``(schedule, [stage
+    module])``; the trainer then applies :func:`parallelize_qwen3_vl_job` to the stage module. Other options
+    (``overlap_b_f``) go to the schedule."""
+    from hyper_parallel.models.qwen3_vl.pipeline import pipeline_qwen3_vl  # pylint: disable=C0415
+    from hyper_parallel.platform.torch.device import local_device  # pylint: disable=import-outside-toplevel
+    if parallel_dims.pp < 2:
+        raise ValueError(f"pipeline_qwen3_vl_job: parallel_dims.pp={parallel_dims.pp}; pipelining needs pp >= 2")
+    sched, part = pipeline_qwen3_vl(model, n_microbatches=n_microbatches, placement=placement, schedule=schedule,
+                                    pp_group=world_mesh["pp"].get_group(), layers_per_stage=layers_per_stage,
+                                    loss_fn=loss_fn, device=local_device(world_mesh.device_type),
+                                    mpipe_config=mpipe_config, **_options)
+    return sched, [part]
+
+
+def _check_stage_layout(dims: Any, moe: bool) -> None:
+    """The layouts a Qwen3-VL pipeline stage composes with: FSDP / HSDP (dense); refused with the reason: TP
+    (DTensor activations across the DeepStack boundaries are not wired) and, for the MoE language model, FSDP /
+    EP (their expert meshes are built over the whole world, not a pipeline stage's ranks)."""
+    if dims.tp > 1:
+        raise ValueError(f"parallelism.tp = {dims.tp} with parallelism.pp = {dims.pp}: not yet for Qwen3-VL (pipeline "
+                         "stages compose with FSDP / HSDP); set tp = 1 or pp = 1")
+    if moe and (dims.dp_shard > 1 or dims.ep > 1):
+        key = "ep" if dims.ep > 1 else "dp_shard"
+        raise ValueError(f"parallelism.{key} = {getattr(dims, key)} with parallelism.pp = {dims.pp}: not yet for "
+                         "Qwen3-VL-MoE (its expert meshes span the world, not a pipeline stage's ranks); set it to "
+                         "1 or pp = 1")
 
 
 def parallelize_qwen3_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, *, activation: Any = None,
@@ -62,6 +106,8 @@ def parallelize_qwen3_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, *,
                          "loss tokens of whole logits); set it to false")
     moe = getattr(model.config.text, "moe", None) is not None
     check_vl_moe_layout(moe, dims)
+    if dims.pp > 1:
+        _check_stage_layout(dims, moe)
     if dims.tp > 1:
         parallelize_qwen3_vl(model, tp_mesh=world_mesh["tp"])
     if activation:

@@ -10,11 +10,12 @@ from hyper_parallel.models.qwen3_vl_moe.model import Qwen3VLMoeForConditionalGen
 from hyper_parallel.models.qwen3_vl_moe.parallelize import parallelize_qwen3_vl_moe
 from hyper_parallel.models.qwen3_vl_moe.state_dict_adapter import (Qwen3VLMoeStateDictAdapter, config_from_hf,
                                                                    config_to_hf, from_hf, to_hf)
-from hyper_parallel.models.qwen3_vl.train_spec import VLModelSpec, parallelize_qwen3_vl_job
+from hyper_parallel.models.qwen3_vl.train_spec import (VLModelSpec, parallelize_qwen3_vl_job,
+                                                      pipeline_qwen3_vl_job)
 
 MODEL_SPEC = VLModelSpec(name="qwen3_vl_moe", model_cls=Qwen3VLMoeForConditionalGeneration,
                          config_cls=Qwen3VLMoeConfig, flavors=FLAVORS, parallelize_fn=parallelize_qwen3_vl_job,
-                         pipelining_fn=None, state_dict_adapter=Qwen3VLMoeStateDictAdapter,
+                         pipelining_fn=pipeline_qwen3_vl_job, state_dict_adapter=Qwen3VLMoeStateDictAdapter,
                          loss_fn=Qwen3VLMoeForConditionalGeneration.loss,
                          hf_architecture="Qwen3VLMoeForConditionalGeneration", extras={"vision": True})
 

@@ -233,16 +233,21 @@ class TorchTrainerBackend:
         if par.pp_layers_per_stage:  # checked against this model's layer count, naming the key
             from hyper_parallel.pipeline.split import check_layers_per_stage  # noqa  # pylint: disable=C0415
             from hyper_parallel.trainer.config import pipeline_stages  # pylint: disable=import-outside-toplevel
-            check_layers_per_stage(par.pp_layers_per_stage, model.config.num_hidden_layers,
+            layers = getattr(model.config, "text", model.config).num_hidden_layers  # a VL model: its LM's
+            check_layers_per_stage(par.pp_layers_per_stage, layers,
                                    pipeline_stages(par, dims.pp), what="parallelism.pp_layers_per_stage")
             split = list(par.pp_layers_per_stage)
         extra = {"overlap_b_f": True} if par.pp_overlap_b_f else {}
+        if spec.extras.get("vision"):  # where the vision encoder runs (VLTrainer; trainer/vl_config.py)
+            from hyper_parallel.trainer.vl_config import mpipe_config_of  # pylint: disable=import-outside-toplevel
+            extra.update(placement=par.vl_encoder, mpipe_config=mpipe_config_of(par))
         self._schedule, parts = spec.pipelining_fn(  # losses scaled by 1/grad_accum while training
             model, world, dims, schedule=par.pp_schedule, n_microbatches=par.pp_microbatches,
             layers_per_stage=split, loss_fn=lambda out, tgt: self._pp_loss(loss_fn, out, tgt), **extra)
         self._stages = [spec.parallelize_fn(part, world, dims, **kwargs) for part in parts]
         self._pp_group = dims.mesh("pp").get_group(0)
-        self._pp_first = any(getattr(p.model, "embed_tokens", None) is not None for p in self._stages)
+        self._pp_first = any(getattr(p, "encoder", False) or getattr(p.model, "embed_tokens", None) is not None
+                             for p in self._stages)
         self._pp_last = any(getattr(p, "lm_head", None) is not None for p in self._stages)
         return self._stages
 
@@ -285,7 +290,8 @@ class TorchTrainerBackend:
         each stage's layers apply RoPE."""
         if rows and isinstance(rows[0], dict):  # SFT rows: positions and the document mask reach every stage
             from hyper_parallel.trainer._torch.finetune import sft_pp_pass  # pylint: disable=C0415
-            return sft_pp_pass(self, rows, train)
+            from hyper_parallel.trainer._torch.vl import is_vl_rows, vl_pp_pass  # pylint: disable=C0415
+            return vl_pp_pass(self, rows, train) if is_vl_rows(rows) else sft_pp_pass(self, rows, train)
         ids, labels, pos = self._inputs(rows)
         pos = pos.expand(ids.shape[0], -1)
         losses: List[Any] = []

@@ -16,7 +16,7 @@ from typing import Any, Dict, List
 
 import torch
 
-__all__ = ["vl_inputs", "vl_loss", "is_vl_rows"]
+__all__ = ["vl_inputs", "vl_loss", "is_vl_rows", "vl_pp_batch", "vl_pp_pass"]
 
 
 def is_vl_rows(rows: List[Any]) -> bool:
@@ -43,13 +43,8 @@ def vl_inputs(rows: List[Dict[str, Any]], device: Any = None) -> Dict[str, Any]:
 
 def _blank_vision(model: Any, dtype: Any) -> torch.Tensor:
     """``0 x`` the vision tower's outputs on one blank image of one merged patch (see the module doc)."""
-    vision = model.model.visual
-    c = vision.config
-    grid = torch.tensor([[1, c.spatial_merge_size, c.spatial_merge_size]], device=vision.pos_embed.weight.device)
-    width = c.in_channels * c.temporal_patch_size * c.patch_size ** 2
-    pixels = torch.zeros(c.spatial_merge_size ** 2, width, device=grid.device, dtype=dtype)
-    merged, deepstack = vision(pixels, grid)
-    return sum((f.sum() for f in deepstack), merged.sum()) * 0.0
+    from hyper_parallel.models.qwen3_vl.pipeline import blank_vision_term  # pylint: disable=import-outside-toplevel
+    return blank_vision_term(model.model.visual, dtype)
 
 
 def vl_loss(backend: Any, rows: List[Dict[str, Any]]) -> torch.Tensor:
@@ -65,3 +60,53 @@ def vl_loss(backend: Any, rows: List[Dict[str, Any]]) -> torch.Tensor:
         if t["pixel_values"] is None:
             total = total + _blank_vision(model, logits.dtype)
     return total * backend._sft_norm  # pylint: disable=protected-access
+
+
+# ---------------------------------------------------------------------------------------------- pipeline
+def vl_pp_batch(rows: List[Dict[str, Any]], vision: Any) -> Dict[str, Any]:
+    """Image-text rows as the pipeline batch of :func:`~hyper_parallel.models.qwen3_vl.pipeline.pack_vl_batch`
+    (every tensor with a batch dim, so the schedule splits it into microbatches): ``input_ids``, ``labels``,
+    ``position_ids [b, 3, s]``, the document mask ``[b, 1, s, s]``, each row's image patches zero-padded to
+    ``pixel_values [b, P, C*T*p*p]`` and its grids to ``image_grid_thw [b, N, 3]`` (all-zero rows: no image).
+    ``vision``: the model's vision config (the patch width when no row has an image)."""
+    t = vl_inputs(rows, torch.device("cpu"))
+    width = vision.in_channels * vision.temporal_patch_size * vision.patch_size ** 2
+    patches = [0 if r["pixel_values"] is None else int(r["pixel_values"].shape[0]) for r in rows]
+    pix = torch.zeros(len(rows), max([1] + patches), width)
+    grid = torch.zeros(len(rows), max([1] + [len(r["image_grid_thw"]) for r in rows]), 3, dtype=torch.long)
+    for i, r in enumerate(rows):
+        if r["pixel_values"] is not None:
+            pix[i, :patches[i]] = r["pixel_values"]
+            grid[i, :len(r["image_grid_thw"])] = torch.tensor(r["image_grid_thw"], dtype=torch.long)
+    return {"input_ids": t["input_ids"], "labels": t["labels"], "attention_mask": t["attention_mask"],
+            "position_ids": t["position_ids"].permute(1, 0, 2).contiguous(), "pixel_values": pix,
+            "image_grid_thw": grid}
+
+
+def vl_pp_pass(backend: Any, rows: List[Dict[str, Any]], train: bool) -> float:
+    """One pipeline schedule pass over image-text rows (the stages of ``pipeline_qwen3_vl``): input ids, patches and
+    grids to the encoder stage, positions and the document mask to every stage, labels to the last; under Mpipe
+    the training pass balances its microbatches by image patches (``image_token_costs``). The loss is the SFT
+    rows' (summed over loss tokens, normalised over the step: ``finetune.sft_pp_loss``); returns the mean
+    microbatch loss on the last stage's rank, else 0."""
+    from hyper_parallel.models.qwen3_vl.pipeline import image_token_costs  # pylint: disable=C0415
+    from hyper_parallel.pipeline.api import ScheduleMpipe  # pylint: disable=import-outside-toplevel
+    # pylint: disable=protected-access
+    t = vl_pp_batch(rows, backend.model_config.vision)
+    t = {k: v.to(backend.device) for k, v in t.items()}
+    schedule = backend._schedule
+    first, last = backend._pp_first, backend._pp_last
+    extra: Dict[str, Any] = {}
+    if train and isinstance(schedule, ScheduleMpipe) and schedule.config.balance:
+        extra["sample_costs"] = image_token_costs(t)
+    losses: List[Any] = []
+    run = schedule.step if train else schedule.eval
+    backend._sft_pp = True
+    try:
+        with backend._autocast():
+            args = (t["input_ids"], t["pixel_values"], t["image_grid_thw"]) if first else ()
+            run(*args, target=t["labels"] if last else None, losses=losses, return_outputs=False,
+                position_ids=t["position_ids"], attention_mask=t["attention_mask"], **extra)
+    finally:
+        backend._sft_pp = False
+    return sum(float(x) for x in losses) / len(losses) if losses else 0.0

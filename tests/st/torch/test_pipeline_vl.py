@@ -1,6 +1,6 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""ST (3 gloo ranks, one pool run): Qwen3-VL under pipeline parallel equals one process.
+"""ST (3 gloo ranks, one pool run; and one 4-rank run): Qwen3-VL under pipeline parallel equals one process.
 
 A mixed batch of 4 samples (text only, one small image, one large image, two small images of different sizes),
 packed by ``pack_vl_batch``. Four pipelines:
@@ -44,7 +44,7 @@ def _batch(cfg):
     return raw, pack_vl_batch(cfg, **raw), labels
 
 
-def _case(cfg, placement, group, m, schedule="1F1B", mpipe_config=None):
+def _case(cfg, placement, group, m, schedule="1F1B", mpipe_config=None, encoder_ranks=1):
     import copy
     import torch
     import torch.nn.functional as F
@@ -67,14 +67,15 @@ def _case(cfg, placement, group, m, schedule="1F1B", mpipe_config=None):
     ref_logits = ref(**raw)
     (loss_fn(ref_logits, labels) / m).backward()
     sched, part = pipeline_qwen3_vl(ours, n_microbatches=m, placement=placement, schedule=schedule,
-                                    pp_group=group, loss_fn=loss_fn, mpipe_config=mpipe_config)
+                                    pp_group=group, loss_fn=loss_fn, mpipe_config=mpipe_config,
+                                    encoder_ranks=encoder_ranks)
     rank, p = dist.get_rank(group), dist.get_world_size(group)
     extra = {"sample_costs": image_token_costs(packed)} if placement == "mpipe" and rank == 0 else {}
-    args = (packed["input_ids"], packed["pixel_values"], packed["image_grid_thw"]) if rank == 0 else ()
+    args = (packed["input_ids"], packed["pixel_values"], packed["image_grid_thw"]) if rank < encoder_ranks else ()
     losses = []
     out = sched.step(*args, target=labels if rank == p - 1 else None, losses=losses if rank == p - 1 else None,
                      position_ids=packed["position_ids"], attention_mask=packed["attention_mask"], **extra)
-    where = f"{placement} on {p} ranks, rank {rank}"
+    where = f"{placement} on {p} ranks ({encoder_ranks} encoder), rank {rank}"
     if rank == p - 1:
         torch.testing.assert_close(out, ref_logits.detach(), **TOL, msg=lambda t: f"{where} logits: {t}")
         torch.testing.assert_close(sum(losses), loss_fn(ref_logits, labels).detach(), **TOL)
@@ -112,4 +113,26 @@ def test_qwen3_vl_pipeline_stage0_and_mpipe_equal_one_process():
         _case(cfg, "stage0", pair, 4, schedule="GPipe")
         _, groups = _case(cfg, "mpipe", pair, 4, mpipe_config=MpipeConfig(encoder_ahead=1))
         assert sorted(g[0] for g in groups) == [0, 1, 2, 3]
+    dist.barrier()
+
+
+@multi_rank(world_size=4, timeout=600)
+def test_qwen3_vl_mpipe_with_a_two_rank_encoder_stage_equals_one_process():
+    """Mpipe on 4 ranks: the encoder stage data parallel on ranks {0, 1} (one sample of each 2-sample microbatch
+    per rank; the balanced microbatch {text, large} gives rank 0 a text-only share, so its tower runs on the
+    blank image), layers 0-1 on rank 2, layer 2 + head on rank 3. The encoder's Shard(0) outputs (hidden state
+    and both DeepStack levels) are gathered onto rank 2 by the cross-mesh machinery, their gradients come back
+    by the adjoint blocks and the encoder gradients are summed over {0, 1}: logits, loss and every gradient
+    equal one process."""
+    import dataclasses
+    import torch.distributed as dist
+    from hyper_parallel.models.qwen3_vl import FLAVORS
+    cfg = FLAVORS["debug"]
+    untied = dataclasses.replace(cfg, text=dataclasses.replace(cfg.text, tie_word_embeddings=False))
+    rank = dist.get_rank()
+    names, groups = _case(untied, "mpipe", None, 2, encoder_ranks=2)
+    assert ("model.visual.blocks.0.attn.qkv.weight" in names) == (rank < 2), (rank, names)
+    assert ("model.language_model.layers.0.self_attn.q_proj.weight" in names) == (rank == 2), (rank, names)
+    assert ("lm_head.weight" in names) == (rank == 3), (rank, names)
+    assert groups == [[0, 2], [1, 3]], groups
     dist.barrier()
