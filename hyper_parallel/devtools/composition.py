@@ -51,7 +51,8 @@ __all__ = ["Combination", "MatrixRunner", "check_refusal", "TABLE_PATH", "load_t
            "pairwise_cover", "render_doc", "run_matrix", "main", "RESULTS_PATH", "DOC_PATH", "train_in_process",
            "run_in_process", "run_matrix_in_process", "micro_batch_count", "reference_micro_batches",
            "reference_overrides", "reference_label", "full_parameters", "merge_runs", "row_runner",
-           "pairwise_combinations", "HP_TRAIN", "IN_PROCESS", "CHECK"]
+           "pairwise_combinations", "HP_TRAIN", "IN_PROCESS", "CHECK",
+           "ensure_vl_data"]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TABLE_PATH = os.path.join(ROOT, "hyper_parallel", "trainer", "composition.yaml")
@@ -60,6 +61,7 @@ DOC_PATH = os.path.join(ROOT, "docs", "parallelism.md")
 DEGREES = ("dp_replicate", "dp_shard", "cp", "tp", "pp")
 #: dimensions that only mean something while another is active (``pp_schedule`` needs ``pp > 1``)
 ACTIVE_WHEN = {"pp_schedule": "pp", "pp_microbatches": "pp", "pp_layers_per_stage": "pp", "pp_overlap_b_f": "pp",
+               "vl_encoder": "pp",
                "cp_method": "cp", "cp_load_balance": "cp", "sequence_parallel": "tp", "loss_parallel": "tp"}
 _ROW_KEYS = ("model", "note", "ranks8")
 #: what verified a result row (its ``runner``): one ``hp-train`` launch (torchrun, parameters read back from the
@@ -310,6 +312,29 @@ def _run_overrides(nproc: int, out_dir: str, steps: int, cache: str) -> List[Tup
             ("checkpoint.folder", os.path.join(out_dir, "ckpt"))]
 
 
+def ensure_vl_data(combos: Sequence[Combination], base: str = ".") -> List[str]:
+    """Write the generated image-caption set and processor folder (``examples/vl/make_vl_data.py``: 96 images,
+    seed 0) where a vision-language combination of ``combos`` reads them and they do not exist yet (relative
+    paths against ``base``); returns the folders written. A run from a fresh clone needs no ``make vl-demo``."""
+    written = []
+    for combo in combos:
+        over = dict(combo.overrides)
+        processor, paths = str(over.get("data.processor", "")), list(over.get("data.paths") or [])
+        if not processor.startswith("hf:") or len(paths) != 1:
+            continue
+        captions = os.path.join(base, paths[0])
+        folder = os.path.dirname(os.path.dirname(captions))
+        if os.path.exists(captions) or os.path.abspath(os.path.join(base, processor[3:])) != os.path.abspath(
+                os.path.join(folder, "processor")):
+            continue
+        from hyper_parallel.trainer.vl_data import draw_caption_set  # pylint: disable=import-outside-toplevel
+        from hyper_parallel.trainer.vl_sft import make_vl_processor, vl_texts  # pylint: disable=C0415
+        written_captions = draw_caption_set(os.path.join(folder, "set"), n=96, seed=0)
+        make_vl_processor(os.path.join(folder, "processor"), vl_texts(written_captions))
+        written.append(folder)
+    return written
+
+
 def _train(overrides: Sequence[Tuple[str, Any]], nproc: int, out_dir: str, steps: int, cache: str, cwd: str,
            timeout: float) -> Dict[str, Any]:
     """One ``hp-train`` run of ``steps`` steps writing its metrics and a final checkpoint under ``out_dir``."""
@@ -486,6 +511,10 @@ def run_in_process(table: Mapping[str, Any], combos: Sequence[Combination], work
     per combination."""
     import torch.distributed as dist  # pylint: disable=import-outside-toplevel
     rank0 = not dist.is_initialized() or dist.get_rank() == 0
+    if rank0:
+        ensure_vl_data(combos)
+    if dist.is_initialized():
+        dist.barrier()
     refs: Dict[str, Dict[str, Any]] = {}
     out: List[Dict[str, Any]] = []
     for combo in combos:
@@ -527,6 +556,7 @@ def run_matrix_in_process(combos: Sequence[Combination], table: Mapping[str, Any
     refs: Dict[str, Dict[str, Any]] = {}
     records: List[Dict[str, Any]] = []
     cache = os.path.join(workdir, "data")
+    ensure_vl_data(combos)
     for combo in sorted(combos, key=lambda c: c.nproc):
         legal, reason = judge(combo)
         rec = _record(table, combo, legal, reason)
@@ -593,6 +623,7 @@ def run_matrix(combos: Sequence[Combination], table: Mapping[str, Any], *, workd
     """Run (legal) or check the refusal of (illegal) every combination; returns the results document (also
     written to ``partial`` after each combination, so an interrupted matrix keeps what it ran)."""
     runner = MatrixRunner(table, workdir, timeout, ROOT)
+    ensure_vl_data(combos, ROOT)
     started = time.time()
     legal_first = sorted(combos, key=lambda c: c.nproc)
     if legal_first:  # the data cache (tokenizer, tokens) is written once, by the first reference
@@ -675,8 +706,9 @@ def pairwise_cover(records: Sequence[Mapping[str, Any]], budget_s: Optional[floa
 
 # ---------------------------------------------------------------------------------------------- the doc
 _MARK = {"pass": "✓", "fail": "✗", "error": "✗", "refused": "refused"}
-_IN_PROCESS = ("in reused gloo worker processes (`run --in-process`: `LLMTrainer`, the trainer `hp-train` runs on "
-               "each rank, without a torchrun launch per layout; final parameters gathered in memory)")
+_IN_PROCESS = ("in reused gloo worker processes (`run --in-process`: `LLMTrainer`, or `VLTrainer` for a vision-language "
+               "model, the trainer `hp-train` runs on each rank, without a torchrun launch per layout; final parameters "
+               "gathered in memory)")
 
 
 def _short_reason(text: str) -> str:
