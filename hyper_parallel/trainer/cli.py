@@ -193,7 +193,8 @@ def _one_process_phase(trainer: Any, losses: Dict[int, float]) -> bool:
     ok = True
     if trainer.is_logging_rank:
         sub = derived_config(cfg, training={"steps": steps},
-                             parallelism={"dp_replicate": 1, "dp_shard": -1, "cp": 1, "tp": 1, "pp": 1, "ep": 1},
+                             parallelism={"dp_replicate": 1, "dp_shard": -1, "cp": 1, "tp": 1, "pp": 1, "ep": 1,
+                                          "vl_encoder": "stage0", "vl_encoder_ahead": 0},
                              job={"out_dir": os.path.join(cfg.job.out_dir, "one_process")},
                              checkpoint={"enable": False},
                              metrics={"progress": False, "plot": False, "jsonl": False, "eval_every": 0,
