@@ -186,6 +186,11 @@ def _resume_phase(trainer: Any, losses: Dict[int, float]) -> bool:
     return same
 
 
+#: the ``[parallelism]`` of the demo's one-process comparison (every degree 1, the encoder placement's default)
+ONE_PROCESS_PARALLELISM = {"dp_replicate": 1, "dp_shard": -1, "cp": 1, "tp": 1, "pp": 1, "ep": 1,
+                           "vl_encoder": "stage0", "vl_encoder_ahead": 0}
+
+
 def _one_process_phase(trainer: Any, losses: Dict[int, float]) -> bool:
     from hyper_parallel.trainer.api import derived_config  # pylint: disable=import-outside-toplevel
     cfg, steps = trainer.config, trainer.config.demo.compare_steps
@@ -193,8 +198,7 @@ def _one_process_phase(trainer: Any, losses: Dict[int, float]) -> bool:
     ok = True
     if trainer.is_logging_rank:
         sub = derived_config(cfg, training={"steps": steps},
-                             parallelism={"dp_replicate": 1, "dp_shard": -1, "cp": 1, "tp": 1, "pp": 1, "ep": 1,
-                                          "vl_encoder": "stage0", "vl_encoder_ahead": 0},
+                             parallelism=dict(ONE_PROCESS_PARALLELISM),
                              job={"out_dir": os.path.join(cfg.job.out_dir, "one_process")},
                              checkpoint={"enable": False},
                              metrics={"progress": False, "plot": False, "jsonl": False, "eval_every": 0,

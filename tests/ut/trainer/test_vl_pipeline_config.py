@@ -107,3 +107,14 @@ def test_hp_train_explain_schedule(vl_data):
     out = subprocess.run(base, capture_output=True, text=True, env=env, timeout=120, check=False)
     lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
     assert out.returncode == 2 and len(lines) == 1 and "parallelism.pp = 1: no pipeline to explain" in lines[0], out
+
+
+def test_the_demo_one_process_comparison_of_an_mpipe_run_validates(vl_data):
+    """hp-train's demo phase re-runs the first steps on one process: its parallelism must drop the Mpipe keys."""
+    from hyper_parallel.trainer.api import derived_config
+    from hyper_parallel.trainer.cli import ONE_PROCESS_PARALLELISM
+    cfg = _cfg(vl_data, *PP2, "--parallelism.vl_encoder", "mpipe", "--parallelism.vl_encoder_ahead", 2)
+    one = derived_config(cfg, parallelism=dict(ONE_PROCESS_PARALLELISM), job={"nproc": 1})
+    assert validate_job(one).degrees["pp"] == 1
+    with pytest.raises(ConfigError, match="vl_encoder = 'mpipe' needs parallelism.pp >= 2"):
+        validate_job(derived_config(cfg, parallelism={"pp": 1, "dp_shard": -1}, job={"nproc": 1}))
