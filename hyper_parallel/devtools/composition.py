@@ -706,9 +706,9 @@ def pairwise_cover(records: Sequence[Mapping[str, Any]], budget_s: Optional[floa
 
 # ---------------------------------------------------------------------------------------------- the doc
 _MARK = {"pass": "✓", "fail": "✗", "error": "✗", "refused": "refused"}
-_IN_PROCESS = ("in reused gloo worker processes (`run --in-process`: `LLMTrainer`, or `VLTrainer` for a vision-language "
-               "model, the trainer `hp-train` runs on each rank, without a torchrun launch per layout; final parameters "
-               "gathered in memory)")
+_IN_PROCESS = ("in reused gloo worker processes (`run --in-process`: `LLMTrainer`, or `VLTrainer` for a "
+               "vision-language model, the trainer `hp-train` runs on each rank, without a torchrun launch per "
+               "layout; final parameters gathered in memory)")
 
 
 def _short_reason(text: str) -> str:
