@@ -11,8 +11,8 @@ from typing import Any
 
 from hyper_parallel.models.spec import ModelSpec
 
-__all__ = ["VLModelSpec", "parallelize_qwen3_vl_job", "pipeline_qwen3_vl_job", "activation_layers", "check_vl_moe_layout",
-           "shard_vl_model"]
+__all__ = ["VLModelSpec", "parallelize_qwen3_vl_job", "pipeline_qwen3_vl_job", "activation_layers",
+           "check_vl_moe_layout", "shard_vl_model"]
 
 _TEXT_KEYS = ("vocab_size", "max_position_embeddings")
 

@@ -50,7 +50,7 @@ def test_vl_trainer_two_ranks_equal_one_process(tmp_path, vl_folder, layout):
     """Losses (training and held out) equal one process; under PP also every final parameter (the stages'
     parameters gathered by name; the one-process run keeps its model)."""
     import torch.distributed as dist
-    from hyper_parallel.devtools.composition import _full_parameters
+    from hyper_parallel.devtools.composition import full_parameters
     from hyper_parallel.trainer.api import derived_config
     from hyper_parallel.trainer.vl import VLTrainer, trainer_class
     cfg = _config(vl_folder, str(tmp_path / layout), **LAYOUTS[layout])
@@ -65,14 +65,16 @@ def test_vl_trainer_two_ranks_equal_one_process(tmp_path, vl_folder, layout):
     assert trainer.checkpointer.latest_step() == 3
     assert trainer.dataset.images >= 10 and trainer.dataset.stats.loss_tokens > 0
     pp = layout.startswith("pp")
-    params = _full_parameters(trainer.backend.model, True) if pp else {}
+    params = full_parameters(trainer.backend.model, True) if pp else {}
     if dist.get_rank() == 0:
         # the MoE routers' auxiliary loss is taken per microbatch: PP with m microbatches is one process with
         # grad_accum = m (contiguous microbatches; Mpipe's balanced ones regroup the rows, so its MoE aux loss
         # differs from any one-process grouping: the composition matrix reports that row's error)
         accum = cfg.parallelism.pp_microbatches if pp and "moe" in layout else 1
-        single_cfg = derived_config(cfg, parallelism={"dp_shard": -1, "tp": 1, "ep": 1, "pp": 1, "vl_encoder": "stage0"},
-                                    training={"grad_accum": accum}, metrics={"jsonl": False, "eval_every": 3 if pp else 0},
+        single_cfg = derived_config(cfg, parallelism={"dp_shard": -1, "tp": 1, "ep": 1, "pp": 1,
+                                                      "vl_encoder": "stage0"},
+                                    training={"grad_accum": accum},
+                                    metrics={"jsonl": False, "eval_every": 3 if pp else 0},
                                     checkpoint={"enable": False}, job={"out_dir": str(tmp_path / "single")})
         one = VLTrainer(single_cfg, distributed=False)
         single = one.train()
@@ -80,7 +82,7 @@ def test_vl_trainer_two_ranks_equal_one_process(tmp_path, vl_folder, layout):
             assert abs(a["loss"] - b["loss"]) <= 2e-5 * abs(b["loss"]), (layout, a["step"], a["loss"], b["loss"])
         if pp:
             assert abs(history[2]["eval_loss"] - single[2]["eval_loss"]) <= 2e-5 * single[2]["eval_loss"], layout
-            ref = _full_parameters(one.backend.model, False)
+            ref = full_parameters(one.backend.model, False)
             assert set(params) == set(ref), sorted(set(params) ^ set(ref))[:4]
             for name, value in ref.items():  # the matrix's measure: max |a - b| / max |b| per tensor
                 err = float((params[name] - value).abs().max() / value.abs().max().clamp(min=1e-12))
