@@ -75,10 +75,11 @@ class ParallelismSection:
     ``pp_layers_per_stage`` splits the decoder layers over the pipeline stages explicitly (one
     entry per stage: ``pp`` x the schedule's stages per rank, summing to the model's layer count; empty: the
     balanced TorchTitan split). ``pp_overlap_b_f``: run a microbatch's forward and another's backward on two
-    compute threads (the schedule's ``overlap_b_f``; docs/pipeline.md). ``vl_encoder``: where a vision-language model's vision encoder runs under
-    pipeline parallel: ``stage0`` (with the embedding and the first decoder layers on stage 0, the naive placement;
-    any single-stage ``pp_schedule``) or ``mpipe`` (alone on stage 0 ahead of the language-model stages, run by
-    :class:`~hyper_parallel.pipeline.ScheduleMpipe` with microbatches balanced by image patches);
+    compute threads (the schedule's ``overlap_b_f``; docs/pipeline.md). ``vl_encoder``: where a vision-language
+    model's vision encoder runs under pipeline parallel: ``stage0`` (with the embedding and the first decoder
+    layers on stage 0, the naive placement; any single-stage ``pp_schedule``) or ``mpipe`` (alone on stage 0
+    ahead of the language-model stages, run by :class:`~hyper_parallel.pipeline.ScheduleMpipe` with
+    microbatches balanced by image patches);
     ``vl_encoder_ahead``: Mpipe's ``encoder_ahead`` (the encoder forwards before its first backward; 0: all)."""
 
     dp_replicate: int = 1

@@ -46,8 +46,9 @@ def validate_vl_layout(cfg: Any) -> None:
     naming the degree and the model)."""
     par = cfg.parallelism
     if par.cp != 1:
+        pp = "PP, " if cfg.model.name in PIPELINE_VISION_MODELS else ""
         raise ValueError(f"parallelism.cp = {par.cp}: not yet for model.name = {cfg.model.name!r} (FSDP / HSDP, TP, "
-                         f"PP and activation policies are); set it to 1")
+                         f"{pp}activation policies are); set it to 1")
     if par.pp != 1 and cfg.model.name not in PIPELINE_VISION_MODELS:
         raise ValueError(f"parallelism.pp = {par.pp}: not yet for model.name = {cfg.model.name!r} (pipeline parallel "
                          f"runs {list(PIPELINE_VISION_MODELS)}); set it to 1")
