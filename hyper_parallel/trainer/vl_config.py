@@ -126,13 +126,17 @@ def validate_vl_stage_layout(name: str, degrees: Any) -> None:
                                  f"ranks); set {key} = 1 or pp = 1")
 
 
-def mpipe_config_of(par: Any) -> Any:
+def mpipe_config_of(par: Any, model_config: Any = None) -> Any:
     """The :class:`~hyper_parallel.pipeline.mpipe.MpipeConfig` of ``[parallelism]`` (``vl_encoder = 'mpipe'``), else
-    None."""
+    None. Mpipe balances micro-batches by regrouping rows; a model whose router losses (auxiliary loss, z-loss) are
+    taken per micro-batch (``model_config``'s language model MoE) keeps the data order's micro-batches instead, so
+    its loss is the one gradient accumulation over the same micro-batches gives (docs/moe.md)."""
     if par.vl_encoder != "mpipe":
         return None
     from hyper_parallel.pipeline.mpipe import MpipeConfig  # pylint: disable=import-outside-toplevel
-    return MpipeConfig(encoder_ahead=par.vl_encoder_ahead or None)
+    moe = getattr(getattr(model_config, "text", model_config), "moe", None)
+    per_micro_batch = moe is not None and (moe.uses_aux_loss or moe.z_loss_coeff > 0)
+    return MpipeConfig(encoder_ahead=par.vl_encoder_ahead or None, balance=not per_micro_batch)
 
 
 def validate_vl(cfg: Any) -> None:

@@ -39,9 +39,10 @@ LAYOUTS = {"fsdp": {"dp_shard": 2}, "moe_ep": {"dp_shard": 2, "ep": 2}, "moe_tp"
            # pipeline parallel: the vision encoder on stage 0 with layers 0-1 (GPipe), or alone ahead (Mpipe)
            "pp_stage0_gpipe": {"dp_shard": 1, "pp": 2, "pp_schedule": "GPipe"},
            "pp_mpipe": {"dp_shard": 1, "pp": 2, "vl_encoder": "mpipe"},
-           "pp_stage0_moe": {"dp_shard": 1, "pp": 2}}
+           "pp_stage0_moe": {"dp_shard": 1, "pp": 2},
+           "pp_mpipe_moe": {"dp_shard": 1, "pp": 2, "vl_encoder": "mpipe"}}
 MODELS = {"moe_ep": "qwen3_vl_moe", "moe_tp": "qwen3_vl_moe", "qwen3_5_tp": "qwen3_5_vl",
-          "pp_stage0_moe": "qwen3_vl_moe"}
+          "pp_stage0_moe": "qwen3_vl_moe", "pp_mpipe_moe": "qwen3_vl_moe"}
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
@@ -68,8 +69,7 @@ def test_vl_trainer_two_ranks_equal_one_process(tmp_path, vl_folder, layout):
     params = full_parameters(trainer.backend.model, True) if pp else {}
     if dist.get_rank() == 0:
         # the MoE routers' auxiliary loss is taken per microbatch: PP with m microbatches is one process with
-        # grad_accum = m (contiguous microbatches; Mpipe's balanced ones regroup the rows, so its MoE aux loss
-        # differs from any one-process grouping: the composition matrix reports that row's error)
+        # grad_accum = m (contiguous microbatches: Mpipe does not regroup the rows of such a model)
         accum = cfg.parallelism.pp_microbatches if pp and "moe" in layout else 1
         single_cfg = derived_config(cfg, parallelism={"dp_shard": -1, "tp": 1, "ep": 1, "pp": 1,
                                                       "vl_encoder": "stage0"},
