@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional
 from hyper_parallel.models.spec import ModelSpec
 
 __all__ = ["get_model_spec", "pure_flavor_table", "register_model_spec", "list_models", "HF_MODEL_TYPES",
-           "model_for_hf_type", "VISION_MODELS", "is_vision_model"]
+           "model_for_hf_type", "VISION_MODELS", "is_vision_model", "TEXT_OF_VISION"]
 
 #: name -> module defining ``MODEL_SPEC``
 _BUILTIN: Dict[str, str] = {
@@ -38,7 +38,11 @@ VISION_MODELS = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5_vl", "qwen3_5_moe_vl")
 #: Hugging Face ``config.json`` ``model_type`` -> our model name (``[model] init_from`` resolves the name by it)
 HF_MODEL_TYPES: Dict[str, str] = {"llama": "llama3", "qwen3": "qwen3", "qwen3_moe": "qwen3_moe",
                                   "deepseek_v3": "deepseek_v3", "qwen3_vl": "qwen3_vl", "qwen3_vl_moe": "qwen3_vl_moe",
-                                  "qwen3_5": "qwen3_5_vl", "qwen3_5_moe": "qwen3_5_moe_vl"}
+                                  "qwen3_5": "qwen3_5_vl", "qwen3_5_moe": "qwen3_5_moe_vl",
+                                  "qwen3_5_text": "qwen3_5", "qwen3_5_moe_text": "qwen3_5_moe"}
+#: vision-language model -> the text model of its language half: ``[model] name = "qwen3_5"`` with a
+#: ``Qwen3_5ForConditionalGeneration`` folder (``model_type`` ``qwen3_5``) trains its language model only
+TEXT_OF_VISION: Dict[str, str] = {"qwen3_5_vl": "qwen3_5", "qwen3_5_moe_vl": "qwen3_5_moe"}
 #: (name, backend) -> module defining ``MODEL_SPEC`` for a backend other than torch
 _BUILTIN_BACKENDS: Dict[tuple, str] = {(name, "mindspore"): f"hyper_parallel.models.{name}._mindspore"
                                         for name in ("llama3", "qwen3", "qwen3_moe", "deepseek_v3")}

@@ -22,9 +22,11 @@ BAD_RECORDS = ("fail", "skip")
 
 def resolve_init_from(model: Dict[str, Any]) -> Dict[str, Any]:
     """The ``[model]`` block with ``name`` taken from the ``init_from`` folder's ``config.json`` when not given
-    and ``flavor`` set to ``"hf"``; a ``ValueError`` naming the key when they disagree. A folder that does not
-    exist yet (a config shipped before ``make finetune`` writes the folder) is accepted when ``name`` is given;
-    the run then fails at setup naming the folder."""
+    and ``flavor`` set to ``"hf"``; a ``ValueError`` naming the key when they disagree. The text model of a
+    vision-language folder's language half (:data:`~hyper_parallel.models.registry.TEXT_OF_VISION`: ``qwen3_5``
+    for a ``Qwen3_5ForConditionalGeneration`` folder) agrees with it: it trains the language model only. A
+    folder that does not exist yet (a config shipped before ``make finetune`` writes the folder) is accepted
+    when ``name`` is given; the run then fails at setup naming the folder."""
     import os  # pylint: disable=import-outside-toplevel
     value = model["init_from"]
     given = model.get("name")
@@ -36,9 +38,13 @@ def resolve_init_from(model: Dict[str, Any]) -> Dict[str, Any]:
         return dict(model, flavor=HF_FLAVOR)
     folder = parse_init_from(value)
     name, doc = resolve_model(folder)
+    from hyper_parallel.models.registry import TEXT_OF_VISION  # pylint: disable=import-outside-toplevel
+    if given is not None and given == TEXT_OF_VISION.get(name):  # the language model of a VL folder
+        return dict(model, flavor=HF_FLAVOR)
     if given is not None and given not in (name, "llama" if name == "llama3" else name):
+        also = f" or {TEXT_OF_VISION[name]!r} (its language model only)" if name in TEXT_OF_VISION else ""
         raise ValueError(f"model.name: {given!r} given, but model.init_from {folder}/config.json is model_type "
-                         f"{doc['model_type']!r} ({name!r}); leave model.name out or make them agree")
+                         f"{doc['model_type']!r} ({name!r}{also}); leave model.name out or make them agree")
     return dict(model, name=name, flavor=HF_FLAVOR)
 
 

@@ -5,9 +5,10 @@
 ``[model] init_from = "hf:<folder>"`` names a folder written by ``save_pretrained`` (or ``hp-ckpt convert --to
 hf``): ``config.json`` (its ``model_type`` picks the model through
 :data:`hyper_parallel.models.registry.HF_MODEL_TYPES`, its fields the size through the model's
-``state_dict_adapter.config_from_hf``), ``model.safetensors`` or sharded ``model-*.safetensors`` with
-``model.safetensors.index.json``, and the tokenizer files (``tokenizer.json``, ``tokenizer_config.json`` with
-the chat template, ``generation_config.json``).
+``state_dict_adapter.config_from_hf``; ``[model] name`` may instead name the text model of a
+vision-language folder, :data:`hyper_parallel.models.registry.TEXT_OF_VISION`), ``model.safetensors`` or
+sharded ``model-*.safetensors`` with ``model.safetensors.index.json``, and the tokenizer files
+(``tokenizer.json``, ``tokenizer_config.json`` with the chat template, ``generation_config.json``).
 """
 from __future__ import annotations
 

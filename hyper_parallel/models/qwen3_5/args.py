@@ -88,9 +88,12 @@ class Qwen3_5Config(LlamaConfig):  # pylint: disable=too-many-instance-attribute
         if rotary < 2 or rotary % 2 or rotary > self.head_dim:
             raise ValueError(f"{name}(partial_rotary_factor): {self.partial_rotary_factor} x head_dim {self.head_dim} "
                              f"gives {rotary} rotary dims; expected an even number in [2, head_dim]")
-        if sum(self.mrope_section) > rotary // 2:
-            raise ValueError(f"{name}(mrope_section): {list(self.mrope_section)} covers more than the "
-                             f"{rotary // 2} rotary frequencies")
+        # sections may cover more than the rotary_dim / 2 frequencies: the interleaving stops at the last one,
+        # as transformers' does (its default [11, 11, 10] with a small head_dim; text positions never mix them)
+        if len(self.mrope_section) != 3 or any(isinstance(v, bool) or not isinstance(v, int) or v < 0
+                                               for v in self.mrope_section):
+            raise ValueError(f"{name}(mrope_section): expected 3 non-negative ints (temporal, height, width), got "
+                             f"{list(self.mrope_section)}")
 
     @property
     def rotary_dim(self) -> int:

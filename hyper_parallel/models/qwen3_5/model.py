@@ -389,6 +389,8 @@ class Qwen3_5TextModel(nn.Module):
         return None if whole.identity else whole.attention_mask(None)
 
     def _context(self, text_positions, attention_mask, bsz: int, seq: int, device) -> dict:
+        if attention_mask is not None and attention_mask.dim() == 4:  # a boolean full-attention mask as given
+            return self._masked_context(text_positions, attention_mask, bsz, seq, device)
         layout = None
         if text_positions is not None:
             layout = DocumentLayout.from_positions(text_positions.to(device))
@@ -403,13 +405,25 @@ class Qwen3_5TextModel(nn.Module):
             layout = DocumentLayout(torch.zeros(bsz, seq, dtype=torch.bool, device=device))
         return {"layout": layout, "padding": padding, "mask": mask}
 
+    @staticmethod
+    def _masked_context(text_positions, mask: torch.Tensor, bsz: int, seq: int, device) -> dict:
+        """A ``[batch, 1, seq, seq]`` boolean mask (the trainer's SFT document mask, of the whole sequence under
+        CP) is the full-attention layers' mask as given; the linear-attention layers take the documents from the
+        restarting ``position_ids`` (the SFT rows' positions restart with each document, padding included)."""
+        if text_positions is not None:
+            layout = DocumentLayout.from_positions(text_positions.to(device))
+        else:
+            layout = DocumentLayout(torch.zeros(bsz, seq, dtype=torch.bool, device=device))
+        return {"layout": layout, "padding": None, "mask": mask.to(device=device, dtype=torch.bool)}
+
     def forward(self, input_ids: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,
                 attention_mask: Optional[torch.Tensor] = None,
                 inputs_embeds: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Hidden states ``[batch, seq, hidden]`` of ``input_ids`` (or ``inputs_embeds``; a pipeline stage
         without the embedding gets the previous stage's hidden states as ``input_ids``). ``position_ids``: see
         :func:`_split_positions` (pass the sharded positions under context parallelism); restarting positions
-        mark packed documents. ``attention_mask``: Hugging Face's padding mask ``[batch, seq]``."""
+        mark packed documents. ``attention_mask``: Hugging Face's padding mask ``[batch, seq]``, or a boolean
+        ``[batch, 1, seq, seq]`` full-attention mask (see :meth:`_masked_context`)."""
         src = inputs_embeds if inputs_embeds is not None else input_ids
         bsz, seq = src.shape[0], src.shape[1]  # the whole sequence (under SP the embedding's output is a shard)
         if inputs_embeds is not None:

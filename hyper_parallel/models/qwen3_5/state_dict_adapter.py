@@ -7,7 +7,10 @@ concatenates ``in_proj_q`` / ``in_proj_k`` / ``in_proj_v`` into ``in_proj_qkv`` 
 ``conv_v`` into ``conv1d`` (``[q | k | v]`` along dim 0), ``from_hf`` splits them (views: bit-exact both
 ways). Every ``config.json`` field is honoured, irrelevant or refused with one line naming it
 (:data:`QWEN3_5_FIELDS`, the same mechanism as the other models). ``text_prefix="model.language_model."`` reads and
-writes the text model of a ``Qwen3_5ForConditionalGeneration`` checkpoint (the published ones).
+writes the text model of a ``Qwen3_5ForConditionalGeneration`` checkpoint (the published ones);
+:meth:`Qwen3_5StateDictAdapter.for_hf_config` picks it from a folder's ``config.json`` (one with a
+``text_config``), so ``[model] name = "qwen3_5"`` trains the language model of such a folder (its
+``model.visual.*`` tensors are not read) and exports a text-only ``Qwen3_5ForCausalLM`` folder.
 """
 from __future__ import annotations
 # pylint: disable=invalid-name  # Hugging Face's class names (Qwen3_5...) are the contract
@@ -19,9 +22,11 @@ from hyper_parallel.models.hf_fields import HFFieldRules, check_hf_fields, off
 from hyper_parallel.models.llama3.state_dict_adapter import LlamaStateDictAdapter, decoder_rules
 from hyper_parallel.models.qwen3_5.args import Qwen3_5Config
 
-__all__ = ["Qwen3_5StateDictAdapter", "QWEN3_5_FIELDS"]
+__all__ = ["Qwen3_5StateDictAdapter", "QWEN3_5_FIELDS", "VL_TEXT_PREFIX"]
 
 _LAYER = "model.layers.{}."
+#: where a ``Qwen3_5ForConditionalGeneration`` checkpoint keeps its language model (``lm_head.weight`` at the top)
+VL_TEXT_PREFIX = "model.language_model."
 _LINEAR = ("in_proj_z.weight", "in_proj_b.weight", "in_proj_a.weight", "out_proj.weight", "dt_bias", "A_log",
            "norm.weight")
 _SECTIONS = re.compile(r"^(model\.layers\.\d+\.linear_attn)\.(in_proj|conv)_([qkv])\.weight$")
@@ -50,6 +55,17 @@ _FIXED = {"mrope_interleaved": (True,), "rope_type": ("default",), "type": ("def
 _ROPE_FIELDS = {"rope_theta", "partial_rotary_factor", "mrope_section", "rope_type", "type", "mrope_interleaved"}
 
 
+def text_config_of(hf_config: Dict[str, Any]) -> Dict[str, Any]:
+    """The language model's ``config.json`` fields: ``hf_config`` itself, or the ``text_config`` of a
+    ``Qwen3_5ForConditionalGeneration`` config with its top-level ``tie_word_embeddings`` (which ties the head)."""
+    text = hf_config.get("text_config")
+    if not isinstance(text, dict):
+        return hf_config
+    if "tie_word_embeddings" in hf_config:
+        return dict(text, tie_word_embeddings=bool(hf_config["tie_word_embeddings"]))
+    return text
+
+
 def _check_fixed(where: str, key: str, value: Any) -> None:
     if key in _FIXED and value not in _FIXED[key]:
         raise ValueError(f"{where}: {key}={value!r} is not supported (expected one of {list(_FIXED[key])})")
@@ -66,6 +82,14 @@ class Qwen3_5StateDictAdapter(LlamaStateDictAdapter):
     def __init__(self, config: Qwen3_5Config, dtype: Optional[str] = None, text_prefix: str = "model.") -> None:
         self.text_prefix = text_prefix
         super().__init__(config, dtype)
+
+    @classmethod
+    def for_hf_config(cls, config: Qwen3_5Config, hf_config: Dict[str, Any],
+                      dtype: Optional[str] = None) -> "Qwen3_5StateDictAdapter":
+        """The adapter that reads the checkpoint of ``hf_config`` (a ``config.json`` dict): a vision-language
+        one (with a ``text_config``) keeps the language model under :data:`VL_TEXT_PREFIX`."""
+        vl = isinstance(hf_config.get("text_config"), dict)
+        return cls(config, dtype, text_prefix=VL_TEXT_PREFIX if vl else "model.")
 
     def _rules(self) -> List[Tuple[str, str]]:
         rules = [r for r in decoder_rules(qk_norm=True) if "mlp." not in r[0] or self.model_config.moe is None]
@@ -169,8 +193,7 @@ class Qwen3_5StateDictAdapter(LlamaStateDictAdapter):
         """Our config fields from a Hugging Face ``config.json`` dict (a ``Qwen3_5ForConditionalGeneration``
         config's ``text_config`` is used); every field is classified by :data:`QWEN3_5_FIELDS`: an unknown field
         (unless off) or an unsupported value is refused in one line naming it."""
-        if isinstance(hf_config.get("text_config"), dict):
-            hf_config = hf_config["text_config"]
+        hf_config = text_config_of(hf_config)
         where = f"{cls.config_cls.__name__} from Hugging Face"
         check_hf_fields(cls.hf_fields, hf_config, where)
         import dataclasses

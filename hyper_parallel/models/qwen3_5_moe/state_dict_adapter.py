@@ -12,7 +12,8 @@ from typing import Any, Dict
 import dataclasses
 
 from hyper_parallel.models.hf_fields import HFFieldRules
-from hyper_parallel.models.qwen3_5.state_dict_adapter import QWEN3_5_FIELDS, Qwen3_5StateDictAdapter
+from hyper_parallel.models.qwen3_5.state_dict_adapter import (QWEN3_5_FIELDS, Qwen3_5StateDictAdapter,
+                                                              text_config_of)
 from hyper_parallel.models.qwen3_5_moe.args import Qwen3_5MoeConfig, qwen3_5_moe_layer
 
 __all__ = ["Qwen3_5MoeStateDictAdapter", "QWEN3_5_MOE_FIELDS"]
@@ -45,8 +46,7 @@ class Qwen3_5MoeStateDictAdapter(Qwen3_5StateDictAdapter):
     def config_kwargs_from_hf(cls, hf_config: Dict[str, Any]) -> Dict[str, Any]:
         """Qwen3.5's fields plus the MoE layer."""
         kwargs = super().config_kwargs_from_hf(hf_config)
-        if isinstance(hf_config.get("text_config"), dict):
-            hf_config = hf_config["text_config"]
+        hf_config = text_config_of(hf_config)
         for key in _MOE_FIELDS - {"shared_expert_intermediate_size"}:
             kwargs.pop(key, None)
         defaults = {f.name: f.default for f in dataclasses.fields(Qwen3_5MoeConfig)}

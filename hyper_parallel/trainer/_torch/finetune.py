@@ -31,9 +31,8 @@ import torch.distributed as dist
 from hyper_parallel.checkpoint.hf import read_index
 from hyper_parallel.trainer.hf_folder import TOKENIZER_FILES, parse_init_from, read_hf_config
 
-__all__ = ["hf_model_config", "build_from_hf", "load_from_hf", "prepare_sft_step", "sft_inputs", "sft_loss",
-           "sft_pp_loss", "sft_pp_pass",
-           "export_hf", "GENERATION_KEYS"]
+__all__ = ["hf_model_config", "hf_adapter", "build_from_hf", "load_from_hf", "prepare_sft_step", "sft_inputs",
+           "sft_loss", "sft_pp_loss", "sft_pp_pass", "export_hf", "GENERATION_KEYS"]
 
 #: ``config.json`` fields an export carries over from the folder the run started from
 GENERATION_KEYS = ("bos_token_id", "eos_token_id", "pad_token_id")
@@ -43,7 +42,7 @@ def hf_model_config(spec: Any, folder: str) -> Tuple[Any, List[str]]:
     """(our model config of ``folder``, notes for the banner)."""
     doc = read_hf_config(folder)
     mcfg = spec.state_dict_adapter.config_from_hf(doc)
-    notes = []
+    notes = _language_model_note(spec, folder, doc)
     mtp = getattr(mcfg, "num_nextn_predict_layers", 0)
     if mtp:
         first = f"model.layers.{mcfg.num_hidden_layers}."
@@ -52,6 +51,26 @@ def hf_model_config(spec: Any, folder: str) -> Tuple[Any, List[str]]:
             notes.append(f"config.json num_nextn_predict_layers={mtp} but the checkpoint holds no weights for "
                          f"{first}*: built without multi-token-prediction layers")
     return mcfg, notes
+
+
+def _language_model_note(spec: Any, folder: str, doc: Dict[str, Any]) -> List[str]:
+    """A text model started from a vision-language folder (``text_config``) reads its language model only: the
+    banner line saying which tensors are not loaded."""
+    if not hasattr(spec.state_dict_adapter, "for_hf_config") or not isinstance(doc.get("text_config"), dict):
+        return []
+    from hyper_parallel.models.qwen3_5.state_dict_adapter import VL_TEXT_PREFIX  # noqa  # pylint: disable=C0415
+    skipped = [k for k in read_index(folder) if not k.startswith(VL_TEXT_PREFIX) and k != "lm_head.weight"]
+    arch = (doc.get("architectures") or [doc["model_type"]])[0]
+    return [f"{arch} folder: model {spec.name!r} reads its language model only ({VL_TEXT_PREFIX}*, lm_head.weight); "
+            f"{len(skipped)} other tensors (the vision tower, model.visual.*) are skipped; export_hf writes a "
+            f"text-only {spec.state_dict_adapter.hf_architecture} folder"]
+
+
+def hf_adapter(spec: Any, model_config: Any, folder: str) -> Any:
+    """The state-dict adapter that reads ``folder`` (``for_hf_config`` when the adapter has one: the language
+    model of a vision-language checkpoint lives under another prefix)."""
+    make = getattr(spec.state_dict_adapter, "for_hf_config", None)
+    return make(model_config, read_hf_config(folder)) if make else spec.state_dict_adapter(model_config)
 
 
 def build_from_hf(backend: Any, vocab_size: int) -> Any:
@@ -86,7 +105,7 @@ def _part_state(part: Any, adapter: Any) -> Dict[str, Any]:
     hf_sd = adapter.to_hf(sd)
     tied = getattr(adapter.model_config, "tie_word_embeddings", False)
     if tied and "lm_head.weight" in sd and "model.embed_tokens.weight" not in sd:
-        hf_sd["model.embed_tokens.weight"] = sd["lm_head.weight"]
+        hf_sd[getattr(adapter, "text_prefix", "model.") + "embed_tokens.weight"] = sd["lm_head.weight"]
     return hf_sd
 
 
@@ -99,7 +118,7 @@ def load_from_hf(backend: Any, parts: List[Any]) -> None:
     from hyper_parallel.models import init_parameters  # pylint: disable=import-outside-toplevel
     from hyper_parallel.trainer.models import model_spec  # pylint: disable=import-outside-toplevel
     folder = parse_init_from(backend.config.model.init_from)
-    adapter = model_spec(backend.config.model.name).state_dict_adapter(backend.hf_config)
+    adapter = hf_adapter(model_spec(backend.config.model.name), backend.hf_config, folder)
     stored = read_index(folder)
     for part in parts:
         init_parameters(part, empty=True)  # only the local shards, uninitialised: every one is read below
@@ -219,6 +238,15 @@ def _copy_processor(folder: str, cfg: Any) -> None:
             shutil.copyfile(os.path.join(source, name), os.path.join(folder, name))
 
 
+def _generation_keys(source: str) -> Dict[str, Any]:
+    """The :data:`GENERATION_KEYS` of ``source``'s ``config.json`` (top level, else its ``text_config``)."""
+    if not os.path.isfile(os.path.join(source, "config.json")):
+        return {}
+    doc = read_hf_config(source)
+    text = doc.get("text_config") if isinstance(doc.get("text_config"), dict) else {}
+    return {k: doc.get(k, text.get(k)) for k in GENERATION_KEYS if k in doc or k in text}
+
+
 def _write_side_files(folder: str, cfg: Any, hf_config: Dict[str, Any]) -> Dict[str, Any]:
     """Tokenizer (and processor) files and ``generation_config.json`` next to the weights; returns the
     config.json additions."""
@@ -228,9 +256,7 @@ def _write_side_files(folder: str, cfg: Any, hf_config: Dict[str, Any]) -> Dict[
         for name in TOKENIZER_FILES:
             if os.path.isfile(os.path.join(source, name)):
                 shutil.copyfile(os.path.join(source, name), os.path.join(folder, name))
-        if os.path.isfile(os.path.join(source, "config.json")):
-            src_doc = read_hf_config(source)
-            extra = {k: src_doc[k] for k in GENERATION_KEYS if k in src_doc}
+        extra = _generation_keys(source)
     elif cfg.data.tokenizer not in ("bpe", "") and os.path.isfile(cfg.data.tokenizer):
         shutil.copyfile(cfg.data.tokenizer, os.path.join(folder, "tokenizer.json"))
     gen = os.path.join(source, "generation_config.json") if source else ""

@@ -12,7 +12,7 @@ import pytest
 
 from hyper_parallel.models.registry import HF_MODEL_TYPES, model_for_hf_type
 from hyper_parallel.trainer.config import ConfigError, load_config
-from hyper_parallel.trainer.finetune import schedule_note, tokenizer_spec
+from hyper_parallel.trainer.finetune import resolve_init_from, schedule_note, tokenizer_spec
 
 
 def _folder(tmp_path, model_type="qwen3"):
@@ -30,7 +30,24 @@ def test_init_from_takes_name_from_config_json(tmp_path):
     cfg = load_config(None, [("model.init_from", f"hf:{folder}"), ("model.name", "qwen3"),
                              ("data.tokenizer", "/x/tokenizer.json")])
     assert tokenizer_spec(cfg) == "/x/tokenizer.json"
-    assert {model_for_hf_type(t) for t in HF_MODEL_TYPES} == {"llama3", "qwen3", "qwen3_moe", "deepseek_v3"}
+    assert {t: model_for_hf_type(t) for t in HF_MODEL_TYPES} == {
+        "llama": "llama3", "qwen3": "qwen3", "qwen3_moe": "qwen3_moe", "deepseek_v3": "deepseek_v3",
+        "qwen3_vl": "qwen3_vl", "qwen3_vl_moe": "qwen3_vl_moe", "qwen3_5": "qwen3_5_vl",
+        "qwen3_5_moe": "qwen3_5_moe_vl", "qwen3_5_text": "qwen3_5", "qwen3_5_moe_text": "qwen3_5_moe"}
+
+
+@pytest.mark.parametrize("model_type, vl, text", [("qwen3_5", "qwen3_5_vl", "qwen3_5"),
+                                                  ("qwen3_5_moe", "qwen3_5_moe_vl", "qwen3_5_moe")])
+def test_text_model_of_a_vision_language_folder(tmp_path, model_type, vl, text):
+    """A Qwen3.5 VL folder is the VL model by default, its language model with ``name`` = the text model; any
+    other name is refused with both choices named."""
+    folder = _folder(tmp_path, model_type)
+    assert resolve_init_from({"init_from": f"hf:{folder}"})["name"] == vl
+    cfg = load_config(None, [("model.init_from", f"hf:{folder}"), ("model.name", text)])
+    assert (cfg.model.name, cfg.model.flavor) == (text, "hf")
+    with pytest.raises(ConfigError, match=rf"model_type '{model_type}' \('{vl}' or '{text}' \(its language model "
+                                          r"only\)\); leave model.name out"):
+        load_config(None, [("model.init_from", f"hf:{folder}"), ("model.name", "qwen3")])
 
 
 @pytest.mark.parametrize("overrides, needle", [
