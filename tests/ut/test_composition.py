@@ -194,3 +194,28 @@ def test_render_shows_the_benchmark_ratios_with_their_load():
     assert "## Step time against torch's own APIs" in text and "load average 30 31 32" in text
     assert "| fsdp | 1800 ms | 2800 ms | 0.64 |" in text and "| cp | 2000 ms | - | torch: cannot / on CPU |" in text
     assert "## Step time" not in comp.render_doc(TABLE, {"generated": "t", "combinations": []})
+
+
+def test_bf16_noise_verdict_passes_only_a_layout_no_further_from_fp32_than_one_bf16_process():
+    """A bf16 layout outside the bf16 tolerance of one bf16 process passes when it is no further from fp32 than
+    BF16_NOISE_FACTOR x one bf16 process is; a layout error (further from fp32) or a loss outside the tolerance
+    still fails."""
+    import torch
+    exact = torch.tensor([1.0, -2.0, 0.5, 4.0])
+
+    def run(delta, losses=(2.0, 1.5)):
+        return {"losses": list(losses), "params": {"w": exact + torch.tensor(delta)}}
+    ref32 = run([0.0, 0.0, 0.0, 0.0])
+    ref = run([0.0, 0.0, 0.2, 0.0])                      # one bf16 process: 0.2 / 4 = 5e-2 from fp32
+    noisy = run([0.0, 0.0, -0.2, 0.0])                   # the other side of fp32: 1e-1 from ref, 5e-2 from fp32
+    broken = run([0.0, 0.6, 0.2, 0.0])                   # a layout error: 1.5e-1 from fp32
+    tol = 0.02
+    first = comp.compare(noisy, ref, tol)
+    assert first["status"] == "fail"
+    verdict = comp.bf16_noise_verdict(noisy, ref, ref32, first, tol)
+    assert verdict["status"] == "pass" and abs(verdict["bf16_vs_fp32"] - 0.05) < 1e-6
+    assert abs(verdict["one_process_bf16_vs_fp32"] - 0.05) < 1e-6 and verdict["note_verdict"].startswith("bf16")
+    bad = comp.bf16_noise_verdict(broken, ref, ref32, comp.compare(broken, ref, tol), tol)
+    assert bad["status"] == "fail" and abs(bad["bf16_vs_fp32"] - 0.15) < 1e-6
+    off_loss = run([0.0, 0.0, -0.2, 0.0], losses=(2.0, 1.6))
+    assert comp.bf16_noise_verdict(off_loss, ref, ref32, comp.compare(off_loss, ref, tol), tol)["status"] == "fail"
