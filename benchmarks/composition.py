@@ -3,6 +3,7 @@
 """Composition layouts torch can express with its own APIs: our ``hp-train`` step time over torch's, 2 CPU ranks.
 
     python benchmarks/composition.py [--rounds 5] [--steps 3] [--seq 128] [--batch 8] [--only fsdp,tp,pp,cp]
+    python benchmarks/composition.py --model qwen3_5 --only fsdp,tp     # Qwen3.5 debug (issue 36)
 
 For each layout of the composition matrix that torch expresses with its own APIs -- FSDP2 (``fully_shard``), TP
 (``torch.distributed.tensor.parallel``), pipelining (``torch.distributed.pipelining``, 1F1B) and CP
@@ -43,7 +44,7 @@ LAYOUTS = {
 def _ours(args, layout):
     from hyper_parallel.trainer.api import LLMTrainer
     from hyper_parallel.trainer.config import load_config
-    over = [("model.flavor", "small"), ("job.nproc", 2), ("training.steps", 10_000),
+    over = [("model.name", args.model), ("model.flavor", args.flavor), ("job.nproc", 2), ("training.steps", 10_000),
             ("training.global_batch", args.batch), ("training.seq_len", args.seq), ("training.clip_grad_norm", 1.0),
             ("optimizer.lr", 1e-3), ("metrics.progress", False), ("metrics.jsonl", False), ("metrics.plot", False),
             ("metrics.moe_monitor", False), ("metrics.log_every", 100_000),
@@ -54,12 +55,12 @@ def _ours(args, layout):
     return trainer
 
 
-def _model(trainer):
-    from hyper_parallel.models.llama3.model import LlamaForCausalLM
+def _model(args, trainer):
+    """A fresh unsharded model of the benchmarked family with the trainer's config (seed 0) for torch's APIs."""
+    from hyper_parallel.models import get_model_spec
     torch.manual_seed(0)
-    cfg = trainer.backend.model[0].config if isinstance(trainer.backend.model, list) else \
-        trainer.backend.model.config
-    return LlamaForCausalLM(cfg)
+    model = trainer.backend.model
+    return get_model_spec(args.model).model_cls((model[0] if isinstance(model, list) else model).config)
 
 
 def _clip(params, max_norm, stages_group=None):
@@ -110,7 +111,9 @@ def _torch_fsdp(model, loader, _args):
     return _loop(model.parameters, fwd, loader)
 
 
-def _torch_tp(model, loader, _args):
+def _torch_tp(model, loader, args):
+    if args.model != "llama3":  # e.g. Qwen3.5: per-head A_log / dt_bias and conv channels need our own styles
+        raise NotImplementedError(f"no torch TP plan for {args.model} here (Llama's q/k/v/o + MLP plan only)")
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Replicate
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
@@ -192,7 +195,7 @@ def _bench(args, layout):
         counter[0] += 1
         trainer.train_step(counter[0])
     try:
-        theirs = TORCH[layout](_model(trainer), loader, args)
+        theirs = TORCH[layout](_model(args, trainer), loader, args)
         for _ in range(2):
             ours()
             theirs()
@@ -213,7 +216,11 @@ def main() -> None:
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--only", default=",".join(LAYOUTS))
+    p.add_argument("--model", default="llama3", help="a registry model (qwen3_5: FSDP against torch's FSDP2; TP ours "
+                                                        "only, torch's plan styles cannot shard Gated DeltaNet)")
+    p.add_argument("--flavor", default=None, help="default: small for llama3, debug otherwise")
     args = p.parse_args()
+    args.flavor = args.flavor or ("small" if args.model == "llama3" else "debug")
     ensure_launched(2)
     rows = []
     for layout in args.only.split(","):
@@ -223,8 +230,9 @@ def main() -> None:
         else:
             rows.append((layout, f"{ours * 1e3:.0f} ms", f"{theirs * 1e3:.0f} ms", f"{ours / theirs:.2f}"))
     load = os.getloadavg()
-    print_table(f"composition: small Llama, 2 ranks, batch {args.batch} x seq {args.seq}, {args.rounds} interleaved "
-                f"rounds of {args.steps} steps (load avg {load[0]:.1f} {load[1]:.1f} {load[2]:.1f})", rows,
+    print_table(f"composition: {args.model} {args.flavor}, 2 ranks, batch {args.batch} x seq {args.seq}, "
+                f"{args.rounds} interleaved rounds of {args.steps} steps (load avg {load[0]:.1f} {load[1]:.1f} "
+                f"{load[2]:.1f})", rows,
                 ("layout", "ours (median step)", "torch (median step)", "ours / torch"))
     if dist.is_initialized():
         dist.destroy_process_group()
