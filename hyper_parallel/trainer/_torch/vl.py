@@ -63,21 +63,24 @@ def vl_loss(backend: Any, rows: List[Dict[str, Any]]) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------------------------------- pipeline
-def vl_pp_batch(rows: List[Dict[str, Any]], vision: Any) -> Dict[str, Any]:
+def vl_pp_batch(rows: List[Dict[str, Any]], vision: Any, device: Any = None) -> Dict[str, Any]:
     """Image-text rows as the pipeline batch of :func:`~hyper_parallel.models.qwen3_vl.pipeline.pack_vl_batch`
     (every tensor with a batch dim, so the schedule splits it into microbatches): ``input_ids``, ``labels``,
     ``position_ids [b, 3, s]``, the document mask ``[b, 1, s, s]``, each row's image patches zero-padded to
     ``pixel_values [b, P, C*T*p*p]`` and its grids to ``image_grid_thw [b, N, 3]`` (all-zero rows: no image).
-    ``vision``: the model's vision config (the patch width when no row has an image)."""
-    t = vl_inputs(rows, torch.device("cpu"))
+    ``vision``: the model's vision config (the patch width when no row has an image); ``device``: where the tensors
+    go (default: where :func:`vl_inputs` puts them)."""
+    t = vl_inputs(rows, device)
     width = vision.in_channels * vision.temporal_patch_size * vision.patch_size ** 2
     patches = [0 if r["pixel_values"] is None else int(r["pixel_values"].shape[0]) for r in rows]
-    pix = torch.zeros(len(rows), max([1] + patches), width)
-    grid = torch.zeros(len(rows), max([1] + [len(r["image_grid_thw"]) for r in rows]), 3, dtype=torch.long)
+    dev = t["input_ids"].device
+    pix = torch.zeros(len(rows), max([1] + patches), width, device=dev)
+    grid = torch.zeros(len(rows), max([1] + [len(r["image_grid_thw"]) for r in rows]), 3, dtype=torch.long,
+                       device=dev)
     for i, r in enumerate(rows):
         if r["pixel_values"] is not None:
             pix[i, :patches[i]] = r["pixel_values"]
-            grid[i, :len(r["image_grid_thw"])] = torch.tensor(r["image_grid_thw"], dtype=torch.long)
+            grid[i, :len(r["image_grid_thw"])] = torch.tensor(r["image_grid_thw"], dtype=torch.long, device=dev)
     return {"input_ids": t["input_ids"], "labels": t["labels"], "attention_mask": t["attention_mask"],
             "position_ids": t["position_ids"].permute(1, 0, 2).contiguous(), "pixel_values": pix,
             "image_grid_thw": grid}
@@ -92,8 +95,7 @@ def vl_pp_pass(backend: Any, rows: List[Dict[str, Any]], train: bool) -> float:
     from hyper_parallel.models.qwen3_vl.pipeline import image_token_costs  # pylint: disable=C0415
     from hyper_parallel.pipeline.api import ScheduleMpipe  # pylint: disable=import-outside-toplevel
     # pylint: disable=protected-access
-    t = vl_pp_batch(rows, backend.model_config.vision)
-    t = {k: v.to(backend.device) for k, v in t.items()}
+    t = vl_pp_batch(rows, backend.model_config.vision, backend.device)
     schedule = backend._schedule
     first, last = backend._pp_first, backend._pp_last
     extra: Dict[str, Any] = {}
