@@ -138,6 +138,16 @@ class Qwen3VLStateDictAdapter:
 
     hf_architecture = "Qwen3VLForConditionalGeneration"
 
+    @staticmethod
+    def config_writer(config: Any) -> Dict[str, Any]:
+        """:func:`config_to_hf` of this module."""
+        return config_to_hf(config)
+
+    @staticmethod
+    def config_reader(hf_config: Any) -> Qwen3VLConfig:
+        """:func:`config_from_hf` of this module."""
+        return config_from_hf(hf_config)
+
     def __init__(self, config: Qwen3VLConfig, dtype: Any = None) -> None:
         self.model_config = config
         self.dtype = dtype
@@ -154,13 +164,13 @@ class Qwen3VLStateDictAdapter:
         return out
 
     def hf_config(self) -> Dict[str, Any]:
-        """The ``config.json`` dictionary (:func:`config_to_hf`)."""
-        out = config_to_hf(self.model_config)
+        """The ``config.json`` dictionary (the class's config writer: :func:`config_to_hf` here)."""
+        out = type(self).config_writer(self.model_config)
         if self.dtype:
             out["torch_dtype"] = self.dtype
         return out
 
     @classmethod
-    def config_from_hf(cls, hf_config: Any) -> Qwen3VLConfig:
-        """:func:`config_from_hf`."""
-        return config_from_hf(hf_config)
+    def config_from_hf(cls, hf_config: Any) -> Any:
+        """The class's config reader (:func:`config_from_hf` here)."""
+        return cls.config_reader(hf_config)

@@ -19,8 +19,8 @@ from typing import Any, Dict, Mapping
 
 from hyper_parallel.models.hf_fields import HFFieldRules, check_hf_fields
 from hyper_parallel.models.qwen3_moe.args import Qwen3MoeConfig, qwen3_moe_layer
-from hyper_parallel.models.qwen3_vl.state_dict_adapter import (BOOKKEEPING, TEXT_HONOURED, VISION_RULES, _as_dict,
-                                                               _rope, _vision)
+from hyper_parallel.models.qwen3_vl.state_dict_adapter import (BOOKKEEPING, TEXT_HONOURED, VISION_RULES,
+                                                               Qwen3VLStateDictAdapter, _as_dict, _rope, _vision)
 from hyper_parallel.models.qwen3_vl_moe.args import Qwen3VLMoeConfig
 
 __all__ = ["TOP_RULES", "TEXT_RULES", "VISION_RULES", "config_from_hf", "config_to_hf", "to_hf", "from_hf",
@@ -139,32 +139,26 @@ def from_hf(hf_state_dict: Mapping[str, Any], config: Qwen3VLMoeConfig) -> Dict[
     return out
 
 
-class Qwen3VLMoeStateDictAdapter:
+class Qwen3VLMoeStateDictAdapter(Qwen3VLStateDictAdapter):
     """The registry's adapter of Qwen3-VL-MoE (``[model] init_from`` / ``[checkpoint] export_hf``):
     :func:`to_hf` / :func:`from_hf` and :func:`config_from_hf` / :func:`config_to_hf`."""
 
     hf_architecture = "Qwen3VLMoeForConditionalGeneration"
 
-    def __init__(self, config: Qwen3VLMoeConfig, dtype: Any = None) -> None:
-        self.model_config = config
-        self.dtype = dtype
+    @staticmethod
+    def config_writer(config: Any) -> Dict[str, Any]:
+        """:func:`config_to_hf` of this module."""
+        return config_to_hf(config)
+
+    @staticmethod
+    def config_reader(hf_config: Any) -> Qwen3VLMoeConfig:
+        """:func:`config_from_hf` of this module."""
+        return config_from_hf(hf_config)
 
     def to_hf(self, state_dict: Mapping[str, Any]) -> Dict[str, Any]:
         """Our keys -> Hugging Face keys and layouts (:func:`to_hf`)."""
         return to_hf(state_dict, self.model_config)
 
-    def from_hf(self, hf_state_dict: Mapping[str, Any]) -> Dict[str, Any]:
+    def from_hf(self, hf_sd: Mapping[str, Any]) -> Dict[str, Any]:
         """Hugging Face keys and layouts -> ours (:func:`from_hf`)."""
-        return from_hf(hf_state_dict, self.model_config)
-
-    def hf_config(self) -> Dict[str, Any]:
-        """The ``config.json`` dictionary (:func:`config_to_hf`)."""
-        out = config_to_hf(self.model_config)
-        if self.dtype:
-            out["torch_dtype"] = self.dtype
-        return out
-
-    @classmethod
-    def config_from_hf(cls, hf_config: Any) -> Qwen3VLMoeConfig:
-        """:func:`config_from_hf`."""
-        return config_from_hf(hf_config)
+        return from_hf(hf_sd, self.model_config)

@@ -6,8 +6,6 @@ torch (4-7 s of every ``hp-train`` launch on a loaded CPU). ``hp-train`` launche
 rank still ends the way torchrun ends (its ``ChildFailedError`` report, exit 1)."""
 from __future__ import annotations
 
-import os
-import sys
 from typing import Optional, Sequence
 
 __all__ = ["main"]
@@ -16,13 +14,9 @@ __all__ = ["main"]
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """Run torchrun with ``argv`` (default ``sys.argv[1:]``); on success flush and ``os._exit(0)``."""
     from torch.distributed.run import main as torchrun_main  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.trainer.cli import flush_and_exit  # pylint: disable=import-outside-toplevel
     torchrun_main(None if argv is None else list(argv))
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe: nothing more to say
-            pass
-    os._exit(0)
+    flush_and_exit(0)
 
 
 if __name__ == "__main__":
