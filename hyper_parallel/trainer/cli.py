@@ -447,18 +447,9 @@ def exit_rank(code: int) -> None:
     import logging  # pylint: disable=import-outside-toplevel
     atexit._run_exitfuncs()  # pylint: disable=protected-access  # what a normal exit runs first
     logging.shutdown()
+    from hyper_parallel.trainer.process_exit import flush_and_exit  # pylint: disable=import-outside-toplevel
     flush_and_exit(code)
 
-
-def flush_and_exit(code: int) -> None:
-    """Flush stdout and stderr (a closed or broken pipe is ignored: nothing more to say), then ``os._exit(code)``
-    without the interpreter's teardown (:func:`exit_rank`; the one-node torchrun agent,
-    ``hyper_parallel.trainer._torch.torchrun``)."""
-    import contextlib  # pylint: disable=import-outside-toplevel
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
-    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ __all__ = ["main"]
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """Run torchrun with ``argv`` (default ``sys.argv[1:]``); on success flush and ``os._exit(0)``."""
     from torch.distributed.run import main as torchrun_main  # pylint: disable=import-outside-toplevel
-    from hyper_parallel.trainer.cli import flush_and_exit  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.trainer.process_exit import flush_and_exit  # pylint: disable=import-outside-toplevel
     torchrun_main(None if argv is None else list(argv))
     flush_and_exit(0)
 
