@@ -27,10 +27,12 @@ Command line (what each worker runs)::
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -44,6 +46,11 @@ from hyper_parallel.trainer._mindspore.launch import end_process_groups
 
 __all__ = ["launch", "MindSporeLaunchError", "ClusterStartError", "worker_main"]
 
+#: a worker started by :func:`launch` (``launcher="env"``) writes every thread's Python stack to
+#: ``rank<N>.stacks`` after this many seconds (``faulthandler``), so a launch that times out says where each
+#: rank was
+_STACKS_ENV = "HP_MS_LAUNCH_STACKS_AFTER_S"
+_STACKS_BEFORE_S = 5.0
 _SCHED_CODE = "from mindspore.communication import init; init()"
 _LOG_TAIL = 4000
 
@@ -89,6 +96,13 @@ def _tail(path: Path) -> str:
     return text[-_LOG_TAIL:]
 
 
+def _stacks_of(out: Path, rank: int) -> str:
+    """What ``rank<rank>.stacks`` holds (the worker's Python stacks on SIGTERM or before the timeout), or ''."""
+    path = out / f"rank{rank}.stacks"
+    text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+    return f"\n--- rank {rank} Python stacks when it was ended:\n{text[-_LOG_TAIL:]}" if text.strip() else ""
+
+
 _kill = end_process_groups  # one implementation, shared with hp-train's own MindSpore launcher
 
 
@@ -106,7 +120,8 @@ def _collect(out: Path, workers: List[subprocess.Popen], logs: List[Path], targe
     for rank, (proc, log) in enumerate(zip(workers, logs)):
         path = out / f"rank{rank}.json"
         if not path.exists():
-            problems.append(f"rank {rank} exited with code {proc.returncode} without a result; log tail:\n{_tail(log)}")
+            problems.append(f"rank {rank} exited with code {proc.returncode} without a result; log tail:\n{_tail(log)}"
+                            f"{_stacks_of(out, rank)}")
             continue
         res = json.loads(path.read_text(encoding="utf-8"))
         if not res.get("ok"):
@@ -229,11 +244,13 @@ def _launch_env(target: str, world_size: int, timeout: float, extra: Dict[str, s
                     procs.append(subprocess.Popen(  # pylint: disable=consider-using-with
                         [sys.executable, "-m", "hyper_parallel.testing.mindspore_launch", "--worker", target,
                          "--out", str(out)], stdout=fh, stderr=subprocess.STDOUT, cwd=tmp,
-                        env=_env("MS_WORKER", port, world_size, rank, extra), start_new_session=True))
+                        env=_env("MS_WORKER", port, world_size, rank,
+                                 {**extra, _STACKS_ENV: str(max(1.0, timeout - _STACKS_BEFORE_S))}),
+                        start_new_session=True))
             workers = procs[1:]
             if not _wait(workers, time.monotonic() + timeout):
                 running = [r for r, p in enumerate(workers) if p.poll() is None]
-                tails = "\n".join(f"--- rank {r} log tail:\n{_tail(logs[r])}" for r in running)
+                tails = "\n".join(f"--- rank {r} log tail:\n{_tail(logs[r])}{_stacks_of(out, r)}" for r in running)
                 raise MindSporeLaunchError(f"MindSpore launch of {target} timed out after {timeout:.0f} s; "
                                            f"ranks still running: {running}\n{tails}")
             return _collect(out, workers, logs, target)
@@ -250,9 +267,47 @@ def _rank_now() -> int:
         return int(os.environ.get("MS_NODE_ID", os.environ.get("RANK_ID", "0")))
 
 
+def _stacks_on_timeout(out: Path) -> None:
+    """Arm ``faulthandler`` to write every thread's stack to ``rank<N>.stacks`` when this worker receives SIGTERM
+    (then the signal's previous action runs) and shortly before the launch times out
+    (``HP_MS_LAUNCH_STACKS_AFTER_S``, set by :func:`launch`), so a rank that ends without a result says where it
+    was."""
+    rank = os.environ.get("MS_NODE_ID", os.environ.get("RANK_ID"))
+    if rank is None:  # under msrun the rank is known only after init: a name of its own
+        rank = f"-pid{os.getpid()}"
+    stacks = open(out / f"rank{rank}.stacks", "w", encoding="utf-8")  # pylint: disable=consider-using-with
+    faulthandler.register(signal.SIGTERM, file=stacks, all_threads=True, chain=True)
+    after = os.environ.get(_STACKS_ENV)
+    if after:
+        faulthandler.dump_traceback_later(float(after), exit=False, file=stacks)
+
+
+def _world_size() -> int:
+    """The launch's number of workers (``MS_WORKER_NUM``, set by both launchers), else MindSpore's group size."""
+    if os.environ.get("MS_WORKER_NUM"):
+        return int(os.environ["MS_WORKER_NUM"])
+    try:
+        from mindspore.communication import get_group_size
+        return int(get_group_size())
+    except Exception:  # pylint: disable=broad-except  # not initialised: this rank alone
+        return 1
+
+
+def _await_peers(out: Path, poll_s: float = 0.05) -> None:
+    """Wait until every rank has written its result before leaving. A worker that leaves first drops out of the
+    MindSpore cluster; a CI run on a loaded machine saw a rank ended by SIGTERM, without its result, after its
+    peer had written its own and left, so every rank stays in the cluster until all results are in. A failed rank
+    does not wait (its peers may be blocked in a collective it will never join; the launcher ends them), and the
+    launch timeout bounds the wait (the launcher kills every process when it passes)."""
+    world = _world_size()
+    while not all((out / f"rank{r}.json").exists() for r in range(world)):
+        time.sleep(poll_s)
+
+
 def worker_main(target: str, out: str) -> int:
     """Worker entry: run ``target`` and write this rank's JSON result; the exit code is 0 or 1.
 
+    A rank whose ``target`` returned waits for the other ranks' results before it leaves (:func:`_await_peers`).
     Under ``msrun`` the scheduler process runs this script too (``MS_ROLE=MS_SCHED``): it only serves the
     cluster (``init()``) and exits normally once the workers are done, writing no result."""
     if os.environ.get("MS_ROLE") == "MS_SCHED":
@@ -260,6 +315,7 @@ def worker_main(target: str, out: str) -> int:
         init()
         return 0
     module, func = target.split(":", 1)
+    _stacks_on_timeout(Path(out))
     try:
         from hyper_parallel.platform.mindspore.runtime import configure  # pylint: disable=import-outside-toplevel
         configure()  # what the trainer runs with: synchronous launch, one dispatch and one kernel thread
@@ -273,6 +329,8 @@ def worker_main(target: str, out: str) -> int:
     tmp.write_text(json.dumps(payload, default=str), encoding="utf-8")
     tmp.replace(path)
     sys.stdout.flush()
+    if payload["ok"]:
+        _await_peers(Path(out))
     # MindSpore's cluster teardown can hang when one rank has failed: leave without it.
     os._exit(0 if payload["ok"] else 1)  # pylint: disable=protected-access
 

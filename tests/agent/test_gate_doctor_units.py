@@ -32,6 +32,7 @@ LOG = """\
 [2026-12-02T10:00:00.000Z] hyper_parallel/core/mesh.py:12:4: [W0612(unused-variable), Mesh.size] Unused variable 'x'
 \x1b[31mhyper_parallel/core/big.py:30: warning: plan has 80 NLOC, 22 CCN, 500 token, 3 PARAM, 90 length, 0 ND\x1b[0m
 docs/guide.md:4: {MISSPELT} ==> receive
+FAILED tests/st/test_ms.py::test_trainer[compile x dp_replicate grad_accum 2] - AssertionError: launch failed
 tests/ut/test_mesh.py:88: AssertionError
 FAILED tests/ut/test_mesh.py::test_split[2-4] - AssertionError: shapes differ
 ERROR tests/st/test_pp.py::test_schedule - TimeoutError: rank 1 hung
@@ -50,6 +51,9 @@ def test_parsers_cover_every_gate_stage():
     test = found["pytest:test-failed"]
     assert test.test == "tests/ut/test_mesh.py::test_split[2-4]" and test.line == 88
     assert found["pytest:test-error"].test == "tests/st/test_pp.py::test_schedule"
+    spaced = [f for f in parse_log(LOG, "Gate") if f.file == "tests/st/test_ms.py"]
+    assert [(f.test, f.message) for f in spaced] == [
+        ("tests/st/test_ms.py::test_trainer[compile x dp_replicate grad_accum 2]", "AssertionError: launch failed")]
     assert found["stage:stage-failed"].stage == "UT"
     assert found["stage:script-exit"].message == "script returned exit code 2"
 
@@ -260,3 +264,18 @@ def test_exit_codes_tell_interrupted_from_failed():
     assert exit_code(SimpleNamespace(terminal="interrupted", note="interrupted (SIGTERM) in phase wait")) == 143
     assert exit_code(SimpleNamespace(terminal="interrupted", note="interrupted (Ctrl-C) in phase wait")) == 130
     assert {exit_code(SimpleNamespace(terminal=t, note="")) for t in ("needs-human", "patch-ceiling", None)} == {1}
+
+
+def test_gate_repeats_failed_tests_under_its_table():
+    """The failing tests are printed after the results table too (a CI that keeps the log's end shows them)."""
+    from rich.console import Console
+    from hp_agent.gate.report import StageResult
+    from hp_agent.gate.runner import _print_failed_tests  # pylint: disable=protected-access
+    failed = [Finding(f"tests/st/t{i}.py", None, "test-failed", f"boom {i}", tool="pytest", test=f"tests/st/t{i}.py::x")
+              for i in range(12)]
+    results = [StageResult("ut", "passed", 1.0, "pytest", [], ""), StageResult("st", "failed", 2.0, "pytest", failed, "")]
+    con = Console(record=True, width=200)
+    _print_failed_tests(con, results)
+    lines = con.export_text().splitlines()
+    assert lines[0] == "failed in st: tests/st/t0.py::x: boom 0" and len(lines) == 11
+    assert lines[-1] == "... 2 more findings in .gate/last.json"

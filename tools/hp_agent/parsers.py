@@ -18,7 +18,8 @@ PYLINT_RE = re.compile(r"^(?P<file>[^\s:][^:]*?\.py):(?P<line>\d+):(?:\d+:)?\s*\
 LIZARD_RE = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+): warning: (?P<msg>(?P<func>\S+) has .*)$")
 CODESPELL_RE = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+): (?P<msg>\S+ ==> .+)$")
 FINDING_RE = re.compile(r"^(?P<file>[^\s:][^:]*?)(?::(?P<line>\d+))?: \[(?P<rule>[\w-]+)\] (?P<msg>.*)$")
-PYTEST_RE = re.compile(r"^(?P<kind>FAILED|ERROR) (?P<node>\S+?)(?: - (?P<msg>.*))?$")
+#: the node id may carry a parameter id with spaces (``test_x[trainer pp 1F1B]``)
+PYTEST_RE = re.compile(r"^(?P<kind>FAILED|ERROR) (?P<node>[^\s\[]+(?:\[.*?\])?)(?: - (?P<msg>.*))?$")
 PYTEST_LOC_RE = re.compile(r"^(?P<file>[\w./-]+\.py):(?P<line>\d+): (?P<exc>\w+(?:Error|Exception|Exit|Failed)\w*)")
 PYTEST_SUMMARY_RE = re.compile(r"^=*\s*((?:\d+ (?:passed|failed|errors?|skipped|deselected|xfailed|xpassed|"
                                r"warnings?)(?:, )?)+.*?|no tests ran.*?)\s*=*$")

@@ -89,6 +89,16 @@ def _print_stage(console: Console, stage: Stage, res: StageResult) -> None:
             console.print("\n".join("        " + line for line in res.log_tail.splitlines()[-25:]), markup=False)
 
 
+def _print_failed_tests(console: Console, results: list[StageResult], limit: int = 10) -> None:
+    """Repeat the failed stages' first findings under the table: a CI system that keeps only the end of the log
+    still shows which tests failed."""
+    failed = [(res.name, f) for res in results if res.status == "failed" for f in res.findings]
+    for name, finding in failed[:limit]:
+        console.print(f"failed in {name}: {finding.test or finding.file}: {finding.message}"[:300], markup=False)
+    if len(failed) > limit:
+        console.print(f"... {len(failed) - limit} more findings in .gate/last.json", markup=False)
+
+
 def run_gate(root: Path, stages: list[Stage], changed_only: bool = False,
              console: Console | None = None) -> tuple[GateReport, Path]:
     """Run ``stages`` in order, print progress and results, write the report; return it and its path."""
@@ -111,5 +121,6 @@ def run_gate(root: Path, stages: list[Stage], changed_only: bool = False,
     for res in results:
         table.add_row(res.name, res.status, f"{res.duration_s:.1f}", str(len(res.findings)))
     con.print(table)
+    _print_failed_tests(con, results)
     con.print(f"report: {path.relative_to(root)} (also .gate/last.json, .gate/last.md)", markup=False)
     return report, path
