@@ -6,9 +6,9 @@
   (:func:`~hyper_parallel.models.qwen3_5.parallelize.qwen3_5_tp_plan`: full-attention heads, Gated DeltaNet key /
   value heads with their conv channels, the dense MLPs, the vocabulary-split embedding and a column-wise LM
   head) re-rooted under ``model.language_model``, without sequence parallel (the image embeddings replace
-  placeholders at positions of the whole sequence). The vision tower stays replicated (its fused ``qkv`` is laid
-  out ``[3, heads, dim]``, see :mod:`hyper_parallel.models.qwen3_vl.parallelize`); MoE blocks keep their experts
-  whole on every TP rank (they see the whole sequence, as the attention's output is replicated).
+  placeholders at positions of the whole sequence), and the vision tower over the same mesh (attention by heads,
+  MLP and patch merger: :func:`~hyper_parallel.models.qwen3_vl.parallelize.vision_tp_plan`); MoE blocks keep their
+  experts whole on every TP rank (they see the whole sequence, as the attention's output is replicated).
 * **FSDP / HSDP**: one unit per vision block, per decoder layer and the root; a MoE language model gets expert
   parallelism over ``parallel_dims.ep`` of the FSDP ranks
   (:func:`~hyper_parallel.models.qwen3_vl_moe.parallelize.parallelize_qwen3_vl_moe`).
@@ -24,19 +24,23 @@ _PREFIX = "model.language_model."
 
 
 def qwen3_5_vl_tp_plan(model: Any) -> dict:
-    """The TP plan of a Qwen3.5 vision-language model (module names: ours = Hugging Face's)."""
-    from hyper_parallel.models.qwen3_5.parallelize import qwen3_5_tp_plan  # pylint: disable=import-outside-toplevel
+    """The TP plan of a Qwen3.5 vision-language model (our module names): the language model's and the vision
+    tower's (:func:`~hyper_parallel.models.qwen3_vl.parallelize.vision_tp_plan`)."""
+    # pylint: disable=import-outside-toplevel
+    from hyper_parallel.models.qwen3_5.parallelize import qwen3_5_tp_plan
+    from hyper_parallel.models.qwen3_vl.parallelize import vision_tp_plan
     text = SimpleNamespace(model=model.model.language_model, config=model.config.text)
     plan = qwen3_5_tp_plan(text, sequence_parallel=False)
-    return {(_PREFIX + key[len("model."):] if key.startswith("model.") else key): style
+    plan = {(_PREFIX + key[len("model."):] if key.startswith("model.") else key): style
             for key, style in plan.items()}
+    return {**plan, **vision_tp_plan(model.config.vision)}
 
 
 def parallelize_qwen3_5_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, *, activation: Any = None,
                                loss_parallel: bool = False, **_options: Any) -> Any:
-    """The registry's ``parallelize_fn`` of ``qwen3_5_vl`` / ``qwen3_5_moe_vl``: TP on the language model over
-    ``world_mesh["tp"]`` (:func:`qwen3_5_vl_tp_plan`), the ``activation`` policy (default layers: every vision
-    block and decoder layer), then FSDP / HSDP, or FSDP with expert parallelism for a MoE language model
+    """The registry's ``parallelize_fn`` of ``qwen3_5_vl`` / ``qwen3_5_moe_vl``: TP on the language model and the
+    vision tower over ``world_mesh["tp"]`` (:func:`qwen3_5_vl_tp_plan`), the ``activation`` policy (default layers:
+    every vision block and decoder layer), then FSDP / HSDP, or FSDP with expert parallelism for a MoE language model
     (``parallel_dims.ep``; HSDP, and EP with TP, refused for it:
     :func:`~hyper_parallel.models.qwen3_vl.train_spec.check_vl_moe_layout`). ``cp > 1`` and ``loss_parallel`` are
     refused with the reason."""
@@ -54,7 +58,9 @@ def parallelize_qwen3_5_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, 
     if dims.tp > 1:
         import hyper_parallel as hp
         from hyper_parallel.models.qwen3_5.parallelize import check_tp
+        from hyper_parallel.models.qwen3_vl.parallelize import check_vision_tp
         check_tp(model.config.text, dims.tp)
+        check_vision_tp(model.config.vision, dims.tp, what="parallelize_qwen3_5_vl_job")
         hp.parallelize_module(model, world_mesh["tp"], qwen3_5_vl_tp_plan(model))
         if model.config.text.tie_word_embeddings:
             model.lm_head.weight = model.model.language_model.embed_tokens.weight

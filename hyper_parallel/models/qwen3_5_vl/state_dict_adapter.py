@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Hugging Face ``Qwen3_5ForConditionalGeneration`` / ``Qwen3_5MoeForConditionalGeneration`` <-> ours.
 
-The state dict, both ways bit-exact: the vision tower's ``model.visual.*`` tensors are the same on both sides;
+The state dict, both ways bit-exact: the vision tower's ``model.visual.*`` tensors are the same on both sides but
+the blocks' fused ``attn.qkv``, our ``attn.q_proj`` / ``k_proj`` / ``v_proj``
+(:func:`~hyper_parallel.models.qwen3_vl.state_dict_adapter.vision_qkv_from_hf`);
 the language model's ``model.language_model.*`` and ``lm_head.weight`` go through the text adapter
 (:class:`~hyper_parallel.models.qwen3_5.state_dict_adapter.Qwen3_5StateDictAdapter` or the MoE one with
 ``text_prefix="model.language_model."``: the packed Gated DeltaNet ``in_proj_qkv`` / ``conv1d``, per-expert
@@ -23,7 +25,8 @@ from hyper_parallel.models.qwen3_5.state_dict_adapter import Qwen3_5StateDictAda
 from hyper_parallel.models.qwen3_5_moe.state_dict_adapter import Qwen3_5MoeStateDictAdapter
 from hyper_parallel.models.qwen3_5_vl.args import Qwen3_5MoeVLConfig, Qwen3_5VLConfig
 from hyper_parallel.models.qwen3_vl.state_dict_adapter import (BOOKKEEPING, VISION_HONOURED, _as_dict,
-                                                               vision_config_from_hf)
+                                                               vision_config_from_hf, vision_qkv_from_hf,
+                                                               vision_qkv_to_hf)
 
 __all__ = ["TOP_RULES", "Qwen3_5VLStateDictAdapter", "Qwen3_5MoeVLStateDictAdapter"]
 
@@ -53,9 +56,9 @@ class Qwen3_5VLStateDictAdapter:
         self.text = self.text_adapter_cls(config.text, dtype, text_prefix=_TEXT)
 
     def to_hf(self, state_dict: Mapping[str, Any]) -> Dict[str, Any]:
-        """Our keys -> Hugging Face keys (the vision tower unchanged; the language model through the text
+        """Our keys -> Hugging Face keys (the vision tower's fused ``qkv``; the language model through the text
         adapter)."""
-        visual = {k: v for k, v in state_dict.items() if k.startswith(_VISUAL)}
+        visual = vision_qkv_to_hf({k: v for k, v in state_dict.items() if k.startswith(_VISUAL)})
         text = {("model." + k[len(_TEXT):] if k.startswith(_TEXT) else k): v
                 for k, v in state_dict.items() if not k.startswith(_VISUAL)}
         out = self.text.to_hf(text)
@@ -63,9 +66,9 @@ class Qwen3_5VLStateDictAdapter:
         return out
 
     def from_hf(self, hf_state_dict: Mapping[str, Any]) -> Dict[str, Any]:
-        """Hugging Face keys -> ours (``in_proj_qkv`` / ``conv1d`` split, experts stacked, a tied head the
-        embedding)."""
-        visual = {k: v for k, v in hf_state_dict.items() if k.startswith(_VISUAL)}
+        """Hugging Face keys -> ours (the vision ``qkv`` and the text ``in_proj_qkv`` / ``conv1d`` split, experts
+        stacked, a tied head the embedding)."""
+        visual = vision_qkv_from_hf({k: v for k, v in hf_state_dict.items() if k.startswith(_VISUAL)})
         out = self.text.from_hf({k: v for k, v in hf_state_dict.items() if not k.startswith(_VISUAL)})
         out = {(_TEXT + k[len("model."):] if k.startswith("model.") else k): v for k, v in out.items()}
         out.update(visual)

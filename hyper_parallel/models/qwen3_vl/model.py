@@ -68,19 +68,28 @@ class VisionPatchMerger(nn.Module):
 
 
 class VisionAttention(nn.Module):
-    """Full (non-causal) attention inside each image or frame; 2-D rotary positions."""
+    """Full (non-causal) attention inside each image or frame; 2-D rotary positions.
+
+    The query, key and value projections are separate ``q_proj`` / ``k_proj`` / ``v_proj`` Linears (Hugging
+    Face's checkpoint fuses them into one ``qkv`` laid out ``[3, heads, head_dim]``; the state-dict adapters split
+    it on load and concatenate it on export:
+    :func:`~hyper_parallel.models.qwen3_vl.state_dict_adapter.vision_qkv_from_hf`), so tensor parallel shards each
+    of them column-wise by heads with a truthful ``Shard(0)`` placement. ``forward`` infers the number of (local)
+    heads from the projection, so the same code runs whole and TP-sharded."""
 
     def __init__(self, config: Qwen3VLVisionConfig) -> None:
         super().__init__()
         self.num_heads = config.num_heads
         self.head_dim = config.hidden_size // config.num_heads
-        self.qkv = nn.Linear(config.hidden_size, config.hidden_size * 3)
+        self.q_proj = nn.Linear(config.hidden_size, config.hidden_size)
+        self.k_proj = nn.Linear(config.hidden_size, config.hidden_size)
+        self.v_proj = nn.Linear(config.hidden_size, config.hidden_size)
         self.proj = nn.Linear(config.hidden_size, config.hidden_size)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """``x: [patches, hidden]``; ``mask``: the boolean block-diagonal ``[patches, patches]``."""
         n = x.shape[0]
-        q, k, v = self.qkv(x).reshape(n, 3, self.num_heads, self.head_dim).unbind(1)
+        q, k, v = (proj(x).view(n, -1, self.head_dim) for proj in (self.q_proj, self.k_proj, self.v_proj))
         q, k = apply_rotary_emb(q, cos, sin), apply_rotary_emb(k, cos, sin)
         out = F.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=mask)
         return self.proj(out.transpose(0, 1).reshape(n, -1))

@@ -1,14 +1,17 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""Hugging Face ``Qwen3VLConfig`` <-> :class:`Qwen3VLConfig`. Parameter names are already Hugging Face's
-(``model.visual.*``, ``model.language_model.*``, ``lm_head.weight``), so the state dict needs no renaming;
-a tied ``lm_head.weight`` is left out on export as ``save_pretrained`` does.
+"""Hugging Face ``Qwen3VLConfig`` <-> :class:`Qwen3VLConfig`. Parameter names are Hugging Face's
+(``model.visual.*``, ``model.language_model.*``, ``lm_head.weight``) but for the vision blocks' attention input
+projection: Hugging Face's fused ``attn.qkv`` is our ``attn.q_proj`` / ``k_proj`` / ``v_proj`` (split on import,
+concatenated on export, bit-exact: :func:`vision_qkv_from_hf` / :func:`vision_qkv_to_hf`; separate projections let
+tensor parallel shard them by heads); a tied ``lm_head.weight`` is left out on export as ``save_pretrained`` does.
 
 Every field of the Hugging Face configuration is honoured, listed as irrelevant to training, or refused by
 :func:`config_from_hf` with one line naming the field and its value.
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, Mapping
 
 from hyper_parallel.models.hf_fields import HFFieldRules, check_hf_fields
@@ -16,7 +19,8 @@ from hyper_parallel.models.qwen3.args import Qwen3Config
 from hyper_parallel.models.qwen3_vl.args import Qwen3VLConfig, Qwen3VLVisionConfig
 
 __all__ = ["config_from_hf", "config_to_hf", "TEXT_HONOURED", "VISION_HONOURED", "IRRELEVANT", "hf_state_dict",
-           "VISION_RULES", "BOOKKEEPING", "vision_config_from_hf", "Qwen3VLStateDictAdapter"]
+           "VISION_RULES", "BOOKKEEPING", "vision_config_from_hf", "vision_qkv_from_hf", "vision_qkv_to_hf",
+           "Qwen3VLStateDictAdapter"]
 
 #: text fields mapped onto :class:`Qwen3Config`
 TEXT_HONOURED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
@@ -102,9 +106,53 @@ def config_to_hf(config: Qwen3VLConfig) -> Dict[str, Any]:
             "vision_end_token_id": config.vision_end_token_id, "tie_word_embeddings": t.tie_word_embeddings}
 
 
+#: a vision block's fused (Hugging Face) or split (ours) attention input projection, with any prefix
+_HF_QKV = re.compile(r"^(.*\bblocks\.\d+\.attn)\.qkv\.(weight|bias)$")
+_OUR_QKV = re.compile(r"^(.*\bblocks\.\d+\.attn)\.q_proj\.(weight|bias)$")
+_OUR_KV = re.compile(r"^.*\bblocks\.\d+\.attn\.[kv]_proj\.(weight|bias)$")
+_SPLIT = ("q_proj", "k_proj", "v_proj")
+
+
+def vision_qkv_from_hf(hf_sd: Mapping[str, Any]) -> Dict[str, Any]:
+    """Hugging Face's fused vision ``<prefix>blocks.<i>.attn.qkv.{weight,bias}`` (rows laid out ``[3, heads,
+    head_dim]``) split into our ``q_proj`` / ``k_proj`` / ``v_proj`` (copies of the three row blocks, so the result
+    saves as separate tensors); every other entry unchanged."""
+    out: Dict[str, Any] = {}
+    for key, value in hf_sd.items():
+        m = _HF_QKV.match(key)
+        if m is None:
+            out[key] = value
+            continue
+        if value.shape[0] % 3:
+            raise ValueError(f"vision_qkv_from_hf: {key} has shape {tuple(value.shape)}; expected 3 x hidden_size rows "
+                             f"(q, k, v)")
+        for name, part in zip(_SPLIT, value.chunk(3, dim=0)):
+            out[f"{m.group(1)}.{name}.{m.group(2)}"] = part.clone()
+    return out
+
+
+def vision_qkv_to_hf(state_dict: Mapping[str, Any]) -> Dict[str, Any]:
+    """Our vision ``q_proj`` / ``k_proj`` / ``v_proj`` concatenated into Hugging Face's fused ``qkv`` (the inverse of
+    :func:`vision_qkv_from_hf`, bit-exact); every other entry unchanged."""
+    import torch  # pylint: disable=import-outside-toplevel
+    out: Dict[str, Any] = {}
+    for key, value in state_dict.items():
+        m = _OUR_QKV.match(key)
+        if m is not None:
+            parts = [f"{m.group(1)}.{name}.{m.group(2)}" for name in _SPLIT]
+            missing = [p for p in parts if p not in state_dict]
+            if missing:
+                raise ValueError(f"vision_qkv_to_hf: {key} without {missing[0]} (the fused qkv needs all three)")
+            out[f"{m.group(1)}.qkv.{m.group(2)}"] = torch.cat([state_dict[p] for p in parts], dim=0)
+        elif _OUR_KV.match(key) is None:  # k_proj / v_proj are folded into qkv with their q_proj
+            out[key] = value
+    return out
+
+
 def hf_state_dict(state_dict: Mapping[str, Any], config: Qwen3VLConfig) -> Dict[str, Any]:
-    """Our state dict as ``save_pretrained`` writes it: the same names, the tied ``lm_head.weight`` left out."""
-    out = dict(state_dict)
+    """Our state dict as ``save_pretrained`` writes it: the same names but the vision blocks' fused ``qkv``
+    (:func:`vision_qkv_to_hf`), the tied ``lm_head.weight`` left out."""
+    out = vision_qkv_to_hf(state_dict)
     if config.text.tie_word_embeddings:
         out.pop("lm_head.weight", None)
     return out
@@ -153,12 +201,14 @@ class Qwen3VLStateDictAdapter:
         self.dtype = dtype
 
     def to_hf(self, state_dict: Mapping[str, Any]) -> Dict[str, Any]:
-        """Our keys -> Hugging Face keys (the same names; no ``lm_head.weight`` when tied)."""
+        """Our keys -> Hugging Face keys (the same names but the vision blocks' fused ``qkv``; no
+        ``lm_head.weight`` when tied)."""
         return hf_state_dict(state_dict, self.model_config)
 
     def from_hf(self, hf_sd: Mapping[str, Any]) -> Dict[str, Any]:
-        """Hugging Face keys -> ours (a tied ``lm_head.weight`` is the embedding)."""
-        out = dict(hf_sd)
+        """Hugging Face keys -> ours (the vision blocks' ``qkv`` split: :func:`vision_qkv_from_hf`; a tied
+        ``lm_head.weight`` is the embedding)."""
+        out = vision_qkv_from_hf(hf_sd)
         if self.model_config.text.tie_word_embeddings and "model.language_model.embed_tokens.weight" in out:
             out["lm_head.weight"] = out["model.language_model.embed_tokens.weight"]
         return out

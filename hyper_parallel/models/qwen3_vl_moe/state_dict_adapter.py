@@ -10,6 +10,7 @@ refused by the rules of :mod:`hyper_parallel.models.hf_fields`) and the state di
   ``...mlp.experts.down_proj`` ``[E, hidden, moe_intermediate]`` is the same tensor on both sides;
 * our ``...mlp.expert_bias`` (aux-loss-free balancing; zero for a model balanced by the auxiliary loss) has no
   Hugging Face counterpart: dropped on export (refused when not zero), zeros on import;
+* Hugging Face's fused vision ``...attn.qkv`` <-> our ``...attn.q_proj`` / ``k_proj`` / ``v_proj`` (as Qwen3-VL);
 * a tied ``lm_head.weight`` is left out on export, as ``save_pretrained`` does.
 """
 from __future__ import annotations
@@ -20,7 +21,8 @@ from typing import Any, Dict, Mapping
 from hyper_parallel.models.hf_fields import HFFieldRules, check_hf_fields
 from hyper_parallel.models.qwen3_moe.args import Qwen3MoeConfig, qwen3_moe_layer
 from hyper_parallel.models.qwen3_vl.state_dict_adapter import (BOOKKEEPING, TEXT_HONOURED, VISION_RULES,
-                                                               Qwen3VLStateDictAdapter, _as_dict, _rope, _vision)
+                                                               Qwen3VLStateDictAdapter, _as_dict, _rope, _vision,
+                                                               vision_qkv_from_hf, vision_qkv_to_hf)
 from hyper_parallel.models.qwen3_vl_moe.args import Qwen3VLMoeConfig
 
 __all__ = ["TOP_RULES", "TEXT_RULES", "VISION_RULES", "config_from_hf", "config_to_hf", "to_hf", "from_hf",
@@ -96,9 +98,11 @@ _THEIRS = re.compile(r"^(model\.language_model\.layers\.\d+\.mlp)\.(gate\.weight
 
 
 def to_hf(state_dict: Mapping[str, Any], config: Qwen3VLMoeConfig) -> Dict[str, Any]:
-    """Our state dict -> Hugging Face ``Qwen3VLMoeForConditionalGeneration`` names and layouts."""
+    """Our state dict -> Hugging Face ``Qwen3VLMoeForConditionalGeneration`` names and layouts (the vision
+    blocks' fused ``qkv``: :func:`~hyper_parallel.models.qwen3_vl.state_dict_adapter.vision_qkv_to_hf`)."""
     import torch  # pylint: disable=import-outside-toplevel
     out: Dict[str, Any] = {}
+    state_dict = vision_qkv_to_hf(state_dict)
     for key, value in state_dict.items():
         m = _OURS.match(key)
         if m is None:
@@ -117,11 +121,12 @@ def to_hf(state_dict: Mapping[str, Any], config: Qwen3VLMoeConfig) -> Dict[str, 
 
 
 def from_hf(hf_state_dict: Mapping[str, Any], config: Qwen3VLMoeConfig) -> Dict[str, Any]:
-    """Hugging Face names and layouts -> our state dict (expert biases zero; a tied head is the embedding)."""
+    """Hugging Face names and layouts -> our state dict (the vision blocks' ``qkv`` split, expert biases zero;
+    a tied head is the embedding)."""
     import torch  # pylint: disable=import-outside-toplevel
     out: Dict[str, Any] = {}
     inner = config.text.moe.hidden_dim
-    for key, value in hf_state_dict.items():
+    for key, value in vision_qkv_from_hf(hf_state_dict).items():
         m = _THEIRS.match(key)
         if m is None:
             out[key] = value

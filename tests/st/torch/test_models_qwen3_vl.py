@@ -12,7 +12,7 @@ import torch
 import transformers
 from hyper_parallel.models.qwen3_vl import (FLAVORS, Qwen3VLForConditionalGeneration, config_from_hf, config_to_hf,
                                             rope_index)
-from hyper_parallel.models.qwen3_vl.state_dict_adapter import hf_state_dict
+from hyper_parallel.models.qwen3_vl.state_dict_adapter import hf_state_dict, vision_qkv_from_hf
 from tests.st.torch.vl_inputs import vl_batch as _batch
 
 def _models(seed=0):
@@ -25,7 +25,7 @@ def _models(seed=0):
         for p in hf.parameters():
             p.normal_(0.0, 0.2)
     ours = Qwen3VLForConditionalGeneration(config_from_hf(hf_cfg))
-    missing, unexpected = ours.load_state_dict(hf.state_dict(), strict=True)
+    missing, unexpected = ours.load_state_dict(vision_qkv_from_hf(hf.state_dict()), strict=True)
     assert not missing and not unexpected
     return cfg, hf, ours
 
@@ -43,16 +43,16 @@ def test_logits_and_gradients_equal_transformers_with_images_text_and_video():
     weights = torch.randn_like(ref) * keep[..., None]
     (ref * weights).sum().backward()
     (got * weights).sum().backward()
-    theirs = dict(hf.named_parameters())
+    theirs = vision_qkv_from_hf({n: p.grad for n, p in hf.named_parameters()})  # the fused qkv grad split
     checked, worst = 0, 0.0
     for name, p in ours.named_parameters():
-        g_ref = theirs[name].grad
+        g_ref = theirs[name]
         assert g_ref is not None and p.grad is not None, name
         worst = max(worst, float((p.grad - g_ref).abs().max() / g_ref.abs().max().clamp_min(1e-3)))
         checked += 1
     print("gradients: worst max |diff| / max |grad| =", worst)
     assert worst <= 1e-5
-    assert checked == len(theirs)  # every parameter (the tied head counted once)
+    assert checked == len(theirs)  # every parameter (the tied head counted once; qkv as its three blocks)
     # the pixels really move the logits (vision tower, merger and DeepStack): other pixels, other logits
     with torch.no_grad():
         blank = ours(**{**batch, "pixel_values": torch.zeros_like(batch["pixel_values"]),
@@ -96,7 +96,8 @@ def test_checkpoint_saved_by_transformers_loads_and_exports_bit_exact(tmp_path):
     hf.save_pretrained(tmp_path / "hf")
     loaded = transformers.Qwen3VLForConditionalGeneration.from_pretrained(tmp_path / "hf")
     ours = Qwen3VLForConditionalGeneration(config_from_hf(loaded.config))
-    ours.load_state_dict(loaded.state_dict())
+    ours.load_state_dict(vision_qkv_from_hf(loaded.state_dict()))
+    assert "model.visual.blocks.0.attn.q_proj.weight" in ours.state_dict()
     exported = hf_state_dict(ours.state_dict(), ours.config)
     assert "lm_head.weight" not in exported and cfg.text.tie_word_embeddings
     original = hf.state_dict()

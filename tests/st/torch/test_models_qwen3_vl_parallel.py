@@ -1,7 +1,7 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""ST: Qwen3-VL under FSDP (2 ranks, each its own image-text sample) and TP (2 ranks, the whole batch) trains
-like one process: 3 SGD steps, the same losses and parameters."""
+"""ST: Qwen3-VL under FSDP (2 ranks, each its own image-text sample) and TP (2 ranks, the whole batch; the language
+model and the vision tower sharded) trains like one process: 3 SGD steps, the same losses and parameters."""
 import pytest
 
 from hyper_parallel.testing import multi_rank
@@ -71,6 +71,13 @@ def test_qwen3_vl_trains_like_one_process(layout):
         got = got / 2
     else:
         parallelize_qwen3_vl(ours, tp_mesh=mesh)
+        visual = ours.model.visual
+        for sharded in (visual.blocks[0].attn.q_proj.weight, visual.blocks[1].attn.v_proj.weight,
+                        visual.blocks[0].mlp.linear_fc1.weight, visual.merger.linear_fc1.weight,
+                        visual.deepstack_merger_list[0].linear_fc1.weight):  # the vision tower is TP-sharded too
+            assert isinstance(sharded, hp.DTensor) and sharded.to_local().shape[0] * 2 == sharded.shape[0]
+        assert isinstance(visual.blocks[0].attn.proj.weight, hp.DTensor)
+        assert visual.blocks[0].attn.proj.weight.to_local().shape[1] * 2 == cfg.vision.hidden_size
         got = _steps(ours, samples)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
     theirs = dict(ref.named_parameters())

@@ -104,7 +104,7 @@ def test_qwen3_vl_pipeline_stage0_and_mpipe_equal_one_process():
               2: "lm_head.weight"}[rank]
     assert expect in names, (rank, names)
     names, groups = _case(untied, "mpipe", None, 2)
-    assert ("model.visual.blocks.0.attn.qkv.weight" in names) == (rank == 0)
+    assert ("model.visual.blocks.0.attn.q_proj.weight" in names) == (rank == 0)
     assert ("model.language_model.layers.0.self_attn.q_proj.weight" in names) == (rank == 1)
     # costs 1 (text), 17, 65, 41 (patches + 1): heaviest first -> {65, 1} and {41, 17}, not the contiguous split
     assert groups == [[0, 2], [1, 3]], groups
@@ -131,7 +131,7 @@ def test_qwen3_vl_mpipe_with_a_two_rank_encoder_stage_equals_one_process():
     untied = dataclasses.replace(cfg, text=dataclasses.replace(cfg.text, tie_word_embeddings=False))
     rank = dist.get_rank()
     names, groups = _case(untied, "mpipe", None, 2, encoder_ranks=2)
-    assert ("model.visual.blocks.0.attn.qkv.weight" in names) == (rank < 2), (rank, names)
+    assert ("model.visual.blocks.0.attn.q_proj.weight" in names) == (rank < 2), (rank, names)
     assert ("model.language_model.layers.0.self_attn.q_proj.weight" in names) == (rank == 2), (rank, names)
     assert ("lm_head.weight" in names) == (rank == 3), (rank, names)
     assert groups == [[0, 2], [1, 3]], groups
