@@ -385,8 +385,17 @@ def reference_label(table: Mapping[str, Any], combo: Combination) -> str:
 
 
 def compare(run: Mapping[str, Any], ref: Mapping[str, Any], tol: float) -> Dict[str, Any]:
-    """Relative errors of the losses (per step) and the final parameters (per tensor: max |a-b| / max |b|)."""
+    """Relative errors of the losses (per step) and the final parameters (per tensor: max |a-b| / max |b|).
+
+    The vision towers' split attention projections (``blocks.<i>.attn.q_proj`` / ``k_proj`` / ``v_proj``) are
+    measured as the one Hugging Face checkpoint tensor they form, the fused ``attn.qkv``
+    (:func:`~hyper_parallel.models.qwen3_vl.state_dict_adapter.vision_qkv_to_hf`; every element still compared):
+    a key bias barely leaves its zero start (softmax is shift-invariant, only the rotary positions give its
+    gradient a part, ~1e-7 after three steps), so on its own its ``max |b|`` turns last-bit noise into a 1e-4
+    "error" that the fused tensor, as every run before the split measured it, puts on the scale of the whole
+    projection."""
     import torch  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.models.qwen3_vl.state_dict_adapter import vision_qkv_to_hf  # pylint: disable=C0415
     losses, ref_losses = run["losses"], ref["losses"]
     if len(losses) != len(ref_losses) or not losses:
         return {"status": "fail", "reason": f"{len(losses)} losses vs {len(ref_losses)} of one process"}
@@ -395,6 +404,7 @@ def compare(run: Mapping[str, Any], ref: Mapping[str, Any], tol: float) -> Dict[
     if set(params) != set(ref_params):
         diff = sorted(set(params) ^ set(ref_params))[:3]
         return {"status": "fail", "loss_rel_err": loss_err, "reason": f"parameter names differ: {diff}"}
+    params, ref_params = vision_qkv_to_hf(params), vision_qkv_to_hf(ref_params)
     worst, worst_name = 0.0, ""
     for name, b in ref_params.items():
         a = params[name].to(torch.float64)

@@ -10,8 +10,8 @@ from typing import Any, Optional
 __all__ = ["MOE_VISION_MODELS", "PIPELINE_VISION_MODELS", "is_vision_model", "validate_vl_data", "validate_vl_layout",
            "validate_vl_pipeline", "validate_vl_stage_layout", "mpipe_config_of", "validate_vl"]
 
-#: vision-language models whose language model has MoE layers (FSDP x EP, or TP x FSDP with whole experts; HSDP
-#: and EP x TP refused)
+#: vision-language models whose language model has MoE layers (FSDP x EP, TP x FSDP with whole experts, or EP x TP
+#: x FSDP; HSDP refused)
 MOE_VISION_MODELS = ("qwen3_vl_moe", "qwen3_5_moe_vl")
 #: vision-language models with a pipeline split (``models/qwen3_vl/pipeline.py``: ``parallelism.pp``, ``vl_encoder``)
 PIPELINE_VISION_MODELS = ("qwen3_vl", "qwen3_vl_moe")
@@ -59,10 +59,6 @@ def validate_vl_layout(cfg: Any) -> None:
         if par.dp_replicate not in (1, -1):
             raise ValueError(f"parallelism.dp_replicate = {par.dp_replicate}: not yet for model.name = "
                              f"{cfg.model.name!r} (FSDP with expert parallelism, parallelism.ep, is); set it to 1")
-        if par.tp not in (1, -1) and par.ep not in (1, -1):
-            raise ValueError(f"parallelism.ep = {par.ep} with parallelism.tp = {par.tp}: model.name = "
-                             f"{cfg.model.name!r} under TP keeps its experts whole on every TP rank; set ep = 1 or "
-                             f"tp = 1")
     validate_vl_pipeline(par)
 
 

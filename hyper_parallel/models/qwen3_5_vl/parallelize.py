@@ -8,7 +8,9 @@
   head) re-rooted under ``model.language_model``, without sequence parallel (the image embeddings replace
   placeholders at positions of the whole sequence), and the vision tower over the same mesh (attention by heads,
   MLP and patch merger: :func:`~hyper_parallel.models.qwen3_vl.parallelize.vision_tp_plan`); MoE blocks keep their
-  experts whole on every TP rank (they see the whole sequence, as the attention's output is replicated).
+  experts whole on every TP rank (they see the whole sequence, as the attention's output is replicated), or, with
+  ``ep > 1``, split over ``ep`` ranks borrowed from ``dp_shard x tp`` with each MoE block routing its TP rank's slice
+  of the sequence (:func:`~hyper_parallel.models.qwen3_vl.train_spec.expert_parallel_under_tp`).
 * **FSDP / HSDP**: one unit per vision block, per decoder layer and the root; a MoE language model gets expert
   parallelism over ``parallel_dims.ep`` of the FSDP ranks
   (:func:`~hyper_parallel.models.qwen3_vl_moe.parallelize.parallelize_qwen3_vl_moe`).
@@ -41,9 +43,9 @@ def parallelize_qwen3_5_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, 
     """The registry's ``parallelize_fn`` of ``qwen3_5_vl`` / ``qwen3_5_moe_vl``: TP on the language model and the
     vision tower over ``world_mesh["tp"]`` (:func:`qwen3_5_vl_tp_plan`), the ``activation`` policy (default layers:
     every vision block and decoder layer), then FSDP / HSDP, or FSDP with expert parallelism for a MoE language model
-    (``parallel_dims.ep``; HSDP, and EP with TP, refused for it:
-    :func:`~hyper_parallel.models.qwen3_vl.train_spec.check_vl_moe_layout`). ``cp > 1`` and ``loss_parallel`` are
-    refused with the reason."""
+    (``parallel_dims.ep``; with TP too: :func:`~hyper_parallel.models.qwen3_vl.train_spec.expert_parallel_under_tp`;
+    HSDP refused for it: :func:`~hyper_parallel.models.qwen3_vl.train_spec.check_vl_moe_layout`). ``cp > 1`` and
+    ``loss_parallel`` are refused with the reason."""
     # pylint: disable=import-outside-toplevel
     from hyper_parallel.models.parallel_dims import fsdp_mesh
     from hyper_parallel.models.qwen3_vl.train_spec import activation_layers, check_vl_moe_layout, shard_vl_model
@@ -69,5 +71,5 @@ def parallelize_qwen3_5_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, 
         if isinstance(activation, dict) and not activation.get("layers"):
             activation = dict(activation, layers=activation_layers(model))
         apply_activation_policy(model, activation)
-    shard_vl_model(model, fsdp_mesh(world_mesh, dims), dims)
+    shard_vl_model(model, fsdp_mesh(world_mesh, dims), dims, world_mesh=world_mesh)
     return model

@@ -12,7 +12,7 @@ from typing import Any
 from hyper_parallel.models.spec import ModelSpec
 
 __all__ = ["VLModelSpec", "parallelize_qwen3_vl_job", "pipeline_qwen3_vl_job", "activation_layers",
-           "check_vl_moe_layout", "shard_vl_model"]
+           "check_vl_moe_layout", "shard_vl_model", "expert_parallel_under_tp"]
 
 _TEXT_KEYS = ("vocab_size", "max_position_embeddings")
 
@@ -90,11 +90,11 @@ def parallelize_qwen3_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, *,
     ``world_mesh["tp"]``, the ``activation`` policy (default layers: :func:`activation_layers`), then FSDP / HSDP
     (one unit per vision block, per decoder layer and the root); a MoE language model gets expert parallelism over
     ``parallel_dims.ep`` of the FSDP ranks (:func:`~hyper_parallel.models.qwen3_vl_moe.parallelize_qwen3_vl_moe`;
-    HSDP, and EP together with TP, refused for it: :func:`check_vl_moe_layout`). ``cp > 1`` and ``loss_parallel``
-    are refused with the reason; sequence parallel is not applied (DeepStack adds vision features at positions of
-    the whole sequence). A MoE language model under TP
-    keeps its experts whole on every TP rank (they see the whole sequence: the attention's output is replicated)
-    and FSDP-shards them with their layer (:func:`shard_vl_model`)."""
+    with TP too: :func:`expert_parallel_under_tp`; HSDP refused for it: :func:`check_vl_moe_layout`). ``cp > 1``
+    and ``loss_parallel`` are refused with the reason; sequence parallel is not applied (DeepStack adds vision
+    features at positions of the whole sequence). A MoE language model under TP with ``ep = 1`` keeps its experts
+    whole on every TP rank (they see the whole sequence: the attention's output is replicated) and FSDP-shards
+    them with their layer (:func:`shard_vl_model`)."""
     from hyper_parallel.models.parallel_dims import fsdp_mesh  # pylint: disable=import-outside-toplevel
     from hyper_parallel.models.qwen3_vl.parallelize import parallelize_qwen3_vl  # noqa  # pylint: disable=C0415
     dims = parallel_dims
@@ -115,35 +115,38 @@ def parallelize_qwen3_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, *,
         if isinstance(activation, dict) and not activation.get("layers"):
             activation = dict(activation, layers=activation_layers(model))
         apply_activation_policy(model, activation)
-    shard_vl_model(model, fsdp_mesh(world_mesh, dims), dims)
+    shard_vl_model(model, fsdp_mesh(world_mesh, dims), dims, world_mesh=world_mesh)
     return model
 
 
 def check_vl_moe_layout(moe: bool, dims: Any) -> None:
-    """The layouts a vision-language model with a MoE language model is refused (one line naming the degrees):
-    HSDP, and expert parallelism together with TP (under TP the experts stay whole on every TP rank)."""
+    """The layouts a vision-language model with a MoE language model is refused (one line naming the degree):
+    HSDP."""
     if not moe:
         return
     if dims.dp_replicate > 1:
         raise ValueError(f"parallelism.dp_replicate = {dims.dp_replicate}: not yet for a vision-language model with "
                          f"a MoE language model (FSDP with expert parallelism is); set it to 1")
-    if dims.tp > 1 and dims.ep > 1:
-        raise ValueError(f"parallelism.ep = {dims.ep} with parallelism.tp = {dims.tp}: a vision-language MoE model "
-                         f"under TP keeps its experts whole on every TP rank; set ep = 1 or tp = 1")
 
 
-def shard_vl_model(model: Any, shard: Any, dims: Any) -> None:
+def shard_vl_model(model: Any, shard: Any, dims: Any, world_mesh: Any = None) -> None:
     """FSDP over ``shard`` (None: nothing) of a vision-language model whose vision tower is ``model.model.visual``
     and language model ``model.model.language_model``: one unit per vision block, per decoder layer and the
     root; a MoE language model without TP gets expert parallelism over ``dims.ep`` of the FSDP ranks
-    (:func:`~hyper_parallel.models.qwen3_vl_moe.parallelize_qwen3_vl_moe`), with TP its MoE layers' balancing
-    statistics come from the whole data-parallel batch (``MoE.set_token_groups``) and the experts are sharded
-    with their layer."""
+    (:func:`~hyper_parallel.models.qwen3_vl_moe.parallelize_qwen3_vl_moe`); with TP and ``ep > 1`` (needs
+    ``world_mesh``) expert parallelism over ``ep`` ranks borrowed from ``dp_shard x tp``
+    (:func:`expert_parallel_under_tp`); with TP and ``ep = 1`` its MoE layers' balancing statistics come from the
+    whole data-parallel batch (``MoE.set_token_groups``) and the experts are sharded with their layer."""
     # pylint: disable=import-outside-toplevel
     from hyper_parallel.models.qwen3_vl.parallelize import parallelize_qwen3_vl
+    text = model.config.text
+    if getattr(text, "moe", None) is not None and dims.tp > 1 and dims.ep > 1:
+        if world_mesh is None:
+            raise ValueError("shard_vl_model: expert parallelism under TP (ep > 1, tp > 1) needs world_mesh")
+        expert_parallel_under_tp(model, world_mesh, dims)
+        return
     if shard is None:
         return
-    text = model.config.text
     if getattr(text, "moe", None) is not None and dims.tp == 1:
         from hyper_parallel.models.qwen3_vl_moe.parallelize import parallelize_qwen3_vl_moe
         parallelize_qwen3_vl_moe(model, shard, ep=dims.ep)
@@ -153,3 +156,66 @@ def shard_vl_model(model: Any, shard: Any, dims: Any) -> None:
             if text.is_moe_layer(i):
                 layer.mlp.set_token_groups(shard.get_group(0), None, data_parallel_size=shard.size())
     parallelize_qwen3_vl(model, dp_mesh=shard)
+
+
+def expert_parallel_under_tp(model: Any, world_mesh: Any, dims: Any) -> Any:
+    """Expert parallelism x TP for a vision-language model with a MoE language model (``dims.tp > 1``,
+    ``dims.ep > 1``), after TP of its attention and vision tower: the text models' rule
+    (:func:`~hyper_parallel.models.llama3.parallelize.moe_meshes`: ``ep`` ranks borrowed from ``dp_shard x tp``,
+    the experts FSDP-sharded over the rest, routers and shared experts FSDP over every ``dp_shard x tp`` rank
+    with their gradients summed over tp) with sequence parallel confined to the MoE blocks: the language model
+    runs without sequence parallel (DeepStack adds vision features at positions of the whole sequence), so each
+    MoE block takes its TP rank's slice of the replicated sequence (``Shard(1)``, no communication), routes and
+    dispatches those tokens only, and all-gathers its output back to the whole sequence (backward: the slice of
+    the replicated gradient in, the all-gather of the slices' input gradients out). Every TP rank thus routes
+    distinct tokens, as under the text models' sequence parallel; the balancing statistics are summed over
+    every ``dp_shard x tp`` rank (``MoE.set_token_groups``). Then FSDP over ``dp_shard`` for the vision blocks,
+    the decoder layers and the root. Returns the model."""
+    # pylint: disable=import-outside-toplevel
+    from hyper_parallel.fsdp._torch.fully_shard import fully_shard
+    from hyper_parallel.models.llama3.parallelize import moe_meshes
+    from hyper_parallel.moe._torch.styles import ExpertParallel, fully_shard_experts
+    from hyper_parallel.tp import parallelize_module
+    text, m = model.config.text, moe_meshes(world_mesh, dims)
+    layers = list(enumerate(model.model.language_model.layers))
+    for i, layer in layers:
+        if text.is_moe_layer(i):
+            _slice_sequence(layer.mlp, m.tp)
+    parallelize_module(model, m.expert["ep"], {"model.language_model.layers.*.mlp.experts": ExpertParallel()})
+    for block in (model.model.visual.blocks if m.fsdp is not None else ()):
+        fully_shard(block, mesh=m.fsdp)
+    for i, layer in layers:
+        if text.is_moe_layer(i):
+            layer.mlp.set_token_groups(m.token_group, m.sequence_group, data_parallel_size=m.replicas)
+            fully_shard_experts(layer.mlp.experts, m.expert, data_parallel_size=m.data_parallel_size)
+            for part in (layer.mlp.router, layer.mlp.shared_experts):
+                if part is not None:
+                    fully_shard(part, mesh=m.flat)
+                    part.set_gradient_scaling_factor(float(dims.tp))  # tp ranks hold slices of one loss
+        if m.fsdp is not None:
+            fully_shard(layer, mesh=m.fsdp)
+    return fully_shard(model, mesh=m.fsdp) if m.fsdp is not None else model
+
+
+def _slice_sequence(module: Any, tp_mesh: Any) -> None:
+    """Forward hooks on a MoE block fed the whole (replicated) sequence ``[batch, seq, dim]``: it computes on this
+    TP rank's contiguous slice of ``seq`` (the first ``seq % tp`` ranks one position more) and returns the
+    all-gathered output. Differentiable: the slice's backward all-gathers the input gradient, the all-gather's
+    backward takes this rank's slice of the (replicated) output gradient."""
+    from hyper_parallel.platform import get_platform  # pylint: disable=import-outside-toplevel
+    plat, group = get_platform(), tp_mesh.get_group(0)
+    n, rank = tp_mesh.size(), tp_mesh.get_local_rank()
+
+    def sizes(total: int) -> list:
+        return [total // n + (1 if r < total % n else 0) for r in range(n)]
+
+    def pre_hook(mod, args):
+        x = args[0]
+        mod.seq_slice_sizes = sizes(x.shape[1])
+        return (plat.chunk(x, 1, mod.seq_slice_sizes, rank, group),) + tuple(args[1:])
+
+    def post_hook(mod, _args, out):
+        return plat.all_gather(out, group, 1, mod.seq_slice_sizes, rank)
+
+    module.register_forward_pre_hook(pre_hook)
+    module.register_forward_hook(post_hook)

@@ -142,3 +142,43 @@ def test_qwen3_vl_moe_expert_parallel_trains_like_one_process():
         full = p.full_tensor() if isinstance(p, hp.DTensor) else p
         torch.testing.assert_close(full.detach(), theirs[name].detach(), rtol=1e-4, atol=1e-4,
                                    msg=lambda m, name=name: f"ep {name}: {m}")
+
+
+@multi_rank(world_size=2, timeout=600)
+def test_qwen3_vl_moe_expert_parallel_under_tp_trains_like_one_process():
+    """Qwen3-VL-MoE with TP 2 (vision tower and attention sharded) and its experts split over the same 2 ranks
+    (EP 2 borrowed from dp x tp; each MoE block routes its TP rank's half of the sequence), both samples on both
+    ranks in one forward, the auxiliary load-balancing loss on: losses and every parameter after 3 SGD steps equal
+    one process."""
+    import copy
+    import torch
+    import hyper_parallel as hp
+    from hyper_parallel.models.parallel_dims import ParallelDims
+    from hyper_parallel.models.qwen3_vl.train_spec import parallelize_qwen3_vl_job
+    from hyper_parallel.models.qwen3_vl_moe import FLAVORS, Qwen3VLMoeForConditionalGeneration
+    from tests.st.torch.vl_inputs import vl_batch
+    cfg = FLAVORS["debug"]
+    assert cfg.text.moe.uses_aux_loss
+    torch.manual_seed(0)
+    ref = Qwen3VLMoeForConditionalGeneration(cfg)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.normal_(0.0, 0.1)
+    batch = vl_batch(cfg)
+    ours = copy.deepcopy(ref)
+    samples = [_sample(batch, 0), _sample(batch, 2)]
+    start = {k: v.detach().clone() for k, v in ref.named_parameters()}
+    want = _steps_one_forward(ref, samples)
+    dims = ParallelDims(dp_shard=1, tp=2, ep=2, world_size=2)
+    parallelize_qwen3_vl_job(ours, dims.build_mesh("cpu"), dims)
+    experts = ours.model.language_model.layers[1].mlp.experts.gate_proj
+    assert isinstance(experts, hp.DTensor) and experts.to_local().shape[0] == cfg.text.moe.num_experts // 2
+    assert isinstance(ours.model.visual.blocks[0].attn.q_proj.weight, hp.DTensor)
+    got = _steps_one_forward(ours, samples)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    theirs = dict(ref.named_parameters())
+    for name, p in ours.named_parameters():  # measured against how far training moved each tensor: the routers
+        full = (p.full_tensor() if isinstance(p, hp.DTensor) else p).detach()  # move ~3e-5 only
+        moved = float((theirs[name].detach() - start[name]).abs().max())
+        err = float((full - theirs[name].detach()).abs().max())
+        assert moved > 0 and err <= 1e-3 * moved, (name, err, moved)
