@@ -107,13 +107,10 @@ def _check_vl_schedule(par: Any, mpipe: bool) -> None:
 
 def validate_vl_stage_layout(name: str, degrees: Any) -> None:
     """What a vision-language pipeline stage composes with (``degrees``: the resolved ``[parallelism]`` degrees,
-    a mapping): FSDP / HSDP; TP refused, and for the MoE model FSDP / EP (a ``ValueError`` naming both keys)."""
+    a mapping): FSDP / HSDP and TP; for the MoE model FSDP / EP refused (a ``ValueError`` naming both keys)."""
     pp = degrees["pp"]
     if pp < 2:
         return
-    if degrees["tp"] > 1:
-        raise ValueError(f"parallelism.tp = {degrees['tp']} with parallelism.pp = {pp}: not yet for model.name = "
-                         f"{name!r} (its pipeline stages compose with FSDP / HSDP); set tp = 1 or pp = 1")
     if name in MOE_VISION_MODELS:
         for key in ("ep", "dp_shard"):
             if degrees[key] > 1:

@@ -16,6 +16,7 @@ the vision tower's output meets the language model replicated, as before.
 """
 from __future__ import annotations
 
+import fnmatch
 from typing import Optional
 
 from hyper_parallel.models.llama3.parallelize import llama_tp_plan, qk_norm_plan
@@ -63,13 +64,24 @@ def qwen3_vl_tp_plan(config, vision: bool = True) -> dict:
     return {**out, **vision_tp_plan(config.vision)} if vision else out
 
 
+def _held(model, plan: dict) -> dict:
+    """``plan`` for ``model``: a whole model keeps every key (a mistyped one fails in ``parallelize_module``); a
+    pipeline stage module (no ``lm_head`` or no embedding, decoder layers a ``ModuleDict``) keeps the keys that
+    match a module it holds."""
+    if not hasattr(model.model.language_model.layers, "items"):
+        return plan
+    names = [name for name, _ in model.named_modules()]
+    return {key: style for key, style in plan.items() if any(fnmatch.fnmatchcase(n, key) for n in names)}
+
+
 def parallelize_qwen3_vl(model, tp_mesh=None, dp_mesh=None, *, reshard_after_forward: bool = True,
                          mp_policy: Optional[object] = None):
     """Apply TP over ``tp_mesh`` (1-D; the language model and the vision tower, :func:`qwen3_vl_tp_plan`) and then
     FSDP over ``dp_mesh`` (1-D, or 2-D ``(replicate, shard)`` for
     HSDP) to a :class:`~hyper_parallel.models.qwen3_vl.model.Qwen3VLForConditionalGeneration` or to a pipeline
-    stage module of one (:class:`~hyper_parallel.models.qwen3_vl.pipeline.Qwen3VLStageModule`: FSDP only, over the
-    vision blocks and decoder layers it holds); either may be None. Returns the model (changed in place)."""
+    stage module of one (:class:`~hyper_parallel.models.qwen3_vl.pipeline.Qwen3VLStageModule`: the plan's entries
+    of the modules it holds, FSDP over the vision blocks and decoder layers it holds); either may be None. Returns
+    the model (changed in place)."""
     import hyper_parallel as hp  # pylint: disable=import-outside-toplevel
     if tp_mesh is not None and tp_mesh.size() > 1:
         text = model.config.text
@@ -81,8 +93,9 @@ def parallelize_qwen3_vl(model, tp_mesh=None, dp_mesh=None, *, reshard_after_for
         visual = getattr(model.model, "visual", None) is not None
         if visual:
             check_vision_tp(model.config.vision, tp_mesh.size())
-        hp.parallelize_module(model, tp_mesh, qwen3_vl_tp_plan(model.config, vision=visual))
-        if text.tie_word_embeddings:
+        hp.parallelize_module(model, tp_mesh, _held(model, qwen3_vl_tp_plan(model.config, vision=visual)))
+        if text.tie_word_embeddings and hasattr(model, "lm_head") and hasattr(model.model.language_model,
+                                                                               "embed_tokens"):
             model.lm_head.weight = model.model.language_model.embed_tokens.weight
     if dp_mesh is not None:
         kwargs = {"mesh": dp_mesh, "reshard_after_forward": reshard_after_forward}

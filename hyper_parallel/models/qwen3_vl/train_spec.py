@@ -71,12 +71,10 @@ def pipeline_qwen3_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, *, sc
 
 
 def _check_stage_layout(dims: Any, moe: bool) -> None:
-    """The layouts a Qwen3-VL pipeline stage composes with: FSDP / HSDP (dense); refused with the reason: TP
-    (DTensor activations across the DeepStack boundaries are not wired) and, for the MoE language model, FSDP /
-    EP (their expert meshes are built over the whole world, not a pipeline stage's ranks)."""
-    if dims.tp > 1:
-        raise ValueError(f"parallelism.tp = {dims.tp} with parallelism.pp = {dims.pp}: not yet for Qwen3-VL (pipeline "
-                         "stages compose with FSDP / HSDP); set tp = 1 or pp = 1")
+    """The layouts a Qwen3-VL pipeline stage composes with: FSDP / HSDP (dense) and TP (the stage's activations,
+    hidden states and DeepStack features, are whole on every TP rank: no sequence parallel); refused with the
+    reason for the MoE language model: FSDP / EP (their expert meshes are built over the whole world, not a
+    pipeline stage's ranks)."""
     if moe and (dims.dp_shard > 1 or dims.ep > 1):
         key = "ep" if dims.ep > 1 else "dp_shard"
         raise ValueError(f"parallelism.{key} = {getattr(dims, key)} with parallelism.pp = {dims.pp}: not yet for "

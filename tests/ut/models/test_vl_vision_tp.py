@@ -79,3 +79,20 @@ def test_vision_divisibility_refused_with_one_line():
     odd = dataclasses.replace(vision, intermediate_size=66, num_heads=4, hidden_size=64)
     with pytest.raises(ValueError, match="vision intermediate_size=66 is not divisible by tp=4"):
         check_vision_tp(odd, 4)
+
+
+def test_stage_modules_keep_the_plan_entries_of_what_they_hold():
+    """A pipeline stage module gets the TP entries of the modules it holds (the encoder stage: the vision tower and
+    the embedding; the last stage: its layers, the head); a whole model keeps the whole plan."""
+    from hyper_parallel.models.qwen3_vl.parallelize import _held  # pylint: disable=protected-access
+    from hyper_parallel.models.qwen3_vl.pipeline import Qwen3VLStageModule
+    cfg = FLAVORS["debug"]
+    model = Qwen3VLForConditionalGeneration(cfg)
+    plan = qwen3_vl_tp_plan(cfg)
+    assert _held(model, plan) == plan
+    first = _held(Qwen3VLStageModule(model, [0], encoder=True, head=False), plan)
+    assert "model.visual.blocks.*.attn.q_proj" in first and "model.language_model.embed_tokens" in first
+    assert "lm_head" not in first and "model.language_model.layers.*.self_attn.q_proj" in first
+    last = _held(Qwen3VLStageModule(model, [1], encoder=False, head=True), qwen3_vl_tp_plan(cfg, vision=False))
+    assert "lm_head" in last and "model.language_model.embed_tokens" not in last
+    assert not any(key.startswith("model.visual.") for key in last)

@@ -46,8 +46,6 @@ PP2 = ("--parallelism.pp", 2, "--parallelism.dp_shard", 1)
     (("--job.nproc", 3, "--parallelism.pp", 3, "--parallelism.dp_shard", 1, "--parallelism.vl_encoder", "mpipe",
       "--parallelism.vl_encoder_ahead", 1, "--training.global_batch", 3, "--parallelism.pp_microbatches", 3),
      ["parallelism.vl_encoder_ahead = 1: expected 0 (all) or >= pp - 1 = 2"]),
-    (("--job.nproc", 4, "--parallelism.pp", 2, "--parallelism.dp_shard", 1, "--parallelism.tp", 2),
-     ["parallelism.tp = 2 with parallelism.pp = 2: not yet for model.name = 'qwen3_vl'"]),
     (("--model.name", "qwen3_vl_moe", "--job.nproc", 4, "--parallelism.pp", 2, "--parallelism.dp_shard", 2,
       "--parallelism.ep", 2), ["parallelism.ep = 2 with parallelism.pp = 2: not yet for model.name = 'qwen3_vl_moe'"]),
     (("--job.nproc", 4, "--parallelism.pp", 4, "--parallelism.dp_shard", 1, "--parallelism.vl_encoder", "mpipe",
@@ -74,7 +72,10 @@ def test_vl_encoder_is_refused_for_a_text_model():
                                   PP2 + ("--parallelism.vl_encoder", "mpipe"),
                                   ("--job.nproc", 4, "--parallelism.pp", 2, "--parallelism.dp_shard", 2,
                                    "--parallelism.vl_encoder", "mpipe"),
-                                  ("--model.name", "qwen3_vl_moe") + PP2 + ("--parallelism.vl_encoder", "mpipe")])
+                                  ("--model.name", "qwen3_vl_moe") + PP2 + ("--parallelism.vl_encoder", "mpipe"),
+                                  # TP inside the stages (once refused)
+                                  ("--job.nproc", 4, "--parallelism.pp", 2, "--parallelism.dp_shard", 1,
+                                   "--parallelism.tp", 2)])
 def test_vision_pipelines_pass(vl_data, args):
     facts = validate_job(_cfg(vl_data, *args))
     assert facts.degrees["pp"] >= 2
