@@ -163,7 +163,7 @@ def expert_parallel_under_tp(model: Any, world_mesh: Any, dims: Any) -> Any:
     the experts FSDP-sharded over the rest, routers and shared experts FSDP over every ``dp_shard x tp`` rank
     with their gradients summed over tp) with sequence parallel confined to the MoE blocks: the language model
     runs without sequence parallel (DeepStack adds vision features at positions of the whole sequence), so each
-    MoE block takes its TP rank's slice of the replicated sequence (``Shard(1)``, no communication), routes and
+    MoE block takes its TP rank's slice of the replicated sequence (dim 1, no communication), routes and
     dispatches those tokens only, and all-gathers its output back to the whole sequence (backward: the slice of
     the replicated gradient in, the all-gather of the slices' input gradients out). Every TP rank thus routes
     distinct tokens, as under the text models' sequence parallel; the balancing statistics are summed over
