@@ -61,7 +61,7 @@ DOC_PATH = os.path.join(ROOT, "docs", "parallelism.md")
 DEGREES = ("dp_replicate", "dp_shard", "cp", "tp", "pp")
 #: dimensions that only mean something while another is active (``pp_schedule`` needs ``pp > 1``)
 ACTIVE_WHEN = {"pp_schedule": "pp", "pp_microbatches": "pp", "pp_layers_per_stage": "pp", "pp_overlap_b_f": "pp",
-               "vl_encoder": "pp",
+               "vl_encoder": "pp", "vl_encoder_ranks": "pp",
                "cp_method": "cp", "cp_load_balance": "cp", "sequence_parallel": "tp", "loss_parallel": "tp"}
 _ROW_KEYS = ("model", "note", "ranks8")
 #: what verified a result row (its ``runner``): one ``hp-train`` launch (torchrun, parameters read back from the

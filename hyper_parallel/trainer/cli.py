@@ -188,7 +188,7 @@ def _resume_phase(trainer: Any, losses: Dict[int, float]) -> bool:
 
 #: the ``[parallelism]`` of the demo's one-process comparison (every degree 1, the encoder placement's default)
 ONE_PROCESS_PARALLELISM = {"dp_replicate": 1, "dp_shard": -1, "cp": 1, "tp": 1, "pp": 1, "ep": 1,
-                           "vl_encoder": "stage0", "vl_encoder_ahead": 0}
+                           "vl_encoder": "stage0", "vl_encoder_ahead": 0, "vl_encoder_ranks": 1}
 
 
 def _one_process_phase(trainer: Any, losses: Dict[int, float]) -> bool:
@@ -349,8 +349,11 @@ def _stage_lines(cfg: JobConfig, pp: int, layers: int) -> List[str]:
     split = list(par.pp_layers_per_stage) or None
     if is_vision_model(cfg.model.name):
         from hyper_parallel.models.qwen3_vl.stages import stage_layers  # pylint: disable=import-outside-toplevel
-        per = stage_layers(layers, pp, par.vl_encoder, split)
+        group = par.vl_encoder_ranks if par.vl_encoder == "mpipe" else 1
+        per = stage_layers(layers, pp - group + 1, par.vl_encoder, split)
         first = "vision encoder + embedding" + ("" if par.vl_encoder == "mpipe" else " + ")
+        if group > 1:
+            first += f" (data parallel on pipeline ranks 0-{group - 1}; stage s > 0 on rank s + {group - 1})"
     else:
         from hyper_parallel.pipeline.split import check_layers_per_stage, split_layers  # noqa  # pylint: disable=C0415
         from hyper_parallel.trainer.config import pipeline_stages  # pylint: disable=import-outside-toplevel
@@ -377,7 +380,7 @@ def explain_pipeline(cfg: JobConfig, pp: int, layers: int) -> str:
         raise ConfigError(f"{cfg.source}: --explain-schedule: parallelism.pp = {pp}: no pipeline to explain; set "
                           f"parallelism.pp >= 2")
     if par.vl_encoder == "mpipe":
-        sched = mpipe_schedule(pp, par.pp_microbatches, par.vl_encoder_ahead or None)
+        sched = mpipe_schedule(pp - par.vl_encoder_ranks + 1, par.pp_microbatches, par.vl_encoder_ahead or None)
     else:
         sched = generate_schedule(par.pp_schedule, pp, par.pp_microbatches)
     return "\n".join(_stage_lines(cfg, pp, layers) + [explain_schedule(sched)])

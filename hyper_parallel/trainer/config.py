@@ -80,7 +80,10 @@ class ParallelismSection:
     layers on stage 0, the naive placement; any single-stage ``pp_schedule``) or ``mpipe`` (alone on stage 0
     ahead of the language-model stages, run by :class:`~hyper_parallel.pipeline.ScheduleMpipe` with
     microbatches balanced by image patches);
-    ``vl_encoder_ahead``: Mpipe's ``encoder_ahead`` (the encoder forwards before its first backward; 0: all)."""
+    ``vl_encoder_ahead``: Mpipe's ``encoder_ahead`` (the encoder forwards before its first backward; 0: all).
+    ``vl_encoder_ranks``: under Mpipe, how many of the ``pp`` pipeline ranks hold the encoder stage (the first
+    ones, data parallel over each microbatch's samples); the other ``pp - vl_encoder_ranks`` ranks hold one
+    language-model stage each, so the pipeline has ``pp - vl_encoder_ranks + 1`` stages (docs/vl.md)."""
 
     dp_replicate: int = 1
     dp_shard: int = -1
@@ -100,6 +103,7 @@ class ParallelismSection:
     pp_overlap_b_f: bool = False
     vl_encoder: str = "stage0"
     vl_encoder_ahead: int = 0
+    vl_encoder_ranks: int = 1
 
 
 @dataclass
@@ -353,15 +357,18 @@ def _validate_parallelism(src: str, par: ParallelismSection) -> None:
     _check_choice(src, "parallelism.cp_load_balance", par.cp_load_balance, CP_LOAD_BALANCE)
     _check_choice(src, "parallelism.vl_encoder", par.vl_encoder, VL_ENCODERS)
     _check_positive(src, "parallelism.vl_encoder_ahead", par.vl_encoder_ahead, 0)
+    _check_positive(src, "parallelism.vl_encoder_ranks", par.vl_encoder_ranks, 1)
 
 
 def pipeline_stages(par: ParallelismSection, pp: Optional[int] = None) -> int:
     """How many pipeline stages ``[parallelism]`` makes: ``pp`` x the schedule's stages per rank (1 for
-    single-stage schedules such as 1F1B/GPipe, 2 for the interleaved and V ones)."""
+    single-stage schedules such as 1F1B/GPipe, 2 for the interleaved and V ones); under Mpipe with an encoder
+    stage on ``vl_encoder_ranks`` ranks, ``pp - vl_encoder_ranks + 1``."""
     from hyper_parallel.pipeline.schedules import SCHEDULES, canonical_schedule_name  # pure module
     kind = SCHEDULES[canonical_schedule_name(par.pp_schedule)]
     per_rank = kind.fixed_v or (2 if kind.multi else 1)
-    return (par.pp if pp is None else pp) * per_rank
+    shared = par.vl_encoder_ranks - 1 if par.vl_encoder == "mpipe" else 0  # ranks sharing the encoder stage
+    return (par.pp if pp is None else pp) * per_rank - shared
 
 
 def micro_batches(cfg: "JobConfig", pp: Optional[int] = None) -> int:
@@ -387,9 +394,11 @@ def _validate_stage_split(src: str, par: ParallelismSection) -> None:
     if any(n < 0 for n in split):
         raise ConfigError(f"{src}: parallelism.pp_layers_per_stage: expected non-negative ints, got {split}")
     if par.pp > 1 and len(split) != stages:
+        how = (f"pp {par.pp} - vl_encoder_ranks {par.vl_encoder_ranks} + 1 (one encoder stage) = {stages}"
+               if par.vl_encoder == "mpipe" and par.vl_encoder_ranks > 1 else
+               f"pp {par.pp} x {stages // par.pp} stage(s) per rank ({par.pp_schedule}) = {stages}")
         raise ConfigError(f"{src}: parallelism.pp_layers_per_stage: {split} has {len(split)} entries; expected one "
-                          f"per pipeline stage: pp {par.pp} x {stages // par.pp} stage(s) per rank "
-                          f"({par.pp_schedule}) = {stages}")
+                          f"per pipeline stage: {how}")
 
 
 def intra_op_threads(setting: int, env: Mapping[str, str], cpu_count: Optional[int], local_ranks: int) -> int:

@@ -227,12 +227,15 @@ def _check_data(cfg: JobConfig) -> None:
 
 
 def _check_vision(cfg: JobConfig, facts: RunFacts) -> None:
-    from hyper_parallel.trainer.vl_config import (is_vision_model, validate_vl_layout,  # pylint: disable=C0415
-                                                  validate_vl_pipeline, validate_vl_stage_layout)
+    from hyper_parallel.trainer.vl_config import (is_vision_model, validate_vl_encoder_group,  # noqa  # pylint: disable=C0415
+                                                  validate_vl_layout, validate_vl_pipeline, validate_vl_stage_layout)
     par = cfg.parallelism
     if not is_vision_model(cfg.model.name):
-        if par.vl_encoder != "stage0" or par.vl_encoder_ahead:
-            key = "vl_encoder" if par.vl_encoder != "stage0" else "vl_encoder_ahead"
+        changed = [k for k, v in (("vl_encoder", par.vl_encoder != "stage0"),
+                                  ("vl_encoder_ahead", par.vl_encoder_ahead),
+                                  ("vl_encoder_ranks", par.vl_encoder_ranks != 1)) if v]
+        if changed:
+            key = changed[0]
             raise ConfigError(f"{cfg.source}: parallelism.{key}: only for a vision-language model (model.name = "
                               f"{cfg.model.name!r} has no vision encoder); remove it")
         return
@@ -240,6 +243,7 @@ def _check_vision(cfg: JobConfig, facts: RunFacts) -> None:
         validate_vl_layout(cfg)
         validate_vl_pipeline(par, facts.model.num_hidden_layers)
         validate_vl_stage_layout(cfg.model.name, facts.degrees)
+        validate_vl_encoder_group(cfg, facts.degrees, facts.model)
     except ValueError as exc:
         raise ConfigError(f"{cfg.source}: {exc}") from None
 
@@ -266,7 +270,7 @@ def _check_pipeline(cfg: JobConfig, d: Dict[str, int], model: Any) -> None:
     stages = pipeline_stages(par, d["pp"])
     kind = SCHEDULES[canonical_schedule_name(par.pp_schedule)]
     try:
-        check_constraints(kind.name, d["pp"], par.pp_microbatches, stages // d["pp"])
+        check_constraints(kind.name, d["pp"], par.pp_microbatches, kind.fixed_v or (2 if kind.multi else 1))
     except ValueError as exc:
         raise ConfigError(f"{cfg.source}: parallelism.pp_schedule = {par.pp_schedule!r} with parallelism.pp = "
                           f"{d['pp']} and parallelism.pp_microbatches = {par.pp_microbatches}: {exc}") from None

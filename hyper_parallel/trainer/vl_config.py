@@ -8,13 +8,14 @@ from __future__ import annotations
 from typing import Any, Optional
 
 __all__ = ["MOE_VISION_MODELS", "PIPELINE_VISION_MODELS", "is_vision_model", "validate_vl_data", "validate_vl_layout",
-           "validate_vl_pipeline", "validate_vl_stage_layout", "mpipe_config_of", "validate_vl"]
+           "validate_vl_pipeline", "validate_vl_stage_layout", "validate_vl_encoder_group", "mpipe_config_of",
+           "validate_vl"]
 
-#: vision-language models whose language model has MoE layers (FSDP x EP, TP x FSDP with whole experts, or EP x TP
-#: x FSDP; HSDP refused)
+#: vision-language models whose language model has MoE layers (FSDP / HSDP x EP, TP x FSDP with whole experts,
+#: or EP x TP x FSDP; HSDP x TP refused)
 MOE_VISION_MODELS = ("qwen3_vl_moe", "qwen3_5_moe_vl")
 #: vision-language models with a pipeline split (``models/qwen3_vl/pipeline.py``: ``parallelism.pp``, ``vl_encoder``)
-PIPELINE_VISION_MODELS = ("qwen3_vl", "qwen3_vl_moe")
+PIPELINE_VISION_MODELS = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5_vl", "qwen3_5_moe_vl")
 
 
 def is_vision_model(name: str) -> bool:
@@ -56,9 +57,10 @@ def validate_vl_layout(cfg: Any) -> None:
         raise ValueError(f"parallelism.loss_parallel: not for model.name = {cfg.model.name!r} (a vision-language "
                          f"model); set it to false")
     if cfg.model.name in MOE_VISION_MODELS:
-        if par.dp_replicate not in (1, -1):
-            raise ValueError(f"parallelism.dp_replicate = {par.dp_replicate}: not yet for model.name = "
-                             f"{cfg.model.name!r} (FSDP with expert parallelism, parallelism.ep, is); set it to 1")
+        if par.dp_replicate not in (1, -1) and par.tp not in (1, -1):
+            raise ValueError(f"parallelism.dp_replicate = {par.dp_replicate} with parallelism.tp = {par.tp}: not yet "
+                             f"for model.name = {cfg.model.name!r} (HSDP x EP is, without TP); set dp_replicate = 1 "
+                             f"or tp = 1")
     validate_vl_pipeline(par)
 
 
@@ -74,6 +76,13 @@ def validate_vl_pipeline(par: Any, num_layers: Optional[int] = None) -> None:
     if par.vl_encoder_ahead and not mpipe:
         raise ValueError(f"parallelism.vl_encoder_ahead = {par.vl_encoder_ahead}: only for vl_encoder = 'mpipe' "
                          f"(got {par.vl_encoder!r}); remove it")
+    ranks = getattr(par, "vl_encoder_ranks", 1)
+    if ranks != 1 and not mpipe:
+        raise ValueError(f"parallelism.vl_encoder_ranks = {ranks}: only for vl_encoder = 'mpipe' (the encoder alone "
+                         f"on its stage), got {par.vl_encoder!r}; remove it or set vl_encoder = 'mpipe'")
+    if mpipe and not 1 <= ranks < par.pp:
+        raise ValueError(f"parallelism.vl_encoder_ranks = {ranks} with parallelism.pp = {par.pp}: expected 1 <= "
+                         f"vl_encoder_ranks < pp (at least one rank left for the language-model stages)")
     if par.pp < 2:
         return
     _check_vl_schedule(par, mpipe)
@@ -81,7 +90,7 @@ def validate_vl_pipeline(par: Any, num_layers: Optional[int] = None) -> None:
         from hyper_parallel.models.qwen3_vl.stages import stage_layers  # pylint: disable=import-outside-toplevel
         split = list(par.pp_layers_per_stage) or None
         try:
-            stage_layers(num_layers, par.pp, par.vl_encoder, split, what="parallelism.pp_layers_per_stage")
+            stage_layers(num_layers, par.pp - ranks + 1, par.vl_encoder, split, what="parallelism.pp_layers_per_stage")
         except ValueError as exc:
             raise ValueError(f"parallelism.pp = {par.pp} with vl_encoder = {par.vl_encoder!r} vs the model's "
                              f"{num_layers} decoder layers: {exc}") from None
@@ -107,16 +116,43 @@ def _check_vl_schedule(par: Any, mpipe: bool) -> None:
 
 def validate_vl_stage_layout(name: str, degrees: Any) -> None:
     """What a vision-language pipeline stage composes with (``degrees``: the resolved ``[parallelism]`` degrees,
-    a mapping): FSDP / HSDP and TP; for the MoE model FSDP / EP refused (a ``ValueError`` naming both keys)."""
+    a mapping): FSDP / HSDP and TP, and for the MoE models FSDP / HSDP x EP with expert meshes over each stage's
+    ranks; the MoE models with TP together with FSDP or EP in a stage refused (a ``ValueError`` naming the keys)."""
     pp = degrees["pp"]
     if pp < 2:
         return
-    if name in MOE_VISION_MODELS:
+    if name in MOE_VISION_MODELS and degrees["tp"] > 1:
         for key in ("ep", "dp_shard"):
             if degrees[key] > 1:
-                raise ValueError(f"parallelism.{key} = {degrees[key]} with parallelism.pp = {pp}: not yet for "
-                                 f"model.name = {name!r} (its expert meshes span the world, not a pipeline stage's "
-                                 f"ranks); set {key} = 1 or pp = 1")
+                raise ValueError(f"parallelism.{key} = {degrees[key]} with parallelism.tp = {degrees['tp']} and "
+                                 f"parallelism.pp = {pp}: not yet for model.name = {name!r} (a stage's expert meshes "
+                                 f"are not built under TP); set {key} = 1, tp = 1 or pp = 1")
+
+
+def validate_vl_encoder_group(cfg: Any, degrees: Any, text_config: Any = None) -> None:
+    """An encoder stage on ``parallelism.vl_encoder_ranks = k > 1`` ranks (Mpipe; :func:`validate_vl_pipeline`
+    checks ``1 <= k < pp``): one pipeline group (every other degree 1: the encoder group's mesh is built over the
+    pipeline group's first ``k`` ranks), untied embeddings (``text_config.tie_word_embeddings``: the embedding on
+    the encoder ranks and the head on the last stage would be summed over more than 2 ranks) and microbatches
+    of a multiple of ``k`` rows (each encoder rank encodes an equal share). A ``ValueError`` naming the keys."""
+    par = cfg.parallelism
+    k = getattr(par, "vl_encoder_ranks", 1)
+    if k == 1 or par.vl_encoder != "mpipe":
+        return
+    for key in ("dp_replicate", "dp_shard", "cp", "tp"):
+        if degrees[key] > 1:
+            raise ValueError(f"parallelism.{key} = {degrees[key]} with parallelism.vl_encoder_ranks = {k}: not yet "
+                             f"(the encoder group is built over one pipeline group's ranks); set {key} = 1 or "
+                             f"vl_encoder_ranks = 1")
+    if text_config is not None and getattr(text_config, "tie_word_embeddings", False):
+        raise ValueError(f"parallelism.vl_encoder_ranks = {k}: model.flavor = {cfg.model.flavor!r} ties the embedding "
+                         f"to the LM head (summed over 2 ranks only); set vl_encoder_ranks = 1 or use a flavor with "
+                         f"untied embeddings (qwen3_vl: 'debug_untied')")
+    micro = cfg.training.global_batch // max(1, cfg.training.grad_accum * par.pp_microbatches)
+    if micro % k:
+        raise ValueError(f"parallelism.vl_encoder_ranks = {k}: a microbatch of training.global_batch / "
+                         f"(grad_accum x pp_microbatches) = {micro} rows does not split evenly over the {k} encoder "
+                         f"ranks; make it a multiple of {k}")
 
 
 def mpipe_config_of(par: Any, model_config: Any = None) -> Any:

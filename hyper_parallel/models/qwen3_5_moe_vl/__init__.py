@@ -6,12 +6,12 @@ gated shared expert), Hugging Face's ``Qwen3_5MoeForConditionalGeneration`` (the
 trains it with :class:`~hyper_parallel.trainer.vl.VLTrainer`, FSDP with expert parallelism)."""
 from hyper_parallel.models.qwen3_5_vl import (MOE_FLAVORS as FLAVORS, Qwen3_5MoeForConditionalGeneration,
                                               Qwen3_5MoeVLConfig, Qwen3_5MoeVLStateDictAdapter,
-                                              parallelize_qwen3_5_vl_job)
+                                              parallelize_qwen3_5_vl_job, pipeline_qwen3_5_vl_job)
 from hyper_parallel.models.qwen3_vl.train_spec import VLModelSpec
 
 MODEL_SPEC = VLModelSpec(name="qwen3_5_moe_vl", model_cls=Qwen3_5MoeForConditionalGeneration,
                          config_cls=Qwen3_5MoeVLConfig, flavors=FLAVORS, parallelize_fn=parallelize_qwen3_5_vl_job,
-                         pipelining_fn=None, state_dict_adapter=Qwen3_5MoeVLStateDictAdapter,
+                         pipelining_fn=pipeline_qwen3_5_vl_job, state_dict_adapter=Qwen3_5MoeVLStateDictAdapter,
                          loss_fn=Qwen3_5MoeForConditionalGeneration.loss,
                          hf_architecture="Qwen3_5MoeForConditionalGeneration", extras={"vision": True})
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-__all__ = ["qwen3_5_vl_tp_plan", "parallelize_qwen3_5_vl_job"]
+__all__ = ["qwen3_5_vl_tp_plan", "parallelize_qwen3_5_vl_job", "pipeline_qwen3_5_vl_job"]
 
 _PREFIX = "model.language_model."
 
@@ -73,3 +73,15 @@ def parallelize_qwen3_5_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, 
         apply_activation_policy(model, activation)
     shard_vl_model(model, fsdp_mesh(world_mesh, dims), dims, world_mesh=world_mesh)
     return model
+
+
+def pipeline_qwen3_5_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, **options: Any) -> Any:
+    """The registry's ``pipelining_fn`` of ``qwen3_5_vl`` / ``qwen3_5_moe_vl``: Qwen3-VL's
+    (:func:`~hyper_parallel.models.qwen3_vl.train_spec.pipeline_qwen3_vl_job`: the encoder on stage 0 or ahead of
+    the language-model stages under Mpipe, on one or several ranks) with Qwen3.5's hybrid decoder stages
+    (:class:`~hyper_parallel.models.qwen3_5_vl.pipeline.Qwen3_5VLStageModule`). Returns ``(schedule, [stage
+    module])``."""
+    # pylint: disable=import-outside-toplevel
+    from hyper_parallel.models.qwen3_5_vl.pipeline import Qwen3_5VLStageModule
+    from hyper_parallel.models.qwen3_vl.train_spec import pipeline_qwen3_vl_job
+    return pipeline_qwen3_vl_job(model, world_mesh, parallel_dims, stage_cls=Qwen3_5VLStageModule, **options)

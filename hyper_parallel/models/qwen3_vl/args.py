@@ -11,6 +11,7 @@ and width position of each token, ``mrope_section``).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Dict, Tuple
 
@@ -88,11 +89,15 @@ _DEBUG_VISION = Qwen3VLVisionConfig(depth=3, hidden_size=32, intermediate_size=6
                                     out_hidden_size=64, num_position_embeddings=64, deepstack_visual_indexes=(0, 1))
 
 #: ``debug`` runs on CPU in seconds (its special token ids sit inside its 512-word vocabulary);
+#: ``debug_untied`` is ``debug`` with its own LM head (an encoder stage on several pipeline ranks needs it);
 #: ``hf_default`` is transformers' ``Qwen3VLConfig()`` with the vision output width set to the text width (the
 #: defaults disagree: 3584 vs 4096), for meta-device construction and estimates only
 FLAVORS: Dict[str, Qwen3VLConfig] = {
     "debug": Qwen3VLConfig(text=_DEBUG_TEXT, vision=_DEBUG_VISION, mrope_section=(2, 3, 3), image_token_id=500,
                            video_token_id=501, vision_start_token_id=502, vision_end_token_id=503),
+    "debug_untied": Qwen3VLConfig(text=dataclasses.replace(_DEBUG_TEXT, tie_word_embeddings=False),
+                                  vision=_DEBUG_VISION, mrope_section=(2, 3, 3), image_token_id=500,
+                                  video_token_id=501, vision_start_token_id=502, vision_end_token_id=503),
     "hf_default": Qwen3VLConfig(
         text=Qwen3Config(vocab_size=151936, hidden_size=4096, intermediate_size=22016, num_hidden_layers=32,
                          num_attention_heads=32, num_key_value_heads=32, head_dim=128, max_position_embeddings=128000,

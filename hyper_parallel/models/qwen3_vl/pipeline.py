@@ -163,6 +163,22 @@ class Qwen3VLStageModule(nn.Module):
         embeds = embeds.masked_scatter(mask, merged.to(embeds.dtype))
         return embeds, [zeros.masked_scatter(mask, d.to(embeds.dtype)) for d in deepstack]
 
+    def decode(self, h, levels, first: int, position_ids, attention_mask):
+        """The decoder layers this stage holds over ``h`` (``position_ids [b, 3, S]``, ``attention_mask`` a padding
+        mask ``[b, S]`` or a boolean document mask ``[b, 1, S, S]``), adding DeepStack level ``i`` (``levels[i -
+        first]``) after layer ``i``; a subclass with another language model overrides it."""
+        cos, sin = self.model.language_model.rotary(position_ids.transpose(0, 1))
+        cos, sin = cos.to(h.dtype), sin.to(h.dtype)
+        mask = attention_mask
+        if mask is not None and mask.dim() == 2:  # a padding mask; a 4-D boolean one (packed documents) as is
+            mask = causal_mask(mask)
+        for i in self.layer_ids:
+            layer = self.model.language_model.layers[str(i)]
+            h = layer(h, cos, sin) if mask is None else layer(h, cos, sin, mask)
+            if i < self.levels:
+                h = h + levels[i - first]
+        return h
+
     def forward(self, *inputs, position_ids=None, attention_mask=None):
         """See the class docstring."""
         if self.dp_mesh is not None:
@@ -176,18 +192,9 @@ class Qwen3VLStageModule(nn.Module):
             h, levels, first = inputs[0], list(inputs[1:]), self.first_level
         if self.layer_ids:
             if position_ids is None:
-                raise ValueError("Qwen3VLStageModule: position_ids is missing; pass pack_vl_batch's position_ids "
+                raise ValueError(f"{type(self).__name__}: position_ids is missing; pass pack_vl_batch's position_ids "
                                  "[B, 3, S] as a keyword of step() on every pipeline rank")
-            cos, sin = self.model.language_model.rotary(position_ids.transpose(0, 1))
-            cos, sin = cos.to(h.dtype), sin.to(h.dtype)
-            mask = attention_mask
-            if mask is not None and mask.dim() == 2:  # a padding mask; a 4-D boolean one (packed documents) as is
-                mask = causal_mask(mask)
-            for i in self.layer_ids:
-                layer = self.model.language_model.layers[str(i)]
-                h = layer(h, cos, sin) if mask is None else layer(h, cos, sin, mask)
-                if i < self.levels:
-                    h = h + levels[i - first]
+            h = self.decode(h, levels, first, position_ids, attention_mask)
         if self.head:
             return self.lm_head(self.model.language_model.norm(h))
         done = (self.layer_ids[-1] + 1) if self.layer_ids else first
@@ -267,9 +274,19 @@ def _encoder_mesh(pp_group, p: int, encoder_ranks: int, placement: str, tied: bo
     return DeviceMesh(torch.device(device).type, ranks[:encoder_ranks], mesh_dim_names=("encoder_dp",))
 
 
+def _encoder_group_gradients(part, stage, mesh) -> None:
+    """An encoder stage data parallel over ``mesh``: each rank's gradient (of its rows' tokens) summed over the
+    group at the end of the step; the group's first rank counts them in the global gradient norm, the others
+    hold copies (``tied_copies``)."""
+    stage.tie_parameters(list(part.parameters()), mesh.get_group(0))
+    if mesh.get_local_rank(0) > 0:
+        part.tied_copies = tuple(  # pylint: disable=attribute-defined-outside-init
+            lambda name=name: part.get_parameter(name) for name, _ in part.named_parameters())
+
+
 def pipeline_qwen3_vl(model, *, n_microbatches: int, placement: str = "stage0", schedule: str = "1F1B",
                       pp_group=None, layers_per_stage=None, loss_fn=None, device=None, mpipe_config=None,
-                      encoder_ranks: int = 1, **schedule_kwargs):
+                      encoder_ranks: int = 1, stage_cls=None, **schedule_kwargs):
     """Split a Qwen3-VL model over the ranks of ``pp_group`` (default: the world), one stage per rank, and
     build this rank's stage and schedule. Returns ``(schedule, stage_module)``.
 
@@ -285,7 +302,8 @@ def pipeline_qwen3_vl(model, *, n_microbatches: int, placement: str = "stage0", 
     positionally on stage 0's rank(s), ``position_ids`` and ``attention_mask`` as keywords on every rank, the
     labels as ``target`` on the last rank (and, for Mpipe, ``sample_costs=image_token_costs(packed)``). The
     stage module shares its parameters with ``model`` (build ``model`` on each rank from the same seed or
-    checkpoint)."""
+    checkpoint). ``stage_cls``: the stage module class (default :class:`Qwen3VLStageModule`; Qwen3.5's
+    hybrid language model: :class:`~hyper_parallel.models.qwen3_5_vl.pipeline.Qwen3_5VLStageModule`)."""
     import torch.distributed as dist  # pylint: disable=import-outside-toplevel
     from hyper_parallel.pipeline.api import PipelineStage  # pylint: disable=C0415
     p, rank = dist.get_world_size(pp_group), dist.get_rank(pp_group)
@@ -299,18 +317,18 @@ def pipeline_qwen3_vl(model, *, n_microbatches: int, placement: str = "stage0", 
     n = p - encoder_ranks + 1  # stages: the encoder stage on its ranks, one language-model stage per other rank
     index = max(0, rank - encoder_ranks + 1)
     layers = stage_layers(model.config.text.num_hidden_layers, n, placement, layers_per_stage)
-    part = Qwen3VLStageModule(model, layers[index], encoder=index == 0, head=index == n - 1)
+    part = (stage_cls or Qwen3VLStageModule)(model, layers[index], encoder=index == 0, head=index == n - 1)
     prior = [i for ls in layers[:index] for i in ls]
     if index and not layers[index]:
         part.carried_in(prior[-1] + 1 if prior else 0)
-    extra = {}
-    if mesh is not None and index == 0:
-        part.data_parallel(mesh)
-        extra["device_mesh"] = mesh
-    stage = PipelineStage(part, index, n, device, group=pp_group, **extra)
+    group = mesh if index == 0 else None
+    if group is not None:
+        part.data_parallel(group)
+    stage = PipelineStage(part, index, n, device, group=pp_group,
+                          **({"device_mesh": group} if group is not None else {}))
     stage.pass_kwargs_to_all = True
-    if mesh is not None and index == 0:  # data parallel: each rank's gradient of its samples, summed
-        stage.tie_parameters(list(part.parameters()), mesh.get_group(0))  # pylint: disable=no-member
+    if group is not None:
+        _encoder_group_gradients(part, stage, group)
     if tied:
         _tie(model, [part], [index], n, tuple(range(n)), [stage], pp_group)
     loss = loss_fn if loss_fn is not None else type(model).loss

@@ -52,13 +52,17 @@ def activation_layers(model: Any) -> list:
 
 def pipeline_qwen3_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, *, schedule: str = "1F1B",
                           n_microbatches: int, loss_fn: Any = None, layers_per_stage: Any = None,
-                          placement: str = "stage0", mpipe_config: Any = None, **_options: Any) -> Any:
+                          placement: str = "stage0", mpipe_config: Any = None, encoder_ranks: int = 1,
+                          stage_cls: Any = None, **_options: Any) -> Any:
     """The registry's ``pipelining_fn``: :func:`~hyper_parallel.models.qwen3_vl.pipeline.pipeline_qwen3_vl` over
     ``world_mesh["pp"]``'s group, the vision encoder on stage 0 with the first decoder layers (``placement =
     "stage0"``, ``schedule`` 1F1B or GPipe) or alone ahead of the language-model stages (``"mpipe"``:
-    :class:`~hyper_parallel.pipeline.ScheduleMpipe` with ``mpipe_config``). Returns ``(schedule, [stage
-    module])``; the trainer then applies :func:`parallelize_qwen3_vl_job` to the stage module. Other options
-    (``overlap_b_f``) go to the schedule."""
+    :class:`~hyper_parallel.pipeline.ScheduleMpipe` with ``mpipe_config``; ``encoder_ranks``: the first that many
+    ranks of the pipeline group hold the encoder stage, data parallel, ``hp-train``'s ``vl_encoder_ranks``).
+    ``stage_cls``: the stage module class (default :class:`~hyper_parallel.models.qwen3_vl.pipeline.
+    Qwen3VLStageModule`; the Qwen3.5 models pass theirs). Returns ``(schedule, [stage module])``; the trainer then
+    applies the registry's ``parallelize_fn`` to the stage module. Other options (``overlap_b_f``) go to the
+    schedule."""
     from hyper_parallel.models.qwen3_vl.pipeline import pipeline_qwen3_vl  # pylint: disable=C0415
     from hyper_parallel.platform.torch.device import local_device  # pylint: disable=import-outside-toplevel
     if parallel_dims.pp < 2:
@@ -66,20 +70,21 @@ def pipeline_qwen3_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, *, sc
     sched, part = pipeline_qwen3_vl(model, n_microbatches=n_microbatches, placement=placement, schedule=schedule,
                                     pp_group=world_mesh["pp"].get_group(), layers_per_stage=layers_per_stage,
                                     loss_fn=loss_fn, device=local_device(world_mesh.device_type),
-                                    mpipe_config=mpipe_config, **_options)
+                                    mpipe_config=mpipe_config, encoder_ranks=encoder_ranks, stage_cls=stage_cls,
+                                    **_options)
     return sched, [part]
 
 
 def _check_stage_layout(dims: Any, moe: bool) -> None:
-    """The layouts a Qwen3-VL pipeline stage composes with: FSDP / HSDP (dense) and TP (the stage's activations,
-    hidden states and DeepStack features, are whole on every TP rank: no sequence parallel); refused with the
-    reason for the MoE language model: FSDP / EP (their expert meshes are built over the whole world, not a
-    pipeline stage's ranks)."""
-    if moe and (dims.dp_shard > 1 or dims.ep > 1):
+    """The layouts a Qwen3-VL pipeline stage composes with: FSDP / HSDP and TP (the stage's activations,
+    hidden states and DeepStack features, are whole on every TP rank: no sequence parallel), and for the MoE
+    language model FSDP x EP (expert meshes over the stage's ranks); refused with the reason: the MoE language
+    model with TP together with FSDP or EP inside a stage (the stage's expert meshes are not built under TP)."""
+    if moe and dims.tp > 1 and (dims.dp_shard > 1 or dims.ep > 1):
         key = "ep" if dims.ep > 1 else "dp_shard"
-        raise ValueError(f"parallelism.{key} = {getattr(dims, key)} with parallelism.pp = {dims.pp}: not yet for "
-                         "Qwen3-VL-MoE (its expert meshes span the world, not a pipeline stage's ranks); set it to "
-                         "1 or pp = 1")
+        raise ValueError(f"parallelism.{key} = {getattr(dims, key)} with parallelism.tp = {dims.tp} and "
+                         f"parallelism.pp = {dims.pp}: not yet for Qwen3-VL-MoE (a stage's expert meshes are not "
+                         f"built under TP); set {key} = 1, tp = 1 or pp = 1")
 
 
 def parallelize_qwen3_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, *, activation: Any = None,
@@ -118,13 +123,14 @@ def parallelize_qwen3_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, *,
 
 
 def check_vl_moe_layout(moe: bool, dims: Any) -> None:
-    """The layouts a vision-language model with a MoE language model is refused (one line naming the degree):
-    HSDP."""
+    """The layouts a vision-language model with a MoE language model is refused (one line naming the degrees):
+    HSDP together with TP."""
     if not moe:
         return
-    if dims.dp_replicate > 1:
-        raise ValueError(f"parallelism.dp_replicate = {dims.dp_replicate}: not yet for a vision-language model with "
-                         f"a MoE language model (FSDP with expert parallelism is); set it to 1")
+    if dims.dp_replicate > 1 and dims.tp > 1:
+        raise ValueError(f"parallelism.dp_replicate = {dims.dp_replicate} with parallelism.tp = {dims.tp}: not yet "
+                         f"for a vision-language model with a MoE language model (HSDP x EP is, without TP); set "
+                         f"dp_replicate = 1 or tp = 1")
 
 
 def shard_vl_model(model: Any, shard: Any, dims: Any, world_mesh: Any = None) -> None:
@@ -134,7 +140,10 @@ def shard_vl_model(model: Any, shard: Any, dims: Any, world_mesh: Any = None) ->
     (:func:`~hyper_parallel.models.qwen3_vl_moe.parallelize_qwen3_vl_moe`); with TP and ``ep > 1`` (needs
     ``world_mesh``) expert parallelism over ``ep`` ranks borrowed from ``dp_shard x tp``
     (:func:`expert_parallel_under_tp`); with TP and ``ep = 1`` its MoE layers' balancing statistics come from the
-    whole data-parallel batch (``MoE.set_token_groups``) and the experts are sharded with their layer."""
+    whole data-parallel batch (``MoE.set_token_groups``) and the experts are sharded with their layer. With
+    ``world_mesh`` (the trainer's) a MoE language model without TP takes the meshes of this rank's pipeline
+    stage, HSDP included (:func:`~hyper_parallel.models.llama3.parallelize.moe_meshes`,
+    :func:`~hyper_parallel.models.qwen3_vl_moe.parallelize.apply_vl_moe_meshes`)."""
     # pylint: disable=import-outside-toplevel
     from hyper_parallel.models.qwen3_vl.parallelize import parallelize_qwen3_vl
     text = model.config.text
@@ -144,6 +153,11 @@ def shard_vl_model(model: Any, shard: Any, dims: Any, world_mesh: Any = None) ->
         expert_parallel_under_tp(model, world_mesh, dims)
         return
     if shard is None:
+        return
+    if getattr(text, "moe", None) is not None and dims.tp == 1 and world_mesh is not None:
+        from hyper_parallel.models.llama3.parallelize import moe_meshes
+        from hyper_parallel.models.qwen3_vl_moe.parallelize import apply_vl_moe_meshes
+        apply_vl_moe_meshes(model, moe_meshes(world_mesh, dims))
         return
     if getattr(text, "moe", None) is not None and dims.tp == 1:
         from hyper_parallel.models.qwen3_vl_moe.parallelize import parallelize_qwen3_vl_moe

@@ -240,7 +240,8 @@ class TorchTrainerBackend:
         extra = {"overlap_b_f": True} if par.pp_overlap_b_f else {}
         if spec.extras.get("vision"):  # where the vision encoder runs (VLTrainer; trainer/vl_config.py)
             from hyper_parallel.trainer.vl_config import mpipe_config_of  # pylint: disable=import-outside-toplevel
-            extra.update(placement=par.vl_encoder, mpipe_config=mpipe_config_of(par, model.config))
+            extra.update(placement=par.vl_encoder, mpipe_config=mpipe_config_of(par, model.config),
+                         encoder_ranks=par.vl_encoder_ranks if par.vl_encoder == "mpipe" else 1)
         self._schedule, parts = spec.pipelining_fn(  # losses scaled by 1/grad_accum while training
             model, world, dims, schedule=par.pp_schedule, n_microbatches=par.pp_microbatches,
             layers_per_stage=split, loss_fn=lambda out, tgt: self._pp_loss(loss_fn, out, tgt), **extra)

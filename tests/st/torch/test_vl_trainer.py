@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """VLTrainer on 2 gloo ranks: Qwen3-VL (debug flavor) under FSDP, Qwen3-VL-MoE under FSDP x EP and under TP
 (experts whole on each TP rank), Qwen3.5-VL under TP (both layer kinds; packed rows: the document mask resets the
-linear-attention state), trained on the generated image-caption set through a processor folder written offline,
+linear-attention state) and under PP (Mpipe: its hybrid decoder stages), trained on the generated image-caption set through a processor folder written offline,
 checkpointed; the losses equal one process training the same global batches (the other layouts: the composition
 matrix's rows)."""
 import os
@@ -40,9 +40,11 @@ LAYOUTS = {"fsdp": {"dp_shard": 2}, "moe_ep": {"dp_shard": 2, "ep": 2}, "moe_tp"
            "pp_stage0_gpipe": {"dp_shard": 1, "pp": 2, "pp_schedule": "GPipe"},
            "pp_mpipe": {"dp_shard": 1, "pp": 2, "vl_encoder": "mpipe"},
            "pp_stage0_moe": {"dp_shard": 1, "pp": 2},
-           "pp_mpipe_moe": {"dp_shard": 1, "pp": 2, "vl_encoder": "mpipe"}}
+           "pp_mpipe_moe": {"dp_shard": 1, "pp": 2, "vl_encoder": "mpipe"},
+           # Qwen3.5-VL's hybrid decoder in the language-model stage (packed rows: per-document positions)
+           "pp_mpipe_qwen3_5": {"dp_shard": 1, "pp": 2, "vl_encoder": "mpipe"}}
 MODELS = {"moe_ep": "qwen3_vl_moe", "moe_tp": "qwen3_vl_moe", "qwen3_5_tp": "qwen3_5_vl",
-          "pp_stage0_moe": "qwen3_vl_moe", "pp_mpipe_moe": "qwen3_vl_moe"}
+          "pp_stage0_moe": "qwen3_vl_moe", "pp_mpipe_moe": "qwen3_vl_moe", "pp_mpipe_qwen3_5": "qwen3_5_vl"}
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))

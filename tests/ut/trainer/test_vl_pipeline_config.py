@@ -1,6 +1,6 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
-"""``[parallelism] vl_encoder`` / ``vl_encoder_ahead`` (pipeline parallel for the vision-language models): what
+"""``[parallelism] vl_encoder`` / ``vl_encoder_ahead`` / ``vl_encoder_ranks`` (pipeline parallel for the vision-language models): what
 ``hp-train --check`` accepts and refuses (one line naming the key), and ``--explain-schedule``."""
 import os
 import subprocess
@@ -31,6 +31,8 @@ def _cfg(data, *args):
 
 
 PP2 = ("--parallelism.pp", 2, "--parallelism.dp_shard", 1)
+PP3 = ("--job.nproc", 3, "--parallelism.pp", 3, "--parallelism.dp_shard", 1)
+MPIPE = ("--parallelism.vl_encoder", "mpipe")
 
 
 @pytest.mark.parametrize("args, needles", [
@@ -46,8 +48,28 @@ PP2 = ("--parallelism.pp", 2, "--parallelism.dp_shard", 1)
     (("--job.nproc", 3, "--parallelism.pp", 3, "--parallelism.dp_shard", 1, "--parallelism.vl_encoder", "mpipe",
       "--parallelism.vl_encoder_ahead", 1, "--training.global_batch", 3, "--parallelism.pp_microbatches", 3),
      ["parallelism.vl_encoder_ahead = 1: expected 0 (all) or >= pp - 1 = 2"]),
-    (("--model.name", "qwen3_vl_moe", "--job.nproc", 4, "--parallelism.pp", 2, "--parallelism.dp_shard", 2,
-      "--parallelism.ep", 2), ["parallelism.ep = 2 with parallelism.pp = 2: not yet for model.name = 'qwen3_vl_moe'"]),
+    (("--model.name", "qwen3_vl_moe", "--job.nproc", 4, "--parallelism.pp", 2, "--parallelism.dp_shard", 1,
+      "--parallelism.tp", 2, "--parallelism.ep", 2),
+     ["parallelism.ep = 2 with parallelism.tp = 2 and parallelism.pp = 2: not yet for model.name = 'qwen3_vl_moe'"]),
+    (("--model.name", "qwen3_vl_moe", "--job.nproc", 4, "--parallelism.dp_replicate", 2, "--parallelism.dp_shard",
+      1, "--parallelism.tp", 2), ["parallelism.dp_replicate = 2 with parallelism.tp = 2: not yet for model.name = "
+                                  "'qwen3_vl_moe'"]),
+    # an encoder stage on several pipeline ranks (vl_encoder_ranks)
+    (PP3 + ("--parallelism.vl_encoder_ranks", 2), ["parallelism.vl_encoder_ranks = 2: only for vl_encoder = 'mpipe'"]),
+    (PP2 + MPIPE + ("--parallelism.vl_encoder_ranks", 2),
+     ["parallelism.vl_encoder_ranks = 2 with parallelism.pp = 2: expected 1 <= vl_encoder_ranks < pp"]),
+    (("--model.flavor", "debug") + PP3 + MPIPE + ("--parallelism.vl_encoder_ranks", 2),
+     ["parallelism.vl_encoder_ranks = 2: model.flavor = 'debug' ties the embedding to the LM head"]),
+    (("--model.flavor", "debug_untied", "--job.nproc", 6, "--parallelism.pp", 3, "--parallelism.dp_shard", 2)
+     + MPIPE + ("--parallelism.vl_encoder_ranks", 2),
+     ["parallelism.dp_shard = 2 with parallelism.vl_encoder_ranks = 2: not yet"]),
+    (("--model.flavor", "debug_untied") + PP3 + MPIPE + ("--parallelism.vl_encoder_ranks", 2,
+                                                         "--training.global_batch", 6),
+     ["parallelism.vl_encoder_ranks = 2: a microbatch of training.global_batch / (grad_accum x pp_microbatches) = 3 "
+      "rows does not split evenly over the 2 encoder ranks"]),
+    (("--model.flavor", "debug_untied") + PP3 + MPIPE + ("--parallelism.vl_encoder_ranks", 2,
+                                                         "--parallelism.pp_layers_per_stage", "[0, 1, 2]"),
+     ["[0, 1, 2] has 3 entries; expected one per pipeline stage: pp 3 - vl_encoder_ranks 2 + 1"]),
     (("--job.nproc", 4, "--parallelism.pp", 4, "--parallelism.dp_shard", 1, "--parallelism.vl_encoder", "mpipe",
       "--parallelism.pp_microbatches", 4), ["model.flavor = 'debug' conflicts with parallelism.pp = 4: tied"]),
 ])
@@ -58,6 +80,15 @@ def test_vision_pipeline_keys_are_checked_with_one_line(vl_data, args, needles):
     assert "\n" not in message
     for needle in needles:
         assert needle in message, message
+
+
+def test_vl_encoder_ranks_is_refused_for_a_text_model():
+    cfg = load_config(None, parse_overrides(["--job.nproc", "2", "--parallelism.dp_shard", "1", "--parallelism.pp",
+                                             "2", "--parallelism.vl_encoder_ranks", "2"]))
+    with pytest.raises(ConfigError, match=r"parallelism.vl_encoder_ranks: only for a vision-language model"):
+        validate_job(cfg)
+    with pytest.raises(ConfigError, match=r"parallelism.vl_encoder_ranks: expected a value >= 1, got 0"):
+        load_config(None, parse_overrides(["--parallelism.vl_encoder_ranks", "0"]))
 
 
 def test_vl_encoder_is_refused_for_a_text_model():
@@ -75,7 +106,13 @@ def test_vl_encoder_is_refused_for_a_text_model():
                                   ("--model.name", "qwen3_vl_moe") + PP2 + ("--parallelism.vl_encoder", "mpipe"),
                                   # TP inside the stages (once refused)
                                   ("--job.nproc", 4, "--parallelism.pp", 2, "--parallelism.dp_shard", 1,
-                                   "--parallelism.tp", 2)])
+                                   "--parallelism.tp", 2),
+                                  ("--model.name", "qwen3_vl_moe", "--job.nproc", 4, "--parallelism.pp", 2,
+                                   "--parallelism.dp_shard", 2, "--parallelism.ep", 2),
+                                  ("--model.name", "qwen3_5_vl") + PP2 + MPIPE,
+                                  ("--model.name", "qwen3_5_moe_vl", "--model.flavor", "debug_moe") + PP2,
+                                  ("--model.flavor", "debug_untied") + PP3 + MPIPE + ("--parallelism.vl_encoder_ranks",
+                                                                                      2)])
 def test_vision_pipelines_pass(vl_data, args):
     facts = validate_job(_cfg(vl_data, *args))
     assert facts.degrees["pp"] >= 2
@@ -94,6 +131,11 @@ def test_explain_pipeline_shows_the_encoder_placement_and_the_timeline(vl_data):
     lines = explain_pipeline(cfg, 2, 3).splitlines()
     assert lines[:3] == ["stage 0: vision encoder + embedding + decoder layers 0-1",
                          "stage 1: decoder layer 2 + norm + head", "GPipe schedule: 2 ranks, 2 stages, 2 microbatches"]
+    cfg = _cfg(vl_data, "--model.flavor", "debug_untied", *PP3, *MPIPE, "--parallelism.vl_encoder_ranks", 2)
+    lines = explain_pipeline(cfg, 3, 3).splitlines()
+    assert lines[:3] == ["stage 0: vision encoder + embedding (data parallel on pipeline ranks 0-1; stage s > 0 on "
+                         "rank s + 1)", "stage 1: decoder layers 0-2 + norm + head",
+                         "Mpipe schedule: 2 ranks, 2 stages, 2 microbatches"], lines
     with pytest.raises(ConfigError, match="--explain-schedule: parallelism.pp = 1: no pipeline to explain"):
         explain_pipeline(_cfg(vl_data), 1, 3)
 
@@ -119,3 +161,11 @@ def test_the_demo_one_process_comparison_of_an_mpipe_run_validates(vl_data):
     assert validate_job(one).degrees["pp"] == 1
     with pytest.raises(ConfigError, match="vl_encoder = 'mpipe' needs parallelism.pp >= 2"):
         validate_job(derived_config(cfg, parallelism={"pp": 1, "dp_shard": -1}, job={"nproc": 1}))
+
+
+@pytest.mark.parametrize("model", ["qwen3_vl_moe", "qwen3_5_moe_vl"])
+def test_vl_moe_hsdp_with_ep_passes(vl_data, model):
+    flavor = "debug_moe" if model == "qwen3_5_moe_vl" else "debug"
+    facts = validate_job(_cfg(vl_data, "--model.name", model, "--model.flavor", flavor, "--job.nproc", 4,
+                              "--parallelism.dp_replicate", 2, "--parallelism.dp_shard", 2, "--parallelism.ep", 2))
+    assert (facts.degrees["dp_replicate"], facts.degrees["dp_shard"], facts.degrees["ep"]) == (2, 2, 2)
