@@ -24,6 +24,7 @@ from typing import Any, Dict, List, Optional
 import mindspore as ms
 import numpy as np
 
+from hyper_parallel.models.llama3._mindspore.model import cross_entropy
 from hyper_parallel.trainer._mindspore.launch import check_mindspore_config
 from hyper_parallel.trainer.models import build_model_config
 from hyper_parallel.models.parallel_dims import ParallelDims
@@ -42,6 +43,13 @@ def torch_initial_weights(name: str, mcfg: Any, seed: int) -> Any:
     torch.manual_seed(seed)
     model = get_model_spec(name).model_cls(mcfg)
     return {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+
+
+def _compiled_loss(model: Any, ids: Any, labels: Any, scale: Any) -> Any:
+    """The models' ``loss`` on plain logits, scaled (no loss parallel under ``training.compile``; parsed by
+    ``mindspore.jit``: no import statement inside)."""
+    logits = model(ids)
+    return cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)) * scale
 
 
 def _flops_per_token(cfg: Any, n_params: int, seq_len: int) -> float:
@@ -81,6 +89,8 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         self._world_group: Any = None
         self._specs: Dict[str, Any] = {}
         self._grad_fn: Any = None
+        self._compiled_fsdp: Any = None  # training.compile under FSDP: a CompiledFSDPStep
+        self._model_cls: Any = None
         self._schedule: Any = None  # pipeline parallel: the schedule over this rank's stages
         self._pp_scale = 1.0
         self._pp_first = self._pp_last = False  # this rank holds the first / last pipeline stage
@@ -141,6 +151,7 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
                                   max_position_embeddings=max(cfg.training.seq_len, 128))
         spec = get_model_spec(name, backend="mindspore")
         model = spec.model_cls(mcfg, seed=cfg.job.seed)
+        self._model_cls = spec.model_cls
         weights = torch_initial_weights(name, mcfg, cfg.job.seed)
         if weights is not None:
             model.load_numpy(weights)
@@ -176,14 +187,17 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         kernels run after it)."""
         if not self.config.training.compile:
             return ms.value_and_grad(self._scaled_loss, None, params)
-        from hyper_parallel.models.llama3._mindspore.model import cross_entropy  # pylint: disable=C0415
         model = self.model
+        if self.trainer.distributed and self.dims.dp_shard > 1:  # FSDP: the graph computes on an unsharded twin
+            from hyper_parallel.fsdp._mindspore.compiled import CompiledFSDPStep  # pylint: disable=C0415
+            twin = self._model_cls(model.config, seed=self.config.job.seed)
+            self._compiled_fsdp = CompiledFSDPStep(model, twin, _compiled_loss)
+            return self._compiled_fsdp.value_and_grad
         if getattr(model, "remove_gradient_hooks", None) is not None:  # replicate: reduce after the graph
             model.remove_gradient_hooks()
 
-        def compiled_loss(ids, labels, scale):  # the models' ``loss`` on plain logits (no loss parallel here)
-            logits = model(ids)
-            return cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)) * scale
+        def compiled_loss(ids, labels, scale):  # a def: mindspore.jit parses a lambda only on its own line
+            return _compiled_loss(model, ids, labels, scale)
 
         return ms.jit(ms.value_and_grad(compiled_loss, None, params))
 
@@ -357,6 +371,8 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         ddp = getattr(self.model, "reduce_gradients", None)
         hooked = ddp is not None and not t.compile
         losses = []
+        if self._compiled_fsdp is not None:  # the parameters once per step into the compiled graph's twin
+            self._compiled_fsdp.gather()
         for i in range(t.grad_accum):
             if hooked:
                 self.model.set_requires_gradient_sync(i == t.grad_accum - 1)
@@ -366,6 +382,9 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         total = sum(float(x.asnumpy()) for x in losses)  # the host copies after the micro-batches, not between
         if ddp is not None:
             grads = ddp(params, grads)
+        if self._compiled_fsdp is not None:  # one reduce-scatter per unit of the summed full gradients
+            shards = self._compiled_fsdp.reduce(grads)
+            grads = [shards[p.name] for p in params]
         return grads, total
 
     def _clip(self, params, grads, max_norm: float):

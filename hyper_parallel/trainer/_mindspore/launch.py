@@ -79,7 +79,7 @@ CP_REFUSED = {"deepseek_v3": "multi-head latent attention has value heads narrow
 def check_mindspore_config(cfg: JobConfig) -> None:
     """Refuse, naming the key, what the MindSpore trainer path cannot do: expert parallel other than ``ep =
     dp_shard`` (tp = cp = dp_replicate = 1), split-backward pipeline schedules, PP with CP or TP, CP of DeepSeek-V3
-    (MLA), HSDP x TP, bf16, compile with sharded layers, MoE layers or with PP / CP, activation policies, fault
+    (MLA), HSDP x TP, bf16, compile with TP, MoE layers or with PP / CP, activation policies, fault
     injection, models without a MindSpore implementation."""
     par, tr = cfg.parallelism, cfg.training
     _check_parallelism(cfg)
@@ -93,10 +93,10 @@ def check_mindspore_config(cfg: JobConfig) -> None:
     if tr.compile and (par.pp != 1 or par.cp != 1):
         raise _refuse(cfg, "training.compile", "mindspore.jit layers are not combined with PP or CP on MindSpore "
                       "(the CP attention hook and the pipeline stages run in PyNative); set it to false")
-    if tr.compile and (par.tp != 1 or par.dp_shard != 1):
+    if tr.compile and par.tp != 1:
         raise _refuse(cfg, "training.compile", "on MindSpore it runs the whole forward and backward under "
-                      "mindspore.jit, which needs unsharded layers (tp = 1 and dp_shard = 1: one rank or "
-                      "dp_replicate); set it to false")
+                      "mindspore.jit on full (or FSDP-gathered) parameters; tensor-parallel layers run op by op "
+                      "(DTensor dispatch and their collectives in PyNative); set tp = 1 or compile = false")
     if cfg.activation:
         raise _refuse(cfg, "activation", "activation policies are not wired into the MindSpore trainer; remove the "
                       "[activation] section")

@@ -38,6 +38,9 @@ CASES_2 = {
     "trainer compile x dp_replicate grad_accum 2": {"training.compile": True, "parallelism.dp_replicate": 2,
                                                     "parallelism.dp_shard": 1,
                                                     "training.grad_accum": 2},
+    # FSDP: the all-gathers before and the reduce-scatters after one graph over an unsharded twin
+    "trainer compile x fsdp grad_accum 2": {"training.compile": True, "parallelism.dp_shard": 2,
+                                            "training.grad_accum": 2},
 }
 #: on 4 ranks (PP x FSDP)
 CASES_4 = {
@@ -62,6 +65,10 @@ def _train(overrides, nproc, distributed):
     trainer = LLMTrainer(_config(overrides, out, nproc), distributed=distributed)
     try:
         history = trainer.train()
+        if overrides.get("training.compile") and overrides.get("parallelism.dp_shard", 1) > 1:
+            # the compiled graph over the unsharded twin ran, not PyNative fully_shard
+            step = trainer.backend._compiled_fsdp  # pylint: disable=protected-access
+            assert step is not None and step.twin_params, "training.compile under FSDP: no CompiledFSDPStep"
         held_out = trainer.evaluate(1)  # under PP the schedule's forward-only pass
         state = get_model_state_dict(trainer.backend.model, options=SimpleNamespace(full_state_dict=True))
         params = {k: v.asnumpy() for k, v in state.items()}
@@ -83,7 +90,8 @@ def _compare(name, got, want):
 
 #: the trainer cases of ``make test`` 's launch (the others run in ``make matrix-mindspore``)
 GATE_CASES = ("trainer pp 1F1B grad_accum 2", "trainer pp Interleaved1F1B", "trainer cp ring",
-              "trainer compile one process", "trainer compile x dp_replicate grad_accum 2")
+              "trainer compile one process", "trainer compile x dp_replicate grad_accum 2",
+              "trainer compile x fsdp grad_accum 2")
 
 
 def _run(cases, nproc, results=None, seconds=None):
@@ -119,6 +127,11 @@ def run_gate():
     run_group(results, CP_CHECKS, setup_mesh())
     seconds["cp checks"] = round(time.perf_counter() - start, 1)
     return _run({name: CASES_2[name] for name in GATE_CASES}, 2, results, seconds)
+
+
+def run_compile():
+    """Launch entry (2 ranks): the ``training.compile`` cases only (for working on them)."""
+    return _run({name: case for name, case in CASES_2.items() if "compile" in name}, 2)
 
 
 def run_four_ranks():
