@@ -195,6 +195,64 @@ def paired(config: str, batch: int, seq: int, steps: int) -> Dict[str, object]:
             "ratio_max": round(max(ratios), 3), "load": round(os.getloadavg()[0], 1)}
 
 
+#: environment variable carrying :func:`paired_fsdp_worker` 's arguments (JSON) into the launched ranks
+PAIRED_FSDP_ENV = "HP_BENCH_PAIRED_FSDP"
+
+
+def paired_fsdp_worker() -> Dict[str, object]:
+    """One of 2 MindSpore ranks (launched by :func:`paired_fsdp`), step by step in turn: plain MindSpore's
+    whole-step jit on this rank's half of the batch (both ranks at once, after a barrier: the same contention),
+    then ours (``LLMTrainer``, ``dp_shard = 2``, ``training.compile``: each rank computes the same half); then one
+    more step of ours under cProfile (``trainer/_mindspore/profile.py``'s breakdown)."""
+    import mindspore as ms  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.trainer._mindspore import profile  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.trainer.api import LLMTrainer  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.trainer.config import load_config  # pylint: disable=import-outside-toplevel
+    a = json.loads(os.environ[PAIRED_FSDP_ENV])
+    batch, seq, steps = a["batch"], a["seq"], a["steps"]
+    over = [("job.backend", "mindspore"), ("job.nproc", 2), ("job.threads", 1), ("parallelism.tp", 1),
+            ("parallelism.dp_shard", 2), ("parallelism.dp_replicate", 1), ("training.compile", a["compile"]),
+            ("training.seq_len", seq), ("training.global_batch", batch), ("training.steps", steps + 2),
+            ("metrics.progress", False), ("metrics.plot", False), ("checkpoint.enable", False),
+            ("job.out_dir", tempfile.mkdtemp(prefix="hp_bench_paired_fsdp_"))]
+    trainer = LLMTrainer(load_config(a["config"], over), distributed=True)
+    trainer.setup()
+    backend = trainer.backend
+    plain = _plain_ms_step(True, seq)
+    half = batch // 2
+    times: Dict[str, List[float]] = {"plain-ms-jit-half": [], "ours-ms-2-fsdp-jit": []}
+    try:
+        for i, b in enumerate(_batches(batch, seq, steps)):
+            mine = b[backend.rank * half:(backend.rank + 1) * half]
+            ids, labels = ms.Tensor(mine[:, :-1]), ms.Tensor(mine[:, 1:])
+            backend.barrier()
+            start = time.perf_counter()
+            float(plain(ids, labels).asnumpy())
+            times["plain-ms-jit-half"].append(time.perf_counter() - start)
+            backend.barrier()
+            times["ours-ms-2-fsdp-jit"].append(trainer.train_step(i + 1)["step_s"])
+        prof = profile.start()
+        trainer.train_step(steps + 1)
+        breakdown = profile.stop(prof, str(Path(trainer.config.job.out_dir) / f"profile-rank{backend.rank}.json"))
+    finally:
+        trainer.close()
+    ratios = [o / p for o, p in zip(times["ours-ms-2-fsdp-jit"][1:], times["plain-ms-jit-half"][1:])]
+    return {"times_ms": {k: [round(t * 1000, 1) for t in v] for k, v in times.items()},
+            "median_ms": {k: round(statistics.median(v[1:]) * 1000, 1) for k, v in times.items()},
+            "ratio_median": round(statistics.median(ratios), 3), "ratio_min": round(min(ratios), 3),
+            "ratio_max": round(max(ratios), 3), "load": round(os.getloadavg()[0], 1), "profile": breakdown}
+
+
+def paired_fsdp(args: argparse.Namespace) -> List[Dict[str, object]]:
+    """``--paired-fsdp``: :func:`paired_fsdp_worker` on 2 MindSpore ranks; per rank its times and ratios."""
+    from hyper_parallel.testing.mindspore_launch import launch  # pylint: disable=import-outside-toplevel
+    env = {PAIRED_FSDP_ENV: json.dumps({"batch": args.batch, "seq": args.seq, "steps": args.steps,
+                                         "config": args.config, "compile": not args.no_compile}),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")])),
+           "OMP_NUM_THREADS": "1"}
+    return launch("benchmarks.backends:paired_fsdp_worker", world_size=2, timeout=args.timeout, env=env)
+
+
 def _worker(kind: str, args: argparse.Namespace) -> None:
     if kind == "plain-torch":
         out = plain_torch(args.batch, args.seq, args.steps)
@@ -349,8 +407,15 @@ def main() -> None:
     p.add_argument("--worker", choices=("plain-ms-pynative", "plain-ms-jit", "plain-torch"), help=argparse.SUPPRESS)
     p.add_argument("--paired", action="store_true",
                    help="one process: plain whole-step jit and ours (1 rank, training.compile), step by step in turn")
+    p.add_argument("--paired-fsdp", action="store_true",
+                   help="2 MindSpore ranks: plain whole-step jit at half the batch on each rank and ours (FSDP, "
+                        "training.compile), step by step in turn")
+    p.add_argument("--no-compile", action="store_true", help="--paired-fsdp: ours in PyNative (the baseline)")
     args = p.parse_args()
-    if args.paired:
+    if args.paired_fsdp:
+        for rank, res in enumerate(paired_fsdp(args)):
+            print(json.dumps({"rank": rank, **res}), flush=True)
+    elif args.paired:
         print(json.dumps(paired(args.config, args.batch, args.seq, args.steps)), flush=True)
     elif args.worker:
         _worker(args.worker, args)

@@ -30,6 +30,7 @@ import mindspore as ms
 from mindspore import mint, ops
 
 from hyper_parallel.fsdp._mindspore.fully_shard import _units_below
+from hyper_parallel.platform.mindspore import collectives as C
 
 __all__ = ["CompiledFSDPStep"]
 
@@ -79,9 +80,43 @@ class CompiledFSDPStep:
                              f"expected in the twin, found {got}")
         return p
 
+    @property
+    def fused(self) -> bool:
+        """Whether :meth:`gather` and :meth:`reduce` run one collective for every unit (else one per unit)."""
+        return self._fusable()
+
+    def _fusable(self) -> bool:
+        """Whether every bucket can share one collective: one dtype, one shard group and replicate group, and no
+        gradient kept from a backward without sync."""
+        first = self._plan[0][0]
+        return all(b.dtype == self._plan[0][1].dtype and b.compute_dtype == b.dtype == b.reduce_dtype and b.acc is None
+                   and u.shard_group == first.shard_group and u.replicate_group == first.replicate_group
+                   and u.requires_grad_sync and u.is_last_backward for u, b, _ in self._plan)
+
     def gather(self) -> None:
-        """All-gather every unit's parameters (one collective per unit and dtype, outside autograd) into the
-        twin's parameters, in place."""
+        """All-gather every unit's parameters (outside autograd) into the twin's parameters, in place: one
+        all-gather of every unit's flat shard concatenated when they share a group and dtype (else one per unit
+        and dtype)."""
+        if not self._fusable():
+            self._gather_per_unit()
+            return
+        unit = self._plan[0][0]
+        flats = [ops.stop_gradient(b.flat_shard()) for _, b, _ in self._plan]
+        total = sum(b.layout.total for _, b, _ in self._plan)
+        one = flats[0] if len(flats) == 1 else mint.cat(flats, 0)
+        table = C.raw_all_gather(one, unit.shard_group, 0, (total,) * unit.shard_size).reshape(unit.shard_size, -1)
+        col = 0
+        for u, b, params in self._plan:
+            lay = b.layout
+            for i, (e, p) in enumerate(zip(b.entries, params)):
+                rows = mint.narrow(table, 1, col + lay.offsets[i], lay.slots[i]).reshape(-1, lay.inner[i])
+                if rows.shape[0] != e.shape[0]:
+                    rows = mint.narrow(rows, 0, 0, e.shape[0])
+                ops.assign(p, rows.reshape(e.shape))
+            col += lay.total
+            u.stats["all_gathers"] += 1
+
+    def _gather_per_unit(self) -> None:
         for unit in {id(u): u for u, _, _ in self._plan}.values():
             fulls = dict((id(e), v) for e, v in unit.gather())
             for u, b, params in self._plan:
@@ -101,10 +136,15 @@ class CompiledFSDPStep:
         :attr:`twin_params`: per unit and dtype one reduce-scatter of the flat gradient (FSDP's reduction)."""
         out: Dict[str, Any] = {}
         pos = 0
-        for unit, b, params in self._plan:
-            grads = full_grads[pos:pos + len(params)]
+        tables = []
+        for _, b, params in self._plan:
+            tables.append(_gathered_layout(b, full_grads[pos:pos + len(params)]))
             pos += len(params)
-            flat = b.reduce(_gathered_layout(b, grads), b.dtype)
+        if self._fusable():  # one reduce-scatter of every unit's flat gradient
+            flats = self._reduce_fused(tables)
+        else:
+            flats = [b.reduce(t.reshape(-1), b.dtype) for (_, b, _), t in zip(self._plan, tables)]
+        for (unit, b, _), flat in zip(self._plan, flats):
             lay = b.layout
             for i, e in enumerate(b.entries):
                 n = lay.local_numel(i, unit.index)
@@ -113,9 +153,26 @@ class CompiledFSDPStep:
                                else mint.zeros(shape, dtype=e.dtype))
         return out
 
+    def _reduce_fused(self, tables: List[Any]) -> List[Any]:
+        """Each bucket's flat shard gradient from its ``[world, total]`` gathered-layout gradient, with one
+        reduce-scatter (and under HSDP one all-reduce) for all: :meth:`_Bucket.reduce` 's arithmetic."""
+        unit = self._plan[0][0]
+        world = unit.shard_size
+        table = tables[0] if len(tables) == 1 else mint.cat(tables, 1)
+        total = table.shape[1]
+        shard = C.raw_reduce_scatter(table.reshape(-1), "sum", unit.shard_group, 0, (total,) * world, unit.index)
+        if unit.replicate_group is not None:
+            shard = C.raw_all_reduce(shard, "sum", unit.replicate_group)
+        out, col = [], 0
+        for u, b, _ in self._plan:
+            out.append(mint.narrow(shard, 0, col, b.layout.total) * (u.scale / u.dp_size))
+            col += b.layout.total
+            u.stats["reduce_scatters"] += 1
+        return out
+
 
 def _gathered_layout(bucket: Any, grads: Sequence[Any]) -> Any:
-    """The rank-major flat buffer of ``bucket`` 's gathered layout holding the full gradients ``grads`` (the
+    """The ``[world, total]`` table of ``bucket`` 's gathered layout holding the full gradients ``grads`` (the
     gradient the gathered buffer would get in PyNative: each rank's slot holds its rows, zero-padded)."""
     lay, world = bucket.layout, bucket.unit.shard_size
     pieces = []
@@ -125,5 +182,4 @@ def _gathered_layout(bucket: Any, grads: Sequence[Any]) -> Any:
         if pad:
             rows = mint.cat((rows, mint.zeros((pad, lay.inner[i]), dtype=rows.dtype)), 0)
         pieces.append(rows.reshape(world, lay.slots[i]))
-    table = pieces[0] if len(pieces) == 1 else mint.cat(pieces, 1)
-    return table.reshape(-1)
+    return pieces[0] if len(pieces) == 1 else mint.cat(pieces, 1)

@@ -313,6 +313,47 @@ def _trace(unit, name, events):
         bucket.reduce = traced
 
 
+def _twin_loss(twin, x, y):  # a def at module level: mindspore.jit parses it
+    return ((twin(x) - y) ** 2).mean()
+
+
+def fsdp_compiled_step_check(mesh):
+    """``CompiledFSDPStep`` (``training.compile`` under FSDP): the graph over an unsharded twin (other initial
+    values: ``gather`` overwrites them) gives one process's loss and, after the fused reduce-scatter, its
+    gradients (uneven and empty shards); without gradient sync the per-unit path keeps the first
+    micro-batch's gradients and reduces the sum once; a twin of another model is refused naming the parameter."""
+    import mindspore as ms
+    from hyper_parallel.fsdp._mindspore.compiled import CompiledFSDPStep
+    me = mesh.get_coordinate()[0]
+    ref, net = _net(), _sharded(mesh)
+    step = CompiledFSDPStep(net, _net(seed=99), _twin_loss)
+    assert step.fused and net.fsdp_stats()["all_gathers"] == 0
+    micro = [_batches(2, 31), _batches(2, 32)]
+    losses, want = _ref_step(ref, micro[0])
+    step.gather()
+    loss, full = step.value_and_grad(*(ms.Tensor(a) for a in micro[0][me]))
+    np.testing.assert_allclose(float(loss.asnumpy()), losses[me], **TOL)
+    shards = step.reduce(full)
+    _check_grads(net, [shards[p.name] for p in net.trainable_params()], want, "compiled grad")
+    assert net.fsdp_stats()["all_gathers"] == 3 and net.fsdp_stats()["reduce_scatters"] == 3, net.fsdp_stats()
+    want = {k: v + _ref_step(ref, micro[1])[1][k] for k, v in want.items()}
+    total = None
+    for i, batches in enumerate(micro):
+        net.set_requires_gradient_sync(i == 1)
+        assert not step.fused  # no sync, then a kept gradient: the per-unit path (_Bucket.reduce)
+        _, full = step.value_and_grad(*(ms.Tensor(a) for a in batches[me]))
+        g = step.reduce(full)
+        total = g if total is None else {k: total[k] + g[k] for k in g}
+    _check_grads(net, [total[p.name] for p in net.trainable_params()], want, "compiled accumulated grad")
+    assert step.fused  # the kept gradients were reduced: fused again
+    try:
+        CompiledFSDPStep(net, _sharded(mesh), _twin_loss)
+    except ValueError as exc:
+        assert "expected in the twin" in str(exc), exc
+    else:
+        raise AssertionError("CompiledFSDPStep accepted a sharded twin")
+
+
 FSDP_CHECKS = {"fsdp nested units, 3 AdamW steps": fsdp_parity_check,
                "fsdp accumulation without sync, gradient scaling": fsdp_accumulation_check,
                "fsdp mixed precision fp16/fp32": fsdp_mixed_precision_check,
@@ -320,10 +361,17 @@ FSDP_CHECKS = {"fsdp nested units, 3 AdamW steps": fsdp_parity_check,
                "fsdp under recompute": fsdp_recompute_check,
                "fsdp set_is_last_backward, reshard_after_forward=False": fsdp_last_backward_check,
                "fsdp backward prefetch order": fsdp_backward_prefetch_check,
-               "mesh over unsorted ranks [1, 0]: collectives and fully_shard": unsorted_mesh_check}
+               "mesh over unsorted ranks [1, 0]: collectives and fully_shard": unsorted_mesh_check,
+               "fsdp compiled step (training.compile): jit over an unsharded twin": fsdp_compiled_step_check}
 
 
 def run_fsdp_only():
     """Entry for running these checks alone (development): one launch of 2 ranks."""
     from tests.st.mindspore.common import run_only
     return run_only(FSDP_CHECKS)
+
+
+def run_compiled_only():
+    """Entry for the compiled-step check alone (development)."""
+    from tests.st.mindspore.common import run_only
+    return run_only({k: v for k, v in FSDP_CHECKS.items() if "compiled" in k})

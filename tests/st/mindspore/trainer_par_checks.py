@@ -69,6 +69,7 @@ def _train(overrides, nproc, distributed):
             # the compiled graph over the unsharded twin ran, not PyNative fully_shard
             step = trainer.backend._compiled_fsdp  # pylint: disable=protected-access
             assert step is not None and step.twin_params, "training.compile under FSDP: no CompiledFSDPStep"
+            assert step.fused, "training.compile under FSDP: the units' collectives were not fused"
         held_out = trainer.evaluate(1)  # under PP the schedule's forward-only pass
         state = get_model_state_dict(trainer.backend.model, options=SimpleNamespace(full_state_dict=True))
         params = {k: v.asnumpy() for k, v in state.items()}
