@@ -212,7 +212,7 @@ def paired_fsdp_worker() -> Dict[str, object]:
     batch, seq, steps = a["batch"], a["seq"], a["steps"]
     over = [("job.backend", "mindspore"), ("job.nproc", 2), ("job.threads", 1), ("parallelism.tp", 1),
             ("parallelism.dp_shard", 2), ("parallelism.dp_replicate", 1), ("training.compile", a["compile"]),
-            ("training.seq_len", seq), ("training.global_batch", batch), ("training.steps", steps + 2),
+            ("training.seq_len", seq), ("training.global_batch", batch), ("training.steps", steps + 3),
             ("metrics.progress", False), ("metrics.plot", False), ("checkpoint.enable", False),
             ("job.out_dir", tempfile.mkdtemp(prefix="hp_bench_paired_fsdp_"))]
     trainer = LLMTrainer(load_config(a["config"], over), distributed=True)
@@ -233,7 +233,10 @@ def paired_fsdp_worker() -> Dict[str, object]:
             times["ours-ms-2-fsdp-jit"].append(trainer.train_step(i + 1)["step_s"])
         prof = profile.start()
         trainer.train_step(steps + 1)
-        breakdown = profile.stop(prof, str(Path(trainer.config.job.out_dir) / f"profile-rank{backend.rank}.json"))
+        trainer.train_step(steps + 2)
+        path = str(Path(trainer.config.job.out_dir) / f"profile-rank{backend.rank}.json")
+        breakdown = profile.stop(prof, path)
+        breakdown["phases_s"] = _phases(path[:-5] + ".pstats", 2)
     finally:
         trainer.close()
     ratios = [o / p for o, p in zip(times["ours-ms-2-fsdp-jit"][1:], times["plain-ms-jit-half"][1:])]
@@ -241,6 +244,24 @@ def paired_fsdp_worker() -> Dict[str, object]:
             "median_ms": {k: round(statistics.median(v[1:]) * 1000, 1) for k, v in times.items()},
             "ratio_median": round(statistics.median(ratios), 3), "ratio_min": round(min(ratios), 3),
             "ratio_max": round(max(ratios), 3), "load": round(os.getloadavg()[0], 1), "profile": breakdown}
+
+
+#: the phases of our compiled FSDP step: (file suffix, function) -> name
+PHASES = {("compiled.py", "gather"): "all-gather into the twin", ("compiled.py", "value_and_grad"): "graph launch",
+          ("~", "<function Tensor.asnumpy"): "host waits (graph compute, loss copies)",
+          ("compiled.py", "reduce"): "reduce-scatter + split", ("backend.py", "_clip"): "clip (global norm)",
+          ("optimizers.py", "step"): "AdamW (fused kernels)", ("backend.py", "train_step"): "whole train_step"}
+
+
+def _phases(pstats_path: str, steps: int) -> Dict[str, float]:
+    """Inclusive seconds per step of :data:`PHASES` in a cProfile dump of ``steps`` steps."""
+    import pstats  # pylint: disable=import-outside-toplevel
+    stats = pstats.Stats(pstats_path).stats  # pylint: disable=no-member
+    out = {}
+    for (suffix, func), name in PHASES.items():
+        total = sum(v[3] for f, v in stats.items() if f[0].endswith(suffix) and f[2].startswith(func))
+        out[name] = round(total / steps, 4)
+    return out
 
 
 def paired_fsdp(args: argparse.Namespace) -> List[Dict[str, object]]:

@@ -65,11 +65,23 @@ class CompiledFSDPStep:
         if missing:
             raise ValueError(f"CompiledFSDPStep: twin parameters no fully_shard unit manages: {missing}")
         self.twin_params = [p for _, _, ps in self._plan for p in ps]
+        if len({b.dtype for _, b, _ in self._plan}) != 1 or len({u.shard_size for u, _, _ in self._plan}) != 1:
+            raise ValueError("CompiledFSDPStep: expected one parameter dtype and one shard group size over the "
+                             "units (the gradients leave the graph as one table)")
+        world = self._plan[0][0].shard_size
+        layout = tuple((e.shape[0], b.layout.inner[i], world * b.layout.rows[i] - e.shape[0], b.layout.slots[i])
+                       for _, b, _ in self._plan for i, e in enumerate(b.entries))
 
         def loss(*inputs):  # a def: mindspore.jit parses a lambda only on its own line
             return loss_fn(twin, *inputs)
 
-        self._grad_fn = ms.jit(ms.value_and_grad(loss, None, self.twin_params))
+        grad_fn = ms.value_and_grad(loss, None, self.twin_params)
+
+        def loss_and_table(*inputs):
+            value, grads = grad_fn(*inputs)
+            return value, (_table(grads, layout, world),)
+
+        self._grad_fn = ms.jit(loss_and_table)
 
     @staticmethod
     def _twin_param(full: Dict[str, Any], entry: Any) -> Any:
@@ -126,24 +138,26 @@ class CompiledFSDPStep:
             for b in unit.buckets:
                 b.last_gathered = None
 
-    def value_and_grad(self, *inputs) -> Tuple[Any, Tuple[Any, ...]]:
-        """``(loss, full gradients)`` of ``loss_fn(twin, *inputs)``, the gradients aligned with
-        :attr:`twin_params` (one compiled graph; call :meth:`gather` first)."""
+    def value_and_grad(self, *inputs) -> Tuple[Any, Tuple[Any]]:
+        """``(loss, (table,))`` of ``loss_fn(twin, *inputs)`` (one compiled graph; call :meth:`gather` first):
+        the full gradients of :attr:`twin_params` leave the graph already in the units' gathered flat layout,
+        a ``[shard size, total]`` table (each rank's slots, every bucket's columns in turn), in a 1-tuple so
+        that micro-batches' gradients sum like lists of gradients. :meth:`reduce` takes it."""
         return self._grad_fn(*inputs)
 
-    def reduce(self, full_grads: Sequence[Any]) -> Dict[str, Any]:
-        """``{parameter name: this rank's shard gradient}`` from full gradients aligned with
-        :attr:`twin_params`: per unit and dtype one reduce-scatter of the flat gradient (FSDP's reduction)."""
+    def reduce(self, grads: Sequence[Any]) -> Dict[str, Any]:
+        """``{parameter name: this rank's shard gradient}`` from :meth:`value_and_grad` 's (summed) gradients:
+        one reduce-scatter of the table for every unit (per unit and dtype when not :attr:`fused`), FSDP's
+        reduction."""
+        table = grads[0]
         out: Dict[str, Any] = {}
-        pos = 0
-        tables = []
-        for _, b, params in self._plan:
-            tables.append(_gathered_layout(b, full_grads[pos:pos + len(params)]))
-            pos += len(params)
         if self._fusable():  # one reduce-scatter of every unit's flat gradient
-            flats = self._reduce_fused(tables)
+            flats = self._reduce_fused(table)
         else:
-            flats = [b.reduce(t.reshape(-1), b.dtype) for (_, b, _), t in zip(self._plan, tables)]
+            flats, col = [], 0
+            for _, b, _ in self._plan:
+                flats.append(b.reduce(mint.narrow(table, 1, col, b.layout.total).reshape(-1), b.dtype))
+                col += b.layout.total
         for (unit, b, _), flat in zip(self._plan, flats):
             lay = b.layout
             for i, e in enumerate(b.entries):
@@ -153,12 +167,11 @@ class CompiledFSDPStep:
                                else mint.zeros(shape, dtype=e.dtype))
         return out
 
-    def _reduce_fused(self, tables: List[Any]) -> List[Any]:
-        """Each bucket's flat shard gradient from its ``[world, total]`` gathered-layout gradient, with one
+    def _reduce_fused(self, table: Any) -> List[Any]:
+        """Each bucket's flat shard gradient from the ``[world, total]`` gathered-layout gradient table, with one
         reduce-scatter (and under HSDP one all-reduce) for all: :meth:`_Bucket.reduce` 's arithmetic."""
         unit = self._plan[0][0]
         world = unit.shard_size
-        table = tables[0] if len(tables) == 1 else mint.cat(tables, 1)
         total = table.shape[1]
         shard = C.raw_reduce_scatter(table.reshape(-1), "sum", unit.shard_group, 0, (total,) * world, unit.index)
         if unit.replicate_group is not None:
@@ -171,15 +184,15 @@ class CompiledFSDPStep:
         return out
 
 
-def _gathered_layout(bucket: Any, grads: Sequence[Any]) -> Any:
-    """The ``[world, total]`` table of ``bucket`` 's gathered layout holding the full gradients ``grads`` (the
-    gradient the gathered buffer would get in PyNative: each rank's slot holds its rows, zero-padded)."""
-    lay, world = bucket.layout, bucket.unit.shard_size
+def _table(grads, layout, world):
+    """The ``[world, total]`` gathered-layout table of full gradients (inside the graph): each parameter's rows
+    zero-padded to ``world`` equal slots, the slots side by side. ``layout``: per parameter ``(rows, inner,
+    pad rows, slot)``."""
     pieces = []
-    for i, (e, g) in enumerate(zip(bucket.entries, grads)):
-        rows = g.reshape(e.shape[0], lay.inner[i])
-        pad = world * lay.rows[i] - e.shape[0]
+    for i in range(len(layout)):
+        rows, inner, pad, slot = layout[i]
+        g = grads[i].reshape(rows, inner)
         if pad:
-            rows = mint.cat((rows, mint.zeros((pad, lay.inner[i]), dtype=rows.dtype)), 0)
-        pieces.append(rows.reshape(world, lay.slots[i]))
-    return pieces[0] if len(pieces) == 1 else mint.cat(pieces, 1)
+            g = mint.cat((g, mint.zeros((pad, inner), dtype=g.dtype)), 0)
+        pieces.append(g.reshape(world, slot))
+    return mint.cat(pieces, 1)
