@@ -8,13 +8,15 @@ the whole forward and backward as one ``mindspore.jit(mindspore.value_and_grad(.
 twin* of the model (the same class and parameter names, its own full-size ``Parameter`` s), with the
 communication outside the graph, in FSDP's units and flat buckets:
 
-1. :meth:`gather`: every unit all-gathers its flat shard buffer (the one all-gather per unit and dtype of the
-   PyNative forward, :meth:`_Unit.gather`, here off the tape) and the full values are written into the twin's
-   parameters in place (a compiled graph keeps reading a parameter's storage);
-2. :meth:`value_and_grad` (``mindspore.jit``): the loss and the full gradients of the twin's parameters;
-3. :meth:`reduce`: per unit and dtype one reduce-scatter of the flat gradient (the same
-   :meth:`_Bucket.reduce` the PyNative backward runs: HSDP all-reduce, ``1 / dp`` averaging, gradient scaling
-   factor) and the result split into this rank's shard gradients, aligned with the sharded parameters.
+1. :meth:`gather`: the units' flat shard buffers, concatenated, in one all-gather (per unit and dtype, as the
+   PyNative forward's :meth:`_Unit.gather`, when the units differ in group or dtype or a gradient is kept without
+   sync), the full values written into the twin's parameters in place (a compiled graph keeps reading a
+   parameter's storage);
+2. :meth:`value_and_grad` (``mindspore.jit``): the loss and the full gradients of the twin's parameters, laid out
+   inside the graph in the units' gathered flat layout (one ``[shard size, total]`` table);
+3. :meth:`reduce`: one reduce-scatter of that table (per unit: the same :meth:`_Bucket.reduce` the PyNative
+   backward runs; fused: its arithmetic -- HSDP all-reduce, ``1 / dp`` averaging, gradient scaling factor), split
+   into this rank's shard gradients by parameter name.
 
 The sharded ``Parameter`` s stay what the optimizer, clipping and checkpoints see; the gradients are the ones
 ``mindspore.value_and_grad`` returns for them under PyNative ``fully_shard`` (same sums, other float order).
@@ -50,20 +52,8 @@ class CompiledFSDPStep:
         units = _units_below(model)
         if not units:
             raise ValueError("CompiledFSDPStep(model): expected a model with fully_shard units, found none")
-        full = {p.name: p for p in twin.trainable_params()}
-        self._plan: List[Tuple[Any, Any, List[Any]]] = []  # (unit, bucket, twin parameters of its entries)
-        seen = set()
-        for unit in units:
-            if unit.mp.param_dtype is not None:
-                raise ValueError(f"CompiledFSDPStep: the unit {type(unit.cell).__name__} has a mixed precision "
-                                 f"param_dtype ({unit.mp.param_dtype}); the compiled step computes in the "
-                                 "parameters' dtype")
-            for b in unit.buckets:
-                self._plan.append((unit, b, [self._twin_param(full, e) for e in b.entries]))
-                seen.update(e.name for e in b.entries)
-        missing = sorted(set(full) - seen)
-        if missing:
-            raise ValueError(f"CompiledFSDPStep: twin parameters no fully_shard unit manages: {missing}")
+        #: (unit, bucket, twin parameters of its entries)
+        self._plan: List[Tuple[Any, Any, List[Any]]] = _plan(units, {p.name: p for p in twin.trainable_params()})
         self.twin_params = [p for _, _, ps in self._plan for p in ps]
         if len({b.dtype for _, b, _ in self._plan}) != 1 or len({u.shard_size for u, _, _ in self._plan}) != 1:
             raise ValueError("CompiledFSDPStep: expected one parameter dtype and one shard group size over the "
@@ -82,15 +72,6 @@ class CompiledFSDPStep:
             return value, (_table(grads, layout, world),)
 
         self._grad_fn = ms.jit(loss_and_table)
-
-    @staticmethod
-    def _twin_param(full: Dict[str, Any], entry: Any) -> Any:
-        p = full.get(entry.name)
-        if p is None or tuple(p.shape) != tuple(entry.shape):
-            got = None if p is None else tuple(p.shape)
-            raise ValueError(f"CompiledFSDPStep(twin): parameter {entry.name!r} of shape {tuple(entry.shape)} "
-                             f"expected in the twin, found {got}")
-        return p
 
     @property
     def fused(self) -> bool:
@@ -184,12 +165,38 @@ class CompiledFSDPStep:
         return out
 
 
+def _twin_param(full: Dict[str, Any], entry: Any) -> Any:
+    p = full.get(entry.name)
+    if p is None or tuple(p.shape) != tuple(entry.shape):
+        got = None if p is None else tuple(p.shape)
+        raise ValueError(f"CompiledFSDPStep(twin): parameter {entry.name!r} of shape {tuple(entry.shape)} "
+                         f"expected in the twin, found {got}")
+    return p
+
+
+def _plan(units: List[Any], full: Dict[str, Any]) -> List[Tuple[Any, Any, List[Any]]]:
+    """(unit, bucket, the twin's parameters of its entries) for every bucket; errors naming what does not fit."""
+    plan, seen = [], set()
+    for unit in units:
+        if unit.mp.param_dtype is not None:
+            raise ValueError(f"CompiledFSDPStep: the unit {type(unit.cell).__name__} has a mixed precision "
+                             f"param_dtype ({unit.mp.param_dtype}); the compiled step computes in the "
+                             "parameters' dtype")
+        for b in unit.buckets:
+            plan.append((unit, b, [_twin_param(full, e) for e in b.entries]))
+            seen.update(e.name for e in b.entries)
+    missing = sorted(set(full) - seen)
+    if missing:
+        raise ValueError(f"CompiledFSDPStep: twin parameters no fully_shard unit manages: {missing}")
+    return plan
+
+
 def _table(grads, layout, world):
     """The ``[world, total]`` gathered-layout table of full gradients (inside the graph): each parameter's rows
     zero-padded to ``world`` equal slots, the slots side by side. ``layout``: per parameter ``(rows, inner,
     pad rows, slot)``."""
     pieces = []
-    for i in range(len(layout)):
+    for i in range(len(layout)):  # pylint: disable=consider-using-enumerate  # a loop mindspore.jit unrolls
         rows, inner, pad, slot = layout[i]
         g = grads[i].reshape(rows, inner)
         if pad:

@@ -20,7 +20,7 @@ REFUSED = [
     ("parallelism.cp", 2, "context parallel of 'deepseek_v3': multi-head latent attention"),
     ("parallelism.sequence_parallel", False, "TP of 'qwen3_moe'"),
     ("training.mixed_precision", "bf16", "bf16"),
-    ("training.compile", True, "unsharded layers"),
+    ("training.compile", True, "tensor-parallel layers run op by op"),
     ("fault.kill_at_step", 2, "torchrun"),
 ]
 
@@ -53,6 +53,15 @@ def test_mindspore_refuses_compile_of_moe_layers():
     check_mindspore_config(load_config(CONFIG, [("model.name", "qwen3"), ("parallelism.tp", 1),
                                                 ("parallelism.dp_shard", 1), ("job.nproc", 1),
                                                 ("training.compile", True)]))
+
+
+def test_mindspore_compiles_fsdp_and_hsdp_but_not_tp():
+    """``training.compile`` with FSDP (and HSDP) passes the check; with TP (the config's tp = 2) it is refused."""
+    from hyper_parallel.trainer._mindspore.launch import check_mindspore_config
+    for degrees in ([("parallelism.dp_shard", 4)], [("parallelism.dp_shard", 2), ("parallelism.dp_replicate", 2)]):
+        check_mindspore_config(load_config(CONFIG, [("parallelism.tp", 1), ("training.compile", True), *degrees]))
+    with pytest.raises(ConfigError, match="training.compile: .*set tp = 1"):
+        check_mindspore_config(load_config(CONFIG, [("training.compile", True)]))
 
 
 def test_the_config_itself_passes_and_hp_train_exits_2_on_a_refused_key(capsys):
