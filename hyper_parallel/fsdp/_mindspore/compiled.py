@@ -29,6 +29,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import mindspore as ms
+import numpy as np
 from mindspore import mint, ops
 
 from hyper_parallel.fsdp._mindspore.fully_shard import _units_below
@@ -72,6 +73,7 @@ class CompiledFSDPStep:
             return value, (_table(grads, layout, world),)
 
         self._grad_fn = ms.jit(loss_and_table)
+        self._pack, self._install, self._split = _jitted_layout(self._plan, world)
 
     @property
     def fused(self) -> bool:
@@ -94,19 +96,10 @@ class CompiledFSDPStep:
             self._gather_per_unit()
             return
         unit = self._plan[0][0]
-        flats = [ops.stop_gradient(b.flat_shard()) for _, b, _ in self._plan]
-        total = sum(b.layout.total for _, b, _ in self._plan)
-        one = flats[0] if len(flats) == 1 else mint.cat(flats, 0)
-        table = C.raw_all_gather(one, unit.shard_group, 0, (total,) * unit.shard_size).reshape(unit.shard_size, -1)
-        col = 0
-        for u, b, params in self._plan:
-            lay = b.layout
-            for i, (e, p) in enumerate(zip(b.entries, params)):
-                rows = mint.narrow(table, 1, col + lay.offsets[i], lay.slots[i]).reshape(-1, lay.inner[i])
-                if rows.shape[0] != e.shape[0]:
-                    rows = mint.narrow(rows, 0, 0, e.shape[0])
-                ops.assign(p, rows.reshape(e.shape))
-            col += lay.total
+        one = self._pack()  # every bucket's flat shard, concatenated (one graph)
+        table = C.raw_all_gather(one, unit.shard_group, 0, (one.shape[0],) * unit.shard_size)
+        self._install(table.reshape(unit.shard_size, -1))  # into the twin's parameters (one graph)
+        for u, _, _ in self._plan:
             u.stats["all_gathers"] += 1
 
     def _gather_per_unit(self) -> None:
@@ -132,8 +125,13 @@ class CompiledFSDPStep:
         reduction."""
         table = grads[0]
         out: Dict[str, Any] = {}
-        if self._fusable():  # one reduce-scatter of every unit's flat gradient
-            flats = self._reduce_fused(table)
+        if self._fusable():  # one reduce-scatter of every unit's flat gradient, split by one graph
+            shards = iter(self._split(self._reduce_fused(table)))
+            for unit, b, _ in self._plan:
+                for i, e in enumerate(b.entries):
+                    out[e.name] = (next(shards) if b.layout.local_numel(i, unit.index)
+                                   else mint.zeros(tuple(e.sharded.shape), dtype=e.dtype))
+            return out
         else:
             flats, col = [], 0
             for _, b, _ in self._plan:
@@ -148,21 +146,72 @@ class CompiledFSDPStep:
                                else mint.zeros(shape, dtype=e.dtype))
         return out
 
-    def _reduce_fused(self, table: Any) -> List[Any]:
-        """Each bucket's flat shard gradient from the ``[world, total]`` gathered-layout gradient table, with one
-        reduce-scatter (and under HSDP one all-reduce) for all: :meth:`_Bucket.reduce` 's arithmetic."""
+    def _reduce_fused(self, table: Any) -> Any:
+        """This rank's flat shard of the ``[world, total]`` gathered-layout gradient table, reduced with one
+        reduce-scatter (and under HSDP one all-reduce) for every unit, and the per-bucket factors as a
+        ``[total]`` tensor: :meth:`_Bucket.reduce` 's arithmetic (``scale / dp``) happens in ``_split``."""
         unit = self._plan[0][0]
         world = unit.shard_size
         total = table.shape[1]
         shard = C.raw_reduce_scatter(table.reshape(-1), "sum", unit.shard_group, 0, (total,) * world, unit.index)
         if unit.replicate_group is not None:
             shard = C.raw_all_reduce(shard, "sum", unit.replicate_group)
-        out, col = [], 0
-        for u, b, _ in self._plan:
-            out.append(mint.narrow(shard, 0, col, b.layout.total) * (u.scale / u.dp_size))
-            col += b.layout.total
+        for u, _, _ in self._plan:
             u.stats["reduce_scatters"] += 1
-        return out
+        factors = tuple(u.scale / u.dp_size for u, _, _ in self._plan)
+        return shard, ms.Tensor(np.repeat(np.asarray(factors, np.float32),
+                                          [b.layout.total for _, b, _ in self._plan]))
+
+
+def _jitted_layout(plan: List[Tuple[Any, Any, List[Any]]], world: int):
+    """The fused path's three layout graphs: ``pack()`` (every bucket's sharded parameters, each padded to its
+    slot, as one flat buffer), ``install(table)`` (the ``[world, total]`` gathered table into the twin's
+    parameters, in place) and ``split((shard, factors))`` (this rank's reduced flat shard times its buckets'
+    factors, cut into the non-empty shard gradients in plan order)."""
+    shards, fulls, pack_spec, install_spec, split_spec = [], [], [], [], []
+    col = 0
+    for unit, b, params in plan:
+        lay = b.layout
+        for i, (e, p) in enumerate(zip(b.entries, params)):
+            n = lay.local_numel(i, unit.index)
+            shards.append(e.sharded)
+            fulls.append(p)
+            pack_spec.append((n, lay.slots[i] - n))
+            install_spec.append((col + lay.offsets[i], lay.slots[i], lay.inner[i], e.shape[0], tuple(e.shape)))
+            if n:
+                split_spec.append((col + lay.offsets[i], n, tuple(e.sharded.shape)))
+        col += lay.total
+    shards, fulls = tuple(shards), tuple(fulls)
+    pack_spec, install_spec, split_spec = tuple(pack_spec), tuple(install_spec), tuple(split_spec)
+    dtype = plan[0][1].dtype
+
+    def pack():
+        pieces = []
+        for i in range(len(pack_spec)):  # pylint: disable=consider-using-enumerate  # a loop mindspore.jit unrolls
+            n, pad = pack_spec[i]
+            if n:
+                pieces.append(shards[i].reshape(-1))
+            if pad:
+                pieces.append(mint.zeros((pad,), dtype=dtype))
+        return mint.cat(pieces, 0)
+
+    def install(table):
+        for i in range(len(install_spec)):  # pylint: disable=consider-using-enumerate
+            start, slot, inner, rows, shape = install_spec[i]
+            block = mint.narrow(table, 1, start, slot).reshape(world * slot // inner, inner)
+            ops.assign(fulls[i], mint.narrow(block, 0, 0, rows).reshape(shape))
+        return table
+
+    def split(shard, factors):
+        scaled = shard * factors
+        out = []
+        for i in range(len(split_spec)):  # pylint: disable=consider-using-enumerate
+            start, n, shape = split_spec[i]
+            out.append(mint.narrow(scaled, 0, start, n).reshape(shape))
+        return tuple(out)
+
+    jit_split = ms.jit(split)
+    return ms.jit(pack), ms.jit(install), lambda pair: jit_split(*pair)
 
 
 def _twin_param(full: Dict[str, Any], entry: Any) -> Any:
