@@ -132,11 +132,10 @@ class CompiledFSDPStep:
                     out[e.name] = (next(shards) if b.layout.local_numel(i, unit.index)
                                    else mint.zeros(tuple(e.sharded.shape), dtype=e.dtype))
             return out
-        else:
-            flats, col = [], 0
-            for _, b, _ in self._plan:
-                flats.append(b.reduce(mint.narrow(table, 1, col, b.layout.total).reshape(-1), b.dtype))
-                col += b.layout.total
+        flats, col = [], 0
+        for _, b, _ in self._plan:  # per unit and dtype: _Bucket.reduce (accumulation without sync, ...)
+            flats.append(b.reduce(mint.narrow(table, 1, col, b.layout.total).reshape(-1), b.dtype))
+            col += b.layout.total
         for (unit, b, _), flat in zip(self._plan, flats):
             lay = b.layout
             for i, e in enumerate(b.entries):
