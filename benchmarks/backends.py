@@ -4,6 +4,7 @@
 
     python benchmarks/backends.py [--rounds 2] [--steps 5] [--seq 64] [--batch 8] [--no-profile] [--rows A,B]
     python benchmarks/backends.py --pair [--config FILE]   # hp-train MindSpore vs torch on one config
+    python benchmarks/backends.py --paired-fsdp [--steps 16] [--no-compile]   # 2 ranks FSDP vs plain jit, ~1 min
 
 The table (default) has, per round, interleaved so machine noise hits every row alike:
 
@@ -26,8 +27,10 @@ Every process has one intra-op thread (``OMP_NUM_THREADS=1``, ``job.threads = 1`
 and the MindSpore runtime settings of :func:`hyper_parallel.platform.mindspore.runtime.configure` (what the
 trainer applies; ``--ms-runtime default`` measures MindSpore's defaults instead). A row's step time is the
 median over its steps without the first (compilation / warm-up); the table gives the median over rounds.
-Then, unless ``--no-profile``: one more run of each of ``ours-ms-1-jit`` and ``ours-ms-2`` (those among
-``--rows``) with ``metrics.profile_steps`` (cProfile, see ``trainer/_mindspore/profile.py``), and the breakdown of
+``--paired-fsdp``: one launch of 2 MindSpore ranks, each running plain jit on its half of the batch and ours
+(FSDP, ``training.compile``, or PyNative with ``--no-compile``) step by step in turn, then a cProfile of two of
+our steps split into phases (:data:`PHASES`). For the table, unless ``--no-profile``: one more run of each of
+``ours-ms-1-jit`` and ``ours-ms-2`` (those among ``--rows``) with ``metrics.profile_steps`` (cProfile, see ``trainer/_mindspore/profile.py``), and the breakdown of
 rank 0's step by layer with its top functions. The load average is printed
 before and after.
 """
