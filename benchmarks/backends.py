@@ -30,9 +30,9 @@ median over its steps without the first (compilation / warm-up); the table gives
 ``--paired-fsdp``: one launch of 2 MindSpore ranks, each running plain jit on its half of the batch and ours
 (FSDP, ``training.compile``, or PyNative with ``--no-compile``) step by step in turn, then a cProfile of two of
 our steps split into phases (:data:`PHASES`). For the table, unless ``--no-profile``: one more run of each of
-``ours-ms-1-jit`` and ``ours-ms-2`` (those among ``--rows``) with ``metrics.profile_steps`` (cProfile, see ``trainer/_mindspore/profile.py``), and the breakdown of
-rank 0's step by layer with its top functions. The load average is printed
-before and after.
+``ours-ms-1-jit`` and ``ours-ms-2`` (those among ``--rows``) with ``metrics.profile_steps`` (cProfile, see
+``trainer/_mindspore/profile.py``), and the breakdown of rank 0's step by layer with its top functions. The load
+average is printed before and after.
 """
 from __future__ import annotations
 
