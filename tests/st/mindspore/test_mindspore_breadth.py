@@ -5,7 +5,8 @@
 q/k/v gradients), shard/unshard and in-place buffers, the MindSpore Llama with CP (logits, loss, weight
 gradients); then the MindSpore trainer (``LLMTrainer``, what ``hp-train --job.backend mindspore`` runs) with
 PP 1F1B + gradient accumulation, PP Interleaved1F1B, CP ring and ``training.compile`` (the whole step's forward
-and backward under ``mindspore.jit``; on one process, and with ``dp_replicate`` + gradient accumulation), each
+and backward under ``mindspore.jit``; on one process, with ``dp_replicate`` + gradient accumulation, and with FSDP
++ gradient accumulation: ``CompiledFSDPStep``'s graph over an unsharded twin), each
 2 steps against the same config on one process in PyNative (losses and final parameters). The other trainer cases (GPipe, the other CP methods, PP x FSDP on 4
 ranks) run in ``make matrix-mindspore`` (the composition matrix's MindSpore column)."""
 import pytest
