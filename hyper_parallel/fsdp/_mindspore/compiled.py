@@ -26,7 +26,7 @@ between micro-batches) and reduce the summed gradients once. Mixed precision (a 
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import mindspore as ms
 import numpy as np
@@ -74,6 +74,7 @@ class CompiledFSDPStep:
 
         self._grad_fn = ms.jit(loss_and_table)
         self._pack, self._install, self._split = _jitted_layout(self._plan, world)
+        self._squares: Any = None  # the last fused reduce's squared shard-gradient norms (a tensor, plan order)
 
     @property
     def fused(self) -> bool:
@@ -126,12 +127,15 @@ class CompiledFSDPStep:
         table = grads[0]
         out: Dict[str, Any] = {}
         if self._fusable():  # one reduce-scatter of every unit's flat gradient, split by one graph
-            shards = iter(self._split(self._reduce_fused(table)))
+            pieces, squares = self._split(self._reduce_fused(table))
+            shards = iter(pieces)
             for unit, b, _ in self._plan:
                 for i, e in enumerate(b.entries):
                     out[e.name] = (next(shards) if b.layout.local_numel(i, unit.index)
                                    else mint.zeros(tuple(e.sharded.shape), dtype=e.dtype))
+            self._squares = squares
             return out
+        self._squares = None
         flats, col = [], 0
         for _, b, _ in self._plan:  # per unit and dtype: _Bucket.reduce (accumulation without sync, ...)
             flats.append(b.reduce(mint.narrow(table, 1, col, b.layout.total).reshape(-1), b.dtype))
@@ -144,6 +148,16 @@ class CompiledFSDPStep:
                 out[e.name] = (mint.narrow(flat, 0, lay.offsets[i], n).reshape(shape) if n
                                else mint.zeros(shape, dtype=e.dtype))
         return out
+
+    def squared_norms(self) -> Optional[Dict[str, float]]:
+        """``{parameter name: squared 2-norm of this rank's shard gradient}`` of the last fused :meth:`reduce`
+        (computed in its split graph; one host copy here), for the non-empty shards; None after a per-unit
+        reduce. ``clip_grad_norm(..., squares=...)`` takes it instead of one reduction per gradient."""
+        if self._squares is None:
+            return None
+        names = [e.name for unit, b, _ in self._plan for i, e in enumerate(b.entries)
+                 if b.layout.local_numel(i, unit.index)]
+        return dict(zip(names, (float(x) for x in self._squares.asnumpy())))
 
     def _reduce_fused(self, table: Any) -> Any:
         """This rank's flat shard of the ``[world, total]`` gathered-layout gradient table, reduced with one
@@ -203,11 +217,13 @@ def _jitted_layout(plan: List[Tuple[Any, Any, List[Any]]], world: int):
 
     def split(shard, factors):
         scaled = shard * factors
-        out = []
+        out, squares = [], []
         for i in range(len(split_spec)):  # pylint: disable=consider-using-enumerate
             start, n, shape = split_spec[i]
-            out.append(mint.narrow(scaled, 0, start, n).reshape(shape))
-        return tuple(out)
+            piece = mint.narrow(scaled, 0, start, n)
+            out.append(piece.reshape(shape))
+            squares.append((piece * piece).sum().reshape(1))  # for clipping: no PyNative op per gradient
+        return tuple(out), mint.cat(squares, 0)
 
     jit_split = ms.jit(split)
     return ms.jit(pack), ms.jit(install), lambda pair: jit_split(*pair)

@@ -34,16 +34,22 @@ def _pieces(spec: Any) -> int:
 
 
 def total_grad_norm(params: Sequence[Any], grads: Sequence[Any], specs: Optional[Dict[str, Any]] = None,
-                    world_group: Any = None, world_size: int = 1) -> float:
+                    world_group: Any = None, world_size: int = 1,
+                    squares: Optional[Dict[str, float]] = None) -> float:
     """The 2-norm of the full gradients (``specs``: ``{parameter name: DTensorSpec}`` of sharded parameters,
-    e.g. ``parameter_specs(model)``; ``world_group``: the group of every rank, None on one process)."""
+    e.g. ``parameter_specs(model)``; ``world_group``: the group of every rank, None on one process;
+    ``squares``: ``{parameter name: squared norm of its local gradient}`` already computed, e.g. by
+    ``CompiledFSDPStep.squared_norms()``, for every non-empty gradient)."""
     if len(params) != len(grads):
         raise ValueError(f"total_grad_norm: {len(grads)} gradients for {len(params)} parameters")
     specs = specs or {}
     kept = [(p, g) for p, g in zip(params, grads) if g is not None and g.size != 0]
     # every squared norm on the device, then one host copy (not one per gradient); summed on the host in
     # float64 in parameter order, as before
-    sqs = mint.cat([(g.astype(ms.float32) ** 2).sum().reshape(1) for _, g in kept]).asnumpy() if kept else []
+    if squares is not None:
+        sqs = [squares[p.name] for p, _ in kept]
+    else:
+        sqs = mint.cat([(g.astype(ms.float32) ** 2).sum().reshape(1) for _, g in kept]).asnumpy() if kept else []
     local = 0.0
     for (p, _), sq in zip(kept, sqs):
         local += float(sq) * _pieces(specs.get(p.name)) / max(1, world_size)
@@ -55,12 +61,12 @@ def total_grad_norm(params: Sequence[Any], grads: Sequence[Any], specs: Optional
 
 def clip_grad_norm(params: Sequence[Any], grads: Sequence[Any], max_norm: float,
                    specs: Optional[Dict[str, Any]] = None, world_group: Any = None,
-                   world_size: int = 1) -> Tuple[Tuple[Any, ...], float]:
+                   world_size: int = 1, squares: Optional[Dict[str, float]] = None) -> Tuple[Tuple[Any, ...], float]:
     """``(clipped gradients, total norm before clipping)``: every gradient times
     ``min(1, max_norm / (norm + 1e-6))`` (see :func:`total_grad_norm` for the arguments)."""
     if not max_norm > 0:
         raise ValueError(f"clip_grad_norm(max_norm): expected a positive number, got {max_norm!r}")
-    norm = total_grad_norm(params, grads, specs, world_group, world_size)
+    norm = total_grad_norm(params, grads, specs, world_group, world_size, squares)
     coef = min(1.0, float(max_norm) / (norm + 1e-6))
     if coef >= 1.0:
         return tuple(grads), norm

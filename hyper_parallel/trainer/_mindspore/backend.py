@@ -392,7 +392,8 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         from hyper_parallel.optim._mindspore.clip import clip_grad_norm, total_grad_norm  # noqa  # pylint: disable=C0415
         group = self._world_group if self.trainer.distributed else None
         if self._schedule is None:
-            return clip_grad_norm(params, grads, max_norm, self._specs, group, self.world_size)
+            squares = None if self._compiled_fsdp is None else self._compiled_fsdp.squared_norms()
+            return clip_grad_norm(params, grads, max_norm, self._specs, group, self.world_size, squares)
         # each stage's parameters live on world/pp ranks: weight this rank's squares by pp/world, sum the world
         from hyper_parallel.platform.mindspore.collectives import raw_all_reduce  # noqa  # pylint: disable=C0415
         tied = self._tied_name() if self._pp_last and not self._pp_first else None  # counted on the first stage

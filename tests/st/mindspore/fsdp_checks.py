@@ -335,6 +335,11 @@ def fsdp_compiled_step_check(mesh):
     np.testing.assert_allclose(float(loss.asnumpy()), losses[me], **TOL)
     shards = step.reduce(full)
     _check_grads(net, [shards[p.name] for p in net.trainable_params()], want, "compiled grad")
+    squares = step.squared_norms()  # computed in the split graph, for clipping: the non-empty shards'
+    assert set(squares) == {k for k, v in shards.items() if v.size}, sorted(squares)
+    for name, sq in squares.items():
+        np.testing.assert_allclose(sq, float((shards[name].asnumpy().astype(np.float64) ** 2).sum()),
+                                   err_msg=f"squared norm {name}", **TOL)
     assert net.fsdp_stats()["all_gathers"] == 3 and net.fsdp_stats()["reduce_scatters"] == 3, net.fsdp_stats()
     want = {k: v + _ref_step(ref, micro[1])[1][k] for k, v in want.items()}
     total = None
@@ -345,6 +350,7 @@ def fsdp_compiled_step_check(mesh):
         g = step.reduce(full)
         total = g if total is None else {k: total[k] + g[k] for k in g}
     _check_grads(net, [total[p.name] for p in net.trainable_params()], want, "compiled accumulated grad")
+    assert step.squared_norms() is None  # the per-unit path computes none
     assert step.fused  # the kept gradients were reduced: fused again
     try:
         CompiledFSDPStep(net, _sharded(mesh), _twin_loss)
