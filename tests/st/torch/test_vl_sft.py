@@ -145,7 +145,8 @@ def test_caption_folders_and_bad_records_named(data, tmp_path):
     ([("parallelism.cp", 2), ("parallelism.dp_shard", 1)], "parallelism.cp = 2: not yet for model.name = 'qwen3_vl'"),
     ([("data.format", "text")], "data.format: a vision-language run reads conversations"),
     ([("model.name", "qwen3_5_moe_vl"), ("model.flavor", "debug_moe"), ("parallelism.dp_replicate", 2),
-      ("parallelism.dp_shard", 1)], "parallelism.dp_replicate = 2: not yet for model.name = 'qwen3_5_moe_vl'"),
+      ("parallelism.dp_shard", 1), ("parallelism.tp", 2), ("job.nproc", 4)],
+     r"parallelism.dp_replicate = 2 with parallelism.tp = 2: not yet for model.name = 'qwen3_5_moe_vl' \(HSDP x EP"),
     ([("model.name", "qwen3")], "data.processor: model 'qwen3' is not a vision-language model"),
 ])
 def test_config_refusals_name_the_key(overrides, message):
