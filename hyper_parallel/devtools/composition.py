@@ -954,6 +954,8 @@ def _merge(old: Optional[Mapping[str, Any]], new: Dict[str, Any]) -> Dict[str, A
     """``new`` results with the records of ``old`` for the combinations ``new`` did not run (a partial rerun)."""
     if not old:
         return new
+    if "benchmark" in old and "benchmark" not in new:  # a matrix run does not measure it: keep the last table
+        new["benchmark"] = old["benchmark"]
     ran = {r["id"] for r in new["combinations"]}
     new["combinations"] = [r for r in old.get("combinations", []) if r["id"] not in ran] + new["combinations"]
     return new
