@@ -44,14 +44,17 @@ MODES = ("stage0", "stage0+balance", "encoder-alone 1F1B", "mpipe")
 LM_SPLIT = [0, 3, 3]
 
 
-def _config():
+def _config(text_layers: int = 6, vision_hidden: int = 128, vision_intermediate: int = 512):
+    """The benchmarks' small Qwen3-VL (untied, width-256 LM of ``text_layers`` layers, a 4-block vision tower of
+    width ``vision_hidden``); also used by ``vl_vision_tp.py`` and ``mpipe_encoder_group.py``."""
     import dataclasses
     from hyper_parallel.models.qwen3.args import Qwen3Config
     from hyper_parallel.models.qwen3_vl.args import FLAVORS, Qwen3VLVisionConfig
-    text = Qwen3Config(vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=6,
+    text = Qwen3Config(vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=text_layers,
                        num_attention_heads=4, num_key_value_heads=2, head_dim=64, max_position_embeddings=4096,
                        rope_theta=5000000.0, tie_word_embeddings=False)
-    vision = Qwen3VLVisionConfig(depth=4, hidden_size=128, intermediate_size=512, num_heads=4, patch_size=8,
+    vision = Qwen3VLVisionConfig(depth=4, hidden_size=vision_hidden, intermediate_size=vision_intermediate,
+                                 num_heads=4, patch_size=8,
                                  out_hidden_size=256, num_position_embeddings=256, deepstack_visual_indexes=(1, 2))
     return dataclasses.replace(FLAVORS["debug"], text=text, vision=vision, mrope_section=(8, 12, 12),
                                image_token_id=1000, video_token_id=1001, vision_start_token_id=1002,

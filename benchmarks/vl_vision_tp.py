@@ -24,22 +24,13 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import ensure_launched, fmt_time, print_table, time_interleaved  # noqa: E402  pylint: disable=wrong-import-position
+from mpipe import _config as mpipe_config  # noqa: E402  pylint: disable=wrong-import-position
 
 MODES = ("vision replicated", "vision TP")
 
 
 def _config():
-    import dataclasses
-    from hyper_parallel.models.qwen3.args import Qwen3Config
-    from hyper_parallel.models.qwen3_vl.args import FLAVORS, Qwen3VLVisionConfig
-    text = Qwen3Config(vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=4,
-                       num_attention_heads=4, num_key_value_heads=2, head_dim=64, max_position_embeddings=4096,
-                       rope_theta=5000000.0, tie_word_embeddings=False)
-    vision = Qwen3VLVisionConfig(depth=4, hidden_size=256, intermediate_size=1024, num_heads=4, patch_size=8,
-                                 out_hidden_size=256, num_position_embeddings=256, deepstack_visual_indexes=(1, 2))
-    return dataclasses.replace(FLAVORS["debug"], text=text, vision=vision, mrope_section=(8, 12, 12),
-                               image_token_id=1000, video_token_id=1001, vision_start_token_id=1002,
-                               vision_end_token_id=1003)
+    return mpipe_config(text_layers=4, vision_hidden=256, vision_intermediate=1024)
 
 
 def _batch(cfg, samples: int = 4, side: int = 16):
