@@ -83,7 +83,10 @@ class ParallelismSection:
     ``vl_encoder_ahead``: Mpipe's ``encoder_ahead`` (the encoder forwards before its first backward; 0: all).
     ``vl_encoder_ranks``: under Mpipe, how many of the ``pp`` pipeline ranks hold the encoder stage (the first
     ones, data parallel over each microbatch's samples); the other ``pp - vl_encoder_ranks`` ranks hold one
-    language-model stage each, so the pipeline has ``pp - vl_encoder_ranks + 1`` stages (docs/vl.md)."""
+    language-model stage each, so the pipeline has ``pp - vl_encoder_ranks + 1`` stages (docs/vl.md).
+    ``pp_recompute_ahead`` (MindSpore only): each stage recomputes a microbatch's forward right before it blocks
+    on the output gradient's receive, not after it arrives (``PipelineStage(recompute_ahead=True)``: the
+    independent recompute schedule of the release notes; docs/mindspore.md)."""
 
     dp_replicate: int = 1
     dp_shard: int = -1
@@ -104,6 +107,7 @@ class ParallelismSection:
     vl_encoder: str = "stage0"
     vl_encoder_ahead: int = 0
     vl_encoder_ranks: int = 1
+    pp_recompute_ahead: bool = False
 
 
 @dataclass
@@ -420,6 +424,14 @@ def parallel_degrees(par: ParallelismSection, world_size: Optional[int] = None) 
                          world_size)
 
 
+def _validate_backend_keys(cfg: JobConfig) -> None:
+    """Keys one backend has: ``parallelism.pp_recompute_ahead`` (MindSpore pipeline stages)."""
+    if cfg.parallelism.pp_recompute_ahead and cfg.job.backend != "mindspore":
+        raise ConfigError(f"{cfg.source}: parallelism.pp_recompute_ahead: MindSpore pipeline stages only (they "
+                          "recompute each microbatch's stage forward at its backward slot); torch stages keep their "
+                          "graph. Set it to false or job.backend = 'mindspore'")
+
+
 def _validate(cfg: JobConfig) -> JobConfig:
     src = cfg.source
     _check_choice(src, "job.backend", cfg.job.backend, BACKENDS)
@@ -427,6 +439,7 @@ def _validate(cfg: JobConfig) -> JobConfig:
     _check_positive(src, "job.threads", cfg.job.threads, 0)
     _check_positive(src, "checkpoint.load_step", cfg.checkpoint.load_step, 0)
     _validate_parallelism(src, cfg.parallelism)
+    _validate_backend_keys(cfg)
     tr = cfg.training
     for key in ("steps", "global_batch", "seq_len", "grad_accum"):
         _check_positive(src, f"training.{key}", getattr(tr, key))

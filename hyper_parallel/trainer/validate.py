@@ -81,6 +81,9 @@ REFUSALS: Tuple[Refusal, ...] = (
     Refusal("parallelism.pp_overlap_b_f", "parallelism.pp", lambda f: f.cfg.parallelism.pp_overlap_b_f and f["pp"] == 1,
             "overlap_b_f runs one microbatch's forward and another's backward of a pipeline schedule on two threads; "
             "it needs pp > 1"),
+    Refusal("parallelism.pp_recompute_ahead", "parallelism.pp",
+            lambda f: f.cfg.parallelism.pp_recompute_ahead and f["pp"] == 1,
+            "recompute ahead moves a pipeline stage's recompute before its output gradient's receive; it needs pp > 1"),
     Refusal("parallelism.cp_async", "parallelism.cp_method", lambda f: f.cfg.parallelism.cp_async
             and f.cfg.parallelism.cp_method == "alltoall",
             "all-to-all (Ulysses) CP has no asynchronous variant; only ring and allgather overlap their exchange"),

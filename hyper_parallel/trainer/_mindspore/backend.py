@@ -160,9 +160,13 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         return model, spec
 
     def setup(self, dataset: Any) -> None:
-        """Model sized to the tokenizer, parallelised (TP + SP, FSDP); optimizer and schedule."""
+        """Model sized to the tokenizer; the ``[activation]`` policy on its layers; parallelised (TP + SP, FSDP, or
+        the pipeline stages); optimizer and schedule."""
         cfg = self.config
         model, spec = self._build_model(dataset.vocab_size)
+        if cfg.activation:  # on the whole model's layer cells, before TP / FSDP / the stage split take them
+            from hyper_parallel.activation import apply_activation_policy  # pylint: disable=C0415
+            apply_activation_policy(model, cfg.activation)
         if self.trainer.distributed and self.dims.pp > 1:
             model = self._pipeline(model, spec)
         elif self.trainer.distributed:
@@ -219,7 +223,7 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         kwargs = self._plan_kwargs()
         self._schedule, parts = spec.pipelining_fn(
             model, self.mesh, self.dims, schedule=par.pp_schedule, n_microbatches=par.pp_microbatches,
-            layers_per_stage=list(par.pp_layers_per_stage) or None,
+            layers_per_stage=list(par.pp_layers_per_stage) or None, recompute_ahead=par.pp_recompute_ahead,
             loss_fn=lambda out, tgt: loss_fn(out, tgt) * self._pp_scale,
             parallelize=lambda part: spec.parallelize_fn(part, self.mesh, self.dims, **kwargs))
         self._pp_first = any(p.first for p in parts)

@@ -79,8 +79,8 @@ CP_REFUSED = {"deepseek_v3": "multi-head latent attention has value heads narrow
 def check_mindspore_config(cfg: JobConfig) -> None:
     """Refuse, naming the key, what the MindSpore trainer path cannot do: expert parallel other than ``ep =
     dp_shard`` (tp = cp = dp_replicate = 1), split-backward pipeline schedules, PP with CP or TP, CP of DeepSeek-V3
-    (MLA), HSDP x TP, bf16, compile with TP, MoE layers or with PP / CP, activation policies, fault
-    injection, models without a MindSpore implementation."""
+    (MLA), HSDP x TP, bf16, compile with TP, MoE layers or with PP / CP, the activation modes MindSpore lacks
+    (auto, swap_ops; swap under compile), fault injection, models without a MindSpore implementation."""
     par, tr = cfg.parallelism, cfg.training
     _check_parallelism(cfg)
     if par.dp_replicate != 1 and par.tp != 1:
@@ -97,11 +97,47 @@ def check_mindspore_config(cfg: JobConfig) -> None:
         raise _refuse(cfg, "training.compile", "on MindSpore it runs the whole forward and backward under "
                       "mindspore.jit on full (or FSDP-gathered) parameters; tensor-parallel layers run op by op "
                       "(DTensor dispatch and their collectives in PyNative); set tp = 1 or compile = false")
-    if cfg.activation:
-        raise _refuse(cfg, "activation", "activation policies are not wired into the MindSpore trainer; remove the "
-                      "[activation] section")
+    _check_activation(cfg)
     if cfg.fault.kill_at_step:
         raise _refuse(cfg, "fault.kill_at_step", "the killed-rank restart runs under torchrun only; set it to 0")
+
+
+#: the ``[activation]`` modes the MindSpore trainer applies (``hyper_parallel.activation._mindspore``)
+ACTIVATION_MODES = ("none", "full", "selective-op", "every-k", "swap")
+
+
+def _check_activation(cfg: JobConfig) -> None:
+    """``[activation]`` on MindSpore: none / full / selective-op / every-k / swap (and per-layer overrides);
+    ``auto`` and ``swap_ops`` are torch-only; swap moves saved tensors through ``saved_tensors_hooks``, which a
+    compiled graph does not call; recompute under FSDP (a recomputed cell would run on the parameter shards
+    ``fully_shard`` restored after the forward) and selective recompute under TP (checked: not equal to one
+    process) are refused."""
+    if not cfg.activation:
+        return
+    from hyper_parallel.activation.config import parse_activation_config  # pylint: disable=C0415  # pure module
+    act = parse_activation_config(cfg.activation)
+    if act.mode not in ACTIVATION_MODES:
+        raise _refuse(cfg, "activation.mode", f"{act.mode!r} needs the torch profiler; MindSpore applies "
+                      f"{', '.join(ACTIVATION_MODES)}")
+    if act.swap_ops:
+        raise _refuse(cfg, "activation.swap_ops", "per-op swap needs per-op interception (torch); MindSpore decides "
+                      "per block; remove it")
+    modes = {act.mode, *(mode for _, mode in act.overrides)}
+    if act.mode == "every-k":
+        modes.add(act.every_k_policy)
+    if "swap" in modes and cfg.training.compile:
+        raise _refuse(cfg, "activation.mode", "swap moves saved activations through saved_tensors_hooks, which a "
+                      "mindspore.jit graph does not call; set training.compile = false or use full / selective-op")
+    par = cfg.parallelism
+    dp_shard = par.dp_shard if par.dp_shard != -1 else cfg.job.nproc // max(
+        1, par.dp_replicate * par.tp * par.cp * par.pp)
+    if modes & {"full", "selective-op"} and dp_shard > 1:
+        raise _refuse(cfg, "activation.mode", f"recompute with FSDP (parallelism.dp_shard = {dp_shard}): a "
+                      "recomputed MindSpore cell runs again in backward on the parameter shards fully_shard restored "
+                      "after the forward; use it with dp_replicate, TP (full) or PP, or mode = 'swap'")
+    if "selective-op" in modes and par.tp > 1:
+        raise _refuse(cfg, "activation.mode", "selective recompute with TP (its sequence-parallel norms recompute "
+                      "under their gradient all-reduce) differs from one process by up to 7e-5 here; use 'full'")
 
 
 def _check_model(cfg: JobConfig) -> None:

@@ -6,7 +6,9 @@ q/k/v gradients), shard/unshard and in-place buffers, the MindSpore Llama with C
 gradients); then the MindSpore trainer (``LLMTrainer``, what ``hp-train --job.backend mindspore`` runs) with
 PP 1F1B + gradient accumulation, PP Interleaved1F1B, CP ring and ``training.compile`` (the whole step's forward
 and backward under ``mindspore.jit``; on one process, with ``dp_replicate`` + gradient accumulation, and with FSDP
-+ gradient accumulation: ``CompiledFSDPStep``'s graph over an unsharded twin), each
++ gradient accumulation: ``CompiledFSDPStep``'s graph over an unsharded twin) and ``[activation]`` (selective-op x
+replicate, full x TP, full x compile x replicate, every-k x PP 1F1B with ``pp_recompute_ahead``; the cells set to
+recompute and the stages' ahead counts are checked), each
 2 steps against the same config on one process in PyNative (losses and final parameters). The other trainer cases (GPipe, the other CP methods, PP x FSDP on 4
 ranks) run in ``make matrix-mindspore`` (the composition matrix's MindSpore column)."""
 import pytest

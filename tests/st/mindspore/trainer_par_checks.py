@@ -41,6 +41,22 @@ CASES_2 = {
     # FSDP: the all-gathers before and the reduce-scatters after one graph over an unsharded twin
     "trainer compile x fsdp grad_accum 2": {"training.compile": True, "parallelism.dp_shard": 2,
                                             "training.grad_accum": 2},
+    # [activation] (recompute policies; results equal to no recompute) and the pipeline's recompute ahead
+    "trainer activation selective-op x dp_replicate": {"activation.mode": "selective-op",
+                                                       "parallelism.dp_replicate": 2, "parallelism.dp_shard": 1},
+    "trainer activation full x tp": {"activation.mode": "full", "parallelism.dp_shard": 1, "parallelism.tp": 2},
+    "trainer activation full x compile dp_replicate": {"activation.mode": "full", "training.compile": True,
+                                                       "parallelism.dp_replicate": 2, "parallelism.dp_shard": 1},
+    "trainer activation every-k x pp 1F1B recompute ahead": {"activation.mode": "every-k", "activation.every_k": 1,
+                                                             "parallelism.pp": 2, "parallelism.pp_schedule": "1F1B",
+                                                             "parallelism.pp_recompute_ahead": True},
+}
+#: case -> the cells ``[activation]`` must have set to recompute (suffixes of their names, on every rank)
+RECOMPUTED = {
+    "trainer activation selective-op x dp_replicate": ("input_layernorm", "post_attention_layernorm", "mlp.act"),
+    "trainer activation full x tp": ("layers.0", "layers.1"),
+    "trainer activation full x compile dp_replicate": ("layers.0", "layers.1"),
+    "trainer activation every-k x pp 1F1B recompute ahead": ("layers.",),
 }
 #: on 4 ranks (PP x FSDP)
 CASES_4 = {
@@ -70,17 +86,37 @@ def _train(overrides, nproc, distributed):
             step = trainer.backend._compiled_fsdp  # pylint: disable=protected-access
             assert step is not None and step.twin_params, "training.compile under FSDP: no CompiledFSDPStep"
             assert step.fused, "training.compile under FSDP: the units' collectives were not fused"
+        recomputed = _recomputed(trainer.backend)
         held_out = trainer.evaluate(1)  # under PP the schedule's forward-only pass
         state = get_model_state_dict(trainer.backend.model, options=SimpleNamespace(full_state_dict=True))
         params = {k: v.asnumpy() for k, v in state.items()}
     finally:
         trainer.close()
-    return [m["loss"] for m in history] + [held_out], params
+    return [m["loss"] for m in history] + [held_out], params, recomputed
+
+
+def _recomputed(backend):
+    """Names of the cells set to recompute (``Cell.recompute()``) in the backend's model, and under PP how many
+    microbatches each of this rank's stages recomputed ahead of its output gradient (None for a last stage)."""
+    cells = sorted(n for n, c in backend.model.cells_and_names() if getattr(c, "_has_config_recompute", False))
+    stages = [] if backend._schedule is None else backend._schedule._stages  # pylint: disable=protected-access
+    return cells, [None if st.is_last else st.recomputed_ahead for st in stages]
 
 
 def _compare(name, got, want):
-    losses, params = got
-    ref_losses, ref_params = want
+    losses, params, (recomputed, ahead) = got
+    if "recompute ahead" in name:  # every stage that waits for a gradient built its recompute before it came
+        assert all(n is None or n >= STEPS for n in ahead), f"{name}: microbatches recomputed ahead: {ahead}"
+    else:
+        assert not any(ahead), f"{name}: stages recomputed ahead without parallelism.pp_recompute_ahead: {ahead}"
+    for suffix in RECOMPUTED.get(name, ()):  # the policy was applied (equal results alone would not show it)
+        assert any(n.endswith(suffix) or f".{suffix}" in n for n in recomputed), \
+            f"{name}: no cell matching {suffix!r} recomputes: {recomputed}"
+    if name not in RECOMPUTED:
+        assert not recomputed, f"{name}: cells recompute without an [activation] section: {recomputed}"
+    if name in RECOMPUTED and "selective" in name:  # the matmuls keep their activations
+        assert not any(n.endswith(("q_proj", "o_proj", "gate_proj", "down_proj")) for n in recomputed), recomputed
+    ref_losses, ref_params, _ = want
     np.testing.assert_allclose(losses, ref_losses, rtol=RTOL, err_msg=f"{name}: losses (the last: held-out)")
     assert params and set(params) <= set(ref_params), sorted(set(params) - set(ref_params))
     for key, value in params.items():
@@ -92,7 +128,10 @@ def _compare(name, got, want):
 #: the trainer cases of ``make test`` 's launch (the others run in ``make matrix-mindspore``)
 GATE_CASES = ("trainer pp 1F1B grad_accum 2", "trainer pp Interleaved1F1B", "trainer cp ring",
               "trainer compile one process", "trainer compile x dp_replicate grad_accum 2",
-              "trainer compile x fsdp grad_accum 2")
+              "trainer compile x fsdp grad_accum 2",
+              "trainer activation selective-op x dp_replicate", "trainer activation full x tp",
+              "trainer activation full x compile dp_replicate",
+              "trainer activation every-k x pp 1F1B recompute ahead")
 
 
 def _run(cases, nproc, results=None, seconds=None):
@@ -133,6 +172,11 @@ def run_gate():
 def run_compile():
     """Launch entry (2 ranks): the ``training.compile`` cases only (for working on them)."""
     return _run({name: case for name, case in CASES_2.items() if "compile" in name}, 2)
+
+
+def run_activation():
+    """Launch entry (2 ranks): the ``[activation]`` cases alone against one process."""
+    return _run({k: v for k, v in CASES_2.items() if k in RECOMPUTED}, 2)
 
 
 def run_four_ranks():

@@ -87,3 +87,46 @@ def test_the_config_itself_passes_and_hp_train_exits_2_on_a_refused_key(capsys):
     with pytest.raises(ConfigError, match="--max-restarts"):
         from hyper_parallel.trainer._mindspore.launch import run_mindspore
         run_mindspore(cfg, [], lambda *a, **k: 0, max_restarts=1)
+
+
+def _dp_replicate(*extra):
+    return [("parallelism.tp", 1), ("parallelism.dp_shard", 1), ("parallelism.dp_replicate", 4), *extra]
+
+
+@pytest.mark.parametrize("overrides,key,why", [
+    (_dp_replicate(("activation.mode", "auto"), ("activation.auto", {"budget_mib": 64})), "activation.mode",
+     "'auto' needs the torch profiler"),
+    (_dp_replicate(("activation.mode", "selective-op"), ("activation.swap_ops", ["aten.mm"])),
+     "activation.swap_ops", "per-op swap"),
+    (_dp_replicate(("activation.mode", "swap"), ("training.compile", True)), "activation.mode",
+     "saved_tensors_hooks"),
+    (_dp_replicate(("activation.mode", "every-k"), ("activation.every_k_policy", "full"),
+                   ("parallelism.dp_replicate", 2), ("parallelism.dp_shard", 2)), "activation.mode",
+     "recompute with FSDP (parallelism.dp_shard = 2)"),
+    ([("parallelism.tp", 1), ("parallelism.dp_shard", -1), ("activation.mode", "full")], "activation.mode",
+     "recompute with FSDP (parallelism.dp_shard = 4)"),
+    ([("activation.mode", "selective-op"), ("parallelism.dp_shard", 1), ("job.nproc", 2)],
+     "activation.mode", "selective recompute with TP"),
+])
+def test_mindspore_activation_refusals_name_the_key(overrides, key, why):
+    from hyper_parallel.trainer._mindspore.launch import check_mindspore_config
+    with pytest.raises(ConfigError, match=re.escape(f"{key}: ") + ".*" + re.escape(why)):
+        check_mindspore_config(load_config(CONFIG, overrides))
+
+
+def test_mindspore_activation_and_recompute_ahead_pass_where_applied():
+    """[activation] is applied by the MindSpore trainer now (full / selective-op / every-k with replicate, full
+    with TP, anything with PP, swap in PyNative); pp_recompute_ahead is a MindSpore key, refused on torch."""
+    from hyper_parallel.trainer._mindspore.launch import check_mindspore_config
+    from hyper_parallel.trainer.validate import validate_job
+    for extra in ((("activation.mode", "selective-op"),), (("activation.mode", "full"), ("training.compile", True)),
+                  (("activation.mode", "every-k"), ("activation.every_k", 2)), (("activation.mode", "swap"),)):
+        check_mindspore_config(load_config(CONFIG, _dp_replicate(*extra)))
+    check_mindspore_config(load_config(CONFIG, [("activation.mode", "full"), ("parallelism.dp_shard", 1),
+                                                ("job.nproc", 2)]))  # TP 2, full
+    pp = [("parallelism.tp", 1), ("parallelism.dp_shard", 1), ("parallelism.pp", 2), ("job.nproc", 2),
+          ("parallelism.pp_recompute_ahead", True), ("activation.mode", "selective-op")]
+    check_mindspore_config(load_config(CONFIG, pp))
+    validate_job(load_config(CONFIG, pp))
+    with pytest.raises(ConfigError, match="parallelism.pp_recompute_ahead: MindSpore pipeline stages only"):
+        load_config(CONFIG, [*pp, ("job.backend", "torch")])

@@ -116,6 +116,8 @@ def _refusal_configs():
         ("parallelism.ep", "model.name"): ("--job.nproc", 2, "--parallelism.ep", 2),
         ("parallelism.loss_parallel", "parallelism.tp"): ("--job.nproc", 1, "--parallelism.loss_parallel", "true"),
         ("parallelism.pp_overlap_b_f", "parallelism.pp"): ("--job.nproc", 1, "--parallelism.pp_overlap_b_f", "true"),
+        ("parallelism.pp_recompute_ahead", "parallelism.pp"): ("--job.nproc", 1, "--job.backend", "mindspore",
+                                                               "--parallelism.pp_recompute_ahead", "true"),
         ("parallelism.cp_async", "parallelism.cp_method"): ("--job.nproc", 2, "--parallelism.dp_shard", 1,
                                                             "--parallelism.cp", 2, "--parallelism.cp_method",
                                                             "alltoall", "--parallelism.cp_async", "true"),
