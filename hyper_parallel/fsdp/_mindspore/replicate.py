@@ -56,6 +56,7 @@ class _State:  # pylint: disable=too-many-instance-attributes
         self.buckets: List[_Bucket] = []
         self.where: Dict[int, _Bucket] = {}
         self.launch_order: List[int] = []
+        self.reduced: List[Any] = []  # the last reduction's averaged flat buckets (gradients only)
         cur: List[ms.Parameter] = []
         used = 0
         for p in reversed(params):
@@ -88,8 +89,9 @@ class _State:  # pylint: disable=too-many-instance-attributes
             return grad
         return hook
 
-    def _launch(self, bucket: _Bucket, during_backward: bool) -> None:
-        flat = mint.cat([bucket.grads[id(p)].reshape(-1) for p in bucket.params]) / self.size
+    def _launch(self, bucket: _Bucket, during_backward: bool, extra: Any = None) -> None:
+        parts = [bucket.grads[id(p)].reshape(-1) for p in bucket.params]
+        flat = mint.cat(parts if extra is None else parts + [extra.reshape(-1).astype(parts[0].dtype)]) / self.size
         bucket.flat = flat
         bucket.started_during_backward = during_backward
         self.launch_order.append(bucket.index)
@@ -101,29 +103,57 @@ class _State:  # pylint: disable=too-many-instance-attributes
         except RuntimeError as exc:
             raise C._fail("replicate gradient all_reduce", self.group, exc) from exc  # pylint: disable=W0212
 
-    def finish(self, params: Sequence[ms.Parameter], grads: Sequence[Any]) -> List[Any]:
-        """Launch what backward did not, wait on every bucket, split the averages back per parameter."""
-        given = {id(p): g for p, g in zip(params, grads)}
+    def finish(self, params: Sequence[ms.Parameter], grads: Sequence[Any], extra: Any = None):
+        """Launch what backward did not, wait on every bucket, split the averages back per parameter. ``extra``
+        (a tensor of values to average over the ranks, e.g. the loss) travels at the end of the last bucket
+        launched here if that bucket's dtype holds it without loss (float32, float64 or ``extra``'s own), else in
+        an all-reduce of its own (also when backward launched every bucket); returns ``(grads, extra average as a
+        1-D tensor)`` then, else the gradients."""
+        carrier = self._launch_pending(params, grads, extra)
+        tail = None
+        if extra is not None and carrier is None:
+            tail = C.raw_all_reduce(extra.reshape(-1), "avg", self.group)
         out: Dict[int, Any] = {}
-        for b in self.buckets:
-            if b.flat is None:  # not launched during backward (overlap off, or a parameter without gradient)
-                for p in b.params:
-                    key = id(p)
-                    if key not in b.grads:
-                        g = given.get(key)
-                        g = mint.zeros(tuple(p.shape), dtype=p.dtype) if g is None else g
-                        b.grads[key] = g + self.acc.pop(key) if key in self.acc else g
-                self._launch(b, during_backward=False)
+        self.reduced = []
         for b in self.buckets:
             if b.handle is not None:
                 b.handle.wait()
-            offset = 0
-            for p in b.params:
-                n = int(p.size)
-                out[id(p)] = b.flat[offset:offset + n].reshape(tuple(p.shape))
-                offset += n
+            offset = self._split(b, out)
+            self.reduced.append(b.flat if offset == int(b.flat.size) else b.flat[:offset])
+            if b is carrier:
+                tail = b.flat[offset:]
             b.grads, b.flat, b.handle = {}, None, None
-        return [out[id(p)] for p in params]
+        reduced = [out[id(p)] for p in params]
+        return reduced if extra is None else (reduced, tail)
+
+    def _launch_pending(self, params: Sequence[ms.Parameter], grads: Sequence[Any], extra: Any) -> Optional[_Bucket]:
+        """Launch the buckets backward did not (overlap off, a parameter without gradient, a compiled backward),
+        ``extra`` at the end of the last one if its dtype holds ``extra``; returns that bucket (else None)."""
+        given = {id(p): g for p, g in zip(params, grads)}
+        pending = [b for b in self.buckets if b.flat is None]
+        carrier = None
+        if extra is not None and pending and pending[-1].params[0].dtype in (ms.float32, ms.float64, extra.dtype):
+            carrier = pending[-1]
+        for b in pending:
+            for p in b.params:
+                key = id(p)
+                if key not in b.grads:
+                    g = given.get(key)
+                    g = mint.zeros(tuple(p.shape), dtype=p.dtype) if g is None else g
+                    b.grads[key] = g + self.acc.pop(key) if key in self.acc else g
+            self._launch(b, during_backward=False, extra=extra if b is carrier else None)
+        return carrier
+
+    @staticmethod
+    def _split(bucket: _Bucket, out: Dict[int, Any]) -> int:
+        """Each parameter's averaged gradient from the bucket's flat buffer into ``out``; returns where the
+        gradients end in the buffer."""
+        offset = 0
+        for p in bucket.params:
+            n = int(p.size)
+            out[id(p)] = bucket.flat[offset:offset + n].reshape(tuple(p.shape))
+            offset += n
+        return offset
 
 
 class ReplicateModule:
@@ -132,12 +162,30 @@ class ReplicateModule:
     def _replicate_state(self) -> _State:
         return self.__dict__[_STATE]
 
-    def reduce_gradients(self, params: Sequence[ms.Parameter], grads: Sequence[Any]) -> List[Any]:
+    def reduce_gradients(self, params: Sequence[ms.Parameter], grads: Sequence[Any], extra: Any = None):
         """The data-parallel average of ``grads`` (what ``value_and_grad(fn, None, params)`` returned on this
-        rank), in the order of ``params``: waits on the all-reduces backward started, launches the rest."""
+        rank), in the order of ``params``: waits on the all-reduces backward started, launches the rest.
+        ``extra``: a tensor of values (e.g. this rank's loss) averaged over the ranks in the same all-reduce as
+        the last bucket launched here (no collective and no host copy of its own; its own all-reduce when
+        backward started every bucket or that bucket is half precision); then the result is ``(gradients,
+        averaged extra as a 1-D tensor)``."""
         if len(params) != len(grads):
             raise ValueError(f"reduce_gradients: {len(params)} parameters but {len(grads)} gradients")
-        return self._replicate_state().finish(params, grads)
+        return self._replicate_state().finish(params, grads, extra)
+
+    def reduced_grad_sq_norm(self):
+        """The squared 2-norm of the gradients the last :meth:`reduce_gradients` returned (every bucketed
+        parameter's), as a float32 device scalar: one reduction per flat bucket, no per-parameter op and no host
+        copy (gradient clipping's norm; equal on every rank, so no collective either). The flat buckets stay
+        referenced until the next reduction (the returned gradients are views of them anyway)."""
+        flats = self._replicate_state().reduced
+        if not flats:
+            raise RuntimeError("reduced_grad_sq_norm: no gradients were reduced yet (call reduce_gradients first)")
+        total = None
+        for flat in flats:
+            sq = (flat.astype(ms.float32) ** 2).sum()
+            total = sq if total is None else total + sq
+        return total
 
     def set_requires_gradient_sync(self, requires_gradient_sync: bool) -> None:
         """False: backward keeps the gradients locally (summed over micro-batches) and starts no all-reduce;

@@ -61,7 +61,7 @@ def _through_plan():
     return model
 
 
-def _distributed(me, steps, *, overlap, accumulate=False, bucket_cap_mb=0.02):
+def _distributed(me, steps, *, overlap, accumulate=False, bucket_cap_mb=0.02, extra=False):  # noqa  # pylint: disable=R0914
     import mindspore as ms
     from hyper_parallel.fsdp._mindspore.replicate import replicate
     from hyper_parallel.platform.mindspore.collectives import raw_all_reduce
@@ -70,7 +70,7 @@ def _distributed(me, steps, *, overlap, accumulate=False, bucket_cap_mb=0.02):
     group = model._replicate_state().group  # pylint: disable=protected-access
     params, fn = _grad_fn(model)
     half = ROWS // 2
-    out, launched = [], []
+    out, launched, norms = [], [], []
     for s in range(steps):
         rows = _batch(s)[me * half:(me + 1) * half]
         if accumulate:  # two micro-batches of one row each; the first keeps its gradients locally
@@ -80,14 +80,20 @@ def _distributed(me, steps, *, overlap, accumulate=False, bucket_cap_mb=0.02):
             l2, grads = fn(ms.Tensor(rows[1:, :-1]), ms.Tensor(rows[1:, 1:]))
             loss = (l1 + l2) / 2
             reduced = [g / 2 for g in model.reduce_gradients(params, grads)]
+        elif extra:  # the loss averaged in the gradients' all-reduce; the norm from the flat buckets
+            loss, grads = fn(ms.Tensor(rows[:, :-1]), ms.Tensor(rows[:, 1:]))
+            reduced, avg = model.reduce_gradients(params, grads, extra=loss.reshape(1))
+            norms.append(float(model.reduced_grad_sq_norm().asnumpy()))
         else:
             loss, grads = fn(ms.Tensor(rows[:, :-1]), ms.Tensor(rows[:, 1:]))
             reduced = model.reduce_gradients(params, grads)
         launched.append(model.replicate_stats()["launched"])
         mean = float(raw_all_reduce(ms.Tensor([float(loss.asnumpy())], ms.float32), "avg", group).asnumpy()[0])
+        if extra:
+            assert avg.shape == (1,) and abs(float(avg.asnumpy()[0]) - mean) <= 1e-6 * abs(mean), (avg, mean)
         out.append((mean, [g.asnumpy() for g in reduced]))
         _sgd(params, reduced)
-    return out, {p.name: p.asnumpy() for p in params}, model, launched
+    return out, {p.name: p.asnumpy() for p in params}, model, launched, norms
 
 
 def _compare(ref, got):
@@ -160,9 +166,19 @@ def run():
         _compare(ref, got)
         assert len(got[2].replicate_stats()["buckets"]) == 1 and got[3][-1] == [(0, True)], got[3]
 
+    def extra_values_and_grad_norm():  # reduce_gradients(extra=) in the last bucket's all-reduce (overlap off)
+        # or its own (every bucket started in backward); reduced_grad_sq_norm = the one-process gradients' norm
+        for overlap_on in (False, True):
+            got = _distributed(me, 2, overlap=overlap_on, extra=True)
+            _compare(ref, got)
+            for (_, ref_grads), sq in zip(ref[0], got[4]):
+                want = sum(float((g.astype(np.float64) ** 2).sum()) for g in ref_grads)
+                assert abs(sq - want) <= 1e-5 * want, (overlap_on, sq, want)
+
     for name, fn in (("overlap", overlap), ("buckets_start_during_backward", buckets_start_during_backward),
                      ("no_overlap_same_result", no_overlap_same_result), ("accumulation", accumulation),
-                     ("one_bucket_through_the_plan", one_bucket_through_the_plan)):
+                     ("one_bucket_through_the_plan", one_bucket_through_the_plan),
+                     ("extra_values_and_grad_norm", extra_values_and_grad_norm)):
         record(results, name, fn)
     record(results, "timing", lambda: timing.update(_timing(me)))
     return {"results": results, "timing": timing}
