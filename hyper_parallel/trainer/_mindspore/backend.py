@@ -96,6 +96,7 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         self._pp_first = self._pp_last = False  # this rank holds the first / last pipeline stage
         self._pp_tied = False  # pipeline parallel of a model with tied embeddings
         self._cp: Any = None  # context parallel: (cp mesh, SeqLayout cache key -> positions)
+        self._loss_reduced = False  # this step's loss came back averaged with the gradients (replicate)
 
     # ------------------------------------------------------------------ process group / meshes
     def init_distributed(self) -> None:
@@ -383,6 +384,10 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
             loss, g = self._grad_fn(*self._tensors(rows[i * micro:(i + 1) * micro]), scale)
             losses.append(loss)
             grads = list(g) if grads is None or hooked else [a + b for a, b in zip(grads, g)]
+        if self._pure_replicate():  # the loss rides in the gradients' all-reduce
+            grads, mean = self.model.reduce_gradients(params, grads, extra=sum(losses[1:], losses[0]))
+            self._loss_reduced = True
+            return grads, float(mean.asnumpy()[0])  # the one host copy of the step (the graph's result)
         total = sum(float(x.asnumpy()) for x in losses)  # the host copies after the micro-batches, not between
         if ddp is not None:
             grads = ddp(params, grads)
@@ -391,10 +396,20 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
             grads = [shards[p.name] for p in params]
         return grads, total
 
+    def _pure_replicate(self) -> bool:
+        """The model is ``replicate``-d over the whole world (data parallel the only degree, no pipeline): every
+        rank holds every parameter and, after the all-reduce, the same gradients and the same mean loss."""
+        return (self._schedule is None and self.trainer.distributed and self.dims.dp_replicate == self.world_size
+                and getattr(self.model, "reduced_grad_sq_norm", None) is not None)
+
     def _clip(self, params, grads, max_norm: float):
         """Clip by the global norm of the full gradients (under PP every stage's parameters count once)."""
         from hyper_parallel.optim._mindspore.clip import clip_grad_norm, total_grad_norm  # noqa  # pylint: disable=C0415
         group = self._world_group if self.trainer.distributed else None
+        if self._pure_replicate():  # replicate: the norm of its flat reduced buckets
+            norm = float(self.model.reduced_grad_sq_norm().asnumpy()) ** 0.5  # the same on every rank
+            coef = min(1.0, float(max_norm) / (norm + 1e-6))
+            return (tuple(grads) if coef >= 1.0 else tuple(g * coef for g in grads)), norm
         if self._schedule is None:
             squares = None if self._compiled_fsdp is None else self._compiled_fsdp.squared_norms()
             return clip_grad_norm(params, grads, max_norm, self._specs, group, self.world_size, squares)
@@ -424,7 +439,9 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         self._balance_experts()
         self.scheduler.step()
         compute = time.perf_counter() - start
-        return {"loss": self._mean_over_ranks(total), "grad_norm": grad_norm, "lr": lr, "compute_s": compute}
+        loss = total if self._loss_reduced else self._mean_over_ranks(total)
+        self._loss_reduced = False
+        return {"loss": loss, "grad_norm": grad_norm, "lr": lr, "compute_s": compute}
 
     def eval_loss(self, rows: List[List[int]]) -> float:
         """Held-out loss of this batch (mean over the ranks); no gradient."""

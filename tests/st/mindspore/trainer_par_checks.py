@@ -92,7 +92,7 @@ def _train(overrides, nproc, distributed):
         params = {k: v.asnumpy() for k, v in state.items()}
     finally:
         trainer.close()
-    return [m["loss"] for m in history] + [held_out], params, recomputed
+    return [m["loss"] for m in history] + [held_out], params, recomputed, [m["grad_norm"] for m in history]
 
 
 def _recomputed(backend):
@@ -104,7 +104,7 @@ def _recomputed(backend):
 
 
 def _compare(name, got, want):
-    losses, params, (recomputed, ahead) = got
+    losses, params, (recomputed, ahead), norms = got
     if "recompute ahead" in name:  # every stage that waits for a gradient built its recompute before it came
         assert all(n is None or n >= STEPS for n in ahead), f"{name}: microbatches recomputed ahead: {ahead}"
     else:
@@ -116,8 +116,10 @@ def _compare(name, got, want):
         assert not recomputed, f"{name}: cells recompute without an [activation] section: {recomputed}"
     if name in RECOMPUTED and "selective" in name:  # the matmuls keep their activations
         assert not any(n.endswith(("q_proj", "o_proj", "gate_proj", "down_proj")) for n in recomputed), recomputed
-    ref_losses, ref_params, _ = want
+    ref_losses, ref_params, _, ref_norms = want
     np.testing.assert_allclose(losses, ref_losses, rtol=RTOL, err_msg=f"{name}: losses (the last: held-out)")
+    if "dp_replicate" in name:  # replicate's clipping norm comes from its flat reduced buckets
+        np.testing.assert_allclose(norms, ref_norms, rtol=RTOL, err_msg=f"{name}: gradient norms")
     assert params and set(params) <= set(ref_params), sorted(set(params) - set(ref_params))
     for key, value in params.items():
         ref = ref_params[key]
