@@ -13,7 +13,9 @@ then waits on the handles and returns the averaged gradients in the caller's par
 hooks did not all fire -- a parameter without a gradient in this backward -- is reduced there, synchronously,
 from the gradients passed in). ``overlap=False`` launches every bucket there instead (the baseline of the
 measurement in ``docs/mindspore.md``); :meth:`ReplicateModule.remove_gradient_hooks` (for a backward under
-``mindspore.jit``) leaves every bucket to it. Gradient accumulation: ``set_requires_gradient_sync(False)`` keeps each
+``mindspore.jit``) leaves every bucket to it; such a graph can return the buckets already flat
+(:func:`pack_gradients`, the loss at the end of the last) for :meth:`ReplicateModule.reduce_packed`: one
+all-reduce per bucket and one split, no per-parameter op before them. Gradient accumulation: ``set_requires_gradient_sync(False)`` keeps each
 micro-batch's gradients locally (summed); the next synchronised backward reduces the sums.
 
 On CPU (``mccl``) the collective runs on the calling thread even with ``async_op=True``; the overlap pays on
@@ -22,14 +24,14 @@ gradients of the whole batch (tests: ``tests/st/mindspore/replicate_checks.py``)
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import mindspore as ms
 from mindspore import mint, nn
 
 from hyper_parallel.platform.mindspore import collectives as C
 
-__all__ = ["replicate", "replicated", "ReplicateModule"]
+__all__ = ["replicate", "replicated", "ReplicateModule", "pack_gradients"]
 
 _STATE = "_hp_replicate_state"
 
@@ -41,6 +43,7 @@ class _Bucket:  # pylint: disable=too-few-public-methods
         self.index = index
         self.params = params
         self.grads: Dict[int, Any] = {}
+        self.sizes = [int(p.size) for p in params]  # each parameter's span in the flat buffer, in order
         self.flat = None
         self.handle = None
         self.started_during_backward = False
@@ -92,6 +95,10 @@ class _State:  # pylint: disable=too-many-instance-attributes
     def _launch(self, bucket: _Bucket, during_backward: bool, extra: Any = None) -> None:
         parts = [bucket.grads[id(p)].reshape(-1) for p in bucket.params]
         flat = mint.cat(parts if extra is None else parts + [extra.reshape(-1).astype(parts[0].dtype)]) / self.size
+        self._start(bucket, flat, during_backward)
+
+    def _start(self, bucket: _Bucket, flat: Any, during_backward: bool) -> None:
+        """Start the all-reduce (sum) of ``bucket`` 's flat buffer, already divided by the group size."""
         bucket.flat = flat
         bucket.started_during_backward = during_backward
         self.launch_order.append(bucket.index)
@@ -113,18 +120,39 @@ class _State:  # pylint: disable=too-many-instance-attributes
         tail = None
         if extra is not None and carrier is None:
             tail = C.raw_all_reduce(extra.reshape(-1), "avg", self.group)
+        reduced, carried = self.collect(params, carrier)
+        return reduced if extra is None else (reduced, carried if tail is None else tail)
+
+    def finish_packed(self, params: Sequence[ms.Parameter], flats: Sequence[Any], extra: bool):
+        """All-reduce the flat buffers :func:`pack_gradients` built (one per bucket, in bucket order, ``extra``
+        values at the end of the last); returns ``(grads, extra average or None)``."""
+        if len(flats) != len(self.buckets):
+            raise ValueError(f"reduce_packed: {len(flats)} flat buffers for {len(self.buckets)} buckets")
+        for b, flat in zip(self.buckets, flats):
+            self._start(b, flat, during_backward=False)
+        return self.collect(params, self.buckets[-1] if extra else None)
+
+    def collect(self, params: Sequence[ms.Parameter], carrier: Optional[_Bucket]):
+        """Wait on every bucket and split the averages back per parameter (``mint.split``: one op per bucket);
+        returns ``(gradients in the order of params, the values after the gradients in carrier's buffer)``."""
         out: Dict[int, Any] = {}
         self.reduced = []
+        tail = None
         for b in self.buckets:
             if b.handle is not None:
                 b.handle.wait()
-            offset = self._split(b, out)
-            self.reduced.append(b.flat if offset == int(b.flat.size) else b.flat[:offset])
+            total, n = int(b.flat.size), sum(b.sizes)
+            chunks = mint.split(b.flat, b.sizes if total == n else b.sizes + [total - n])
+            for p, chunk in zip(b.params, chunks):
+                out[id(p)] = chunk.reshape(tuple(p.shape))
+            self.reduced.append(b.flat if total == n else b.flat[:n])
             if b is carrier:
-                tail = b.flat[offset:]
+                tail = chunks[-1]
             b.grads, b.flat, b.handle = {}, None, None
-        reduced = [out[id(p)] for p in params]
-        return reduced if extra is None else (reduced, tail)
+        missing = [p.name for p in params if id(p) not in out]
+        if missing:
+            raise ValueError(f"reduce_gradients: parameters not replicated by this module: {missing}")
+        return [out[id(p)] for p in params], tail
 
     def _launch_pending(self, params: Sequence[ms.Parameter], grads: Sequence[Any], extra: Any) -> Optional[_Bucket]:
         """Launch the buckets backward did not (overlap off, a parameter without gradient, a compiled backward),
@@ -144,16 +172,24 @@ class _State:  # pylint: disable=too-many-instance-attributes
             self._launch(b, during_backward=False, extra=extra if b is carrier else None)
         return carrier
 
-    @staticmethod
-    def _split(bucket: _Bucket, out: Dict[int, Any]) -> int:
-        """Each parameter's averaged gradient from the bucket's flat buffer into ``out``; returns where the
-        gradients end in the buffer."""
-        offset = 0
-        for p in bucket.params:
-            n = int(p.size)
-            out[id(p)] = bucket.flat[offset:offset + n].reshape(tuple(p.shape))
-            offset += n
-        return offset
+    def scaled(self, params: Sequence[ms.Parameter], factor: float) -> List[Any]:
+        """The last reduction's gradients times ``factor``: one multiply per flat bucket, then the split."""
+        if not self.reduced:
+            raise RuntimeError("scale_reduced_gradients: no gradients were reduced yet (call reduce_gradients first)")
+        out: Dict[int, Any] = {}
+        self.reduced = [flat * factor for flat in self.reduced]
+        for b, flat in zip(self.buckets, self.reduced):
+            for p, chunk in zip(b.params, mint.split(flat, b.sizes)):
+                out[id(p)] = chunk.reshape(tuple(p.shape))
+        return [out[id(p)] for p in params]
+
+    def layout(self, params: Sequence[ms.Parameter]) -> List[List[int]]:
+        """Per bucket, the positions in ``params`` of its parameters (flat-buffer order)."""
+        where = {id(p): i for i, p in enumerate(params)}
+        missing = [p.name for b in self.buckets for p in b.params if id(p) not in where]
+        if missing:
+            raise ValueError(f"gradient_layout: replicated parameters missing from params: {missing}")
+        return [[where[id(p)] for p in b.params] for b in self.buckets]
 
 
 class ReplicateModule:
@@ -173,6 +209,22 @@ class ReplicateModule:
             raise ValueError(f"reduce_gradients: {len(params)} parameters but {len(grads)} gradients")
         return self._replicate_state().finish(params, grads, extra)
 
+    def gradient_layout(self, params: Sequence[ms.Parameter]) -> Tuple[Tuple[int, ...], ...]:
+        """For :func:`pack_gradients` (in a compiled graph): per bucket, the positions in ``params`` of its
+        parameters, in flat-buffer order (every replicated parameter must be in ``params``)."""
+        return tuple(tuple(idx) for idx in self._replicate_state().layout(params))
+
+    def packs_extra(self) -> bool:
+        """Whether the last bucket's dtype holds float32 values (the loss) without loss: float32 or float64."""
+        return self._replicate_state().buckets[-1].params[0].dtype in (ms.float32, ms.float64)
+
+    def reduce_packed(self, params: Sequence[ms.Parameter], flats: Sequence[Any], extra: bool = False):
+        """:meth:`reduce_gradients` for gradients a compiled graph already packed (:func:`pack_gradients`, one
+        flat buffer per bucket, divided by the group size): one all-reduce per buffer, no per-parameter op before
+        it; returns ``(averaged gradients in the order of params, the averaged extra values as a 1-D tensor, or
+        None without extra)``."""
+        return self._replicate_state().finish_packed(params, flats, extra)
+
     def reduced_grad_sq_norm(self):
         """The squared 2-norm of the gradients the last :meth:`reduce_gradients` returned (every bucketed
         parameter's), as a float32 device scalar: one reduction per flat bucket, no per-parameter op and no host
@@ -186,6 +238,11 @@ class ReplicateModule:
             sq = (flat.astype(ms.float32) ** 2).sum()
             total = sq if total is None else total + sq
         return total
+
+    def scale_reduced_gradients(self, params: Sequence[ms.Parameter], factor: float) -> List[Any]:
+        """The gradients the last reduction returned times ``factor``, in the order of ``params`` (gradient
+        clipping): one multiply per flat bucket instead of one per parameter."""
+        return self._replicate_state().scaled(params, factor)
 
     def set_requires_gradient_sync(self, requires_gradient_sync: bool) -> None:
         """False: backward keeps the gradients locally (summed over micro-batches) and starts no all-reduce;
@@ -211,6 +268,21 @@ class ReplicateModule:
         st = self._replicate_state()
         return {"buckets": [[p.name for p in b.params] for b in st.buckets],
                 "launched": [(i, st.buckets[i].started_during_backward) for i in st.launch_order[-len(st.buckets):]]}
+
+
+def pack_gradients(grads: Sequence[Any], layout: Tuple[Tuple[int, ...], ...], size: int, extra: Any = None):
+    """Inside a compiled step (``mindspore.jit``): the flat buffers :meth:`ReplicateModule.reduce_packed`
+    all-reduces -- per bucket of ``layout`` (:meth:`ReplicateModule.gradient_layout`) its gradients flattened and
+    concatenated, divided by the data-parallel ``size``; ``extra`` (e.g. the loss; only where
+    :meth:`ReplicateModule.packs_extra`) at the end of the last buffer, cast to its dtype."""
+    flats = []
+    last = len(layout) - 1
+    for k, idx in enumerate(layout):
+        parts = [grads[i].reshape(-1) for i in idx]
+        if extra is not None and k == last:
+            parts = parts + [extra.reshape(-1).astype(parts[0].dtype)]
+        flats.append(mint.cat(parts) / size)
+    return tuple(flats)
 
 
 _CLASSES: Dict[type, type] = {}

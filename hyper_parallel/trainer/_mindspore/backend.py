@@ -97,6 +97,7 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         self._pp_tied = False  # pipeline parallel of a model with tied embeddings
         self._cp: Any = None  # context parallel: (cp mesh, SeqLayout cache key -> positions)
         self._loss_reduced = False  # this step's loss came back averaged with the gradients (replicate)
+        self._packed = False  # replicate + compile: the graph returns the flat buckets (pack_gradients)
 
     # ------------------------------------------------------------------ process group / meshes
     def init_distributed(self) -> None:
@@ -204,7 +205,18 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         def compiled_loss(ids, labels, scale):  # a def: mindspore.jit parses a lambda only on its own line
             return _compiled_loss(model, ids, labels, scale)
 
-        return ms.jit(ms.value_and_grad(compiled_loss, None, params))
+        grad_fn = ms.value_and_grad(compiled_loss, None, params)
+        if not (self._pure_replicate() and model.packs_extra()):
+            return ms.jit(grad_fn)
+        from hyper_parallel.fsdp._mindspore.replicate import pack_gradients  # noqa  # pylint: disable=C0415
+        layout, size = model.gradient_layout(params), self.world_size
+
+        def packed(ids, labels, scale):  # replicate: the gradients leave the graph in its flat buckets / world,
+            loss, grads = grad_fn(ids, labels, scale)  # the loss at the end of the last
+            return loss, pack_gradients(grads, layout, size, loss)
+
+        self._packed = True
+        return ms.jit(packed)
 
     def _plan_kwargs(self) -> Dict[str, Any]:
         par = self.config.parallelism
@@ -372,6 +384,8 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         scale = ms.Tensor(1.0 / t.grad_accum, ms.float32)
         grads = None
         params = list(self.optimizer.parameters)
+        if self._packed:
+            return self._packed_grads(rows, micro, scale, params)
         # replicate: the model reduces; uncompiled, its backward hooks also accumulate the micro-batches
         ddp = getattr(self.model, "reduce_gradients", None)
         hooked = ddp is not None and not t.compile
@@ -396,6 +410,17 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
             grads = [shards[p.name] for p in params]
         return grads, total
 
+    def _packed_grads(self, rows: List[List[int]], micro: int, scale: Any, params: List[Any]):
+        """Replicate + compile: the graph's flat buckets (gradients and loss / world) summed over the micro-batches,
+        one all-reduce per bucket, split per parameter; the mean loss is the last bucket's tail."""
+        flats = None
+        for i in range(self.config.training.grad_accum):
+            _, f = self._grad_fn(*self._tensors(rows[i * micro:(i + 1) * micro]), scale)
+            flats = list(f) if flats is None else [a + b for a, b in zip(flats, f)]
+        grads, mean = self.model.reduce_packed(params, flats, extra=True)
+        self._loss_reduced = True
+        return grads, float(mean.asnumpy()[0])  # the one host copy of the step's loss
+
     def _pure_replicate(self) -> bool:
         """The model is ``replicate``-d over the whole world (data parallel the only degree, no pipeline): every
         rank holds every parameter and, after the all-reduce, the same gradients and the same mean loss."""
@@ -408,8 +433,8 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         group = self._world_group if self.trainer.distributed else None
         if self._pure_replicate():  # replicate: the norm of its flat reduced buckets
             norm = float(self.model.reduced_grad_sq_norm().asnumpy()) ** 0.5  # the same on every rank
-            coef = min(1.0, float(max_norm) / (norm + 1e-6))
-            return (tuple(grads) if coef >= 1.0 else tuple(g * coef for g in grads)), norm
+            coef = min(1.0, float(max_norm) / (norm + 1e-6))  # scaled in the flat buckets, then split
+            return (tuple(grads) if coef >= 1.0 else tuple(self.model.scale_reduced_gradients(params, coef))), norm
         if self._schedule is None:
             squares = None if self._compiled_fsdp is None else self._compiled_fsdp.squared_norms()
             return clip_grad_norm(params, grads, max_norm, self._specs, group, self.world_size, squares)

@@ -33,8 +33,9 @@ def _grad_fn(model):
 
 
 def _sgd(params, grads):
-    for p, g in zip(params, grads):
-        p.set_data(p.value() - LR * g)
+    import mindspore as ms
+    for p, g in zip(params, grads):  # in place: a compiled graph keeps reading the parameter's storage
+        ms.ops.assign(p, p.value() - LR * g)
 
 
 def _reference(steps):
@@ -69,6 +70,8 @@ def _distributed(me, steps, *, overlap, accumulate=False, bucket_cap_mb=0.02, ex
                                                                       overlap=overlap)
     group = model._replicate_state().group  # pylint: disable=protected-access
     params, fn = _grad_fn(model)
+    if extra == "packed":
+        fn = _packed_fn(model, params)
     half = ROWS // 2
     out, launched, norms = [], [], []
     for s in range(steps):
@@ -82,8 +85,14 @@ def _distributed(me, steps, *, overlap, accumulate=False, bucket_cap_mb=0.02, ex
             reduced = [g / 2 for g in model.reduce_gradients(params, grads)]
         elif extra:  # the loss averaged in the gradients' all-reduce; the norm from the flat buckets
             loss, grads = fn(ms.Tensor(rows[:, :-1]), ms.Tensor(rows[:, 1:]))
-            reduced, avg = model.reduce_gradients(params, grads, extra=loss.reshape(1))
+            if extra == "packed":  # grads: the graph's flat buffers, the loss at the end of the last
+                reduced, avg = model.reduce_packed(params, grads, extra=True)
+            else:
+                reduced, avg = model.reduce_gradients(params, grads, extra=loss.reshape(1))
             norms.append(float(model.reduced_grad_sq_norm().asnumpy()))
+            halves = model.scale_reduced_gradients(params, 0.5)
+            for g, h in zip(reduced, halves):
+                np.testing.assert_allclose(h.asnumpy(), g.asnumpy() * 0.5, rtol=1e-6, atol=0)
         else:
             loss, grads = fn(ms.Tensor(rows[:, :-1]), ms.Tensor(rows[:, 1:]))
             reduced = model.reduce_gradients(params, grads)
@@ -94,6 +103,30 @@ def _distributed(me, steps, *, overlap, accumulate=False, bucket_cap_mb=0.02, ex
         out.append((mean, [g.asnumpy() for g in reduced]))
         _sgd(params, reduced)
     return out, {p.name: p.asnumpy() for p in params}, model, launched, norms
+
+
+def _packed_fn(model, params):
+    """``training.compile`` 's way: hooks removed, forward + backward in one graph that returns the flat buckets
+    (``pack_gradients``, the loss at the end of the last)."""
+    import mindspore as ms
+    from hyper_parallel.fsdp._mindspore.replicate import pack_gradients
+    model.remove_gradient_hooks()
+
+    from hyper_parallel.models.llama3._mindspore.model import cross_entropy
+
+    def loss_fn(ids, labels):  # the model's loss on plain logits, as the trainer compiles it
+        logits = model(ids)
+        return cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+
+    grad_fn = ms.value_and_grad(loss_fn, None, params)
+    layout, size = model.gradient_layout(params), model._replicate_state().size  # pylint: disable=protected-access
+    assert model.packs_extra() and sorted(i for idx in layout for i in idx) == list(range(len(params))), layout
+
+    def packed(ids, labels):
+        loss, grads = grad_fn(ids, labels)
+        return loss, pack_gradients(grads, layout, size, loss)
+
+    return ms.jit(packed)
 
 
 def _compare(ref, got):
@@ -167,13 +200,14 @@ def run():
         assert len(got[2].replicate_stats()["buckets"]) == 1 and got[3][-1] == [(0, True)], got[3]
 
     def extra_values_and_grad_norm():  # reduce_gradients(extra=) in the last bucket's all-reduce (overlap off)
-        # or its own (every bucket started in backward); reduced_grad_sq_norm = the one-process gradients' norm
-        for overlap_on in (False, True):
-            got = _distributed(me, 2, overlap=overlap_on, extra=True)
+        # or its own (every bucket started in backward), or packed in a compiled graph (reduce_packed);
+        # reduced_grad_sq_norm = the one-process gradients' norm; scale_reduced_gradients = gradients x factor
+        for overlap_on, how in ((False, True), (True, True), (False, "packed")):
+            got = _distributed(me, 2, overlap=overlap_on, extra=how)
             _compare(ref, got)
             for (_, ref_grads), sq in zip(ref[0], got[4]):
                 want = sum(float((g.astype(np.float64) ** 2).sum()) for g in ref_grads)
-                assert abs(sq - want) <= 1e-5 * want, (overlap_on, sq, want)
+                assert abs(sq - want) <= 1e-5 * want, (how, sq, want)
 
     for name, fn in (("overlap", overlap), ("buckets_start_during_backward", buckets_start_during_backward),
                      ("no_overlap_same_result", no_overlap_same_result), ("accumulation", accumulation),
