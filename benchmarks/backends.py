@@ -5,6 +5,7 @@
     python benchmarks/backends.py [--rounds 2] [--steps 5] [--seq 64] [--batch 8] [--no-profile] [--rows A,B]
     python benchmarks/backends.py --pair [--config FILE]   # hp-train MindSpore vs torch on one config
     python benchmarks/backends.py --paired-fsdp [--steps 16] [--no-compile]   # 2 ranks FSDP vs plain jit, ~1 min
+    python benchmarks/backends.py --paired-dp [--steps 24] [--block 4] [--runs 3]  # 2 ranks, data parallel, in turn
 
 The table (default) has, per round, interleaved so machine noise hits every row alike:
 
@@ -33,6 +34,11 @@ our steps split into phases (:data:`PHASES`). For the table, unless ``--no-profi
 ``ours-ms-1-jit`` and ``ours-ms-2`` (those among ``--rows``) with ``metrics.profile_steps`` (cProfile, see
 ``trainer/_mindspore/profile.py``), and the breakdown of rank 0's step by layer with its top functions. The load
 average is printed before and after.
+
+``--paired-dp``: ``--runs`` launches of 2 MindSpore ranks; in each, plain MindSpore data parallel (``jit`` of
+forward + backward, then ``nn.DistributedGradReducer`` and ``nn.AdamWeightDecay``; ``--plain-dp jit-whole``: all
+in one graph) and ours (``LLMTrainer``, ``dp_replicate = 2``, ``training.compile``) run in turn by blocks of
+``--block`` steps in the same processes (see :func:`paired_dp_rank`); ratio = ours / plain fastest per block.
 """
 from __future__ import annotations
 
@@ -278,6 +284,162 @@ def paired_fsdp(args: argparse.Namespace) -> List[Dict[str, object]]:
     return launch("benchmarks.backends:paired_fsdp_worker", world_size=2, timeout=args.timeout, env=env)
 
 
+def _plain_ms_dp_step(seq: int, whole: bool):
+    """Plain MindSpore data parallel on this rank (no hyper_parallel layer): ``value_and_grad`` under
+    ``mindspore.jit``, the gradients averaged by ``mindspore.nn.DistributedGradReducer`` (mccl all-reduces),
+    ``nn.AdamWeightDecay``. ``whole``: the reducer and the optimizer inside the same jit graph as forward and
+    backward (the whole step one graph); else the graph returns the gradients and the reducer and optimizer run
+    after it in PyNative."""
+    import mindspore as ms  # pylint: disable=import-outside-toplevel
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    from mindspore.communication import GlobalComm, get_group_size  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.models import get_model_spec  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.models.llama3._mindspore.model import cross_entropy  # pylint: disable=C0415
+    model = get_model_spec("llama3", backend="mindspore").model_cls(_model_config(), seed=0)
+    params = model.trainable_params()
+    opt = ms.nn.AdamWeightDecay(params, 1e-3)
+    reducer = ms.nn.DistributedGradReducer(params, mean=True, degree=get_group_size(),
+                                           group=GlobalComm.WORLD_COMM_GROUP)
+    pos = ms.Tensor(np.arange(seq, dtype=np.int32))
+
+    def loss_fn(ids, labels):
+        logits = model(ids, pos)
+        return cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+
+    grad_fn = ms.value_and_grad(loss_fn, None, params)
+
+    def train(ids, labels):
+        loss, grads = grad_fn(ids, labels)
+        opt(reducer(grads))
+        return loss
+
+    if whole:
+        return ms.jit(train), params
+    compiled = ms.jit(grad_fn)
+
+    def split(ids, labels):
+        loss, grads = compiled(ids, labels)
+        opt(reducer(grads))
+        return loss
+
+    return split, params
+
+
+def _paired_dp_rows(plains, data, trainer, ours_params, block):
+    """``{row: (run one block, the parameters its optimizer updates)}``."""
+    def plain_block(fn):
+        return lambda: [float(fn(ids, labels).asnumpy()) for ids, labels in data]
+
+    rows = {k: (plain_block(fn), params) for k, (fn, params) in plains.items()}
+    rows["ours-ms-2-dp-jit"] = (lambda: [trainer.train_step(trainer.step + 1) for _ in range(block)], ours_params)
+    return rows
+
+
+def _time_block(plat, run, params, prof=None) -> float:
+    """Seconds of ``run()`` started at a barrier and ended when every parameter's update has run (``prof``: a
+    ``cProfile.Profile`` enabled around it)."""
+    plat.barrier()
+    if prof is not None:
+        prof.enable()
+    start = time.perf_counter()
+    run()
+    _settle(params)
+    seconds = time.perf_counter() - start
+    if prof is not None:
+        prof.disable()
+    return seconds
+
+
+def _settle(params) -> None:
+    """Wait until the block's work has run: the loss's host copy returns while the rest of a compiled backward,
+    the gradient all-reduces and the optimizer's updates may still run, which would bill them to the next row
+    (measured: plain's graph alone timed right after a step took longer than the step). Reading every parameter
+    waits for all of them (the same reads for every row)."""
+    for p in params:
+        p.asnumpy()
+
+
+def paired_dp_rank() -> Dict[str, object]:
+    """One rank of ``--paired-dp`` (run by ``hyper_parallel.testing.mindspore_launch``; arguments in
+    ``HP_BENCH_ARGS``): plain MindSpore data parallel (:func:`_plain_ms_dp_step`) and ours (``LLMTrainer``,
+    ``dp_replicate = 2``, ``training.compile``) in the same process, in turn by blocks of ``block`` consecutive
+    steps (who goes first alternates), each block started at a barrier and ended when every parameter's update
+    has run; this rank's seconds per step of each block."""
+    import mindspore as ms  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.platform import get_platform  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.platform.mindspore.runtime import configure  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.trainer.api import LLMTrainer  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.trainer.config import load_config  # pylint: disable=import-outside-toplevel
+    import hyper_parallel as hp  # pylint: disable=import-outside-toplevel
+    args = json.loads(os.environ["HP_BENCH_ARGS"])
+    batch, seq, block = args["batch"], args["seq"], args["block"]
+    configure()  # the trainer's runtime settings, before plain's first op: both rows run under them
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    hp.init_process_group(platform="mindspore")
+    plat = get_platform("mindspore")
+    rank, world = plat.get_rank(), plat.get_world_size()
+    plains = {f"plain-ms-dp-{kind}": _plain_ms_dp_step(seq, whole=kind == "jit-whole") for kind in args["plain"]}
+    blocks = max(2, args["steps"] // block)
+    over = [("job.backend", "mindspore"), ("job.nproc", world), ("job.threads", 1), ("parallelism.tp", 1),
+            ("parallelism.dp_shard", 1), ("parallelism.dp_replicate", world), ("training.compile", True),
+            ("training.seq_len", seq), ("training.global_batch", batch), ("training.steps", blocks * block),
+            ("metrics.progress", False), ("metrics.plot", False), ("checkpoint.enable", False),
+            ("job.out_dir", tempfile.mkdtemp(prefix="hp_bench_paired_dp_"))]
+    trainer = LLMTrainer(load_config(args["config"], over), distributed=True)
+    trainer.setup()
+    ours_params = list(trainer.backend.optimizer.parameters)
+    times: Dict[str, List[float]] = {**{k: [] for k in plains}, "ours-ms-2-dp-jit": []}
+    per = batch // world
+    data = [(ms.Tensor(b[rank * per:(rank + 1) * per, :-1]), ms.Tensor(b[rank * per:(rank + 1) * per, 1:]))
+            for b in _batches(batch, seq, block)]
+    profs = {}
+    if args.get("profile"):  # --profile PATH: cProfile of every row from the second block on, PATH.<row>.rank<N>
+        import cProfile  # pylint: disable=import-outside-toplevel
+        profs = {name: cProfile.Profile() for name in times}
+    rows = _paired_dp_rows(plains, data, trainer, ours_params, block)
+    try:
+        for i in range(blocks):
+            order = [*plains, "ours-ms-2-dp-jit"]  # who goes first alternates
+            for name in order if i % 2 == 0 else order[::-1]:
+                profiled = profs.get(name) if i >= 1 else None
+                times[name].append(_time_block(plat, *rows[name], profiled) / block)
+    finally:
+        trainer.close()
+    for name, prof in profs.items():
+        prof.dump_stats(f"{args['profile']}.{name}.rank{rank}")
+    return {"rank": rank, "times": times, "load": os.getloadavg()[0]}
+
+
+def paired_dp(args: argparse.Namespace) -> Dict[str, object]:
+    """``--paired-dp``: ``--runs`` launches of 2 MindSpore ranks running :func:`paired_dp_rank`; per block the
+    slower rank's time per step of each row; ours / plain fastest (the fastest ``--plain-dp`` variant of that
+    block) per block, median over the blocks without the first (compilation), per run and over all runs."""
+    bad = [k for k in args.plain_dp if k not in ("jit", "jit-whole")]
+    if bad or not args.plain_dp:
+        raise SystemExit(f"--plain-dp {','.join(args.plain_dp)!r}: expected 'jit' and/or 'jit-whole'")
+    from hyper_parallel.testing.mindspore_launch import launch  # pylint: disable=import-outside-toplevel
+    env = {"HP_BENCH_ARGS": json.dumps({"batch": args.batch, "seq": args.seq, "steps": args.steps,
+                                        "block": args.block, "config": args.config, "profile": args.profile,
+                                        "plain": args.plain_dp}), "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))}
+    runs, all_ratios = [], []
+    for _ in range(args.runs):
+        load = os.getloadavg()[0]
+        res = launch("benchmarks.backends:paired_dp_rank", world_size=2, timeout=args.timeout, env=env)
+        n = len(res[0]["times"]["ours-ms-2-dp-jit"])
+        rows = {k: [max(r["times"][k][i] for r in res) for i in range(n)] for k in res[0]["times"]}
+        plain = [min(v) for v in zip(*(rows[f"plain-ms-dp-{k}"] for k in args.plain_dp))]
+        ratios = [o / p for o, p in zip(rows["ours-ms-2-dp-jit"][1:], plain[1:])]
+        all_ratios += ratios
+        runs.append({"blocks_ms_per_step": {k: [round(x * 1000) for x in v] for k, v in rows.items()},
+                     "median_ms": {k: round(statistics.median(v[1:]) * 1000, 1) for k, v in rows.items()},
+                     "ratio_median": round(statistics.median(ratios), 3), "ratio_min": round(min(ratios), 3),
+                     "ratio_max": round(max(ratios), 3), "load_before": round(load, 1),
+                     "load_after": round(os.getloadavg()[0], 1)})
+        print(json.dumps(runs[-1]), flush=True)
+    return {"runs": runs, "ratio_median_all": round(statistics.median(all_ratios), 3)}
+
+
 def _worker(kind: str, args: argparse.Namespace) -> None:
     if kind == "plain-torch":
         out = plain_torch(args.batch, args.seq, args.steps)
@@ -436,12 +598,24 @@ def main() -> None:
                    help="2 MindSpore ranks: plain whole-step jit at half the batch on each rank and ours (FSDP, "
                         "training.compile), step by step in turn")
     p.add_argument("--no-compile", action="store_true", help="--paired-fsdp: ours in PyNative (the baseline)")
+    p.add_argument("--paired-dp", action="store_true",
+                   help="2 MindSpore ranks: plain data parallel (jit + DistributedGradReducer) and ours (dp_replicate "
+                        "+ training.compile), step by step in turn in the same processes")
+    p.add_argument("--runs", type=int, default=3, help="--paired-dp: launches")
+    p.add_argument("--block", type=int, default=4, help="--paired-dp: consecutive steps of one row between switches")
+    p.add_argument("--plain-dp", default="jit", type=lambda v: [x.strip() for x in v.split(",") if x.strip()],
+                   help="--paired-dp: the plain variants, comma-separated: 'jit' (jit forward + backward, then "
+                        "DistributedGradReducer and the optimizer; default) and/or 'jit-whole' (all in one graph)")
+    p.add_argument("--profile", default="",
+                   help="--paired-dp: cProfile each row (from its second block) to PATH.<row>.rank<N>")
     args = p.parse_args()
     if args.paired_fsdp:
         for rank, res in enumerate(paired_fsdp(args)):
             print(json.dumps({"rank": rank, **res}), flush=True)
     elif args.paired:
         print(json.dumps(paired(args.config, args.batch, args.seq, args.steps)), flush=True)
+    elif args.paired_dp:
+        print(json.dumps(paired_dp(args)), flush=True)
     elif args.worker:
         _worker(args.worker, args)
     elif args.pair:
