@@ -48,7 +48,8 @@ class AdamW:
     ``wd' = wd bc1 / sqrt(bc2)``, so the results equal the op-by-op formula up to float32 rounding (1e-7
     relative per step). On the llama3 ``debug`` model: 21 kernel launches instead of ~250 PyNative ops, about
     8x less time per step (``docs/mindspore.md``). ``fused=False``: the op-by-op ``mint`` formula, in torch's
-    order of operations.
+    order of operations. :meth:`compile` (the trainer's ``training.compile``): those fused kernels as one
+    ``mindspore.jit`` graph, one launch per step, bit-exactly the same values.
     """
 
     def __init__(self, params, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
@@ -56,6 +57,9 @@ class AdamW:
         if fused is not None and not isinstance(fused, bool):
             raise ValueError(f"AdamW(fused): expected True, False or None, got {fused!r}")
         self.fused = fused is not False
+        self.compiled = False  # fused kernels of every parameter in one mindspore.jit graph (see compile())
+        self._graph: Optional[Tuple[Tuple[int, ...], Any]] = None  # (ids of the moments it captured, the graph)
+        self._moments: Dict[str, ms.Parameter] = {}  # compiled: the moment Parameters this optimizer made
         self._owned: Dict[str, Tuple[Any, Any]] = {}  # the moments this optimizer made (updated in place)
         self._kernel = ops.AdamWeightDecay() if self.fused else None
         defaults = {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay}
@@ -83,11 +87,23 @@ class AdamW:
     def __call__(self, gradients: Sequence[Any]) -> bool:
         return self.step(gradients)
 
+    def compile(self) -> "AdamW":
+        """Run the fused kernels of every parameter as one ``mindspore.jit`` graph (as ``nn.AdamWeightDecay``
+        does), one launch per step instead of one per parameter; the moments become ``Parameter`` s (a graph
+        updates only those in place). The same kernel and arguments, so the same values. Needs ``fused``."""
+        if not self.fused:
+            raise ValueError("AdamW.compile(): needs the fused kernel (fused=False given)")
+        self.compiled = True
+        return self
+
     def step(self, gradients: Sequence[Any]) -> bool:
         """One AdamW update of every parameter with its gradient."""
         params = self.parameters
         if len(gradients) != len(params):
             raise ValueError(f"AdamW.step: {len(gradients)} gradients for {len(params)} parameters")
+        if self.compiled:
+            self._compiled_step(params, gradients)
+            return True
         groups = {id(p): g for g in self.param_groups for p in g["params"]}
         for p, grad in zip(params, gradients):
             g = groups[id(p)]
@@ -112,9 +128,45 @@ class AdamW:
             st["exp_avg"], st["exp_avg_sq"] = st["exp_avg"].copy(), st["exp_avg_sq"].copy()
             self._owned[p.name] = (st["exp_avg"], st["exp_avg_sq"])
         b1, b2 = g["betas"]
-        bc1, bc2_sqrt = 1 - b1 ** st["step"], math.sqrt(1 - b2 ** st["step"])
-        self._kernel(p, st["exp_avg"], st["exp_avg_sq"], g["lr"] * bc2_sqrt / bc1, b1, b2, g["eps"] * bc2_sqrt,
-                     g["weight_decay"] * bc1 / bc2_sqrt, grad if grad.dtype == p.dtype else grad.astype(p.dtype))
+        lr, eps, wd = self._scalars(g, st["step"])
+        self._kernel(p, st["exp_avg"], st["exp_avg_sq"], lr, b1, b2, eps, wd,
+                     grad if grad.dtype == p.dtype else grad.astype(p.dtype))
+
+    def _scalars(self, g, step: int) -> Tuple[float, float, float]:
+        """The fused kernel's ``lr``, ``eps``, ``weight_decay`` with torch's bias correction folded in."""
+        b1, b2 = g["betas"]
+        bc1, bc2_sqrt = 1 - b1 ** step, math.sqrt(1 - b2 ** step)
+        return g["lr"] * bc2_sqrt / bc1, g["eps"] * bc2_sqrt, g["weight_decay"] * bc1 / bc2_sqrt
+
+    def _compiled_step(self, params: List[ms.Parameter], gradients: Sequence[Any]) -> None:
+        """:meth:`step` as one graph: the moments as ``Parameter`` s of this optimizer, per parameter its
+        kernel scalars (bias-corrected on the host, as float32 tensors)."""
+        groups = {id(p): g for g in self.param_groups for p in g["params"]}
+        moments, scalars = [], []
+        for p in params:
+            st = self._moment_parameters(p)
+            st["step"] += 1
+            moments.append((st["exp_avg"], st["exp_avg_sq"]))
+            scalars.append(self._scalars(groups[id(p)], st["step"]))
+        key = tuple(id(t) for pair in moments for t in pair)
+        if self._graph is None or self._graph[0] != key:
+            self._graph = (key, _fused_graph(params, moments, [groups[id(p)]["betas"] for p in params]))
+        lrs, epss, wds = (tuple(ms.Tensor(v[i], ms.float32) for v in scalars) for i in range(3))
+        grads = tuple(gr if gr.dtype == p.dtype else gr.astype(p.dtype) for p, gr in zip(params, gradients))
+        self._graph[1](*(ms.mutable(t) for t in (grads, lrs, epss, wds)))  # variables: no recompiling per value
+
+    def _moment_parameters(self, p) -> Dict[str, Any]:
+        """``p`` 's state with its moments as this optimizer's own ``Parameter`` s (new, or copies of moments set
+        from outside, e.g. by a checkpoint load, which are not written into)."""
+        st = self.state.get(p.name)
+        if st is None:
+            st = self.state[p.name] = {"step": 0, "exp_avg": mint.zeros(tuple(p.shape), dtype=p.dtype),
+                                       "exp_avg_sq": mint.zeros(tuple(p.shape), dtype=p.dtype)}
+        for key in ("exp_avg", "exp_avg_sq"):
+            name = f"{p.name}.{key}"
+            if st[key] is not self._moments.get(name):
+                st[key] = self._moments[name] = ms.Parameter(st[key].copy(), name=name, requires_grad=False)
+        return st
 
     @staticmethod
     def _update(p, grad, g, st) -> None:
@@ -126,6 +178,25 @@ class AdamW:
         denom = mint.sqrt(st["exp_avg_sq"]) / math.sqrt(1 - b2 ** st["step"]) + g["eps"]
         # in place (not set_data): a layer compiled by mindspore.jit keeps reading this parameter's storage
         ops.assign(p, p.value() * (1 - g["lr"] * g["weight_decay"]) - step_size * st["exp_avg"] / denom)
+
+
+def _fused_graph(params, moments, betas):
+    """``mindspore.jit`` of ``ops.AdamWeightDecay`` over every parameter (in place on the parameters and the
+    moments, which must be ``Parameter`` s); called with per-parameter tuples of gradients and scalars."""
+    weights = ms.ParameterTuple(params)
+    m1 = ms.ParameterTuple([m for m, _ in moments])
+    m2 = ms.ParameterTuple([v for _, v in moments])
+    b1s = tuple(float(b[0]) for b in betas)
+    b2s = tuple(float(b[1]) for b in betas)
+    kernel = ops.AdamWeightDecay()
+
+    def update(grads, lrs, epss, wds):
+        out = ()
+        for i in range(len(weights)):  # pylint: disable=consider-using-enumerate  # (indexing compiles)
+            out = out + (kernel(weights[i], m1[i], m2[i], lrs[i], b1s[i], b2s[i], epss[i], wds[i], grads[i]),)
+        return out
+
+    return ms.jit(update)
 
 
 def parameter_specs(cell: nn.Cell) -> Dict[str, Any]:

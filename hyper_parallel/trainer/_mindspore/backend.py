@@ -181,6 +181,11 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         ocfg = dict(cfg.optimizer)
         ocfg.setdefault("total_steps", cfg.training.steps)
         self.optimizer = get_hyper_optimizer(model, ocfg)
+        if cfg.training.compile:  # the fused AdamW kernels of every parameter in one graph as well
+            from hyper_parallel.optim._mindspore.optimizers import AdamW  # pylint: disable=C0415
+            for opt in self.optimizer.optimizers:
+                if isinstance(opt, AdamW) and opt.fused:
+                    opt.compile()
         self.scheduler = get_hyper_lr_scheduler(self.optimizer, ocfg)
         self._specs = parameter_specs(model)
         if self._schedule is None:

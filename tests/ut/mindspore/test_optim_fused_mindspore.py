@@ -19,13 +19,15 @@ def _data():
     return start, grads
 
 
-def _mindspore(fused, start, grads, steps=len(LRS), opt=None, params=None):
+def _mindspore(fused, start, grads, steps=len(LRS), opt=None, params=None, compiled=False):
     import mindspore as ms
     from hyper_parallel.optim._mindspore.optimizers import AdamW
     if params is None:
         params = [ms.Parameter(ms.Tensor(x.copy()), name=f"p{i}") for i, x in enumerate(start)]
         opt = AdamW([{"params": params[:2], "weight_decay": 0.1}, {"params": params[2:], "weight_decay": 0.0}],
                     lr=LRS[0], betas=(0.8, 0.99), eps=1e-6, fused=fused)
+        if compiled:
+            opt.compile()
     for step in range(steps):
         for g in opt.param_groups:
             g["lr"] = LRS[step]
@@ -81,6 +83,39 @@ def test_fused_adamw_copies_moments_set_from_outside():
         for k in ("exp_avg", "exp_avg_sq"):
             np.testing.assert_array_equal(outside[f"p{i}"][k].asnumpy(), kept[f"p{i}"][k])  # not written into
             assert opt.state[f"p{i}"][k] is not outside[f"p{i}"][k]
+
+
+def test_compiled_adamw_is_the_fused_kernels_in_one_graph_bit_exactly():
+    """``AdamW.compile()`` (what ``training.compile`` turns on): every parameter's fused kernel in one
+    ``mindspore.jit`` graph gives the eager fused kernels' parameters and moments bit-exactly, also after
+    moments set from outside (a checkpoint load: copied, not written into); ``fused=False`` is refused."""
+    import mindspore as ms
+    from hyper_parallel.optim._mindspore.optimizers import AdamW
+    ms.set_device("CPU")
+    start, grads = _data()
+    eager, ref, _ = _mindspore(True, start, grads)
+    got, opt, params = _mindspore(True, start, grads, compiled=True)
+    assert opt.compiled and isinstance(opt.state["p0"]["exp_avg"], ms.Parameter)
+    for i, (e, g) in enumerate(zip(eager, got)):
+        assert np.abs(g - start[i]).max() > 1e-3  # the update moved the parameter
+        np.testing.assert_array_equal(g, e, err_msg=f"p{i}: compiled vs eager fused")
+        for k in ("exp_avg", "exp_avg_sq"):
+            np.testing.assert_array_equal(opt.state[f"p{i}"][k].asnumpy(), ref.state[f"p{i}"][k].asnumpy())
+    _, opt, params = _mindspore(True, start, grads, steps=2, compiled=True)
+    outside = {n: {"step": st["step"], "exp_avg": ms.Tensor(st["exp_avg"].asnumpy()),
+                   "exp_avg_sq": ms.Tensor(st["exp_avg_sq"].asnumpy())} for n, st in opt.state.items()}
+    kept = {n: {k: st[k].asnumpy().copy() for k in ("exp_avg", "exp_avg_sq")} for n, st in outside.items()}
+    opt.state.update({n: dict(st) for n, st in outside.items()})
+    for step in (2, 3):
+        for g in opt.param_groups:
+            g["lr"] = LRS[step]
+        opt.step([ms.Tensor(g) for g in grads[step]])
+    for i, p in enumerate(params):
+        np.testing.assert_array_equal(p.asnumpy(), eager[i])
+        for k in ("exp_avg", "exp_avg_sq"):
+            np.testing.assert_array_equal(outside[f"p{i}"][k].asnumpy(), kept[f"p{i}"][k])  # not written into
+    with pytest.raises(ValueError, match=r"AdamW.compile\(\): needs the fused kernel"):
+        AdamW([ms.Parameter(ms.Tensor(np.zeros(2, np.float32)), name="w")], fused=False).compile()
 
 
 def test_adamw_fused_must_be_a_bool():
