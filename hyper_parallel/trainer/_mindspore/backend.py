@@ -422,6 +422,7 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         for i in range(self.config.training.grad_accum):
             _, f = self._grad_fn(*self._tensors(rows[i * micro:(i + 1) * micro]), scale)
             flats = list(f) if flats is None else [a + b for a, b in zip(flats, f)]
+        ms.runtime.synchronize()  # the graph done before the all-reduce starts (mccl's wait would share the CPU)
         grads, mean = self.model.reduce_packed(params, flats, extra=True)
         self._loss_reduced = True
         return grads, float(mean.asnumpy()[0])  # the one host copy of the step's loss
