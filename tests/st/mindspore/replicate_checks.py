@@ -3,8 +3,9 @@
 """Runs inside 2 MindSpore ranks (``test_replicate_mindspore.py``): ``replicate`` (data parallel, bucketed gradient
 all-reduce started during backward) on the MindSpore Llama 3 ``debug`` model against one process over the whole
 batch -- losses, every gradient and the SGD-updated weights for 2 steps, with overlap and without, and with
-gradient accumulation; the buckets start during backward, last layer first; and the timing of a step with and
-without overlap."""
+gradient accumulation; the buckets start during backward, last layer first; the loss averaged with the
+gradients (``extra=``, and packed by a compiled graph for ``reduce_packed``), the clipping norm and scaling from
+the flat buckets; and the timing of a step with and without overlap."""
 import statistics
 import time
 
