@@ -418,13 +418,14 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
     def _packed_grads(self, rows: List[List[int]], micro: int, scale: Any, params: List[Any]):
         """Replicate + compile: the graph's flat buckets (gradients and loss / world) summed over the micro-batches,
         one all-reduce per bucket, split per parameter; the mean loss is the last bucket's tail."""
-        flats, loss = None, None
+        flats = None
         for i in range(self.config.training.grad_accum):
-            loss, f = self._grad_fn(*self._tensors(rows[i * micro:(i + 1) * micro]), scale)
+            _, f = self._grad_fn(*self._tensors(rows[i * micro:(i + 1) * micro]), scale)
             flats = list(f) if flats is None else [a + b for a, b in zip(flats, f)]
         # the graph done before the all-reduce starts (mccl's wait would share the CPU with its kernels): a host
-        # read of its loss; ms.runtime.synchronize() instead cost ~90 ms a step more (docs/mindspore.md)
-        loss.asnumpy()
+        # read of the last value backward writes (the loss, at the end of the last flat buffer; the loss output
+        # itself is ready after the forward); ms.runtime.synchronize() cost ~90 ms a step more (docs/mindspore.md)
+        flats[-1][-1:].asnumpy()
         grads, mean = self.model.reduce_packed(params, flats, extra=True)
         self._loss_reduced = True
         return grads, float(mean.asnumpy()[0])  # the one host copy of the step's loss
