@@ -15,8 +15,9 @@ from the gradients passed in). ``overlap=False`` launches every bucket there ins
 measurement in ``docs/mindspore.md``); :meth:`ReplicateModule.remove_gradient_hooks` (for a backward under
 ``mindspore.jit``) leaves every bucket to it; such a graph can return the buckets already flat
 (:func:`pack_gradients`, the loss at the end of the last) for :meth:`ReplicateModule.reduce_packed`: one
-all-reduce per bucket and one split, no per-parameter op before them. Gradient accumulation: ``set_requires_gradient_sync(False)`` keeps each
-micro-batch's gradients locally (summed); the next synchronised backward reduces the sums.
+all-reduce per bucket and one split, no per-parameter op before them. Gradient accumulation:
+``set_requires_gradient_sync(False)`` keeps each micro-batch's gradients locally (summed); the next
+synchronised backward reduces the sums.
 
 On CPU (``mccl``) the collective runs on the calling thread even with ``async_op=True``; the overlap pays on
 devices whose communication runs on its own stream (``hccl``/``nccl``). Results equal the one-process
