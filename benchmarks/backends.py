@@ -124,24 +124,30 @@ def plain_mindspore(jit: bool, batch: int, seq: int, steps: int) -> Dict[str, fl
                        _batches(batch, seq, steps))
 
 
-def _plain_ms_step(jit: bool, seq: int):
-    """The plain MindSpore training step ``train(ids, labels) -> loss``, PyNative or under ``mindspore.jit``."""
+def _plain_ms_parts(seq: int):
+    """The plain MindSpore pieces every plain row builds: the Llama's trainable parameters, ``nn.AdamWeightDecay``
+    over them and ``value_and_grad`` of its cross-entropy loss, ``grad_fn(ids, labels) -> (loss, grads)``."""
     import mindspore as ms  # pylint: disable=import-outside-toplevel
     import numpy as np  # pylint: disable=import-outside-toplevel
-    from hyper_parallel.platform.mindspore.runtime import configure  # pylint: disable=import-outside-toplevel
     from hyper_parallel.models import get_model_spec  # pylint: disable=import-outside-toplevel
     from hyper_parallel.models.llama3._mindspore.model import cross_entropy  # pylint: disable=C0415
-    configure()
     model = get_model_spec("llama3", backend="mindspore").model_cls(_model_config(), seed=0)
     params = model.trainable_params()
-    opt = ms.nn.AdamWeightDecay(params, 1e-3)
     pos = ms.Tensor(np.arange(seq, dtype=np.int32))
 
     def loss_fn(ids, labels):
         logits = model(ids, pos)
         return cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
 
-    grad_fn = ms.value_and_grad(loss_fn, None, params)
+    return params, ms.nn.AdamWeightDecay(params, 1e-3), ms.value_and_grad(loss_fn, None, params)
+
+
+def _plain_ms_step(jit: bool, seq: int):
+    """The plain MindSpore training step ``train(ids, labels) -> loss``, PyNative or under ``mindspore.jit``."""
+    import mindspore as ms  # pylint: disable=import-outside-toplevel
+    from hyper_parallel.platform.mindspore.runtime import configure  # pylint: disable=import-outside-toplevel
+    configure()
+    _, opt, grad_fn = _plain_ms_parts(seq)
 
     def train(ids, labels):
         loss, grads = grad_fn(ids, labels)
@@ -291,22 +297,10 @@ def _plain_ms_dp_step(seq: int, whole: bool):
     backward (the whole step one graph); else the graph returns the gradients and the reducer and optimizer run
     after it in PyNative."""
     import mindspore as ms  # pylint: disable=import-outside-toplevel
-    import numpy as np  # pylint: disable=import-outside-toplevel
     from mindspore.communication import GlobalComm, get_group_size  # pylint: disable=import-outside-toplevel
-    from hyper_parallel.models import get_model_spec  # pylint: disable=import-outside-toplevel
-    from hyper_parallel.models.llama3._mindspore.model import cross_entropy  # pylint: disable=C0415
-    model = get_model_spec("llama3", backend="mindspore").model_cls(_model_config(), seed=0)
-    params = model.trainable_params()
-    opt = ms.nn.AdamWeightDecay(params, 1e-3)
+    params, opt, grad_fn = _plain_ms_parts(seq)
     reducer = ms.nn.DistributedGradReducer(params, mean=True, degree=get_group_size(),
                                            group=GlobalComm.WORLD_COMM_GROUP)
-    pos = ms.Tensor(np.arange(seq, dtype=np.int32))
-
-    def loss_fn(ids, labels):
-        logits = model(ids, pos)
-        return cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
-
-    grad_fn = ms.value_and_grad(loss_fn, None, params)
 
     def train(ids, labels):
         loss, grads = grad_fn(ids, labels)
