@@ -319,13 +319,13 @@ def _plain_ms_dp_step(seq: int, whole: bool):
     return split, params
 
 
-def _paired_dp_rows(plains, data, trainer, ours_params, block):
+def _paired_dp_rows(plains, data, trainer, ours_params, block, ours_row="ours-ms-2-dp-jit"):
     """``{row: (run one block, the parameters its optimizer updates)}``."""
     def plain_block(fn):
         return lambda: [float(fn(ids, labels).asnumpy()) for ids, labels in data]
 
     rows = {k: (plain_block(fn), params) for k, (fn, params) in plains.items()}
-    rows["ours-ms-2-dp-jit"] = (lambda: [trainer.train_step(trainer.step + 1) for _ in range(block)], ours_params)
+    rows[ours_row] = (lambda: [trainer.train_step(trainer.step + 1) for _ in range(block)], ours_params)
     return rows
 
 
@@ -374,15 +374,18 @@ def paired_dp_rank() -> Dict[str, object]:
     rank, world = plat.get_rank(), plat.get_world_size()
     plains = {f"plain-ms-dp-{kind}": _plain_ms_dp_step(seq, whole=kind == "jit-whole") for kind in args["plain"]}
     blocks = max(2, args["steps"] // block)
+    fsdp = args.get("ours") == "fsdp"  # --ours fsdp: ours is FSDP (dp_shard = world) + compile
+    ours_row = "ours-ms-2-fsdp-jit" if fsdp else "ours-ms-2-dp-jit"
     over = [("job.backend", "mindspore"), ("job.nproc", world), ("job.threads", 1), ("parallelism.tp", 1),
-            ("parallelism.dp_shard", 1), ("parallelism.dp_replicate", world), ("training.compile", True),
+            ("parallelism.dp_shard", world if fsdp else 1), ("parallelism.dp_replicate", 1 if fsdp else world),
+            ("training.compile", True),
             ("training.seq_len", seq), ("training.global_batch", batch), ("training.steps", blocks * block),
             ("metrics.progress", False), ("metrics.plot", False), ("checkpoint.enable", False),
             ("job.out_dir", tempfile.mkdtemp(prefix="hp_bench_paired_dp_"))]
     trainer = LLMTrainer(load_config(args["config"], over), distributed=True)
     trainer.setup()
     ours_params = list(trainer.backend.optimizer.parameters)
-    times: Dict[str, List[float]] = {**{k: [] for k in plains}, "ours-ms-2-dp-jit": []}
+    times: Dict[str, List[float]] = {**{k: [] for k in plains}, ours_row: []}
     per = batch // world
     data = [(ms.Tensor(b[rank * per:(rank + 1) * per, :-1]), ms.Tensor(b[rank * per:(rank + 1) * per, 1:]))
             for b in _batches(batch, seq, block)]
@@ -390,10 +393,10 @@ def paired_dp_rank() -> Dict[str, object]:
     if args.get("profile"):  # --profile PATH: cProfile of every row from the second block on, PATH.<row>.rank<N>
         import cProfile  # pylint: disable=import-outside-toplevel
         profs = {name: cProfile.Profile() for name in times}
-    rows = _paired_dp_rows(plains, data, trainer, ours_params, block)
+    rows = _paired_dp_rows(plains, data, trainer, ours_params, block, ours_row)
     try:
         for i in range(blocks):
-            order = [*plains, "ours-ms-2-dp-jit"]  # who goes first alternates
+            order = [*plains, ours_row]  # who goes first alternates
             for name in order if i % 2 == 0 else order[::-1]:
                 profiled = profs.get(name) if i >= 1 else None
                 times[name].append(_time_block(plat, *rows[name], profiled) / block)
@@ -414,16 +417,17 @@ def paired_dp(args: argparse.Namespace) -> Dict[str, object]:
     from hyper_parallel.testing.mindspore_launch import launch  # pylint: disable=import-outside-toplevel
     env = {"HP_BENCH_ARGS": json.dumps({"batch": args.batch, "seq": args.seq, "steps": args.steps,
                                         "block": args.block, "config": args.config, "profile": args.profile,
-                                        "plain": args.plain_dp}), "OMP_NUM_THREADS": "1",
+                                        "plain": args.plain_dp, "ours": args.ours}), "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))}
     runs, all_ratios = [], []
     for _ in range(args.runs):
         load = os.getloadavg()[0]
         res = launch("benchmarks.backends:paired_dp_rank", world_size=2, timeout=args.timeout, env=env)
-        n = len(res[0]["times"]["ours-ms-2-dp-jit"])
+        ours_row = f"ours-ms-2-{args.ours}-jit"
+        n = len(res[0]["times"][ours_row])
         rows = {k: [max(r["times"][k][i] for r in res) for i in range(n)] for k in res[0]["times"]}
         plain = [min(v) for v in zip(*(rows[f"plain-ms-dp-{k}"] for k in args.plain_dp))]
-        ratios = [o / p for o, p in zip(rows["ours-ms-2-dp-jit"][1:], plain[1:])]
+        ratios = [o / p for o, p in zip(rows[ours_row][1:], plain[1:])]
         all_ratios += ratios
         runs.append({"blocks_ms_per_step": {k: [round(x * 1000) for x in v] for k, v in rows.items()},
                      "median_ms": {k: round(statistics.median(v[1:]) * 1000, 1) for k, v in rows.items()},
@@ -600,6 +604,8 @@ def main() -> None:
     p.add_argument("--plain-dp", default="jit", type=lambda v: [x.strip() for x in v.split(",") if x.strip()],
                    help="--paired-dp: the plain variants, comma-separated: 'jit' (jit forward + backward, then "
                         "DistributedGradReducer and the optimizer; default) and/or 'jit-whole' (all in one graph)")
+    p.add_argument("--ours", default="dp", choices=("dp", "fsdp"),
+                   help="--paired-dp: ours as data parallel (dp_replicate, default) or FSDP (dp_shard), with compile")
     p.add_argument("--profile", default="",
                    help="--paired-dp: cProfile each row (from its second block) to PATH.<row>.rank<N>")
     args = p.parse_args()

@@ -70,11 +70,13 @@ class CompiledFSDPStep:
 
         def loss_and_table(*inputs):
             value, grads = grad_fn(*inputs)
-            return value, (_table(grads, layout, world),)
+            return value, (_table(grads, layout, world, value),)
 
         self._grad_fn = ms.jit(loss_and_table)
         self._pack, self._install, self._split = _jitted_layout(self._plan, world)
         self._squares: Any = None  # the last fused reduce's squared shard-gradient norms (a tensor, plan order)
+        self._loss: Any = None  # the last fused reduce's mean loss over the data-parallel ranks (a [1] tensor)
+        self._norm_sq: Any = None  # the last fused reduce's squared norm of the full reduced gradients (a tensor)
 
     @property
     def fused(self) -> bool:
@@ -116,8 +118,9 @@ class CompiledFSDPStep:
     def value_and_grad(self, *inputs) -> Tuple[Any, Tuple[Any]]:
         """``(loss, (table,))`` of ``loss_fn(twin, *inputs)`` (one compiled graph; call :meth:`gather` first):
         the full gradients of :attr:`twin_params` leave the graph already in the units' gathered flat layout,
-        a ``[shard size, total]`` table (each rank's slots, every bucket's columns in turn), in a 1-tuple so
-        that micro-batches' gradients sum like lists of gradients. :meth:`reduce` takes it."""
+        a ``[shard size, total + 1]`` table (each rank's slots, every bucket's columns in turn, then the loss in
+        every row: it rides in the reduce-scatter, see :meth:`mean_loss`), in a 1-tuple so that micro-batches'
+        gradients sum like lists of gradients. :meth:`reduce` takes it."""
         return self._grad_fn(*inputs)
 
     def reduce(self, grads: Sequence[Any]) -> Dict[str, Any]:
@@ -127,7 +130,7 @@ class CompiledFSDPStep:
         table = grads[0]
         out: Dict[str, Any] = {}
         if self._fusable():  # one reduce-scatter of every unit's flat gradient, split by one graph
-            pieces, squares = self._split(self._reduce_fused(table))
+            pieces, squares, self._loss, self._norm_sq = self._split(self._reduce_fused(table))
             shards = iter(pieces)
             for unit, b, _ in self._plan:
                 for i, e in enumerate(b.entries):
@@ -135,7 +138,7 @@ class CompiledFSDPStep:
                                    else mint.zeros(tuple(e.sharded.shape), dtype=e.dtype))
             self._squares = squares
             return out
-        self._squares = None
+        self._squares = self._loss = self._norm_sq = None
         flats, col = [], 0
         for _, b, _ in self._plan:  # per unit and dtype: _Bucket.reduce (accumulation without sync, ...)
             flats.append(b.reduce(mint.narrow(table, 1, col, b.layout.total).reshape(-1), b.dtype))
@@ -149,6 +152,19 @@ class CompiledFSDPStep:
                                else mint.zeros(shape, dtype=e.dtype))
         return out
 
+    def mean_loss(self) -> Optional[Any]:
+        """The loss of the last fused :meth:`reduce`, summed over the micro-batches the table summed and averaged
+        over the data-parallel ranks (a ``[1]`` tensor; it rode in the table's last column through the
+        reduce-scatter: no collective of its own); None after a per-unit reduce."""
+        return self._loss
+
+    def reduced_grad_sq_norm(self) -> Optional[Any]:
+        """The squared 2-norm of the *full* reduced gradients of the last fused :meth:`reduce` (a 0-d tensor,
+        the same on every rank; ``replicate``'s method of the same name gives data parallel's), for clipping
+        without a collective: mccl has no reduce-scatter, its emulation all-reduces the whole table, so every rank
+        holds every reduced gradient; None after a per-unit reduce."""
+        return self._norm_sq
+
     def squared_norms(self) -> Optional[Dict[str, float]]:
         """``{parameter name: squared 2-norm of this rank's shard gradient}`` of the last fused :meth:`reduce`
         (computed in its split graph; one host copy here), for the non-empty shards; None after a per-unit
@@ -160,27 +176,34 @@ class CompiledFSDPStep:
         return dict(zip(names, (float(x) for x in self._squares.asnumpy())))
 
     def _reduce_fused(self, table: Any) -> Any:
-        """This rank's flat shard of the ``[world, total]`` gathered-layout gradient table, reduced with one
-        reduce-scatter (and under HSDP one all-reduce) for every unit, and the per-bucket factors as a
-        ``[total]`` tensor: :meth:`_Bucket.reduce` 's arithmetic (``scale / dp``) happens in ``_split``."""
+        """The ``[world, total]`` gathered-layout gradient table reduced over the data-parallel ranks for every
+        unit (flat), and the per-column factors as a ``[total]`` tensor: :meth:`_Bucket.reduce` 's arithmetic
+        (``scale / dp``) and this rank's slice happen in ``_split``. The reduce-scatter is an all-reduce of the
+        table, in place (mccl has none: :func:`raw_reduce_scatter` emulates it so, then slices; keeping the
+        whole table gives the global gradient norm without a collective); under HSDP a second one over the
+        replicate group."""
         unit = self._plan[0][0]
         world = unit.shard_size
         total = table.shape[1]
-        shard = C.raw_reduce_scatter(table.reshape(-1), "sum", unit.shard_group, 0, (total,) * world, unit.index)
+        # the graph done before the collective starts (mccl's wait would share the CPU with its kernels): a host
+        # read of the table's last element (written last), as replicate's compiled path does
+        mint.narrow(mint.narrow(table, 0, world - 1, 1), 1, total - 1, 1).asnumpy()
+        full = C.raw_all_reduce(table.reshape(-1), "sum", unit.shard_group, inplace=True)  # a step's temporary
         if unit.replicate_group is not None:
-            shard = C.raw_all_reduce(shard, "sum", unit.replicate_group)
+            full = C.raw_all_reduce(full, "sum", unit.replicate_group, inplace=True)
         for u, _, _ in self._plan:
             u.stats["reduce_scatters"] += 1
-        factors = tuple(u.scale / u.dp_size for u, _, _ in self._plan)
-        return shard, ms.Tensor(np.repeat(np.asarray(factors, np.float32),
-                                          [b.layout.total for _, b, _ in self._plan]))
+        factors = [u.scale / u.dp_size for u, _, _ in self._plan] + [1.0 / unit.dp_size]  # the loss: the mean
+        return full, ms.Tensor(np.repeat(np.asarray(factors, np.float32),
+                                          [b.layout.total for _, b, _ in self._plan] + [1]))
 
 
 def _jitted_layout(plan: List[Tuple[Any, Any, List[Any]]], world: int):
     """The fused path's three layout graphs: ``pack()`` (every bucket's sharded parameters, each padded to its
     slot, as one flat buffer), ``install(table)`` (the ``[world, total]`` gathered table into the twin's
-    parameters, in place) and ``split((shard, factors))`` (this rank's reduced flat shard times its buckets'
-    factors, cut into the non-empty shard gradients in plan order)."""
+    parameters, in place) and ``split((full, factors))`` (this rank's slice of the reduced flat table times its
+    buckets' factors, cut into the non-empty shard gradients in plan order, their squared norms, the mean loss at
+    the slice's end, and the squared norm of the whole scaled table without its loss column)."""
     shards, fulls, pack_spec, install_spec, split_spec = [], [], [], [], []
     col = 0
     for unit, b, params in plan:
@@ -215,15 +238,20 @@ def _jitted_layout(plan: List[Tuple[Any, Any, List[Any]]], world: int):
             ops.assign(fulls[i], mint.narrow(block, 0, 0, rows).reshape(shape))
         return table
 
-    def split(shard, factors):
-        scaled = shard * factors
+    index = plan[0][0].index
+
+    def split(full, factors):
+        total = factors.shape[0]
+        whole = full.reshape(world, total) * factors
+        norm_sq = (mint.narrow(whole, 1, 0, total - 1) ** 2).sum()
+        scaled = mint.narrow(whole, 0, index, 1).reshape(-1)
         out, squares = [], []
         for i in range(len(split_spec)):  # pylint: disable=consider-using-enumerate
             start, n, shape = split_spec[i]
             piece = mint.narrow(scaled, 0, start, n)
             out.append(piece.reshape(shape))
             squares.append((piece * piece).sum().reshape(1))  # for clipping: no PyNative op per gradient
-        return tuple(out), mint.cat(squares, 0)
+        return tuple(out), mint.cat(squares, 0), mint.narrow(scaled, 0, total - 1, 1), norm_sq
 
     jit_split = ms.jit(split)
     return ms.jit(pack), ms.jit(install), lambda pair: jit_split(*pair)
@@ -255,10 +283,11 @@ def _plan(units: List[Any], full: Dict[str, Any]) -> List[Tuple[Any, Any, List[A
     return plan
 
 
-def _table(grads, layout, world):
-    """The ``[world, total]`` gathered-layout table of full gradients (inside the graph): each parameter's rows
-    zero-padded to ``world`` equal slots, the slots side by side. ``layout``: per parameter ``(rows, inner,
-    pad rows, slot)``."""
+def _table(grads, layout, world, loss):
+    """The ``[world, total + 1]`` gathered-layout table of full gradients (inside the graph): each parameter's
+    rows zero-padded to ``world`` equal slots, the slots side by side, then ``loss`` in every row (each rank's
+    shard of the reduced table ends with the loss summed over the ranks). ``layout``: per parameter ``(rows,
+    inner, pad rows, slot)``."""
     pieces = []
     for i in range(len(layout)):  # pylint: disable=consider-using-enumerate  # a loop mindspore.jit unrolls
         rows, inner, pad, slot = layout[i]
@@ -266,4 +295,5 @@ def _table(grads, layout, world):
         if pad:
             g = mint.cat((g, mint.zeros((pad, inner), dtype=g.dtype)), 0)
         pieces.append(g.reshape(world, slot))
+    pieces.append(loss.reshape(1, 1).astype(pieces[0].dtype) * mint.ones((world, 1), dtype=pieces[0].dtype))
     return mint.cat(pieces, 1)

@@ -22,6 +22,7 @@ from collections import defaultdict
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import mindspore as ms
+import numpy as np
 from mindspore import mint, nn, ops
 
 from hyper_parallel.optim.planner import TensorLayout, WorkPlan, plan_work
@@ -151,9 +152,9 @@ class AdamW:
         key = tuple(id(t) for pair in moments for t in pair)
         if self._graph is None or self._graph[0] != key:
             self._graph = (key, _fused_graph(params, moments, [groups[id(p)]["betas"] for p in params]))
-        lrs, epss, wds = (tuple(ms.Tensor(v[i], ms.float32) for v in scalars) for i in range(3))
+        table = ms.Tensor(np.asarray(scalars, np.float32).T)  # [lr, eps, wd] x parameters: one host copy
         grads = tuple(gr if gr.dtype == p.dtype else gr.astype(p.dtype) for p, gr in zip(params, gradients))
-        self._graph[1](*(ms.mutable(t) for t in (grads, lrs, epss, wds)))  # variables: no recompiling per value
+        self._graph[1](ms.mutable(grads), table)  # variables: no recompiling per value
 
     def _moment_parameters(self, p) -> Dict[str, Any]:
         """``p`` 's state with its moments as this optimizer's own ``Parameter`` s (new, or copies of moments set
@@ -182,7 +183,8 @@ class AdamW:
 
 def _fused_graph(params, moments, betas):
     """``mindspore.jit`` of ``ops.AdamWeightDecay`` over every parameter (in place on the parameters and the
-    moments, which must be ``Parameter`` s); called with per-parameter tuples of gradients and scalars."""
+    moments, which must be ``Parameter`` s); called with the tuple of gradients and the ``[3, parameters]``
+    float32 table of the kernels' ``lr``, ``eps`` and ``weight_decay``."""
     weights = ms.ParameterTuple(params)
     m1 = ms.ParameterTuple([m for m, _ in moments])
     m2 = ms.ParameterTuple([v for _, v in moments])
@@ -190,10 +192,11 @@ def _fused_graph(params, moments, betas):
     b2s = tuple(float(b[1]) for b in betas)
     kernel = ops.AdamWeightDecay()
 
-    def update(grads, lrs, epss, wds):
+    def update(grads, table):
         out = ()
         for i in range(len(weights)):  # pylint: disable=consider-using-enumerate  # (indexing compiles)
-            out = out + (kernel(weights[i], m1[i], m2[i], lrs[i], b1s[i], b2s[i], epss[i], wds[i], grads[i]),)
+            out = out + (kernel(weights[i], m1[i], m2[i], table[0][i], b1s[i], b2s[i], table[1][i], table[2][i],
+                                grads[i]),)
         return out
 
     return ms.jit(update)

@@ -122,11 +122,12 @@ def _all_reduce_inplace(buf, op: str, group: MsGroup, what: str):
     return buf
 
 
-def raw_all_reduce(x, op: str, group: MsGroup):
-    """All-reduce a copy of ``x`` (sum/max/min native; ``avg`` = sum / n)."""
+def raw_all_reduce(x, op: str, group: MsGroup, inplace: bool = False):
+    """All-reduce a copy of ``x`` (sum/max/min native; ``avg`` = sum / n); ``inplace``: reduce ``x`` itself
+    where the dtype allows (the caller's temporary: no copy) -- the result is returned either way."""
     if op not in ("sum", "avg", "max", "min"):
         raise ValueError(f"all_reduce(op={op!r}): expected sum, avg, max or min")
-    out = x.copy()
+    out = x if inplace and x.dtype not in _BITS64 and x.dtype != ms.bool_ else x.copy()
     if group.size == 1:
         return out
     if out.dtype in _BITS64:

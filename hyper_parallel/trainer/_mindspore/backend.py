@@ -407,13 +407,22 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
             grads, mean = self.model.reduce_gradients(params, grads, extra=sum(losses[1:], losses[0]))
             self._loss_reduced = True
             return grads, float(mean.asnumpy()[0])  # the one host copy of the step (the graph's result)
+        if self._compiled_fsdp is not None:  # one reduce-scatter per unit of the summed full gradients
+            return self._compiled_fsdp_grads(grads, params, losses)
         total = sum(float(x.asnumpy()) for x in losses)  # the host copies after the micro-batches, not between
         if ddp is not None:
             grads = ddp(params, grads)
-        if self._compiled_fsdp is not None:  # one reduce-scatter per unit of the summed full gradients
-            shards = self._compiled_fsdp.reduce(grads)
-            grads = [shards[p.name] for p in params]
         return grads, total
+
+    def _compiled_fsdp_grads(self, table, params, losses):
+        """FSDP + compile: the shard gradients of the summed gradient table (one reduce-scatter), and the step's
+        loss -- fused, the mean over the ranks that rode in the reduce-scatter (the one host copy)."""
+        shards = self._compiled_fsdp.reduce(table)
+        mean = self._compiled_fsdp.mean_loss()
+        if mean is None:
+            return [shards[p.name] for p in params], sum(float(x.asnumpy()) for x in losses)
+        self._loss_reduced = True
+        return [shards[p.name] for p in params], float(mean.asnumpy()[0])
 
     def _packed_grads(self, rows: List[List[int]], micro: int, scale: Any, params: List[Any]):
         """Replicate + compile: the graph's flat buckets (gradients and loss / world) summed over the micro-batches,
@@ -436,17 +445,30 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         return (self._schedule is None and self.trainer.distributed and self.dims.dp_replicate == self.world_size
                 and getattr(self.model, "reduced_grad_sq_norm", None) is not None)
 
+    def _clip_reduced(self, params, grads, max_norm: float):
+        """Replicate and compiled FSDP hold every reduced gradient: clipped by the norm they computed from them (no
+        collective of its own); None for the other layouts."""
+        reduced = self.model if self._pure_replicate() else self._compiled_fsdp
+        norm_sq = None if reduced is None else reduced.reduced_grad_sq_norm()
+        if norm_sq is None:
+            return None
+        norm = float(norm_sq.asnumpy()) ** 0.5  # the same on every rank
+        coef = min(1.0, float(max_norm) / (norm + 1e-6))
+        if coef >= 1.0:
+            return tuple(grads), norm
+        if reduced is self.model:  # scaled in the flat buckets, then split
+            return tuple(self.model.scale_reduced_gradients(params, coef)), norm
+        return tuple(g * coef for g in grads), norm
+
     def _clip(self, params, grads, max_norm: float):
         """Clip by the global norm of the full gradients (under PP every stage's parameters count once)."""
         from hyper_parallel.optim._mindspore.clip import clip_grad_norm, total_grad_norm  # noqa  # pylint: disable=C0415
         group = self._world_group if self.trainer.distributed else None
-        if self._pure_replicate():  # replicate: the norm of its flat reduced buckets
-            norm = float(self.model.reduced_grad_sq_norm().asnumpy()) ** 0.5  # the same on every rank
-            coef = min(1.0, float(max_norm) / (norm + 1e-6))  # scaled in the flat buckets, then split
-            return (tuple(grads) if coef >= 1.0 else tuple(self.model.scale_reduced_gradients(params, coef))), norm
+        clipped = self._clip_reduced(params, grads, max_norm)
+        if clipped is not None:
+            return clipped
         if self._schedule is None:
-            squares = None if self._compiled_fsdp is None else self._compiled_fsdp.squared_norms()
-            return clip_grad_norm(params, grads, max_norm, self._specs, group, self.world_size, squares)
+            return clip_grad_norm(params, grads, max_norm, self._specs, group, self.world_size)
         # each stage's parameters live on world/pp ranks: weight this rank's squares by pp/world, sum the world
         from hyper_parallel.platform.mindspore.collectives import raw_all_reduce  # noqa  # pylint: disable=C0415
         tied = self._tied_name() if self._pp_last and not self._pp_first else None  # counted on the first stage

@@ -335,6 +335,11 @@ def fsdp_compiled_step_check(mesh):
     np.testing.assert_allclose(float(loss.asnumpy()), losses[me], **TOL)
     shards = step.reduce(full)
     _check_grads(net, [shards[p.name] for p in net.trainable_params()], want, "compiled grad")
+    # the loss rode in the reduce-scatter's table: every rank holds the mean of the ranks' losses
+    np.testing.assert_allclose(float(step.mean_loss().asnumpy()[0]), float(np.mean(losses)), **TOL)
+    # and every rank holds the squared norm of the whole reduced gradient (for clipping, no collective)
+    np.testing.assert_allclose(float(step.reduced_grad_sq_norm().asnumpy()),
+                               sum(float((g.astype(np.float64) ** 2).sum()) for g in want.values()), **TOL)
     squares = step.squared_norms()  # computed in the split graph, for clipping: the non-empty shards'
     assert set(squares) == {k for k, v in shards.items() if v.size}, sorted(squares)
     for name, sq in squares.items():
@@ -350,7 +355,7 @@ def fsdp_compiled_step_check(mesh):
         g = step.reduce(full)
         total = g if total is None else {k: total[k] + g[k] for k in g}
     _check_grads(net, [total[p.name] for p in net.trainable_params()], want, "compiled accumulated grad")
-    assert step.squared_norms() is None  # the per-unit path computes none
+    assert step.squared_norms() is None and step.mean_loss() is None and step.reduced_grad_sq_norm() is None
     assert step.fused  # the kept gradients were reduced: fused again
     try:
         CompiledFSDPStep(net, _sharded(mesh), _twin_loss)
