@@ -37,8 +37,10 @@ average is printed before and after.
 
 ``--paired-dp``: ``--runs`` launches of 2 MindSpore ranks; in each, plain MindSpore data parallel (``jit`` of
 forward + backward, then ``nn.DistributedGradReducer`` and ``nn.AdamWeightDecay``; ``--plain-dp jit-whole``: all
-in one graph) and ours (``LLMTrainer``, ``dp_replicate = 2``, ``training.compile``) run in turn by blocks of
-``--block`` steps in the same processes (see :func:`paired_dp_rank`); ratio = ours / plain fastest per block.
+in one graph; ``jit-gather``: ``jit`` plus the per-step parameter all-gather a sharded layout adds, see
+:func:`_plain_param_gather`) and ours (``LLMTrainer``, ``dp_replicate = 2``, or ``--ours fsdp``: ``dp_shard = 2``;
+``training.compile``) run in turn by blocks of ``--block`` steps in the same processes (see
+:func:`paired_dp_rank`); ratio = ours / plain fastest per block, and ours / each plain variant.
 """
 from __future__ import annotations
 
@@ -55,6 +57,8 @@ from typing import Dict, List
 
 ROOT = Path(__file__).resolve().parents[1]
 VOCAB = 1024
+#: the plain MindSpore data-parallel variants of ``--paired-dp`` (see :func:`_plain_ms_dp_step`)
+PLAIN_DP = ("jit", "jit-whole", "jit-gather")
 
 
 def _env(ms_runtime: str) -> Dict[str, str]:
@@ -290,7 +294,39 @@ def paired_fsdp(args: argparse.Namespace) -> List[Dict[str, object]]:
     return launch("benchmarks.backends:paired_fsdp_worker", world_size=2, timeout=args.timeout, env=env)
 
 
-def _plain_ms_dp_step(seq: int, whole: bool):
+def _plain_param_gather(params):
+    """Plain MindSpore's FSDP communication on data-parallel ranks (``--plain-dp jit-gather``): one graph that
+    concatenates the parameters, keeps this rank's 1/world slice, all-gathers the slices (``ops.AllGather``) and
+    writes the gathered values back into the parameters -- the per-step parameter all-gather (and its copies) a
+    sharded layout adds to data parallel, done with no hyper_parallel layer (the values written are the ones the
+    parameters hold: training is plain data parallel's). Plain MindSpore has no sharded data parallel on CPU (its
+    parallel optimizer is Ascend-only), so this is the same per-rank work as ours under FSDP."""
+    import mindspore as ms  # pylint: disable=import-outside-toplevel
+    from mindspore import mint, ops  # pylint: disable=import-outside-toplevel
+    from mindspore.communication import get_group_size, get_rank  # pylint: disable=import-outside-toplevel
+    world, rank = get_group_size(), get_rank()
+    sizes = tuple(int(p.size) for p in params)
+    shapes = tuple(tuple(p.shape) for p in params)
+    total = sum(sizes)
+    per = -(-total // world)
+    weights = ms.ParameterTuple(params)
+    gather = ops.AllGather()
+
+    def run():
+        flat = mint.cat([weights[i].reshape(-1) for i in range(len(sizes))], 0)
+        if per * world != total:
+            flat = mint.cat((flat, mint.zeros((per * world - total,), dtype=flat.dtype)), 0)
+        full = gather(mint.narrow(flat, 0, rank * per, per))
+        start = 0
+        for i in range(len(sizes)):  # pylint: disable=consider-using-enumerate  # a loop mindspore.jit unrolls
+            ops.assign(weights[i], mint.narrow(full, 0, start, sizes[i]).reshape(shapes[i]))
+            start += sizes[i]
+        return full
+
+    return ms.jit(run)
+
+
+def _plain_ms_dp_step(seq: int, whole: bool, gather: bool = False):
     """Plain MindSpore data parallel on this rank (no hyper_parallel layer): ``value_and_grad`` under
     ``mindspore.jit``, the gradients averaged by ``mindspore.nn.DistributedGradReducer`` (mccl all-reduces),
     ``nn.AdamWeightDecay``. ``whole``: the reducer and the optimizer inside the same jit graph as forward and
@@ -310,8 +346,11 @@ def _plain_ms_dp_step(seq: int, whole: bool):
     if whole:
         return ms.jit(train), params
     compiled = ms.jit(grad_fn)
+    gathered = _plain_param_gather(params) if gather else None
 
     def split(ids, labels):
+        if gathered is not None:
+            gathered()
         loss, grads = compiled(ids, labels)
         opt(reducer(grads))
         return loss
@@ -372,7 +411,8 @@ def paired_dp_rank() -> Dict[str, object]:
     hp.init_process_group(platform="mindspore")
     plat = get_platform("mindspore")
     rank, world = plat.get_rank(), plat.get_world_size()
-    plains = {f"plain-ms-dp-{kind}": _plain_ms_dp_step(seq, whole=kind == "jit-whole") for kind in args["plain"]}
+    plains = {f"plain-ms-dp-{kind}": _plain_ms_dp_step(seq, kind == "jit-whole", kind == "jit-gather")
+              for kind in args["plain"]}
     blocks = max(2, args["steps"] // block)
     fsdp = args.get("ours") == "fsdp"  # --ours fsdp: ours is FSDP (dp_shard = world) + compile
     ours_row = "ours-ms-2-fsdp-jit" if fsdp else "ours-ms-2-dp-jit"
@@ -411,31 +451,35 @@ def paired_dp(args: argparse.Namespace) -> Dict[str, object]:
     """``--paired-dp``: ``--runs`` launches of 2 MindSpore ranks running :func:`paired_dp_rank`; per block the
     slower rank's time per step of each row; ours / plain fastest (the fastest ``--plain-dp`` variant of that
     block) per block, median over the blocks without the first (compilation), per run and over all runs."""
-    bad = [k for k in args.plain_dp if k not in ("jit", "jit-whole")]
+    bad = [k for k in args.plain_dp if k not in PLAIN_DP]
     if bad or not args.plain_dp:
-        raise SystemExit(f"--plain-dp {','.join(args.plain_dp)!r}: expected 'jit' and/or 'jit-whole'")
+        raise SystemExit(f"--plain-dp {','.join(args.plain_dp)!r}: expected some of {', '.join(PLAIN_DP)}")
     from hyper_parallel.testing.mindspore_launch import launch  # pylint: disable=import-outside-toplevel
     env = {"HP_BENCH_ARGS": json.dumps({"batch": args.batch, "seq": args.seq, "steps": args.steps,
                                         "block": args.block, "config": args.config, "profile": args.profile,
                                         "plain": args.plain_dp, "ours": args.ours}), "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))}
-    runs, all_ratios = [], []
+    runs, all_ratios = [], {k: [] for k in ("fastest", *args.plain_dp)}
+    ours_row = f"ours-ms-2-{args.ours}-jit"
     for _ in range(args.runs):
         load = os.getloadavg()[0]
         res = launch("benchmarks.backends:paired_dp_rank", world_size=2, timeout=args.timeout, env=env)
-        ours_row = f"ours-ms-2-{args.ours}-jit"
         n = len(res[0]["times"][ours_row])
         rows = {k: [max(r["times"][k][i] for r in res) for i in range(n)] for k in res[0]["times"]}
-        plain = [min(v) for v in zip(*(rows[f"plain-ms-dp-{k}"] for k in args.plain_dp))]
-        ratios = [o / p for o, p in zip(rows[ours_row][1:], plain[1:])]
-        all_ratios += ratios
+        plains = {"fastest": [min(v) for v in zip(*(rows[f"plain-ms-dp-{k}"] for k in args.plain_dp))],
+                  **{k: rows[f"plain-ms-dp-{k}"] for k in args.plain_dp}}
+        ratios = {k: [o / p for o, p in zip(rows[ours_row][1:], v[1:])] for k, v in plains.items()}
+        for k, v in ratios.items():
+            all_ratios[k] += v
         runs.append({"blocks_ms_per_step": {k: [round(x * 1000) for x in v] for k, v in rows.items()},
                      "median_ms": {k: round(statistics.median(v[1:]) * 1000, 1) for k, v in rows.items()},
-                     "ratio_median": round(statistics.median(ratios), 3), "ratio_min": round(min(ratios), 3),
-                     "ratio_max": round(max(ratios), 3), "load_before": round(load, 1),
-                     "load_after": round(os.getloadavg()[0], 1)})
+                     "ratio_median": round(statistics.median(ratios["fastest"]), 3),
+                     "ratio_min": round(min(ratios["fastest"]), 3), "ratio_max": round(max(ratios["fastest"]), 3),
+                     "ratio_median_by_plain": {k: round(statistics.median(v), 3) for k, v in ratios.items()},
+                     "load_before": round(load, 1), "load_after": round(os.getloadavg()[0], 1)})
         print(json.dumps(runs[-1]), flush=True)
-    return {"runs": runs, "ratio_median_all": round(statistics.median(all_ratios), 3)}
+    return {"runs": runs, "ratio_median_all": round(statistics.median(all_ratios["fastest"]), 3),
+            "ratio_median_all_by_plain": {k: round(statistics.median(v), 3) for k, v in all_ratios.items()}}
 
 
 def _worker(kind: str, args: argparse.Namespace) -> None:
@@ -603,7 +647,8 @@ def main() -> None:
     p.add_argument("--block", type=int, default=4, help="--paired-dp: consecutive steps of one row between switches")
     p.add_argument("--plain-dp", default="jit", type=lambda v: [x.strip() for x in v.split(",") if x.strip()],
                    help="--paired-dp: the plain variants, comma-separated: 'jit' (jit forward + backward, then "
-                        "DistributedGradReducer and the optimizer; default) and/or 'jit-whole' (all in one graph)")
+                        "DistributedGradReducer and the optimizer; default), 'jit-whole' (all in one graph), "
+                        "'jit-gather' (jit plus the parameter all-gather a sharded layout adds)")
     p.add_argument("--ours", default="dp", choices=("dp", "fsdp"),
                    help="--paired-dp: ours as data parallel (dp_replicate, default) or FSDP (dp_shard), with compile")
     p.add_argument("--profile", default="",
