@@ -231,7 +231,7 @@ def _check_data(cfg: JobConfig) -> None:
 
 def _check_vision(cfg: JobConfig, facts: RunFacts) -> None:
     from hyper_parallel.trainer.vl_config import (is_vision_model, validate_vl_encoder_group,  # noqa  # pylint: disable=C0415
-                                                  validate_vl_layout, validate_vl_pipeline, validate_vl_stage_layout)
+                                                  validate_vl_layout, validate_vl_pipeline)
     par = cfg.parallelism
     if not is_vision_model(cfg.model.name):
         changed = [k for k, v in (("vl_encoder", par.vl_encoder != "stage0"),
@@ -243,9 +243,8 @@ def _check_vision(cfg: JobConfig, facts: RunFacts) -> None:
                               f"{cfg.model.name!r} has no vision encoder); remove it")
         return
     try:
-        validate_vl_layout(cfg)
+        validate_vl_layout(cfg, facts.degrees)
         validate_vl_pipeline(par, facts.model.num_hidden_layers)
-        validate_vl_stage_layout(cfg.model.name, facts.degrees)
         validate_vl_encoder_group(cfg, facts.degrees, facts.model)
     except ValueError as exc:
         raise ConfigError(f"{cfg.source}: {exc}") from None
