@@ -21,7 +21,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from hyper_parallel.trainer.config import ConfigError, JobConfig, parallel_degrees, pipeline_stages
+from hyper_parallel.trainer.config import (ConfigError, JobConfig, check_global_batch, parallel_degrees,
+                                          pipeline_stages)
 
 __all__ = ["Refusal", "RunFacts", "REFUSALS", "refusals_of", "validate_job", "run_facts"]
 
@@ -251,16 +252,10 @@ def _check_vision(cfg: JobConfig, facts: RunFacts) -> None:
 
 
 def _check_batch(cfg: JobConfig, d: Dict[str, int]) -> None:
-    t, par = cfg.training, cfg.parallelism
-    dp = d["dp_replicate"] * d["dp_shard"]
-    micro = par.pp_microbatches if d["pp"] > 1 else 1
-    need = dp * t.grad_accum * micro
-    if t.global_batch % need:
-        parts = f"data-parallel degree dp_replicate*dp_shard = {dp} x training.grad_accum {t.grad_accum}"
-        if d["pp"] > 1:
-            parts += f" x parallelism.pp_microbatches {micro}"
-        raise ConfigError(f"{cfg.source}: training.global_batch = {t.global_batch} is not divisible by {parts} = "
-                          f"{need}")
+    try:
+        check_global_batch(cfg, d)
+    except ValueError as exc:
+        raise ConfigError(f"{cfg.source}: {exc}") from None
 
 
 def _check_pipeline(cfg: JobConfig, d: Dict[str, int], model: Any) -> None:
