@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from hyper_parallel.trainer.config import (ConfigError, JobConfig, check_global_batch, parallel_degrees,
                                           pipeline_stages)
 
-__all__ = ["Refusal", "RunFacts", "REFUSALS", "refusals_of", "validate_job", "run_facts"]
+__all__ = ["Refusal", "RunFacts", "REFUSALS", "refusals_of", "refuse", "validate_job", "run_facts"]
 
 #: file types ``data.source = "files"`` reads without HF ``datasets`` / with it
 _PLAIN_EXT = (".txt", ".py", ".md", ".rst", ".jsonl")
@@ -332,8 +332,12 @@ def run_facts(cfg: JobConfig, world_size: Optional[int] = None) -> RunFacts:
     return RunFacts(cfg, degrees, _model_config(cfg))
 
 
-def _refuse(facts: RunFacts) -> None:
-    found = refusals_of(facts)
+def refuse(facts: RunFacts, first: Optional[str] = None) -> None:
+    """Raise a ``ConfigError`` (one line: the two conflicting settings and why) for the first entry of
+    :data:`REFUSALS` that applies to ``facts``; with ``first`` (a config key) only the entries refusing that key
+    count. ``validate_job`` applies them all before a launch; the trainer backends apply theirs again on the world
+    they run in (``training.compile``: the torch backend)."""
+    found = [r for r in refusals_of(facts) if first is None or r.first == first]
     if found:
         r, cfg = found[0], facts.cfg
         second = r.second
@@ -356,5 +360,5 @@ def validate_job(cfg: JobConfig, world_size: Optional[int] = None) -> RunFacts:
     _check_pipeline(cfg, facts.degrees, facts.model)
     _check_heads(cfg, facts.degrees, facts.model)
     _check_experts(cfg, facts.degrees, facts.model)
-    _refuse(facts)
+    refuse(facts)
     return facts

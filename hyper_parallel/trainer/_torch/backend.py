@@ -361,17 +361,11 @@ class TorchTrainerBackend:
         """``training.compile`` runs where each decoder block computes on plain tensors: FSDP/HSDP (the block's
         parameters are gathered before its forward), data parallel, pipeline stages, one process, and CP (the
         CP attention, routed by a ``TorchFunctionMode``, runs eager at a graph break inside the compiled block).
-        Refused with the reason elsewhere."""
-        dims = self.dims
-        if dims.tp > 1:
-            raise ValueError(f"training.compile: not with tp={dims.tp}: under TP the blocks compute on hyper_parallel "
-                             f"DTensors, whose every op is dispatched in Python through __torch_function__ (sharding "
-                             f"rules, redistributes), which TorchDynamo does not trace into a graph; compile runs with "
-                             f"FSDP/HSDP, DP, CP and PP layouts (or set training.compile = false)")
-        if self._moe:
-            raise ValueError("training.compile: not for a model with MoE layers: their blocks route a data-dependent "
-                             "number of tokens to each expert (a new shape, so a recompile, almost every step) "
-                             "and run expert-parallel all-to-alls inside the block; set training.compile = false")
+        Refused elsewhere (TP, MoE layers) by the rules ``hp-train --check`` applies
+        (:data:`~hyper_parallel.trainer.validate.REFUSALS`), on this run's world and model."""
+        from hyper_parallel.trainer.validate import RunFacts, refuse  # pylint: disable=import-outside-toplevel
+        model = getattr(self.model_config, "text", self.model_config)  # a vision-language model: its language model
+        refuse(RunFacts(self.config, degrees_of(self.dims), model), first="training.compile")
 
     def _compile_blocks(self, parts: List[Any]) -> None:
         """``torch.compile`` each decoder block's ``forward`` (TorchTitan: per block, so the repeated blocks share
