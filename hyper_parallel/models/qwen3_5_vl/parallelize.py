@@ -47,8 +47,7 @@ def parallelize_qwen3_5_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, 
     The layouts it does not run (``cp > 1``, ``loss_parallel``, HSDP x TP for a MoE language model, ...) are refused
     first, with ``hp-train --check``'s words (:func:`~hyper_parallel.models.qwen3_vl.train_spec.check_vl_dims`)."""
     # pylint: disable=import-outside-toplevel
-    from hyper_parallel.models.parallel_dims import fsdp_mesh
-    from hyper_parallel.models.qwen3_vl.train_spec import activation_layers, check_vl_dims, shard_vl_model
+    from hyper_parallel.models.qwen3_vl.train_spec import activation_and_shard_vl, check_vl_dims
     dims = parallel_dims
     moe = model.config.text.moe is not None
     check_vl_dims("qwen3_5_moe_vl" if moe else "qwen3_5_vl", dims, moe=moe, loss_parallel=loss_parallel)
@@ -61,13 +60,7 @@ def parallelize_qwen3_5_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, 
         hp.parallelize_module(model, world_mesh["tp"], qwen3_5_vl_tp_plan(model))
         if model.config.text.tie_word_embeddings:
             model.lm_head.weight = model.model.language_model.embed_tokens.weight
-    if activation:
-        from hyper_parallel.activation import apply_activation_policy
-        if isinstance(activation, dict) and not activation.get("layers"):
-            activation = dict(activation, layers=activation_layers(model))
-        apply_activation_policy(model, activation)
-    shard_vl_model(model, fsdp_mesh(world_mesh, dims), dims, world_mesh=world_mesh)
-    return model
+    return activation_and_shard_vl(model, world_mesh, dims, activation)
 
 
 def pipeline_qwen3_5_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, **options: Any) -> Any:

@@ -9,12 +9,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from hyper_parallel.models.parallel_dims import degrees_of
+from hyper_parallel.models.parallel_dims import degrees_of, fsdp_mesh
 from hyper_parallel.models.spec import ModelSpec
 from hyper_parallel.models.vl_layout import check_vl_layout
 
 __all__ = ["VLModelSpec", "parallelize_qwen3_vl_job", "pipeline_qwen3_vl_job", "activation_layers",
-           "check_vl_dims", "shard_vl_model", "expert_parallel_under_tp"]
+           "check_vl_dims", "activation_and_shard_vl", "shard_vl_model", "expert_parallel_under_tp"]
 
 _TEXT_KEYS = ("vocab_size", "max_position_embeddings")
 
@@ -89,13 +89,19 @@ def parallelize_qwen3_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, *,
     whole sequence). A MoE language model under TP with ``ep = 1`` keeps its experts whole on every TP rank (they
     see the whole sequence: the attention's output is replicated) and FSDP-shards them with their layer
     (:func:`shard_vl_model`)."""
-    from hyper_parallel.models.parallel_dims import fsdp_mesh  # pylint: disable=import-outside-toplevel
     from hyper_parallel.models.qwen3_vl.parallelize import parallelize_qwen3_vl  # noqa  # pylint: disable=C0415
     dims = parallel_dims
     moe = getattr(model.config.text, "moe", None) is not None
     check_vl_dims("qwen3_vl_moe" if moe else "qwen3_vl", dims, moe=moe, loss_parallel=loss_parallel)
     if dims.tp > 1:
         parallelize_qwen3_vl(model, tp_mesh=world_mesh["tp"])
+    return activation_and_shard_vl(model, world_mesh, dims, activation)
+
+
+def activation_and_shard_vl(model: Any, world_mesh: Any, dims: Any, activation: Any = None) -> Any:
+    """What every vision-language ``parallelize_fn`` does after its TP plan: the ``activation`` policy (default
+    layers: :func:`activation_layers`), then FSDP / HSDP, with expert parallelism for a MoE language model
+    (:func:`shard_vl_model` over the trainer's FSDP mesh of ``world_mesh``). Returns the model."""
     if activation:
         from hyper_parallel.activation import apply_activation_policy  # pylint: disable=import-outside-toplevel
         if isinstance(activation, dict) and not activation.get("layers"):
