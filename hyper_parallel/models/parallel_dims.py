@@ -20,10 +20,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-__all__ = ["ParallelDims", "MESH_DIM_ORDER", "check_degrees", "merge_mesh_dims", "fsdp_mesh"]
+__all__ = ["ParallelDims", "MESH_DIM_ORDER", "DEGREE_NAMES", "check_degrees", "degrees_of", "merge_mesh_dims",
+           "fsdp_mesh"]
 
 #: Order of the world mesh's dimensions (outermost first); size-1 ones except ``dp_shard`` are left out.
 MESH_DIM_ORDER = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
+#: Every degree, as ``[parallelism]`` names it (the keys of :func:`check_degrees`' and :func:`degrees_of`'s mappings)
+DEGREE_NAMES = ("dp_replicate", "dp_shard", "cp", "tp", "pp", "ep", "etp")
 #: Degrees that may be ``-1`` (inferred from the world size); ``ep``, ``etp`` and ``world_size`` may not.
 INFERABLE = MESH_DIM_ORDER
 #: Named meshes :meth:`ParallelDims.mesh` knows: the world, its 1-D dims and the merged ones.
@@ -84,6 +87,13 @@ def check_degrees(degrees: Mapping[str, Any], world_size: Optional[int] = None) 
                          f"{out['cp']}*{out['tp']} = {borrow} (expert parallel borrows those ranks)")
     return out
 
+
+
+def degrees_of(dims: Any) -> Dict[str, int]:
+    """The degrees of ``dims`` (a :class:`ParallelDims`, or any object with the degrees as attributes; a missing one
+    is 1) as the mapping :func:`check_degrees` returns, keyed by :data:`DEGREE_NAMES`: what a layout rule written
+    for the config's resolved degrees reads on the ranks."""
+    return {name: getattr(dims, name, 1) for name in DEGREE_NAMES}
 
 @dataclass(frozen=True)
 class ParallelDims:

@@ -156,10 +156,7 @@ class LLMTrainer:
         self.backend.init_distributed()
         self._load_data()
         self.backend.setup(self.dataset)
-        t = cfg.training
-        if t.global_batch % (self.backend.dp_size * t.grad_accum):
-            raise ValueError(f"training.global_batch={t.global_batch} must be divisible by data-parallel degree "
-                             f"{self.backend.dp_size} x training.grad_accum {t.grad_accum}")
+        t = cfg.training  # its split over the data-parallel ranks: checked by the backend (check_global_batch)
         self.loader = DistributedBatchLoader(self.dataset, t.global_batch, dp_rank=self.backend.dp_rank,
                                              dp_size=self.backend.dp_size, seed=cfg.job.seed,
                                              micro_batches=micro_batches(cfg, self._pp_degree()))

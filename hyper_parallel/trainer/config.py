@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 __all__ = ["ConfigError", "JobConfig", "ModelSection", "ParallelismSection", "TrainingSection", "CheckpointSection",
            "DataSection", "MetricsSection", "FaultSection", "DemoSection", "JobSection", "MoeSection", "load_config",
            "parse_config", "parse_overrides", "config_to_dict", "parallel_degrees", "pipeline_stages",
-           "intra_op_threads", "micro_batches"]
+           "intra_op_threads", "micro_batches", "check_global_batch"]
 
 MIXED_PRECISION = ("fp32", "bf16")
 #: ``training.compile_backend``: TorchInductor (generated C++/OpenMP kernels on CPU) or AOTAutograd without code
@@ -419,9 +419,24 @@ def intra_op_threads(setting: int, env: Mapping[str, str], cpu_count: Optional[i
 def parallel_degrees(par: ParallelismSection, world_size: Optional[int] = None) -> Dict[str, int]:
     """The ``[parallelism]`` degrees checked by ``hyper_parallel.models.parallel_dims.check_degrees`` (with
     ``world_size``: the ``-1`` inferred and the product checked); a ``ValueError`` naming the degree."""
-    from hyper_parallel.models.parallel_dims import check_degrees  # pure module
-    return check_degrees({k: getattr(par, k) for k in ("dp_replicate", "dp_shard", "cp", "tp", "pp", "ep", "etp")},
-                         world_size)
+    from hyper_parallel.models.parallel_dims import DEGREE_NAMES, check_degrees  # pure module
+    return check_degrees({k: getattr(par, k) for k in DEGREE_NAMES}, world_size)
+
+
+def check_global_batch(cfg: JobConfig, degrees: Mapping[str, int]) -> None:
+    """``training.global_batch`` splits evenly over the data-parallel ranks (``dp_replicate x dp_shard`` of
+    ``degrees``), the ``training.grad_accum`` steps and, under pipeline parallel (``pp > 1``), each step's
+    ``parallelism.pp_microbatches``; else a ``ValueError`` of one line naming the keys and the product.
+    ``hp-train --check`` applies it on ``job.nproc``'s degrees, each trainer backend on the world it runs in."""
+    t = cfg.training
+    dp = degrees["dp_replicate"] * degrees["dp_shard"]
+    micro = cfg.parallelism.pp_microbatches if degrees["pp"] > 1 else 1
+    need = dp * t.grad_accum * micro
+    if t.global_batch % need:
+        parts = f"data-parallel degree dp_replicate*dp_shard = {dp} x training.grad_accum {t.grad_accum}"
+        if degrees["pp"] > 1:
+            parts += f" x parallelism.pp_microbatches {micro}"
+        raise ValueError(f"training.global_batch = {t.global_batch} is not divisible by {parts} = {need}")
 
 
 def _validate_backend_keys(cfg: JobConfig) -> None:

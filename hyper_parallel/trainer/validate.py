@@ -21,9 +21,10 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from hyper_parallel.trainer.config import ConfigError, JobConfig, parallel_degrees, pipeline_stages
+from hyper_parallel.trainer.config import (ConfigError, JobConfig, check_global_batch, parallel_degrees,
+                                          pipeline_stages)
 
-__all__ = ["Refusal", "RunFacts", "REFUSALS", "refusals_of", "validate_job", "run_facts"]
+__all__ = ["Refusal", "RunFacts", "REFUSALS", "refusals_of", "refuse", "validate_job", "run_facts"]
 
 #: file types ``data.source = "files"`` reads without HF ``datasets`` / with it
 _PLAIN_EXT = (".txt", ".py", ".md", ".rst", ".jsonl")
@@ -231,7 +232,7 @@ def _check_data(cfg: JobConfig) -> None:
 
 def _check_vision(cfg: JobConfig, facts: RunFacts) -> None:
     from hyper_parallel.trainer.vl_config import (is_vision_model, validate_vl_encoder_group,  # noqa  # pylint: disable=C0415
-                                                  validate_vl_layout, validate_vl_pipeline, validate_vl_stage_layout)
+                                                  validate_vl_layout, validate_vl_pipeline)
     par = cfg.parallelism
     if not is_vision_model(cfg.model.name):
         changed = [k for k, v in (("vl_encoder", par.vl_encoder != "stage0"),
@@ -243,25 +244,18 @@ def _check_vision(cfg: JobConfig, facts: RunFacts) -> None:
                               f"{cfg.model.name!r} has no vision encoder); remove it")
         return
     try:
-        validate_vl_layout(cfg)
+        validate_vl_layout(cfg, facts.degrees)
         validate_vl_pipeline(par, facts.model.num_hidden_layers)
-        validate_vl_stage_layout(cfg.model.name, facts.degrees)
         validate_vl_encoder_group(cfg, facts.degrees, facts.model)
     except ValueError as exc:
         raise ConfigError(f"{cfg.source}: {exc}") from None
 
 
 def _check_batch(cfg: JobConfig, d: Dict[str, int]) -> None:
-    t, par = cfg.training, cfg.parallelism
-    dp = d["dp_replicate"] * d["dp_shard"]
-    micro = par.pp_microbatches if d["pp"] > 1 else 1
-    need = dp * t.grad_accum * micro
-    if t.global_batch % need:
-        parts = f"data-parallel degree dp_replicate*dp_shard = {dp} x training.grad_accum {t.grad_accum}"
-        if d["pp"] > 1:
-            parts += f" x parallelism.pp_microbatches {micro}"
-        raise ConfigError(f"{cfg.source}: training.global_batch = {t.global_batch} is not divisible by {parts} = "
-                          f"{need}")
+    try:
+        check_global_batch(cfg, d)
+    except ValueError as exc:
+        raise ConfigError(f"{cfg.source}: {exc}") from None
 
 
 def _check_pipeline(cfg: JobConfig, d: Dict[str, int], model: Any) -> None:
@@ -338,8 +332,12 @@ def run_facts(cfg: JobConfig, world_size: Optional[int] = None) -> RunFacts:
     return RunFacts(cfg, degrees, _model_config(cfg))
 
 
-def _refuse(facts: RunFacts) -> None:
-    found = refusals_of(facts)
+def refuse(facts: RunFacts, first: Optional[str] = None) -> None:
+    """Raise a ``ConfigError`` (one line: the two conflicting settings and why) for the first entry of
+    :data:`REFUSALS` that applies to ``facts``; with ``first`` (a config key) only the entries refusing that key
+    count. ``validate_job`` applies them all before a launch; the trainer backends apply theirs again on the world
+    they run in (``training.compile``: the torch backend)."""
+    found = [r for r in refusals_of(facts) if first is None or r.first == first]
     if found:
         r, cfg = found[0], facts.cfg
         second = r.second
@@ -362,5 +360,5 @@ def validate_job(cfg: JobConfig, world_size: Optional[int] = None) -> RunFacts:
     _check_pipeline(cfg, facts.degrees, facts.model)
     _check_heads(cfg, facts.degrees, facts.model)
     _check_experts(cfg, facts.degrees, facts.model)
-    _refuse(facts)
+    refuse(facts)
     return facts

@@ -5,17 +5,13 @@ vision-language ones, the ``[data]`` keys they need (checked when the config is 
 (checked by ``validate.validate_job``). :class:`~hyper_parallel.trainer.vl.VLTrainer` applies both."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
+
+from hyper_parallel.models.parallel_dims import degrees_of
+from hyper_parallel.models.vl_layout import MOE_VISION_MODELS, PIPELINE_VISION_MODELS, check_vl_layout
 
 __all__ = ["MOE_VISION_MODELS", "PIPELINE_VISION_MODELS", "is_vision_model", "validate_vl_data", "validate_vl_layout",
-           "validate_vl_pipeline", "validate_vl_stage_layout", "validate_vl_encoder_group", "mpipe_config_of",
-           "validate_vl"]
-
-#: vision-language models whose language model has MoE layers (FSDP / HSDP x EP, TP x FSDP with whole experts,
-#: or EP x TP x FSDP; HSDP x TP refused)
-MOE_VISION_MODELS = ("qwen3_vl_moe", "qwen3_5_moe_vl")
-#: vision-language models with a pipeline split (``models/qwen3_vl/pipeline.py``: ``parallelism.pp``, ``vl_encoder``)
-PIPELINE_VISION_MODELS = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5_vl", "qwen3_5_moe_vl")
+           "validate_vl_pipeline", "validate_vl_encoder_group", "mpipe_config_of", "validate_vl"]
 
 
 def is_vision_model(name: str) -> bool:
@@ -42,25 +38,14 @@ def validate_vl_data(cfg: Any) -> None:
                          f"max_pixels, got {d.min_pixels} / {d.max_pixels}")
 
 
-def validate_vl_layout(cfg: Any) -> None:
+def validate_vl_layout(cfg: Any, degrees: Optional[Mapping[str, int]] = None) -> None:
     """The parallel layouts a vision-language model runs (``hp-train --check`` and the trainer; a ``ValueError``
-    naming the degree and the model)."""
+    naming the degree and the model): :func:`~hyper_parallel.models.vl_layout.check_vl_layout` (the rule the ranks
+    apply too) on ``degrees`` (the resolved ``[parallelism]`` degrees; default: the config's as written, an
+    unresolved ``-1`` counting as 1), then the pipeline keys (:func:`validate_vl_pipeline`)."""
     par = cfg.parallelism
-    if par.cp != 1:
-        pp = "PP, " if cfg.model.name in PIPELINE_VISION_MODELS else ""
-        raise ValueError(f"parallelism.cp = {par.cp}: not yet for model.name = {cfg.model.name!r} (FSDP / HSDP, TP, "
-                         f"{pp}activation policies are); set it to 1")
-    if par.pp != 1 and cfg.model.name not in PIPELINE_VISION_MODELS:
-        raise ValueError(f"parallelism.pp = {par.pp}: not yet for model.name = {cfg.model.name!r} (pipeline parallel "
-                         f"runs {list(PIPELINE_VISION_MODELS)}); set it to 1")
-    if par.loss_parallel:
-        raise ValueError(f"parallelism.loss_parallel: not for model.name = {cfg.model.name!r} (a vision-language "
-                         f"model); set it to false")
-    if cfg.model.name in MOE_VISION_MODELS:
-        if par.dp_replicate not in (1, -1) and par.tp not in (1, -1):
-            raise ValueError(f"parallelism.dp_replicate = {par.dp_replicate} with parallelism.tp = {par.tp}: not yet "
-                             f"for model.name = {cfg.model.name!r} (HSDP x EP is, without TP); set dp_replicate = 1 "
-                             f"or tp = 1")
+    check_vl_layout(cfg.model.name, degrees_of(par) if degrees is None else degrees,
+                    moe=cfg.model.name in MOE_VISION_MODELS, loss_parallel=par.loss_parallel)
     validate_vl_pipeline(par)
 
 
@@ -112,21 +97,6 @@ def _check_vl_schedule(par: Any, mpipe: bool) -> None:
     if mpipe and 0 < par.vl_encoder_ahead < min(par.pp_microbatches, par.pp - 1):
         raise ValueError(f"parallelism.vl_encoder_ahead = {par.vl_encoder_ahead}: expected 0 (all) or >= pp - 1 = "
                          f"{par.pp - 1} (the first language-model stage's warm-up needs that many encoder forwards)")
-
-
-def validate_vl_stage_layout(name: str, degrees: Any) -> None:
-    """What a vision-language pipeline stage composes with (``degrees``: the resolved ``[parallelism]`` degrees,
-    a mapping): FSDP / HSDP and TP, and for the MoE models FSDP / HSDP x EP with expert meshes over each stage's
-    ranks; the MoE models with TP together with FSDP or EP in a stage refused (a ``ValueError`` naming the keys)."""
-    pp = degrees["pp"]
-    if pp < 2:
-        return
-    if name in MOE_VISION_MODELS and degrees["tp"] > 1:
-        for key in ("ep", "dp_shard"):
-            if degrees[key] > 1:
-                raise ValueError(f"parallelism.{key} = {degrees[key]} with parallelism.tp = {degrees['tp']} and "
-                                 f"parallelism.pp = {pp}: not yet for model.name = {name!r} (a stage's expert meshes "
-                                 f"are not built under TP); set {key} = 1, tp = 1 or pp = 1")
 
 
 def validate_vl_encoder_group(cfg: Any, degrees: Any, text_config: Any = None) -> None:

@@ -43,20 +43,14 @@ def parallelize_qwen3_5_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, 
     """The registry's ``parallelize_fn`` of ``qwen3_5_vl`` / ``qwen3_5_moe_vl``: TP on the language model and the
     vision tower over ``world_mesh["tp"]`` (:func:`qwen3_5_vl_tp_plan`), the ``activation`` policy (default layers:
     every vision block and decoder layer), then FSDP / HSDP, or FSDP with expert parallelism for a MoE language model
-    (``parallel_dims.ep``; with TP too: :func:`~hyper_parallel.models.qwen3_vl.train_spec.expert_parallel_under_tp`;
-    HSDP refused for it: :func:`~hyper_parallel.models.qwen3_vl.train_spec.check_vl_moe_layout`). ``cp > 1`` and
-    ``loss_parallel`` are refused with the reason."""
+    (``parallel_dims.ep``; with TP too: :func:`~hyper_parallel.models.qwen3_vl.train_spec.expert_parallel_under_tp`).
+    The layouts it does not run (``cp > 1``, ``loss_parallel``, HSDP x TP for a MoE language model, ...) are refused
+    first, with ``hp-train --check``'s words (:func:`~hyper_parallel.models.qwen3_vl.train_spec.check_vl_dims`)."""
     # pylint: disable=import-outside-toplevel
-    from hyper_parallel.models.parallel_dims import fsdp_mesh
-    from hyper_parallel.models.qwen3_vl.train_spec import activation_layers, check_vl_moe_layout, shard_vl_model
+    from hyper_parallel.models.qwen3_vl.train_spec import activation_and_shard_vl, check_vl_dims
     dims = parallel_dims
-    if dims.cp > 1:
-        raise ValueError(f"parallelism.cp = {dims.cp}: the Qwen3.5 vision-language models have no context-parallel "
-                         f"plan yet (MRoPE positions index the whole sequence); set cp = 1")
-    if loss_parallel:
-        raise ValueError("parallelism.loss_parallel: not for a vision-language model (its loss sums over whole "
-                         "logits); set it to false")
-    check_vl_moe_layout(model.config.text.moe is not None, dims)
+    moe = model.config.text.moe is not None
+    check_vl_dims("qwen3_5_moe_vl" if moe else "qwen3_5_vl", dims, moe=moe, loss_parallel=loss_parallel)
     if dims.tp > 1:
         import hyper_parallel as hp
         from hyper_parallel.models.qwen3_5.parallelize import check_tp
@@ -66,13 +60,7 @@ def parallelize_qwen3_5_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, 
         hp.parallelize_module(model, world_mesh["tp"], qwen3_5_vl_tp_plan(model))
         if model.config.text.tie_word_embeddings:
             model.lm_head.weight = model.model.language_model.embed_tokens.weight
-    if activation:
-        from hyper_parallel.activation import apply_activation_policy
-        if isinstance(activation, dict) and not activation.get("layers"):
-            activation = dict(activation, layers=activation_layers(model))
-        apply_activation_policy(model, activation)
-    shard_vl_model(model, fsdp_mesh(world_mesh, dims), dims, world_mesh=world_mesh)
-    return model
+    return activation_and_shard_vl(model, world_mesh, dims, activation)
 
 
 def pipeline_qwen3_5_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, **options: Any) -> Any:

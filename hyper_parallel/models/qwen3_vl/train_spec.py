@@ -9,10 +9,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from hyper_parallel.models.parallel_dims import degrees_of, fsdp_mesh
 from hyper_parallel.models.spec import ModelSpec
+from hyper_parallel.models.vl_layout import check_vl_layout
 
 __all__ = ["VLModelSpec", "parallelize_qwen3_vl_job", "pipeline_qwen3_vl_job", "activation_layers",
-           "check_vl_moe_layout", "shard_vl_model", "expert_parallel_under_tp"]
+           "check_vl_dims", "activation_and_shard_vl", "shard_vl_model", "expert_parallel_under_tp"]
 
 _TEXT_KEYS = ("vocab_size", "max_position_embeddings")
 
@@ -75,44 +77,31 @@ def pipeline_qwen3_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, *, sc
     return sched, [part]
 
 
-def _check_stage_layout(dims: Any, moe: bool) -> None:
-    """The layouts a Qwen3-VL pipeline stage composes with: FSDP / HSDP and TP (the stage's activations,
-    hidden states and DeepStack features, are whole on every TP rank: no sequence parallel), and for the MoE
-    language model FSDP x EP (expert meshes over the stage's ranks); refused with the reason: the MoE language
-    model with TP together with FSDP or EP inside a stage (the stage's expert meshes are not built under TP)."""
-    if moe and dims.tp > 1 and (dims.dp_shard > 1 or dims.ep > 1):
-        key = "ep" if dims.ep > 1 else "dp_shard"
-        raise ValueError(f"parallelism.{key} = {getattr(dims, key)} with parallelism.tp = {dims.tp} and "
-                         f"parallelism.pp = {dims.pp}: not yet for Qwen3-VL-MoE (a stage's expert meshes are not "
-                         f"built under TP); set {key} = 1, tp = 1 or pp = 1")
-
-
 def parallelize_qwen3_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, *, activation: Any = None,
                              loss_parallel: bool = False, **_options: Any) -> Any:
     """The registry's ``parallelize_fn`` (Qwen3-VL and Qwen3-VL-MoE): TP on the language model over
     ``world_mesh["tp"]``, the ``activation`` policy (default layers: :func:`activation_layers`), then FSDP / HSDP
     (one unit per vision block, per decoder layer and the root); a MoE language model gets expert parallelism over
     ``parallel_dims.ep`` of the FSDP ranks (:func:`~hyper_parallel.models.qwen3_vl_moe.parallelize_qwen3_vl_moe`;
-    with TP too: :func:`expert_parallel_under_tp`; HSDP refused for it: :func:`check_vl_moe_layout`). ``cp > 1``
-    and ``loss_parallel`` are refused with the reason; sequence parallel is not applied (DeepStack adds vision
-    features at positions of the whole sequence). A MoE language model under TP with ``ep = 1`` keeps its experts
-    whole on every TP rank (they see the whole sequence: the attention's output is replicated) and FSDP-shards
-    them with their layer (:func:`shard_vl_model`)."""
-    from hyper_parallel.models.parallel_dims import fsdp_mesh  # pylint: disable=import-outside-toplevel
+    with TP too: :func:`expert_parallel_under_tp`). The layouts it does not run (``cp > 1``, ``loss_parallel``,
+    HSDP x TP for a MoE language model, ...) are refused first, with ``hp-train --check``'s words
+    (:func:`check_vl_dims`); sequence parallel is not applied (DeepStack adds vision features at positions of the
+    whole sequence). A MoE language model under TP with ``ep = 1`` keeps its experts whole on every TP rank (they
+    see the whole sequence: the attention's output is replicated) and FSDP-shards them with their layer
+    (:func:`shard_vl_model`)."""
     from hyper_parallel.models.qwen3_vl.parallelize import parallelize_qwen3_vl  # noqa  # pylint: disable=C0415
     dims = parallel_dims
-    if dims.cp > 1:
-        raise ValueError(f"parallelism.cp = {dims.cp}: Qwen3-VL has no context-parallel plan (its MRoPE positions "
-                         f"and DeepStack features index the whole sequence); set cp = 1")
-    if loss_parallel:
-        raise ValueError("parallelism.loss_parallel: not for Qwen3-VL (its loss sums over the image-text rows' "
-                         "loss tokens of whole logits); set it to false")
     moe = getattr(model.config.text, "moe", None) is not None
-    check_vl_moe_layout(moe, dims)
-    if dims.pp > 1:
-        _check_stage_layout(dims, moe)
+    check_vl_dims("qwen3_vl_moe" if moe else "qwen3_vl", dims, moe=moe, loss_parallel=loss_parallel)
     if dims.tp > 1:
         parallelize_qwen3_vl(model, tp_mesh=world_mesh["tp"])
+    return activation_and_shard_vl(model, world_mesh, dims, activation)
+
+
+def activation_and_shard_vl(model: Any, world_mesh: Any, dims: Any, activation: Any = None) -> Any:
+    """What every vision-language ``parallelize_fn`` does after its TP plan: the ``activation`` policy (default
+    layers: :func:`activation_layers`), then FSDP / HSDP, with expert parallelism for a MoE language model
+    (:func:`shard_vl_model` over the trainer's FSDP mesh of ``world_mesh``). Returns the model."""
     if activation:
         from hyper_parallel.activation import apply_activation_policy  # pylint: disable=import-outside-toplevel
         if isinstance(activation, dict) and not activation.get("layers"):
@@ -122,15 +111,11 @@ def parallelize_qwen3_vl_job(model: Any, world_mesh: Any, parallel_dims: Any, *,
     return model
 
 
-def check_vl_moe_layout(moe: bool, dims: Any) -> None:
-    """The layouts a vision-language model with a MoE language model is refused (one line naming the degrees):
-    HSDP together with TP."""
-    if not moe:
-        return
-    if dims.dp_replicate > 1 and dims.tp > 1:
-        raise ValueError(f"parallelism.dp_replicate = {dims.dp_replicate} with parallelism.tp = {dims.tp}: not yet "
-                         f"for a vision-language model with a MoE language model (HSDP x EP is, without TP); set "
-                         f"dp_replicate = 1 or tp = 1")
+def check_vl_dims(name: str, dims: Any, *, moe: bool, loss_parallel: bool = False) -> None:
+    """The ranks' side of :func:`~hyper_parallel.models.vl_layout.check_vl_layout` (the rule ``hp-train --check``
+    applies, same words): the vision-language model ``name`` (its registry name, ``moe``: its language model has
+    MoE layers) on ``dims`` (a :class:`~hyper_parallel.models.parallel_dims.ParallelDims`)."""
+    check_vl_layout(name, degrees_of(dims), moe=moe, loss_parallel=loss_parallel)
 
 
 def shard_vl_model(model: Any, shard: Any, dims: Any, world_mesh: Any = None) -> None:

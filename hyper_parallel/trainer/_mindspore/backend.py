@@ -129,15 +129,12 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
         self._check_pp_batch()
 
     def _check_pp_batch(self) -> None:
-        """Under PP each accumulation step's rows are split into ``pp_microbatches``: they must divide evenly."""
-        t, par = self.config.training, self.config.parallelism
-        per_rank = t.global_batch // max(1, self.dims.dp)
-        if self.dims.pp > 1 and (t.global_batch % self.dims.dp or per_rank % (t.grad_accum * par.pp_microbatches)):
-            raise ValueError(f"training.global_batch={t.global_batch}: under pipeline parallel each data-parallel "
-                             f"rank's {t.global_batch / self.dims.dp:g} sequences are split into training.grad_accum "
-                             f"{t.grad_accum} x parallelism.pp_microbatches {par.pp_microbatches} microbatches; "
-                             f"make global_batch a multiple of dp {self.dims.dp} x {t.grad_accum} x "
-                             f"{par.pp_microbatches}")
+        """The batch split on this run's world, pipeline microbatches included: the rule ``hp-train --check``
+        applies on ``job.nproc`` (:func:`~hyper_parallel.trainer.config.check_global_batch`)."""
+        # pylint: disable=import-outside-toplevel
+        from hyper_parallel.models.parallel_dims import degrees_of
+        from hyper_parallel.trainer.config import check_global_batch
+        check_global_batch(self.config, degrees_of(self.dims))
 
     def barrier(self) -> None:
         """All ranks meet."""

@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 
 from hyper_parallel.trainer.models import build_model_config, model_spec
-from hyper_parallel.models.parallel_dims import ParallelDims
+from hyper_parallel.models.parallel_dims import ParallelDims, degrees_of
 
 __all__ = ["TorchTrainerBackend", "measure_peak_flops"]
 
@@ -175,17 +175,10 @@ class TorchTrainerBackend:
             self._loss_group = loss_mesh.get_group(0) if loss_mesh is not None else None
 
     def _check_pp_batch(self) -> None:
-        """Under PP each accumulation step's rows are split into ``pp_microbatches``: they must divide evenly."""
-        t, par = self.config.training, self.config.parallelism
-        if not self.dims.pp_enabled:
-            return
-        per_rank = t.global_batch // max(1, self.dims.dp)
-        if t.global_batch % self.dims.dp or per_rank % (t.grad_accum * par.pp_microbatches):
-            raise ValueError(f"training.global_batch={t.global_batch}: under pipeline parallel each data-parallel "
-                             f"rank's {t.global_batch / self.dims.dp:g} sequences are split into training.grad_accum "
-                             f"{t.grad_accum} x parallelism.pp_microbatches {par.pp_microbatches} microbatches; "
-                             f"make global_batch a multiple of dp {self.dims.dp} x {t.grad_accum} x "
-                             f"{par.pp_microbatches}")
+        """The batch split on this run's world, pipeline microbatches included: the rule ``hp-train --check``
+        applies on ``job.nproc`` (:func:`~hyper_parallel.trainer.config.check_global_batch`)."""
+        from hyper_parallel.trainer.config import check_global_batch  # pylint: disable=import-outside-toplevel
+        check_global_batch(self.config, degrees_of(self.dims))
 
     def barrier(self) -> None:
         """All ranks meet."""
@@ -368,17 +361,11 @@ class TorchTrainerBackend:
         """``training.compile`` runs where each decoder block computes on plain tensors: FSDP/HSDP (the block's
         parameters are gathered before its forward), data parallel, pipeline stages, one process, and CP (the
         CP attention, routed by a ``TorchFunctionMode``, runs eager at a graph break inside the compiled block).
-        Refused with the reason elsewhere."""
-        dims = self.dims
-        if dims.tp > 1:
-            raise ValueError(f"training.compile: not with tp={dims.tp}: under TP the blocks compute on hyper_parallel "
-                             f"DTensors, whose every op is dispatched in Python through __torch_function__ (sharding "
-                             f"rules, redistributes), which TorchDynamo does not trace into a graph; compile runs with "
-                             f"FSDP/HSDP, DP, CP and PP layouts (or set training.compile = false)")
-        if self._moe:
-            raise ValueError("training.compile: not for a model with MoE layers: their blocks route a data-dependent "
-                             "number of tokens to each expert (a new shape, so a recompile, almost every step) "
-                             "and run expert-parallel all-to-alls inside the block; set training.compile = false")
+        Refused elsewhere (TP, MoE layers) by the rules ``hp-train --check`` applies
+        (:data:`~hyper_parallel.trainer.validate.REFUSALS`), on this run's world and model."""
+        from hyper_parallel.trainer.validate import RunFacts, refuse  # pylint: disable=import-outside-toplevel
+        model = getattr(self.model_config, "text", self.model_config)  # a vision-language model: its language model
+        refuse(RunFacts(self.config, degrees_of(self.dims), model), first="training.compile")
 
     def _compile_blocks(self, parts: List[Any]) -> None:
         """``torch.compile`` each decoder block's ``forward`` (TorchTitan: per block, so the repeated blocks share

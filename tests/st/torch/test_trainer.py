@@ -205,10 +205,10 @@ def test_compile_per_block_matches_eager_and_is_refused_under_tp_and_moe(tmp_pat
         for a, b in zip(history, single):
             assert _close(a["loss"], b["loss"]), (a["step"], a["loss"], b["loss"])
     dist.barrier()
-    for name, extra, needle in (("tp.toml", {}, "training.compile: not with tp=2: under TP the blocks "
-                                                "compute on hyper_parallel DTensors"),
-                                ("demo.toml", {"checkpoint__enable": False}, "training.compile: not for a model "
-                                                                             "with MoE layers")):
+    for name, extra, needle in (("tp.toml", {}, "training.compile = true conflicts with parallelism.tp = 2: under "
+                                                "TP the blocks compute on hyper_parallel DTensors"),
+                                ("demo.toml", {"checkpoint__enable": False}, "training.compile = true conflicts with "
+                                                                             "model.name = ")):
         bad = _config(name, str(tmp_path / name), cache_dir, training__compile=True, **extra)
         with pytest.raises(ValueError) as err:
             LLMTrainer(bad).setup()

@@ -162,6 +162,49 @@ def test_lifted_layouts_pass_validation():
         validate_job(_cfg("--job.nproc", 2 * args[1], "--model.flavor", "debug_moe", *args))
 
 
+def _backend_class(backend):
+    if backend == "torch":
+        from hyper_parallel.trainer._torch.backend import TorchTrainerBackend
+        return TorchTrainerBackend
+    from hyper_parallel.trainer._mindspore.backend import MindSporeTrainerBackend
+    return MindSporeTrainerBackend
+
+
+@pytest.mark.parametrize("backend", ["torch", "mindspore"])
+@pytest.mark.parametrize("args", [("--job.nproc", 2, "--training.global_batch", 7),
+                                  ("--job.nproc", 2, "--parallelism.dp_shard", 1, "--parallelism.pp", 2,
+                                   "--parallelism.pp_microbatches", 3)])
+def test_the_backends_split_the_batch_by_the_check_rule(backend, args):
+    """Each trainer backend checks the batch split on the world it runs in with ``hp-train --check``'s rule
+    (``config.check_global_batch``), in its words."""
+    from types import SimpleNamespace
+    from hyper_parallel.models import ParallelDims
+    cfg = _cfg(*args)
+    par = cfg.parallelism
+    fake = SimpleNamespace(config=cfg, dims=ParallelDims(dp_shard=par.dp_shard, pp=par.pp, world_size=2))
+    with pytest.raises(ValueError) as info:
+        _backend_class(backend)._check_pp_batch(fake)
+    assert _error(*args) == f"<defaults> + command line: {info.value}"
+
+
+@pytest.mark.parametrize("args", [("--parallelism.dp_shard", 1, "--parallelism.tp", 2),
+                                  ("--parallelism.dp_shard", 2, "--model.flavor", "debug_moe")])
+def test_the_torch_backend_refuses_compile_by_the_check_rule(args):
+    """``training.compile``'s refusals (``validate.REFUSALS``: TP, MoE layers) on the torch backend's world and
+    model: ``hp-train --check``'s words."""
+    from types import SimpleNamespace
+    from hyper_parallel.models import ParallelDims
+    from hyper_parallel.trainer.validate import run_facts
+    args = ("--job.nproc", 2, "--training.compile", "true") + args
+    cfg = _cfg(*args)
+    par = cfg.parallelism
+    fake = SimpleNamespace(config=cfg, dims=ParallelDims(dp_shard=par.dp_shard, tp=par.tp, world_size=2),
+                           model_config=run_facts(cfg).model)
+    with pytest.raises(ConfigError) as info:
+        _backend_class("torch")._check_compile(fake)
+    assert str(info.value) == _error(*args) and "training.compile = true conflicts with" in str(info.value)
+
+
 def _hp_train(*args, env_extra=None):
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     env.update(env_extra or {})

@@ -1,7 +1,8 @@
 # Copyright 2026 The hyper-parallel Authors. All rights reserved.
 # SPDX-License-Identifier: Apache-2.0
 """``[parallelism] vl_encoder`` / ``vl_encoder_ahead`` / ``vl_encoder_ranks`` (pipeline parallel for the vision-language models): what
-``hp-train --check`` accepts and refuses (one line naming the key), and ``--explain-schedule``."""
+``hp-train --check`` accepts and refuses (one line naming the key), ``--explain-schedule``, and the layout refusals of
+``models/vl_layout.py`` end to end through ``hp-train --check``."""
 import os
 import subprocess
 import sys
@@ -48,12 +49,6 @@ MPIPE = ("--parallelism.vl_encoder", "mpipe")
     (("--job.nproc", 3, "--parallelism.pp", 3, "--parallelism.dp_shard", 1, "--parallelism.vl_encoder", "mpipe",
       "--parallelism.vl_encoder_ahead", 1, "--training.global_batch", 3, "--parallelism.pp_microbatches", 3),
      ["parallelism.vl_encoder_ahead = 1: expected 0 (all) or >= pp - 1 = 2"]),
-    (("--model.name", "qwen3_vl_moe", "--job.nproc", 4, "--parallelism.pp", 2, "--parallelism.dp_shard", 1,
-      "--parallelism.tp", 2, "--parallelism.ep", 2),
-     ["parallelism.ep = 2 with parallelism.tp = 2 and parallelism.pp = 2: not yet for model.name = 'qwen3_vl_moe'"]),
-    (("--model.name", "qwen3_vl_moe", "--job.nproc", 4, "--parallelism.dp_replicate", 2, "--parallelism.dp_shard",
-      1, "--parallelism.tp", 2), ["parallelism.dp_replicate = 2 with parallelism.tp = 2: not yet for model.name = "
-                                  "'qwen3_vl_moe'"]),
     # an encoder stage on several pipeline ranks (vl_encoder_ranks)
     (PP3 + ("--parallelism.vl_encoder_ranks", 2), ["parallelism.vl_encoder_ranks = 2: only for vl_encoder = 'mpipe'"]),
     (PP2 + MPIPE + ("--parallelism.vl_encoder_ranks", 2),
@@ -80,6 +75,33 @@ def test_vision_pipeline_keys_are_checked_with_one_line(vl_data, args, needles):
     assert "\n" not in message
     for needle in needles:
         assert needle in message, message
+
+
+def _hp_train(*args):
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    return subprocess.run([sys.executable, "-m", "hyper_parallel.trainer.cli", "--config", VL_DEMO,
+                           *[str(a) for a in args]], capture_output=True, text=True, env=env, timeout=120, check=False)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("--parallelism.cp", 2, "--parallelism.dp_shard", 1), "parallelism.cp = 2: not yet for model.name = 'qwen3_vl' "
+                                                           "(FSDP / HSDP, TP, PP, activation policies are)"),
+    (("--model.name", "qwen3_5_moe_vl", "--model.flavor", "debug_moe", "--job.nproc", 4, "--parallelism.dp_replicate",
+      2, "--parallelism.dp_shard", 1, "--parallelism.tp", 2), "parallelism.dp_replicate = 2 with parallelism.tp = 2: "
+                                                               "not yet for model.name = 'qwen3_5_moe_vl' (HSDP x EP"),
+    (("--model.name", "qwen3_vl_moe", "--job.nproc", 4, "--parallelism.pp", 2, "--parallelism.dp_shard", 1,
+      "--parallelism.tp", 2, "--parallelism.ep", 2),
+     "parallelism.ep = 2 with parallelism.tp = 2 and parallelism.pp = 2: not yet for model.name = 'qwen3_vl_moe' (a "
+     "stage's expert meshes are not built under TP)"),
+    (("--job.nproc", 2, "--parallelism.dp_shard", 1, "--parallelism.tp", 2, "--parallelism.loss_parallel", "true"),
+     "parallelism.loss_parallel: not for model.name = 'qwen3_vl' (a vision-language model)"),
+])
+def test_hp_train_check_refuses_the_vl_layouts_with_one_line(vl_data, args, needle):
+    """The rule the ranks apply too (``models/vl_layout.py``), refused before any launch: exit 2, one line."""
+    out = _hp_train(*vl_data, *args, "--check")
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert out.returncode == 2 and len(lines) == 1 and needle in lines[0], out.stderr
+    assert "Traceback" not in out.stdout + out.stderr
 
 
 def test_vl_encoder_ranks_is_refused_for_a_text_model():
