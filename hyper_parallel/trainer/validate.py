@@ -128,9 +128,10 @@ def _model_config(cfg: JobConfig) -> Any:
         backend = "mindspore" if cfg.job.backend == "mindspore" else "torch"
         if cfg.model.init_from and cfg.model.flavor == HF_FLAVOR:  # the shapes of the folder's config.json
             folder = parse_init_from(cfg.model.init_from)
-            return model_spec(cfg.model.name, backend).state_dict_adapter.config_from_hf(read_hf_config(folder))
-        model = build_model_config(cfg.model.name, cfg.model.flavor, backend, vocab_size=cfg.data.vocab_size,
-                                   max_position_embeddings=max(cfg.training.seq_len, 128))
+            model = model_spec(cfg.model.name, backend).state_dict_adapter.config_from_hf(read_hf_config(folder))
+        else:
+            model = build_model_config(cfg.model.name, cfg.model.flavor, backend, vocab_size=cfg.data.vocab_size,
+                                       max_position_embeddings=max(cfg.training.seq_len, 128))
         return getattr(model, "text", model)  # a vision-language model: the language model's sizes
     except ValueError as exc:
         raise ConfigError(f"{cfg.source}: {exc}") from None

@@ -91,3 +91,21 @@ def test_hp_train_check_exits_2_on_a_bad_init_from(tmp_path):
                          env=dict(os.environ, RANK="0", WORLD_SIZE="1"))
     assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
     assert "model.init_from" in out.stderr and "is not a folder" in out.stderr
+
+
+def test_checks_of_a_vision_language_folder_see_its_language_model(tmp_path):
+    """``hp-train --check``'s facts of an ``init_from`` vision-language folder are its language model's sizes
+    (the TP / layer rules read heads and layers), as for a registry flavor -- not the whole VL config."""
+    from transformers import Qwen3VLConfig
+    from hyper_parallel.trainer.validate import run_facts
+    folder = tmp_path / "vl"
+    Qwen3VLConfig(text_config={"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 3,
+                               "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+                               "vocab_size": 1024, "rope_scaling": {"rope_type": "default", "mrope_section": [2, 3, 3]}},
+                  vision_config={"depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2,
+                                 "out_hidden_size": 64, "deepstack_visual_indexes": [0]}).save_pretrained(folder)
+    cfg = load_config(None, [("model.init_from", f"hf:{folder}"), ("data.processor", f"hf:{folder}"),
+                             ("data.source", "files"), ("data.paths", [str(folder)]), ("data.format", "messages")])
+    model = run_facts(cfg).model
+    assert not hasattr(model, "text") and not hasattr(model, "vision")
+    assert (model.num_hidden_layers, model.num_attention_heads, model.num_key_value_heads) == (3, 4, 2)
