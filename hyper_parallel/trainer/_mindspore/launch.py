@@ -109,21 +109,21 @@ def _refuse_compiled_tp(cfg: JobConfig, key: str, why: str) -> ConfigError:
 def _check_compiled_tp(cfg: JobConfig) -> None:
     """``training.compile`` with TP runs each rank's step as one graph over its local shards
     (``hyper_parallel.tp._mindspore.compiled``): Llama attention and dense MLPs, no FSDP, no [activation]."""
-    par = cfg.parallelism
+    par, refuse = cfg.parallelism, _refuse_compiled_tp
     dp_shard = par.dp_shard if par.dp_shard != -1 else cfg.job.nproc // max(1, par.dp_replicate * par.tp)
     if dp_shard != 1:
-        raise _refuse_compiled_tp(cfg, "training.compile", f"with TP on MindSpore the graph runs on this rank's TP shards, the "
-                      f"compiled FSDP step on an unsharded twin of the whole model; TP x FSDP (dp_shard = "
-                      f"{dp_shard}) is not compiled: set dp_shard = 1 or compile = false")
+        raise refuse(cfg, "training.compile", f"with TP on MindSpore the graph runs on this rank's TP shards, the "
+                     f"compiled FSDP step on an unsharded twin of the whole model; TP x FSDP (dp_shard = "
+                     f"{dp_shard}) is not compiled: set dp_shard = 1 or compile = false")
     if cfg.model.name == "deepseek_v3":
-        raise _refuse_compiled_tp(cfg, "training.compile", "the compiled TP step covers Llama attention (Llama 3, Qwen3); "
-                      "'deepseek_v3' (MLA) under TP runs in PyNative: set tp = 1 or compile = false")
+        raise refuse(cfg, "training.compile", "the compiled TP step covers Llama attention (Llama 3, Qwen3); "
+                     "'deepseek_v3' (MLA) under TP runs in PyNative: set tp = 1 or compile = false")
     if cfg.activation:
         from hyper_parallel.activation.config import parse_activation_config  # pylint: disable=C0415  # pure
         act = parse_activation_config(cfg.activation)
         if act.mode != "none" or act.overrides:
-            raise _refuse_compiled_tp(cfg, "activation.mode", f"{act.mode!r} with compile and TP on MindSpore: the compiled TP "
-                          "step's local twin of the layers does not recompute; remove the [activation] section")
+            raise refuse(cfg, "activation.mode", f"{act.mode!r} with compile and TP on MindSpore: the compiled TP "
+                         "step's local twin of the layers does not recompute; remove the [activation] section")
 
 
 #: the ``[activation]`` modes the MindSpore trainer applies (``hyper_parallel.activation._mindspore``)
