@@ -388,7 +388,7 @@ class _CompiledTP:
 
 
 def compiled_tp_grad_fn(model: nn.Cell, tp_mesh: Any, params: Sequence[Any], *, sequence_parallel: bool = True,
-                        loss_parallel: bool = False):
+                        loss_parallel: bool = False) -> "_CompiledTP":
     """``fn(ids, labels, scale) -> (loss * scale, gradients of params)``: the forward and backward of the
     TP-parallelised ``model`` (``parallelize_llama3`` on the 1-D ``tp_mesh`` with these ``sequence_parallel`` /
     ``loss_parallel`` flags) as one ``mindspore.jit`` graph per input length over a :class:`LocalTPModel`
