@@ -256,7 +256,7 @@ class _Layer(nn.Cell):
 
 
 class _TPContext:
-    """What every twin cell needs: the group, this rank, the sequence length and the SP / loss-parallel flags."""
+    """What every twin cell needs: the TP group, this rank, the ranks' sequence chunks and the SP flag."""
 
     def __init__(self, group: Any, rank: int, seq: int, sequence_parallel: bool) -> None:
         self.group, self.rank, self.sp = group, rank, sequence_parallel
