@@ -88,9 +88,11 @@ REFUSALS: Tuple[Refusal, ...] = (
     Refusal("parallelism.cp_async", "parallelism.cp_method", lambda f: f.cfg.parallelism.cp_async
             and f.cfg.parallelism.cp_method == "alltoall",
             "all-to-all (Ulysses) CP has no asynchronous variant; only ring and allgather overlap their exchange"),
-    Refusal("training.compile", "parallelism.tp", lambda f: f.cfg.training.compile and f["tp"] > 1,
+    Refusal("training.compile", "parallelism.tp",
+            lambda f: f.cfg.training.compile and f["tp"] > 1 and f.cfg.job.backend != "mindspore",
             "under TP the blocks compute on hyper_parallel DTensors dispatched in Python (__torch_function__), "
-            "which TorchDynamo does not trace into a graph"),
+            "which TorchDynamo does not trace into a graph (the MindSpore backend compiles TP over each rank's "
+            "shards)"),
     Refusal("training.compile", "model.name", lambda f: f.cfg.training.compile and f.moe,
             "MoE experts compute on hyper_parallel DTensors (their expert-parallel layout, even with ep = 1), "
             "which TorchDynamo does not trace (no rule for getset_descriptor.__get__), and route a data-dependent "

@@ -190,12 +190,15 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
 
     def _make_grad_fn(self, params: List[Any]) -> Any:
         """``value_and_grad`` of the scaled loss; with ``training.compile`` (the config check allows it on unsharded
-        layers: one rank or ``dp_replicate``, no PP / CP) the whole forward and backward under one
-        ``mindspore.jit`` graph, as plain MindSpore's fastest mode compiles its step (the optimizer's fused
-        kernels run after it)."""
+        layers: one rank or ``dp_replicate``, no PP / CP; under TP this rank's shards, see
+        ``hyper_parallel.tp._mindspore.compiled``) the whole forward and backward under one ``mindspore.jit``
+        graph, as plain MindSpore's fastest mode compiles its step (the optimizer's fused kernels run after it)."""
         if not self.config.training.compile:
             return ms.value_and_grad(self._scaled_loss, None, params)
         model = self.model
+        if self.trainer.distributed and self.dims.tp > 1:  # TP: one graph over this rank's shards (a local twin)
+            from hyper_parallel.tp._mindspore.compiled import compiled_tp_grad_fn  # pylint: disable=C0415
+            return compiled_tp_grad_fn(model, self.dims.mesh("tp"), params, **self._plan_kwargs())
         if self.trainer.distributed and self.dims.dp_shard > 1:  # FSDP: the graph computes on an unsharded twin
             from hyper_parallel.fsdp._mindspore.compiled import CompiledFSDPStep  # pylint: disable=C0415
             twin = self._model_cls(model.config, seed=self.config.job.seed)

@@ -79,7 +79,8 @@ CP_REFUSED = {"deepseek_v3": "multi-head latent attention has value heads narrow
 def check_mindspore_config(cfg: JobConfig) -> None:
     """Refuse, naming the key, what the MindSpore trainer path cannot do: expert parallel other than ``ep =
     dp_shard`` (tp = cp = dp_replicate = 1), split-backward pipeline schedules, PP with CP or TP, CP of DeepSeek-V3
-    (MLA), HSDP x TP, bf16, compile with TP, MoE layers or with PP / CP, the activation modes MindSpore lacks
+    (MLA), HSDP x TP, bf16, compile with MoE layers or
+    with PP / CP (or with TP x FSDP, MLA or [activation] under TP), the activation modes MindSpore lacks
     (auto, swap_ops; swap under compile), fault injection, models without a MindSpore implementation."""
     par, tr = cfg.parallelism, cfg.training
     _check_parallelism(cfg)
@@ -94,12 +95,35 @@ def check_mindspore_config(cfg: JobConfig) -> None:
         raise _refuse(cfg, "training.compile", "mindspore.jit layers are not combined with PP or CP on MindSpore "
                       "(the CP attention hook and the pipeline stages run in PyNative); set it to false")
     if tr.compile and par.tp != 1:
-        raise _refuse(cfg, "training.compile", "on MindSpore it runs the whole forward and backward under "
-                      "mindspore.jit on full (or FSDP-gathered) parameters; tensor-parallel layers run op by op "
-                      "(DTensor dispatch and their collectives in PyNative); set tp = 1 or compile = false")
+        _check_compiled_tp(cfg)
     _check_activation(cfg)
     if cfg.fault.kill_at_step:
         raise _refuse(cfg, "fault.kill_at_step", "the killed-rank restart runs under torchrun only; set it to 0")
+
+
+def _refuse_compiled_tp(cfg: JobConfig, key: str, why: str) -> ConfigError:
+    """As :func:`_refuse`, without its torch remark (the torch backend does not compile TP at all)."""
+    return ConfigError(f"{cfg.source}: {key}: {why} (job.backend = 'mindspore')")
+
+
+def _check_compiled_tp(cfg: JobConfig) -> None:
+    """``training.compile`` with TP runs each rank's step as one graph over its local shards
+    (``hyper_parallel.tp._mindspore.compiled``): Llama attention and dense MLPs, no FSDP, no [activation]."""
+    par, refuse = cfg.parallelism, _refuse_compiled_tp
+    dp_shard = par.dp_shard if par.dp_shard != -1 else cfg.job.nproc // max(1, par.dp_replicate * par.tp)
+    if dp_shard != 1:
+        raise refuse(cfg, "training.compile", f"with TP on MindSpore the graph runs on this rank's TP shards, the "
+                     f"compiled FSDP step on an unsharded twin of the whole model; TP x FSDP (dp_shard = "
+                     f"{dp_shard}) is not compiled: set dp_shard = 1 or compile = false")
+    if cfg.model.name == "deepseek_v3":
+        raise refuse(cfg, "training.compile", "the compiled TP step covers Llama attention (Llama 3, Qwen3); "
+                     "'deepseek_v3' (MLA) under TP runs in PyNative: set tp = 1 or compile = false")
+    if cfg.activation:
+        from hyper_parallel.activation.config import parse_activation_config  # pylint: disable=C0415  # pure
+        act = parse_activation_config(cfg.activation)
+        if act.mode != "none" or act.overrides:
+            raise refuse(cfg, "activation.mode", f"{act.mode!r} with compile and TP on MindSpore: the compiled TP "
+                         "step's local twin of the layers does not recompute; remove the [activation] section")
 
 
 #: the ``[activation]`` modes the MindSpore trainer applies (``hyper_parallel.activation._mindspore``)

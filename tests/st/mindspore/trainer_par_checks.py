@@ -86,6 +86,10 @@ def _train(overrides, nproc, distributed):
             step = trainer.backend._compiled_fsdp  # pylint: disable=protected-access
             assert step is not None and step.twin_params, "training.compile under FSDP: no CompiledFSDPStep"
             assert step.fused, "training.compile under FSDP: the units' collectives were not fused"
+        if overrides.get("training.compile") and overrides.get("parallelism.tp", 1) > 1:
+            # the compiled graph over this rank's shards ran (hyper_parallel.tp._mindspore.compiled), not PyNative
+            fns = getattr(trainer.backend._grad_fn, "_fns", None)  # pylint: disable=protected-access
+            assert fns, "training.compile under TP: no compiled TP graph ran"
         recomputed = _recomputed(trainer.backend)
         held_out = trainer.evaluate(1)  # under PP the schedule's forward-only pass
         state = get_model_state_dict(trainer.backend.model, options=SimpleNamespace(full_state_dict=True))
@@ -118,8 +122,8 @@ def _compare(name, got, want):
         assert not any(n.endswith(("q_proj", "o_proj", "gate_proj", "down_proj")) for n in recomputed), recomputed
     ref_losses, ref_params, _, ref_norms = want
     np.testing.assert_allclose(losses, ref_losses, rtol=RTOL, err_msg=f"{name}: losses (the last: held-out)")
-    if "dp_replicate" in name or "compile x fsdp" in name:  # the norm of replicate's flat reduced buckets, of
-        # the compiled FSDP step's whole reduced table: no collective of their own
+    if any(k in name for k in ("dp_replicate", "compile x fsdp", "compile x tp")):  # replicate: the norm of its
+        # flat reduced buckets; compiled FSDP: of its whole reduced table (no collective of their own)
         np.testing.assert_allclose(norms, ref_norms, rtol=RTOL, err_msg=f"{name}: gradient norms")
         assert max(ref_norms) > BASE["training.clip_grad_norm"], f"{name}: no step clipped: {ref_norms}"
     assert params and set(params) <= set(ref_params), sorted(set(params) - set(ref_params))

@@ -20,7 +20,7 @@ REFUSED = [
     ("parallelism.cp", 2, "context parallel of 'deepseek_v3': multi-head latent attention"),
     ("parallelism.sequence_parallel", False, "TP of 'qwen3_moe'"),
     ("training.mixed_precision", "bf16", "bf16"),
-    ("training.compile", True, "tensor-parallel layers run op by op"),
+    ("training.compile", True, "TP x FSDP (dp_shard = 2) is not compiled"),
     ("fault.kill_at_step", 2, "torchrun"),
 ]
 
@@ -55,13 +55,25 @@ def test_mindspore_refuses_compile_of_moe_layers():
                                                 ("training.compile", True)]))
 
 
-def test_mindspore_compiles_fsdp_and_hsdp_but_not_tp():
-    """``training.compile`` with FSDP (and HSDP) passes the check; with TP (the config's tp = 2) it is refused."""
+def test_mindspore_compiles_fsdp_hsdp_and_tp_but_not_tp_x_fsdp():
+    """``training.compile`` with FSDP (and HSDP) passes the check, and with TP alone (Llama 3, Qwen3; sequence and
+    loss parallel or not); TP x FSDP (the config's tp = 2 x dp_shard = 2), TP of MLA and [activation] under
+    compiled TP are refused, each naming the key."""
     from hyper_parallel.trainer._mindspore.launch import check_mindspore_config
     for degrees in ([("parallelism.dp_shard", 4)], [("parallelism.dp_shard", 2), ("parallelism.dp_replicate", 2)]):
         check_mindspore_config(load_config(CONFIG, [("parallelism.tp", 1), ("training.compile", True), *degrees]))
-    with pytest.raises(ConfigError, match="training.compile: .*set tp = 1"):
+    tp_alone = [("training.compile", True), ("parallelism.dp_shard", 1), ("job.nproc", 2)]
+    for extra in ([], [("model.name", "qwen3")], [("parallelism.sequence_parallel", False)],
+                  [("parallelism.loss_parallel", True)]):
+        check_mindspore_config(load_config(CONFIG, tp_alone + extra))
+    check_mindspore_config(load_config(CONFIG, [("training.compile", True), ("parallelism.dp_shard", -1),
+                                                ("job.nproc", 2)]))  # dp_shard -1 resolves to 1 here
+    with pytest.raises(ConfigError, match=r"training.compile: .*TP x FSDP \(dp_shard = 2\)"):
         check_mindspore_config(load_config(CONFIG, [("training.compile", True)]))
+    with pytest.raises(ConfigError, match=r"training.compile: .*'deepseek_v3'"):  # MoE layers, and MLA
+        check_mindspore_config(load_config(CONFIG, tp_alone + [("model.name", "deepseek_v3")]))
+    with pytest.raises(ConfigError, match=r"activation.mode: 'full' with compile and TP"):
+        check_mindspore_config(load_config(CONFIG, tp_alone + [("activation.mode", "full")]))
 
 
 def test_the_config_itself_passes_and_hp_train_exits_2_on_a_refused_key(capsys):
