@@ -9,7 +9,11 @@ One launch of 2 MindSpore ranks; in each rank two ``LLMTrainer`` s of the same c
 ``dp_shard = 1``, one intra-op thread), one PyNative and one compiled, run step by step in turn (after a barrier
 each), so both see the same machine load. A step time is ``train_step`` 's ``step_s`` (data, forward, backward,
 clipping, optimizer); medians without the first two steps (compilation / warm-up), ratio = PyNative / compiled per
-step. The load average is printed before and after."""
+step. Also, in turn with them, ``plain-ms-jit-half``: plain MindSpore's whole-step jit (forward, backward and
+``nn.AdamWeightDecay`` in one graph, no hyper_parallel layer) of the whole model on half the batch -- the same
+FLOPs per rank as a TP 2 rank, without collectives (plain MindSpore has no tensor parallel on CPU: its
+semi-auto parallel refuses the CPU backend); ratio ``compiled / plain``. The load average is printed before and
+after."""
 from __future__ import annotations
 
 import argparse
@@ -19,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Dict, List
 
@@ -43,8 +48,12 @@ def _trainer(a: Dict[str, object], compile_: bool):
 def worker() -> Dict[str, object]:
     """One of 2 MindSpore ranks: the PyNative and the compiled TP trainer, a step of each in turn."""
     a = json.loads(os.environ[ENV])
+    import mindspore as ms  # pylint: disable=import-outside-toplevel
+    from benchmarks.backends import _batches, _plain_ms_step  # pylint: disable=import-outside-toplevel
     trainers = {"ours-ms-tp2": _trainer(a, False), "ours-ms-tp2-jit": _trainer(a, True)}
-    times: Dict[str, List[float]] = {k: [] for k in trainers}
+    plain = _plain_ms_step(True, int(a["seq"]))
+    halves = _batches(int(a["batch"]) // 2, int(a["seq"]), int(a["steps"]))
+    times: Dict[str, List[float]] = {k: [] for k in (*trainers, "plain-ms-jit-half")}
     losses: Dict[str, List[float]] = {k: [] for k in trainers}
     try:
         for i in range(int(a["steps"])):
@@ -53,15 +62,21 @@ def worker() -> Dict[str, object]:
                 out = trainer.train_step(i + 1)
                 times[name].append(out["step_s"])
                 losses[name].append(out["loss"])
+            trainers["ours-ms-tp2"].backend.barrier()
+            start = time.perf_counter()
+            float(plain(ms.Tensor(halves[i][:, :-1]), ms.Tensor(halves[i][:, 1:])).asnumpy())
+            times["plain-ms-jit-half"].append(time.perf_counter() - start)
     finally:
         for trainer in trainers.values():
             trainer.close()
     (slow, fast) = trainers
     ratios = [s / f for s, f in zip(times[slow][2:], times[fast][2:])]
+    vs_plain = [f / p for f, p in zip(times[fast][2:], times["plain-ms-jit-half"][2:])]
     return {"times_ms": {k: [round(t * 1000, 1) for t in v] for k, v in times.items()},
             "median_ms": {k: round(statistics.median(v[2:]) * 1000, 1) for k, v in times.items()},
             "ratio_median": round(statistics.median(ratios), 3), "ratio_min": round(min(ratios), 3),
-            "ratio_max": round(max(ratios), 3),
+            "ratio_max": round(max(ratios), 3), "jit_vs_plain_half_median": round(statistics.median(vs_plain), 3),
+            "jit_vs_plain_half_min_max": [round(min(vs_plain), 3), round(max(vs_plain), 3)],
             "max_loss_diff": max(abs(x - y) for x, y in zip(losses[slow], losses[fast])),
             "load": round(os.getloadavg()[0], 1)}
 

@@ -324,8 +324,9 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
     def _mean_over_ranks(self, value: float) -> float:
         """The loss averaged over the data-parallel ranks (TP and CP ranks hold the same or equal-weight values:
         averaging over the world is the same; under PP only the last stage's ranks hold it, the others give 0)."""
-        if not self.trainer.distributed or self.world_size == 1:
-            return value
+        d = self.dims
+        if not self.trainer.distributed or d.dp_replicate * d.dp_shard * d.cp * d.pp == 1:
+            return value  # one rank, or TP alone: every rank holds the same loss
         from hyper_parallel.platform.mindspore.collectives import raw_all_reduce  # noqa  # pylint: disable=C0415
         total = raw_all_reduce(ms.Tensor([value], ms.float32), "sum", self._world_group)
         return float(total.asnumpy()[0]) / (self.world_size // self.dims.pp)
