@@ -95,3 +95,34 @@ def mlp(seed=None):
     if seed is not None:
         ms.set_seed(seed)
     return MLP()
+
+
+class LaunchOnce:
+    """The ranks' results of ONE launch of ``target`` (``"module:function"``) on ``world_size`` MindSpore ranks,
+    shared by the tests of a module: launched at the first :meth:`check` (after ``before()``, e.g. warming a
+    data cache), each check then reads its name's outcome on every rank; a failed launch fails every check
+    with the launch's error."""
+
+    def __init__(self, target, world_size=2, timeout=600, before=None):
+        self.target, self.world_size, self.timeout, self.before = target, world_size, timeout, before
+        self._ranks = None
+        self._error = None
+
+    def ranks(self):
+        """Every rank's result dict (launching on the first call)."""
+        from hyper_parallel.testing.mindspore_launch import MindSporeLaunchError, launch
+        if self._ranks is None and self._error is None:
+            if self.before is not None:
+                self.before()
+            try:
+                self._ranks = launch(self.target, world_size=self.world_size, timeout=self.timeout)
+            except MindSporeLaunchError as exc:
+                self._error = str(exc)
+        if self._error is not None:
+            raise AssertionError(f"the MindSpore launch failed:\n{self._error}")
+        return self._ranks
+
+    def check(self, name):
+        """Assert that the check ``name`` passed on every rank (its traceback otherwise)."""
+        for rank, res in enumerate(self.ranks()):
+            assert res["results"].get(name) == "ok", f"rank {rank}: {name}: {res['results'].get(name, 'not run')}"

@@ -13,28 +13,14 @@ recompute and the stages' ahead counts are checked), each
 ranks) run in ``make matrix-mindspore`` (the composition matrix's MindSpore column)."""
 import pytest
 
-from hyper_parallel.testing.mindspore_launch import MindSporeLaunchError, launch
+from tests.st.mindspore.common import LaunchOnce
 from tests.st.mindspore.cp_checks import CP_CHECKS
 from tests.st.mindspore.trainer_par_checks import GATE_CASES, warm_data_cache
 
 LAUNCH_TIMEOUT_S = 480
-_RESULT = {}
-
-
-def _results():
-    if not _RESULT:
-        warm_data_cache()
-        try:
-            _RESULT["ranks"] = launch("tests.st.mindspore.trainer_par_checks:run_gate", world_size=2,
-                                      timeout=LAUNCH_TIMEOUT_S)
-        except MindSporeLaunchError as exc:
-            _RESULT["error"] = str(exc)
-    if "error" in _RESULT:
-        raise AssertionError(f"the MindSpore launch failed:\n{_RESULT['error']}")
-    return _RESULT["ranks"]
+LAUNCH = LaunchOnce("tests.st.mindspore.trainer_par_checks:run_gate", timeout=LAUNCH_TIMEOUT_S, before=warm_data_cache)
 
 
 @pytest.mark.parametrize("name", [*CP_CHECKS, *GATE_CASES])
 def test_mindspore_cp_and_pp_against_one_process(name):
-    for rank, res in enumerate(_results()):
-        assert res["results"].get(name) == "ok", f"rank {rank}: {name}: {res['results'].get(name, 'not run')}"
+    LAUNCH.check(name)

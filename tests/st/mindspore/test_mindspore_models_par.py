@@ -10,27 +10,13 @@ model and config on one process (every step's loss, the held-out loss, every fin
 run in ``make matrix-mindspore`` (the composition matrix's ``*_mindspore`` rows) and ``run_all``."""
 import pytest
 
-from hyper_parallel.testing.mindspore_launch import MindSporeLaunchError, launch
+from tests.st.mindspore.common import LaunchOnce
 from tests.st.mindspore.model_par_checks import GATE_CASES, warm_data_cache
 
 LAUNCH_TIMEOUT_S = 600
-_RESULT = {}
-
-
-def _results():
-    if not _RESULT:
-        warm_data_cache()
-        try:
-            _RESULT["ranks"] = launch("tests.st.mindspore.model_par_checks:run_gate", world_size=2,
-                                      timeout=LAUNCH_TIMEOUT_S)
-        except MindSporeLaunchError as exc:
-            _RESULT["error"] = str(exc)
-    if "error" in _RESULT:
-        raise AssertionError(f"the MindSpore launch failed:\n{_RESULT['error']}")
-    return _RESULT["ranks"]
+LAUNCH = LaunchOnce("tests.st.mindspore.model_par_checks:run_gate", timeout=LAUNCH_TIMEOUT_S, before=warm_data_cache)
 
 
 @pytest.mark.parametrize("name", GATE_CASES)
 def test_mindspore_model_parallelism_against_one_process(name):
-    for rank, res in enumerate(_results()):
-        assert res["results"].get(name) == "ok", f"rank {rank}: {name}: {res['results'].get(name, 'not run')}"
+    LAUNCH.check(name)

@@ -6,27 +6,14 @@ CPU ranks (mccl): Megatron's f / g with graph collectives, the local twin of Lla
 (see ``tests/st/mindspore/tp_jit_checks.py``)."""
 import pytest
 
-from hyper_parallel.testing.mindspore_launch import MindSporeLaunchError, launch
+from tests.st.mindspore.common import LaunchOnce
 from tests.st.mindspore.tp_jit_checks import TRAINER_CASES, TWIN_CHECKS
 from tests.st.mindspore.trainer_par_checks import warm_data_cache
 
 LAUNCH_TIMEOUT_S = 600
-_RESULT = {}
-
-
-def _results():
-    if not _RESULT:
-        warm_data_cache()
-        try:
-            _RESULT["ranks"] = launch("tests.st.mindspore.tp_jit_checks:run", world_size=2, timeout=LAUNCH_TIMEOUT_S)
-        except MindSporeLaunchError as exc:
-            _RESULT["error"] = str(exc)
-    if "error" in _RESULT:
-        raise AssertionError(f"the MindSpore launch failed:\n{_RESULT['error']}")
-    return _RESULT["ranks"]
+LAUNCH = LaunchOnce("tests.st.mindspore.tp_jit_checks:run", timeout=LAUNCH_TIMEOUT_S, before=warm_data_cache)
 
 
 @pytest.mark.parametrize("name", [*TWIN_CHECKS, *TRAINER_CASES])
 def test_compiled_tensor_parallel_against_one_process(name):
-    for rank, res in enumerate(_results()):
-        assert res["results"].get(name) == "ok", f"rank {rank}: {name}: {res['results'].get(name, 'not run')}"
+    LAUNCH.check(name)
