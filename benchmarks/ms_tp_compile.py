@@ -5,15 +5,16 @@
 
     python benchmarks/ms_tp_compile.py [--steps 12] [--seq 64] [--batch 8] [--sequence-parallel true|false]
 
-One launch of 2 MindSpore ranks; in each rank two ``LLMTrainer`` s of the same config (llama3 ``debug``, ``tp = 2``,
-``dp_shard = 1``, one intra-op thread), one PyNative and one compiled, run step by step in turn (after a barrier
-each), so both see the same machine load. A step time is ``train_step`` 's ``step_s`` (data, forward, backward,
-clipping, optimizer); medians without the first two steps (compilation / warm-up), ratio = PyNative / compiled per
-step. Also, in turn with them, ``plain-ms-jit-half``: plain MindSpore's whole-step jit (forward, backward and
-``nn.AdamWeightDecay`` in one graph, no hyper_parallel layer) of the whole model on half the batch -- the same
-FLOPs per rank as a TP 2 rank, without collectives (plain MindSpore has no tensor parallel on CPU: its
-semi-auto parallel refuses the CPU backend); ratio ``compiled / plain``. The load average is printed before and
-after."""
+One launch of 2 MindSpore ranks (llama3 ``debug``, ``tp = 2``, ``dp_shard = 1``, one intra-op thread). First the
+compiled trainer, each step (``train_step`` 's ``step_s``: data, forward, backward, clipping, optimizer) followed,
+after a barrier each, by: ``plain-ms-jit-half`` -- plain MindSpore's whole-step jit (forward, backward and
+``nn.AdamWeightDecay`` in one graph, no hyper_parallel layer) of the whole model on half of the same rows: the
+same FLOPs per rank as a TP 2 rank, without collectives (plain MindSpore has no tensor parallel on CPU: its
+semi-auto parallel refuses the CPU backend); ``collectives`` -- one jit graph of the collectives the compiled
+step runs (counted by running its twin once in PyNative), in order, on tensors of their shapes; ``graph-only``
+-- the compiled forward + backward graph alone on the same rows. The floor is plain + collectives; ratios per
+step, medians without the first two steps. Then the PyNative TP trainer's steps on their own (the ratio
+PyNative / compiled of the medians). The load average is printed before and after."""
 from __future__ import annotations
 
 import argparse
@@ -45,39 +46,146 @@ def _trainer(a: Dict[str, object], compile_: bool):
     return trainer
 
 
-def worker() -> Dict[str, object]:
-    """One of 2 MindSpore ranks: the PyNative and the compiled TP trainer, a step of each in turn."""
-    a = json.loads(os.environ[ENV])
+def _recording(trainer) -> List[List[List[int]]]:
+    """The rows ``trainer`` 's loader hands out, recorded as it trains (its ``next_batch`` wrapped): the other
+    rows of the benchmark train on the same tokens -- the step time depends on them (on this model random tokens
+    ran the same graph ~1.6x faster than the corpus's)."""
+    seen: List[List[List[int]]] = []
+    loader = trainer.loader
+    take = loader.next_batch
+
+    def next_batch():
+        seen.append(take())
+        return seen[-1]
+
+    loader.next_batch = next_batch
+    return seen
+
+
+def _count_collectives(trainer, ids, labels) -> List[tuple]:
+    """``(kind, shape, dtype)`` of every collective one compiled TP step runs, forward and backward: the
+    trainer's local twin run once more in PyNative (the same cells: their ``construct`` and custom ``bprop``
+    run in Python there) with ``ops.AllReduce`` / ``ops.AllGather`` calls recorded."""
     import mindspore as ms  # pylint: disable=import-outside-toplevel
-    from benchmarks.backends import _batches, _plain_ms_step  # pylint: disable=import-outside-toplevel
-    trainers = {"ours-ms-tp2": _trainer(a, False), "ours-ms-tp2-jit": _trainer(a, True)}
+    from mindspore import ops  # pylint: disable=import-outside-toplevel
+    fn = trainer.backend._grad_fn  # pylint: disable=protected-access
+    twin = fn._fns[int(ids.shape[1])][0]  # pylint: disable=protected-access  # built by the first compiled step
+    seen: List[tuple] = []
+    originals = {cls: cls.__call__ for cls in (ops.AllReduce, ops.AllGather)}
+    for cls, orig in originals.items():
+        def counting(prim, x, _orig=orig, _kind=cls.__name__):
+            seen.append((_kind, tuple(x.shape), x.dtype))
+            return _orig(prim, x)
+        cls.__call__ = counting
+    try:
+        def loss(i, l):  # a def: value_and_grad of the twin in PyNative
+            return twin(i, l)
+        ms.value_and_grad(loss, None, fn.params)(ids, labels)
+    finally:
+        for cls, orig in originals.items():
+            cls.__call__ = orig
+    return seen
+
+
+def _collectives_graph(seen: List[tuple]):
+    """One ``mindspore.jit`` graph running the ``seen`` collectives in order, each on a tensor of its shape (a
+    chain: each waits for the one before, as in the step's graph) -- plain MindSpore's cost of TP's
+    communication."""
+    import mindspore as ms  # pylint: disable=import-outside-toplevel
+    from mindspore import mint, ops  # pylint: disable=import-outside-toplevel
+    prims = {"AllReduce": ops.AllReduce(), "AllGather": ops.AllGather()}
+    specs = tuple((prims[k], shape, dtype) for k, shape, dtype in seen)
+
+    def run(x):
+        for i in range(len(specs)):  # pylint: disable=consider-using-enumerate  # a loop mindspore.jit unrolls
+            prim, shape, dtype = specs[i]
+            out = prim(mint.zeros(shape, dtype=dtype) + x.astype(dtype))
+            x = mint.narrow(out.reshape(-1), 0, 0, 1).astype(ms.float32) * 0.0
+        return x
+
+    return ms.jit(run)
+
+
+def _timed(barrier, fn) -> float:
+    """Seconds of ``fn()`` started after ``barrier()``."""
+    barrier()
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def _compiled_phase(a: Dict[str, object], trainer, times: Dict[str, List[float]]) -> List[tuple]:
+    """The compiled trainer's steps, each followed by plain's half-batch step on the same rows, the graph of
+    the step's collectives and the compiled graph alone on the same rows; returns the collectives seen."""
+    import mindspore as ms  # pylint: disable=import-outside-toplevel
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    from benchmarks.backends import _plain_ms_step  # pylint: disable=import-outside-toplevel
     plain = _plain_ms_step(True, int(a["seq"]))
-    halves = _batches(int(a["batch"]) // 2, int(a["seq"]), int(a["steps"]))
-    times: Dict[str, List[float]] = {k: [] for k in (*trainers, "plain-ms-jit-half")}
-    losses: Dict[str, List[float]] = {k: [] for k in trainers}
+    rows = _recording(trainer)  # the rows the other rows train on
+    barrier, seen, graph = trainer.backend.barrier, [], None
+    grad_fn = trainer.backend._grad_fn  # pylint: disable=protected-access
+    for i in range(int(a["steps"])):
+        barrier()
+        out = trainer.train_step(i + 1)
+        times["ours-ms-tp2-jit"].append(out["step_s"])
+        times["loss-jit"].append(out["loss"])
+        full = np.asarray(rows[-1], dtype=np.int32)
+        half = full[:len(full) // 2]
+        times["plain-ms-jit-half"].append(_timed(barrier, lambda h=half: float(
+            plain(ms.Tensor(h[:, :-1]), ms.Tensor(h[:, 1:])).asnumpy())))
+        if graph is None:  # after the first compiled step built the twin
+            seen = _count_collectives(trainer, ms.Tensor(full[:, :-1]), ms.Tensor(full[:, 1:]))
+            graph = _collectives_graph(seen)
+        times["collectives"].append(_timed(barrier, lambda: float(graph(ms.Tensor(0.0, ms.float32)).asnumpy())))
+
+        def graph_alone(f=full):
+            loss, grads = grad_fn(ms.Tensor(f[:, :-1]), ms.Tensor(f[:, 1:]), ms.Tensor(1.0, ms.float32))
+            for g in grads:
+                g.asnumpy()
+            float(loss.asnumpy())
+        times["graph-only"].append(_timed(barrier, graph_alone))
+    return seen
+
+
+def _median_ms(values: List[float]) -> float:
+    return round(statistics.median(values[2:]) * 1000, 1)
+
+
+def worker() -> Dict[str, object]:
+    """One of 2 MindSpore ranks: the compiled TP trainer interleaved with plain's rows (``_compiled_phase``),
+    then the PyNative TP trainer's steps on their own (a PyNative step slowed the compiled graph that followed it
+    by ~1.6x in this process: MindSpore's runtime still busy with it, so the two are not interleaved)."""
+    a = json.loads(os.environ[ENV])
+    times: Dict[str, List[float]] = {k: [] for k in ("ours-ms-tp2", "ours-ms-tp2-jit", "plain-ms-jit-half",
+                                                     "collectives", "graph-only", "loss-jit", "loss")}
+    compiled = _trainer(a, True)
+    try:
+        seen = _compiled_phase(a, compiled, times)
+    finally:
+        compiled.close()
+    eager = _trainer(a, False)
     try:
         for i in range(int(a["steps"])):
-            for name, trainer in trainers.items():
-                trainer.backend.barrier()
-                out = trainer.train_step(i + 1)
-                times[name].append(out["step_s"])
-                losses[name].append(out["loss"])
-            trainers["ours-ms-tp2"].backend.barrier()
-            start = time.perf_counter()
-            float(plain(ms.Tensor(halves[i][:, :-1]), ms.Tensor(halves[i][:, 1:])).asnumpy())
-            times["plain-ms-jit-half"].append(time.perf_counter() - start)
+            eager.backend.barrier()
+            out = eager.train_step(i + 1)
+            times["ours-ms-tp2"].append(out["step_s"])
+            times["loss"].append(out["loss"])
     finally:
-        for trainer in trainers.values():
-            trainer.close()
-    (slow, fast) = trainers
-    ratios = [s / f for s, f in zip(times[slow][2:], times[fast][2:])]
-    vs_plain = [f / p for f, p in zip(times[fast][2:], times["plain-ms-jit-half"][2:])]
-    return {"times_ms": {k: [round(t * 1000, 1) for t in v] for k, v in times.items()},
-            "median_ms": {k: round(statistics.median(v[2:]) * 1000, 1) for k, v in times.items()},
-            "ratio_median": round(statistics.median(ratios), 3), "ratio_min": round(min(ratios), 3),
-            "ratio_max": round(max(ratios), 3), "jit_vs_plain_half_median": round(statistics.median(vs_plain), 3),
+        eager.close()
+    jit, plain, comm = times["ours-ms-tp2-jit"][2:], times["plain-ms-jit-half"][2:], times["collectives"][2:]
+    vs_plain = [f / p for f, p in zip(jit, plain)]
+    vs_floor = [f / (p + c) for f, p, c in zip(jit, plain, comm)]
+    return {"median_ms": {k: _median_ms(times[k]) for k in ("ours-ms-tp2", "ours-ms-tp2-jit", "plain-ms-jit-half",
+                                                            "collectives", "graph-only")},
+            "pynative_vs_jit": round(statistics.median(times["ours-ms-tp2"][2:]) / statistics.median(jit), 3),
+            "jit_vs_plain_half_median": round(statistics.median(vs_plain), 3),
             "jit_vs_plain_half_min_max": [round(min(vs_plain), 3), round(max(vs_plain), 3)],
-            "max_loss_diff": max(abs(x - y) for x, y in zip(losses[slow], losses[fast])),
+            "step_vs_graph_median": round(statistics.median([f / g for f, g in zip(jit, times["graph-only"][2:])]),
+                                          3),
+            "collectives_per_step": len(seen),
+            "jit_vs_floor_median": round(statistics.median(vs_floor), 3),
+            "jit_vs_floor_min_max": [round(min(vs_floor), 3), round(max(vs_floor), 3)],
+            "max_loss_diff": max(abs(x - y) for x, y in zip(times["loss"], times["loss-jit"])),
             "load": round(os.getloadavg()[0], 1)}
 
 

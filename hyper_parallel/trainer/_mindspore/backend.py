@@ -19,7 +19,7 @@ import os
 import resource
 import time
 import warnings
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 import mindspore as ms
 import numpy as np
@@ -43,6 +43,16 @@ def torch_initial_weights(name: str, mcfg: Any, seed: int) -> Any:
     torch.manual_seed(seed)
     model = get_model_spec(name).model_cls(mcfg)
     return {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+
+
+def _settle_graph(grads: Sequence[Any]) -> None:
+    """Wait for a compiled forward + backward graph by a host copy of its smallest gradient (a norm weight's:
+    cheap at any model size) before its loss is read. On MindSpore 2.10 CPU, reading the loss output first made
+    the same graph take ~1.6x as long (TP 2, llama3 debug, same rows, same process: 155 vs 85 ms), and so did a
+    sliced read of a gradient (a PyNative op on the output): the TP + compile step went from 160 to 101 ms with
+    this read (``benchmarks/ms_tp_compile.py``). The data-parallel path waits on the last value backward writes
+    for a like reason (see ``_packed_grads``)."""
+    min(grads, key=lambda g: g.size).asnumpy()
 
 
 def _compiled_loss(model: Any, ids: Any, labels: Any, scale: Any) -> Any:
@@ -388,32 +398,39 @@ class MindSporeTrainerBackend:  # pylint: disable=too-many-instance-attributes
             return self._pp_grads(rows)
         micro = len(rows) // t.grad_accum
         scale = ms.Tensor(1.0 / t.grad_accum, ms.float32)
-        grads = None
         params = list(self.optimizer.parameters)
         if self._packed:
             return self._packed_grads(rows, micro, scale, params)
         # replicate: the model reduces; uncompiled, its backward hooks also accumulate the micro-batches
         ddp = getattr(self.model, "reduce_gradients", None)
-        hooked = ddp is not None and not t.compile
-        losses = []
         if self._compiled_fsdp is not None:  # the parameters once per step into the compiled graph's twin
             self._compiled_fsdp.gather()
-        for i in range(t.grad_accum):
-            if hooked:
-                self.model.set_requires_gradient_sync(i == t.grad_accum - 1)
-            loss, g = self._grad_fn(*self._tensors(rows[i * micro:(i + 1) * micro]), scale)
-            losses.append(loss)
-            grads = list(g) if grads is None or hooked else [a + b for a, b in zip(grads, g)]
+        grads, losses = self._micro_batches(rows, micro, scale, ddp is not None and not t.compile)
         if self._pure_replicate():  # the loss rides in the gradients' all-reduce
             grads, mean = self.model.reduce_gradients(params, grads, extra=sum(losses[1:], losses[0]))
             self._loss_reduced = True
             return grads, float(mean.asnumpy()[0])  # the one host copy of the step (the graph's result)
         if self._compiled_fsdp is not None:  # one reduce-scatter per unit of the summed full gradients
             return self._compiled_fsdp_grads(grads, params, losses)
+        if t.compile and grads:  # a gradient before the loss: see _settle_graph
+            _settle_graph(grads)
         total = sum(float(x.asnumpy()) for x in losses)  # the host copies after the micro-batches, not between
         if ddp is not None:
             grads = ddp(params, grads)
         return grads, total
+
+    def _micro_batches(self, rows: List[List[int]], micro: int, scale: Any, hooked: bool):
+        """(gradients summed over the ``grad_accum`` micro-batches -- ``hooked``: replicate's backward hooks sum
+        them, the last micro-batch's are kept --, the micro-batches' losses)."""
+        grads, losses = None, []
+        accum = self.config.training.grad_accum
+        for i in range(accum):
+            if hooked:
+                self.model.set_requires_gradient_sync(i == accum - 1)
+            loss, g = self._grad_fn(*self._tensors(rows[i * micro:(i + 1) * micro]), scale)
+            losses.append(loss)
+            grads = list(g) if grads is None or hooked else [a + b for a, b in zip(grads, g)]
+        return grads, losses
 
     def _compiled_fsdp_grads(self, table, params, losses):
         """FSDP + compile: the shard gradients of the summed gradient table (one reduce-scatter), and the step's
