@@ -460,26 +460,32 @@ def paired_dp(args: argparse.Namespace) -> Dict[str, object]:
                                         "plain": args.plain_dp, "ours": args.ours}), "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))}
     runs, all_ratios = [], {k: [] for k in ("fastest", *args.plain_dp)}
-    ours_row = f"ours-ms-2-{args.ours}-jit"
     for _ in range(args.runs):
         load = os.getloadavg()[0]
         res = launch("benchmarks.backends:paired_dp_rank", world_size=2, timeout=args.timeout, env=env)
-        n = len(res[0]["times"][ours_row])
-        rows = {k: [max(r["times"][k][i] for r in res) for i in range(n)] for k in res[0]["times"]}
-        plains = {"fastest": [min(v) for v in zip(*(rows[f"plain-ms-dp-{k}"] for k in args.plain_dp))],
-                  **{k: rows[f"plain-ms-dp-{k}"] for k in args.plain_dp}}
-        ratios = {k: [o / p for o, p in zip(rows[ours_row][1:], v[1:])] for k, v in plains.items()}
+        run, ratios = _paired_dp_run(res, f"ours-ms-2-{args.ours}-jit", args.plain_dp)
         for k, v in ratios.items():
             all_ratios[k] += v
-        runs.append({"blocks_ms_per_step": {k: [round(x * 1000) for x in v] for k, v in rows.items()},
-                     "median_ms": {k: round(statistics.median(v[1:]) * 1000, 1) for k, v in rows.items()},
-                     "ratio_median": round(statistics.median(ratios["fastest"]), 3),
-                     "ratio_min": round(min(ratios["fastest"]), 3), "ratio_max": round(max(ratios["fastest"]), 3),
-                     "ratio_median_by_plain": {k: round(statistics.median(v), 3) for k, v in ratios.items()},
-                     "load_before": round(load, 1), "load_after": round(os.getloadavg()[0], 1)})
+        runs.append({**run, "load_before": round(load, 1), "load_after": round(os.getloadavg()[0], 1)})
         print(json.dumps(runs[-1]), flush=True)
     return {"runs": runs, "ratio_median_all": round(statistics.median(all_ratios["fastest"]), 3),
             "ratio_median_all_by_plain": {k: round(statistics.median(v), 3) for k, v in all_ratios.items()}}
+
+
+def _paired_dp_run(res: List[Dict[str, object]], ours_row: str, plain_dp: List[str]):
+    """One ``--paired-dp`` launch's summary from its ranks' results (per block the slower rank), and its per-block
+    ratios of ours against the fastest plain of each block and against each plain variant."""
+    n = len(res[0]["times"][ours_row])
+    rows = {k: [max(r["times"][k][i] for r in res) for i in range(n)] for k in res[0]["times"]}
+    plains = {"fastest": [min(v) for v in zip(*(rows[f"plain-ms-dp-{k}"] for k in plain_dp))],
+              **{k: rows[f"plain-ms-dp-{k}"] for k in plain_dp}}
+    ratios = {k: [o / p for o, p in zip(rows[ours_row][1:], v[1:])] for k, v in plains.items()}
+    fastest = ratios["fastest"]
+    return {"blocks_ms_per_step": {k: [round(x * 1000) for x in v] for k, v in rows.items()},
+            "median_ms": {k: round(statistics.median(v[1:]) * 1000, 1) for k, v in rows.items()},
+            "ratio_median": round(statistics.median(fastest), 3), "ratio_min": round(min(fastest), 3),
+            "ratio_max": round(max(fastest), 3),
+            "ratio_median_by_plain": {k: round(statistics.median(v), 3) for k, v in ratios.items()}}, ratios
 
 
 def _worker(kind: str, args: argparse.Namespace) -> None:

@@ -93,9 +93,9 @@ class CopyToTP(_Collective):
         """``x``."""
         return x
 
-    def bprop(self, x, out, dout):  # pylint: disable=unused-argument
+    def bprop(self, x, out, grad_out):  # pylint: disable=unused-argument
         """The gradient summed over the TP ranks."""
-        return (self.all_reduce(dout),)
+        return (self.all_reduce(grad_out),)
 
 
 class ReduceFromTP(_Collective):
@@ -105,9 +105,9 @@ class ReduceFromTP(_Collective):
         """``x`` summed over the TP ranks."""
         return self.all_reduce(x)
 
-    def bprop(self, x, out, dout):  # pylint: disable=unused-argument
+    def bprop(self, x, out, grad_out):  # pylint: disable=unused-argument
         """The (replicated) gradient as it is."""
-        return (dout,)
+        return (grad_out,)
 
 
 def _to_front(x, dim: int):
@@ -129,9 +129,9 @@ class GatherLastDim(_Collective):
         """The ranks' ``x`` side by side on the last dim."""
         return self.gather0(x.transpose(1, 0)).transpose(1, 0)
 
-    def bprop(self, x, out, dout):  # pylint: disable=unused-argument
+    def bprop(self, x, out, grad_out):  # pylint: disable=unused-argument
         """This rank's slice."""
-        return (self.chunk(dout, 1),)
+        return (self.chunk(grad_out, 1),)
 
 
 class ScatterSeq(_Collective):
@@ -142,9 +142,9 @@ class ScatterSeq(_Collective):
         """This rank's chunk of ``x`` summed over the TP ranks."""
         return self.chunk(self.all_reduce(x), 1)
 
-    def bprop(self, x, out, dout):  # pylint: disable=unused-argument
+    def bprop(self, x, out, grad_out):  # pylint: disable=unused-argument
         """The ranks' chunk gradients gathered."""
-        return (_from_front(self.gather0(_to_front(dout, 1)), 1),)
+        return (_from_front(self.gather0(_to_front(grad_out, 1)), 1),)
 
 
 class GatherSeq(_Collective):
@@ -155,9 +155,9 @@ class GatherSeq(_Collective):
         """The whole sequence."""
         return _from_front(self.gather0(_to_front(x, 1)), 1)
 
-    def bprop(self, x, out, dout):  # pylint: disable=unused-argument
+    def bprop(self, x, out, grad_out):  # pylint: disable=unused-argument
         """This rank's chunk of the gradient summed over the TP ranks."""
-        return (self.chunk(self.all_reduce(dout), 1),)
+        return (self.chunk(self.all_reduce(grad_out), 1),)
 
 
 def _linear(x, weight):
