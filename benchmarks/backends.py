@@ -61,6 +61,13 @@ VOCAB = 1024
 PLAIN_DP = ("jit", "jit-whole", "jit-gather")
 
 
+def launch_env(name: str, args: Dict[str, object]) -> Dict[str, str]:
+    """The environment of a benchmark's MindSpore launch: its arguments as JSON under ``name``, the repository on
+    ``PYTHONPATH`` (the ranks import ``benchmarks.*``) and one OpenMP thread per rank."""
+    return {name: json.dumps(args), "OMP_NUM_THREADS": "1",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))}
+
+
 def _env(ms_runtime: str) -> Dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MS_ROLE")}
     env["OMP_NUM_THREADS"] = "1"
@@ -287,10 +294,8 @@ def _phases(pstats_path: str, steps: int) -> Dict[str, float]:
 def paired_fsdp(args: argparse.Namespace) -> List[Dict[str, object]]:
     """``--paired-fsdp``: :func:`paired_fsdp_worker` on 2 MindSpore ranks; per rank its times and ratios."""
     from hyper_parallel.testing.mindspore_launch import launch  # pylint: disable=import-outside-toplevel
-    env = {PAIRED_FSDP_ENV: json.dumps({"batch": args.batch, "seq": args.seq, "steps": args.steps,
-                                         "config": args.config, "compile": not args.no_compile}),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")])),
-           "OMP_NUM_THREADS": "1"}
+    env = launch_env(PAIRED_FSDP_ENV, {"batch": args.batch, "seq": args.seq, "steps": args.steps,
+                                       "config": args.config, "compile": not args.no_compile})
     return launch("benchmarks.backends:paired_fsdp_worker", world_size=2, timeout=args.timeout, env=env)
 
 
@@ -455,10 +460,9 @@ def paired_dp(args: argparse.Namespace) -> Dict[str, object]:
     if bad or not args.plain_dp:
         raise SystemExit(f"--plain-dp {','.join(args.plain_dp)!r}: expected some of {', '.join(PLAIN_DP)}")
     from hyper_parallel.testing.mindspore_launch import launch  # pylint: disable=import-outside-toplevel
-    env = {"HP_BENCH_ARGS": json.dumps({"batch": args.batch, "seq": args.seq, "steps": args.steps,
-                                        "block": args.block, "config": args.config, "profile": args.profile,
-                                        "plain": args.plain_dp, "ours": args.ours}), "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))}
+    env = launch_env("HP_BENCH_ARGS", {"batch": args.batch, "seq": args.seq, "steps": args.steps,
+                                       "block": args.block, "config": args.config, "profile": args.profile,
+                                       "plain": args.plain_dp, "ours": args.ours})
     runs, all_ratios = [], {k: [] for k in ("fastest", *args.plain_dp)}
     for _ in range(args.runs):
         load = os.getloadavg()[0]

@@ -200,10 +200,10 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=600.0)
     args = p.parse_args()
     from hyper_parallel.testing.mindspore_launch import launch  # pylint: disable=import-outside-toplevel
-    env = {ENV: json.dumps({"batch": args.batch, "seq": args.seq, "steps": args.steps, "config": args.config,
-                            "sp": args.sequence_parallel == "true"}),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")])),
-           "OMP_NUM_THREADS": "1"}
+    sys.path.insert(0, str(ROOT))  # run as a script: the repository, for benchmarks.backends
+    from benchmarks.backends import launch_env  # pylint: disable=import-outside-toplevel
+    env = launch_env(ENV, {"batch": args.batch, "seq": args.seq, "steps": args.steps, "config": args.config,
+                           "sp": args.sequence_parallel == "true"})
     print("before:", subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip())
     ranks = launch("benchmarks.ms_tp_compile:worker", world_size=2, timeout=args.timeout, env=env)
     print("after: ", subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip())
